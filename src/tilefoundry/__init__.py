@@ -1,0 +1,1 @@
+"""TileFoundry: author a network once, run it on a reference evaluator and on fast runtime twins."""
