@@ -1,0 +1,1 @@
+"""Runtime layer: runtime twins, function bodies and their ABI, and the weight resources they load from."""

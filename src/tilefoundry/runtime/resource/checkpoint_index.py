@@ -1,0 +1,172 @@
+"""Reading a checkpoint directory's layout: an index plus shards, or one unsharded file.
+
+Two shapes are accepted (the Hugging Face conventions):
+
+* ``model.safetensors.index.json`` whose ``weight_map`` names, for each key, the shard file holding it;
+* a single ``model.safetensors`` and no index: the file's own key list is the map.
+
+When both are present the index wins. Everything here is validated when the layout is read, before any
+tensor is: the index must be JSON of the right shape, and every shard it names must be a file inside the
+checkpoint folder (no absolute path, no ``..``, no symlink leading out) that exists. Shard *contents* are
+checked when a shard is first opened (:mod:`.shard_file`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath, PureWindowsPath
+from types import MappingProxyType
+
+from .errors import CheckpointError
+
+__all__ = ["INDEX_NAME", "SINGLE_NAME", "CheckpointLayout", "read_checkpoint_layout"]
+
+INDEX_NAME = "model.safetensors.index.json"
+"""File name of a sharded checkpoint's index."""
+
+SINGLE_NAME = "model.safetensors"
+"""File name of an unsharded checkpoint."""
+
+
+@dataclass(frozen=True)
+class CheckpointLayout:
+    """Where a checkpoint's tensors live.
+
+    Attributes:
+        root: the checkpoint folder, symlinks resolved.
+        index_path: the index file, or None for an unsharded checkpoint.
+        weight_map: raw key -> shard name (as the index spells it), or None for an unsharded checkpoint,
+            whose single shard's own key list is the map.
+        shards: shard name -> resolved path of the shard file, one entry per distinct file.
+    """
+
+    root: Path
+    index_path: Path | None
+    weight_map: Mapping[str, str] | None
+    shards: Mapping[str, Path]
+
+    def describe(self) -> str:
+        """``'<dir>'`` or ``'<dir> (index model.safetensors.index.json)'``, for error messages."""
+        if self.index_path is None:
+            return f"{str(self.root)!r} ({SINGLE_NAME})"
+        return f"{str(self.root)!r} (index {self.index_path.name})"
+
+
+def _inside(root: Path, path: Path) -> bool:
+    try:
+        path.relative_to(root)
+    except ValueError:
+        return False
+    return True
+
+
+def _resolve_member(root: Path, name: str, *, what: str, source: Path | None, key: str | None) -> Path:
+    """Resolve ``name`` inside ``root``, refusing anything that would read outside the checkpoint folder."""
+    where = f"{source.name} maps {key!r} to " if source is not None else ""
+    windows = PureWindowsPath(name)
+    if PurePosixPath(name).is_absolute() or windows.is_absolute() or windows.drive:
+        raise CheckpointError(
+            f"{where}{what} {name!r}, an absolute path, in checkpoint {str(root)!r}; shard names must be "
+            "relative to the checkpoint folder. Fix the index, or copy the shard into the folder"
+        )
+    if ".." in PurePosixPath(name.replace("\\", "/")).parts:
+        raise CheckpointError(
+            f"{where}{what} {name!r}, which leaves checkpoint folder {str(root)!r} through '..'; shard "
+            "names must stay inside the checkpoint folder. Fix the index, or copy the shard into the folder"
+        )
+    resolved = Path(os.path.realpath(root / name))
+    if not _inside(root, resolved):
+        raise CheckpointError(
+            f"{where}{what} {name!r}, a symlink resolving to {str(resolved)!r} outside checkpoint folder "
+            f"{str(root)!r}; every file read must lie inside the checkpoint folder. Replace the link with "
+            "the file itself"
+        )
+    return resolved
+
+
+def _read_index(root: Path, index_path: Path) -> dict[str, str]:
+    try:
+        text = index_path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise CheckpointError(
+            f"index {str(index_path)!r} is not UTF-8 text ({exc}); restore it from the checkpoint's source"
+        ) from None
+    except OSError as exc:
+        raise CheckpointError(f"cannot read index {str(index_path)!r}: {exc.strerror or exc}") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CheckpointError(
+            f"index {str(index_path)!r} is not valid JSON ({exc.msg} at line {exc.lineno}, column "
+            f"{exc.colno}); restore it from the checkpoint's source"
+        ) from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("weight_map"), dict):
+        raise CheckpointError(
+            f"index {str(index_path)!r} has no 'weight_map' object; a safetensors index is "
+            '{"metadata": {...}, "weight_map": {"<key>": "<shard file>", ...}}'
+        )
+    weight_map: dict[str, str] = {}
+    for key, shard in doc["weight_map"].items():
+        if not isinstance(shard, str) or not shard:
+            raise CheckpointError(
+                f"index {str(index_path)!r} maps {key!r} to {shard!r}; each weight_map value must be a shard "
+                "file name"
+            )
+        weight_map[key] = shard
+    return weight_map
+
+
+def read_checkpoint_layout(ckpt_dir: str | os.PathLike[str]) -> CheckpointLayout:
+    """Read and validate the layout of the checkpoint folder ``ckpt_dir``.
+
+    Raises:
+        FileNotFoundError / NotADirectoryError: ``ckpt_dir`` is missing or is not a folder.
+        CheckpointError: the folder holds neither an index nor ``model.safetensors``; the index is not JSON
+            or lacks a weight_map; a shard it names is outside the folder or missing.
+    """
+    given = os.fspath(ckpt_dir)
+    if not os.path.exists(given):
+        raise FileNotFoundError(f"checkpoint folder {given!r} does not exist")
+    if not os.path.isdir(given):
+        raise NotADirectoryError(
+            f"checkpoint path {given!r} is not a folder; pass the folder holding {INDEX_NAME} or "
+            f"{SINGLE_NAME}"
+        )
+    root = Path(os.path.realpath(given))
+    index_candidate = root / INDEX_NAME
+    single_candidate = root / SINGLE_NAME
+
+    if os.path.lexists(index_candidate):
+        index_path = _resolve_member(root, INDEX_NAME, what="index", source=None, key=None)
+        if not index_path.is_file():
+            raise CheckpointError(f"index {str(index_candidate)!r} is not a regular file")
+        weight_map = _read_index(root, index_path)
+        shards: dict[str, Path] = {}
+        for key, shard in weight_map.items():
+            if shard in shards:
+                continue
+            path = _resolve_member(root, shard, what="shard", source=index_path, key=key)
+            if not path.is_file():
+                raise CheckpointError(
+                    f"{index_path.name} maps {key!r} to shard {shard!r}, but {str(root / shard)!r} "
+                    f"{'is not a regular file' if path.exists() else 'does not exist'}; the checkpoint "
+                    "is incomplete: download the missing shard"
+                )
+            shards[shard] = path
+        return CheckpointLayout(root, index_path, MappingProxyType(weight_map), MappingProxyType(shards))
+
+    if os.path.lexists(single_candidate):
+        path = _resolve_member(root, SINGLE_NAME, what="checkpoint file", source=None, key=None)
+        if not path.is_file():
+            raise CheckpointError(f"checkpoint file {str(single_candidate)!r} is not a regular file")
+        return CheckpointLayout(root, None, None, MappingProxyType({SINGLE_NAME: path}))
+
+    others = sorted(p.name for p in root.glob("*.safetensors"))
+    found = f"; it does hold {', '.join(others[:5])}{' ...' if len(others) > 5 else ''}" if others else ""
+    raise CheckpointError(
+        f"checkpoint folder {given!r} holds neither {INDEX_NAME} (a sharded checkpoint) nor {SINGLE_NAME} "
+        f"(an unsharded one){found}. Point at the folder that holds one of them"
+    )

@@ -1,0 +1,38 @@
+"""Exception types raised by the weight resources.
+
+Two failures are distinguished because callers react to them differently:
+
+* :class:`WeightNotFoundError` (a :class:`KeyError`): the resource is sound, but it holds no tensor under
+  the requested name. The message names the requested name, the raw key it resolved to, and where it was
+  looked for (the checkpoint directory, or the in-memory mapping), with near matches when there are any.
+* :class:`CheckpointError` (a :class:`ValueError`): the checkpoint on disk is itself unusable -- an index
+  that is not JSON or names a shard outside the checkpoint folder, a missing or truncated shard, a corrupt
+  shard header, an index entry pointing at a shard that does not hold the key. The message names the file
+  (and the key, where one is involved).
+
+Neither is raised after writing anything: resources only ever read.
+"""
+
+from __future__ import annotations
+
+__all__ = ["CheckpointError", "WeightNotFoundError"]
+
+
+class CheckpointError(ValueError):
+    """A checkpoint directory, index or shard file is malformed; the message names the file at fault."""
+
+
+class WeightNotFoundError(KeyError):
+    """No tensor is stored under the requested name.
+
+    A :class:`KeyError`, so ``except KeyError`` keeps working; unlike a plain KeyError its ``str`` is the
+    readable message rather than the quoted repr of it.
+    """
+
+    def __init__(self, message: str, *, key: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.key = key
+
+    def __str__(self) -> str:
+        return self.message

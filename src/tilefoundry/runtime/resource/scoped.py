@@ -1,0 +1,168 @@
+"""``ScopedResource``: the alias-resolving ``load`` / ``load_group`` / ``subtree`` every resource shares.
+
+Concrete resources only say how to read one raw key (:meth:`ScopedResource._read`) and how to make a view
+under another prefix (:meth:`ScopedResource._scoped`); the naming rules live here once.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+import torch
+
+from .alias import AliasValue, Preprocessed, join_key, lookup_alias, normalize_prefix
+
+__all__ = ["ReadRequest", "ScopedResource"]
+
+_Self = TypeVar("_Self", bound="ScopedResource")
+
+
+@dataclass(frozen=True)
+class ReadRequest:
+    """How a raw key was reached: the requested name, the scope, and the alias entry that fired (if any).
+
+    Concrete resources put :meth:`describe` into their error messages.
+    """
+
+    name: str
+    prefix: str
+    alias_key: str | None = None
+
+    def describe(self) -> str:
+        """A short phrase such as ``requested as 'w' under prefix 'layer0.' via alias 'w'``."""
+        text = f"requested as {self.name!r}"
+        if self.prefix:
+            text += f" under prefix {self.prefix!r}"
+        if self.alias_key is not None:
+            text += f" via alias {self.alias_key!r}"
+        return text
+
+
+def _check_name(name: object, what: str) -> str:
+    if not isinstance(name, str):
+        raise TypeError(f"{what} takes a weight name (str), got {type(name).__name__}")
+    if not name:
+        raise ValueError(f"{what} takes a non-empty weight name, got ''")
+    return name
+
+
+class ScopedResource(ABC):
+    """Base of the concrete resources: a prefix, an alias table carried down to every view, and the rules.
+
+    Subclasses implement :meth:`_read` and :meth:`_scoped`.
+    """
+
+    _prefix: str
+    _alias: Mapping[str, AliasValue]
+
+    def __init__(self, prefix: str, alias: Mapping[str, AliasValue]) -> None:
+        self._prefix = normalize_prefix(prefix)
+        self._alias = alias
+
+    @property
+    def prefix(self) -> str:
+        """The accumulated raw prefix of this view (empty, or ending in ``"."``)."""
+        return self._prefix
+
+    @property
+    def alias(self) -> Mapping[str, AliasValue]:
+        """The read-only alias table shared by this view and all views derived from it."""
+        return self._alias
+
+    @abstractmethod
+    def _read(self, key: str, request: ReadRequest) -> torch.Tensor:
+        """Read the raw key ``key``; raise WeightNotFoundError naming it when absent."""
+
+    @abstractmethod
+    def _scoped(self: _Self, prefix: str) -> _Self:
+        """A view of the same data under ``prefix`` (already normalized), sharing the alias table."""
+
+    def load(self, name: str) -> torch.Tensor:
+        """Return the tensor ``name`` resolves to in this scope, in its stored element type.
+
+        Raises KeyError (WeightNotFoundError) when absent, and TypeError naming ``load_group`` when
+        ``name`` is a one-to-many (tuple-valued) alias.
+        """
+        name = _check_name(name, "load")
+        prefix = self._prefix
+        hit = lookup_alias(self._alias, prefix, name)
+        if hit is None:
+            return self._read(f"{prefix}{name}", ReadRequest(name, prefix))
+        value = hit.value
+        request = ReadRequest(name, prefix, hit.key)
+        if isinstance(value, tuple):
+            raise TypeError(
+                f"{name!r} (alias {hit.key!r}) is a one-to-many group of {len(value)} raw tensors "
+                f"{value!r}; read it with load_group({name!r}), which returns them in declared order"
+            )
+        if isinstance(value, Preprocessed):
+            raw = self._read(join_key(prefix, value.name), request)
+            return self._apply(value, raw, name, hit.key)
+        return self._read(join_key(prefix, value), request)
+
+    def load_group(self, name: str) -> tuple[torch.Tensor, ...] | None:
+        """Return the raw tensors of the one-to-many alias ``name`` in declared order, never stacked.
+
+        Returns None when ``name`` has no tuple-valued alias (the one-to-one case, an Absolute or a
+        Preprocessed entry included); ``load`` reads those.
+        """
+        name = _check_name(name, "load_group")
+        prefix = self._prefix
+        hit = lookup_alias(self._alias, prefix, name)
+        if hit is None or not isinstance(hit.value, tuple):
+            return None
+        request = ReadRequest(name, prefix, hit.key)
+        return tuple(self._read(f"{prefix}{member}", request) for member in hit.value)
+
+    def subtree(self: _Self, seg: str) -> _Self:
+        """Return a view scoped one path segment deeper; ``seg`` is alias-resolved to one relative path.
+
+        Raises TypeError when ``seg`` hits a tuple-valued, Preprocessed or Absolute alias: a subtree
+        segment must resolve to one relative name.
+        """
+        seg = _check_name(seg, "subtree")
+        hit = lookup_alias(self._alias, self._prefix, seg)
+        if hit is None:
+            relative = seg
+        elif isinstance(hit.value, str):
+            relative = hit.value
+        else:
+            if isinstance(hit.value, tuple):
+                kind = "a tuple (one-to-many group)"
+            elif isinstance(hit.value, Preprocessed):
+                kind = "a Preprocessed leaf"
+            else:
+                kind = "an Absolute leaf"
+            raise TypeError(
+                f"subtree({seg!r}): alias {hit.key!r} maps it to {kind} {hit.value!r}, but a subtree segment "
+                "must resolve to one relative path; map the segment to a str (e.g. 'model.layers.0'), and "
+                "keep tuple / Preprocessed / Absolute entries for the weights inside it"
+            )
+        return self._scoped(f"{self._prefix}{relative}.")
+
+    @staticmethod
+    def _apply(entry: Preprocessed, raw: torch.Tensor, name: str, alias_key: str) -> torch.Tensor:
+        out = entry.read(raw)
+        if not isinstance(out, torch.Tensor):
+            raise TypeError(
+                f"Preprocessed read for {name!r} (alias {alias_key!r}) returned {type(out).__name__}, "
+                "not a torch.Tensor"
+            )
+        if out.dtype != raw.dtype:
+            raise TypeError(
+                f"Preprocessed read for {name!r} (alias {alias_key!r}) changed the element type from "
+                f"{raw.dtype} to {out.dtype}; a read keeps the checkpoint's stored type. Change precision "
+                'with a weight converter (@<func>.converter("<weight>")) instead'
+            )
+        if out.device != raw.device:
+            raise TypeError(
+                f"Preprocessed read for {name!r} (alias {alias_key!r}) moved the tensor from {raw.device} to "
+                f"{out.device}; choose the device with the resource's device argument instead"
+            )
+        return out
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(prefix={self._prefix!r}, {len(self._alias)} alias entries)"
