@@ -1,0 +1,64 @@
+"""Numerical comparison of a candidate against a reference under stated predicates (spec 1.6).
+
+``check(candidate, reference, inputs, expect=...)`` runs both callables on the same inputs, flattens
+their (nested tuple) results to paths ``"output"``, ``"output[0]"``, ``"output[1][0]"``..., and judges
+each output tensor by the predicates ``expect`` lists for its path, returning a :class:`Report` that
+prints as a table and converts to JSON. The predicates:
+
+========== ============ ====================================================================
+name       bounds       passes when
+========== ============ ====================================================================
+allclose   atol, rtol   every ``|c - r| <= atol + rtol * |r|``
+rel_l2     max          ``||c - r|| / ||r|| <= max`` (``||c - r||`` when ``r`` is all zeros)
+cosine     min          ``<c, r> / (||c|| ||r||) >= min`` (both all zeros passes)
+ulp        max          distance in units in the last place of the output's dtype ``<= max``
+max_abs    max          ``max |c - r| <= max``
+max_rel    max          ``max |c - r| / |r| <= max`` (``|c - r|`` where ``r == 0``)
+equal      -            every element equal (``-0.0 == 0.0``, NaN == NaN); for integers/bools
+nan_inf    -            the candidate holds no NaN/Inf; needs no reference
+========== ============ ====================================================================
+
+Continuous measures run in float64; a pair that is the same NaN/Inf on both sides counts as equal, a pair
+non-finite on one side only fails. Refusals raise :class:`CheckError` (a ``ValueError``) or ``TypeError``
+for arguments of the wrong kind.
+"""
+
+from .check import check
+from .dtypes import dtype_name
+from .errors import CheckError
+from .parse import parse_predicate
+from .predicate import Predicate, PredicateResult
+from .predicates import (
+    PREDICATES,
+    allclose,
+    cosine,
+    equal,
+    max_abs,
+    max_rel,
+    nan_inf,
+    ordered_bits,
+    rel_l2,
+    ulp,
+)
+from .report import OutputCheck, Report
+
+__all__ = [
+    "PREDICATES",
+    "CheckError",
+    "OutputCheck",
+    "Predicate",
+    "PredicateResult",
+    "Report",
+    "allclose",
+    "check",
+    "cosine",
+    "dtype_name",
+    "equal",
+    "max_abs",
+    "max_rel",
+    "nan_inf",
+    "ordered_bits",
+    "parse_predicate",
+    "rel_l2",
+    "ulp",
+]
