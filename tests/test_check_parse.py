@@ -103,7 +103,8 @@ def test_parse_unknown_predicate_lists_the_valid_ones() -> None:
 
 
 def test_parse_unknown_or_missing_bound_is_a_value_error_naming_the_bounds() -> None:
-    with pytest.raises(ValueError, match=r"rel_l2: missing bound max; unknown bound min; it takes max") as info:
+    expected = r"rel_l2: missing bound max; unknown bound min; it takes max"
+    with pytest.raises(ValueError, match=expected) as info:
         parse_predicate("rel_l2:min=1e-2")
     assert "rel_l2:max=..." in str(info.value)
     with pytest.raises(ValueError, match="allclose: missing bound rtol"):

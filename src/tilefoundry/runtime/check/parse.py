@@ -27,7 +27,7 @@ def parse_predicate(text: str) -> Predicate:
         raise ValueError(f"empty predicate in {text!r}; expected NAME or NAME:bound=value,...")
     cls = PREDICATES.get(name)
     if cls is None:
-        valid = ", ".join(f"{c.name} ({c.signature()})" for c in PREDICATES.values())
+        valid = ", ".join(c.signature() for c in PREDICATES.values())
         raise ValueError(f"unknown predicate {name!r} in {text!r}; valid predicates: {valid}")
     bounds: dict[str, float] = {}
     if sep and rest.strip():
