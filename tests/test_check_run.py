@@ -178,11 +178,13 @@ def test_reference_none_refuses_predicates_that_need_one() -> None:
 
 
 def test_every_input_leaf_must_be_a_tensor() -> None:
-    with pytest.raises(TypeError, match=r"inputs\[1\] is a int; every leaf must be a torch.Tensor"):
+    with pytest.raises(
+        TypeError, match=r"inputs\[1\] is a value of type int; every leaf must be a torch.Tensor"
+    ):
         check(double, double, (x(), 3), expect={"output": [equal()]})
-    with pytest.raises(TypeError, match=r"inputs\[0\]\[1\]\[0\] is a NoneType"):
+    with pytest.raises(TypeError, match=r"inputs\[0\]\[1\]\[0\] is a value of type NoneType"):
         check(double, double, ((x(), (None,)),), expect={"output": [equal()]})
-    with pytest.raises(TypeError, match=r"inputs\[0\]\[1\] is a list.*use a tuple, not a list"):
+    with pytest.raises(TypeError, match=r"inputs\[0\]\[1\] is a value of type list.*use a tuple, not a list"):
         check(double, double, ((x(), [x()]),), expect={"output": [equal()]})
 
 
@@ -214,9 +216,9 @@ def test_expect_must_map_paths_to_sequences_of_predicate_instances() -> None:
 
 
 def test_result_leaves_must_be_tensors() -> None:
-    with pytest.raises(TypeError, match=r"candidate result: output\[1\] is a NoneType"):
+    with pytest.raises(TypeError, match=r"candidate result: output\[1\] is a value of type NoneType"):
         check(lambda a: (a, None), lambda a: (a, a), (x(),), expect={"output[0]": [equal()]})
-    with pytest.raises(TypeError, match=r"reference result: output is a list.*use a tuple"):
+    with pytest.raises(TypeError, match=r"reference result: output is a value of type list.*use a tuple"):
         check(lambda a: (a,), lambda a: [a], (x(),), expect={"output[0]": [equal()]})
 
 

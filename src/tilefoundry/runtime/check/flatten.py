@@ -20,7 +20,7 @@ def describe(value: Any) -> str:
         return "a tensor"
     if isinstance(value, tuple):
         return f"a tuple of {len(value)}"
-    return f"a {type(value).__name__}"
+    return f"a value of type {type(value).__name__}"
 
 
 def flatten(value: Any, root: str) -> list[tuple[str, torch.Tensor]]:

@@ -144,8 +144,8 @@ class Predicate:
         """
         if is_discrete_dtype(dtype) and not self.discrete:
             return (
-                f"{self.name} measures a continuous distance, which has no meaning on a "
-                f"{dtype_name(dtype)} output; compare it exactly with equal() instead"
+                f"{self.name} measures a continuous distance, which has no meaning on an output of "
+                f"dtype {dtype_name(dtype)}; compare it exactly with equal() instead"
             )
         if dtype.is_complex and not self.discrete:
             return (
