@@ -1,0 +1,311 @@
+"""Bad checkpoints: each fails with an error naming the file or key, and leaves every file byte-identical."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from tilefoundry.runtime.resource import (
+    INDEX_NAME,
+    SINGLE_NAME,
+    CheckpointError,
+    SafetensorsResource,
+    WeightNotFoundError,
+)
+
+SHARD_A = "model-00001-of-00002.safetensors"
+SHARD_B = "model-00002-of-00002.safetensors"
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """Every path under ``root`` (links unresolved) with the sha256 of its bytes or its link target."""
+    state: dict[str, str] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = Path(dirpath) / name
+            rel = str(path.relative_to(root))
+            if path.is_symlink():
+                state[rel] = "link:" + os.readlink(path)
+            elif path.is_file():
+                state[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+            else:
+                state[rel] = "dir"
+    return state
+
+
+@contextmanager
+def unchanged(root: Path) -> Iterator[None]:
+    """Assert that nothing under ``root`` is created, removed or modified inside the block."""
+    before = snapshot(root)
+    yield
+    assert snapshot(root) == before
+
+
+def make_checkpoint(ckpt: Path) -> None:
+    ckpt.mkdir(parents=True)
+    save_file({"a.w": torch.arange(6, dtype=torch.float32).reshape(2, 3)}, str(ckpt / SHARD_A))
+    save_file({"b.w": torch.ones(4, dtype=torch.bfloat16), "b.big": torch.zeros(64)}, str(ckpt / SHARD_B))
+    write_index(ckpt, {"a.w": SHARD_A, "b.w": SHARD_B, "b.big": SHARD_B})
+
+
+def write_index(ckpt: Path, weight_map: dict[str, str]) -> None:
+    (ckpt / INDEX_NAME).write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+
+
+def raw_safetensors(header: object, data: bytes, *, header_len: int | None = None) -> bytes:
+    text = json.dumps(header).encode() if not isinstance(header, bytes) else header
+    length = len(text) if header_len is None else header_len
+    return struct.pack("<Q", length) + text + data
+
+
+@pytest.fixture
+def ckpt(tmp_path: Path) -> Path:
+    path = tmp_path.resolve() / "ckpt"
+    make_checkpoint(path)
+    return path
+
+
+# ---------------------------------------------------------------- the folder itself
+
+
+def test_a_folder_with_neither_layout_is_reported_as_such(tmp_path: Path) -> None:
+    ckpt = tmp_path / "empty"
+    ckpt.mkdir()
+    save_file({"x": torch.ones(1)}, str(ckpt / "pytorch_model.safetensors"))
+    with unchanged(tmp_path), pytest.raises(CheckpointError) as info:
+        SafetensorsResource(str(ckpt), device="cpu")
+    message = str(info.value)
+    assert INDEX_NAME in message and SINGLE_NAME in message and "neither" in message
+    assert str(ckpt) in message and "pytorch_model.safetensors" in message
+
+
+def test_a_missing_folder_is_a_file_not_found_error(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        SafetensorsResource(str(tmp_path / "nope"), device="cpu")
+
+
+def test_a_file_instead_of_a_folder_is_refused(tmp_path: Path) -> None:
+    (tmp_path / SINGLE_NAME).write_bytes(b"")
+    with pytest.raises(NotADirectoryError, match="not a folder"):
+        SafetensorsResource(str(tmp_path / SINGLE_NAME), device="cpu")
+
+
+# ---------------------------------------------------------------- the index
+
+
+def test_invalid_json_in_the_index(ckpt: Path) -> None:
+    (ckpt / INDEX_NAME).write_text('{"weight_map": {"a.w": "model-00001-of-00002.safetensors",}')
+    with unchanged(ckpt.parent), pytest.raises(CheckpointError) as info:
+        SafetensorsResource(str(ckpt), device="cpu")
+    message = str(info.value)
+    assert "not valid JSON" in message and INDEX_NAME in message and "line 1" in message
+
+
+def test_an_index_that_is_not_utf8(ckpt: Path) -> None:
+    (ckpt / INDEX_NAME).write_bytes(b"\xff\xfe\x00garbage")
+    with unchanged(ckpt.parent), pytest.raises(CheckpointError, match="not UTF-8"):
+        SafetensorsResource(str(ckpt), device="cpu")
+
+
+@pytest.mark.parametrize("doc", [[], {"metadata": {}}, {"weight_map": ["a.w"]}])
+def test_an_index_without_a_weight_map_object(ckpt: Path, doc: object) -> None:
+    (ckpt / INDEX_NAME).write_text(json.dumps(doc))
+    with unchanged(ckpt.parent), pytest.raises(CheckpointError) as info:
+        SafetensorsResource(str(ckpt), device="cpu")
+    assert "weight_map" in str(info.value) and INDEX_NAME in str(info.value)
+
+
+def test_an_index_value_that_is_not_a_file_name(ckpt: Path) -> None:
+    write_index(ckpt, {"a.w": 3})  # type: ignore[dict-item]
+    with unchanged(ckpt.parent), pytest.raises(CheckpointError, match=r"maps 'a\.w' to 3"):
+        SafetensorsResource(str(ckpt), device="cpu")
+
+
+def test_an_index_naming_a_shard_through_dotdot(ckpt: Path) -> None:
+    save_file({"a.w": torch.ones(1)}, str(ckpt.parent / "x.safetensors"))  # exists, outside the folder
+    write_index(ckpt, {"a.w": "../x.safetensors", "b.w": SHARD_B})
+    with unchanged(ckpt.parent), pytest.raises(CheckpointError) as info:
+        SafetensorsResource(str(ckpt), device="cpu")
+    message = str(info.value)
+    assert "'../x.safetensors'" in message and "'a.w'" in message and INDEX_NAME in message
+    assert "leaves checkpoint folder" in message
+
+
+def test_an_index_naming_a_shard_by_absolute_path(ckpt: Path) -> None:
+    outside = ckpt.parent / "x.safetensors"
+    save_file({"a.w": torch.ones(1)}, str(outside))
+    write_index(ckpt, {"a.w": str(outside)})
+    with unchanged(ckpt.parent), pytest.raises(CheckpointError) as info:
+        SafetensorsResource(str(ckpt), device="cpu")
+    assert repr(str(outside)) in str(info.value) and "absolute path" in str(info.value)
+
+
+def test_an_absolute_path_into_the_folder_itself_is_refused_too(ckpt: Path) -> None:
+    write_index(ckpt, {"a.w": str(ckpt / SHARD_A)})
+    with unchanged(ckpt.parent), pytest.raises(CheckpointError, match="absolute path"):
+        SafetensorsResource(str(ckpt), device="cpu")
+
+
+def test_an_index_naming_a_symlink_that_leaves_the_folder(ckpt: Path) -> None:
+    outside = ckpt.parent / "elsewhere"
+    outside.mkdir()
+    save_file({"a.w": torch.ones(1)}, str(outside / "x.safetensors"))
+    (ckpt / "evil.safetensors").symlink_to(outside / "x.safetensors")
+    write_index(ckpt, {"a.w": "evil.safetensors"})
+    with unchanged(ckpt.parent), pytest.raises(CheckpointError) as info:
+        SafetensorsResource(str(ckpt), device="cpu")
+    message = str(info.value)
+    assert "'evil.safetensors'" in message and "symlink" in message and "outside" in message
+
+
+def test_a_symlinked_subfolder_that_leaves_the_folder(ckpt: Path) -> None:
+    outside = ckpt.parent / "elsewhere"
+    outside.mkdir()
+    save_file({"a.w": torch.ones(1)}, str(outside / "x.safetensors"))
+    (ckpt / "sub").symlink_to(outside, target_is_directory=True)
+    write_index(ckpt, {"a.w": "sub/x.safetensors"})
+    with unchanged(ckpt.parent), pytest.raises(CheckpointError, match=r"'sub/x\.safetensors'.*outside"):
+        SafetensorsResource(str(ckpt), device="cpu")
+
+
+def test_a_single_file_symlink_that_leaves_the_folder(tmp_path: Path) -> None:
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    save_file({"x": torch.ones(1)}, str(tmp_path / "real.safetensors"))
+    (ckpt / SINGLE_NAME).symlink_to(tmp_path / "real.safetensors")
+    with unchanged(tmp_path), pytest.raises(CheckpointError, match="symlink.*outside"):
+        SafetensorsResource(str(ckpt), device="cpu")
+
+
+def test_an_index_naming_a_missing_shard(ckpt: Path) -> None:
+    write_index(ckpt, {"a.w": SHARD_A, "c.w": "model-00003-of-00003.safetensors"})
+    with unchanged(ckpt.parent), pytest.raises(CheckpointError) as info:
+        SafetensorsResource(str(ckpt), device="cpu")
+    message = str(info.value)
+    assert "'model-00003-of-00003.safetensors'" in message and "'c.w'" in message
+    assert "does not exist" in message and INDEX_NAME in message
+
+
+def test_an_index_naming_a_folder_as_a_shard(ckpt: Path) -> None:
+    (ckpt / "dir.safetensors").mkdir()
+    write_index(ckpt, {"a.w": "dir.safetensors"})
+    with unchanged(ckpt.parent), pytest.raises(CheckpointError, match="'dir.safetensors'.*not a regular"):
+        SafetensorsResource(str(ckpt), device="cpu")
+
+
+# ---------------------------------------------------------------- shards
+
+
+def test_a_truncated_shard_names_the_file_and_the_tensor(ckpt: Path) -> None:
+    path = ckpt / SHARD_B
+    path.write_bytes(path.read_bytes()[:-40])
+    res = SafetensorsResource(str(ckpt), device="cpu")  # shards are checked when first opened
+    with unchanged(ckpt.parent), pytest.raises(CheckpointError) as info:
+        res.load("b.w")
+    message = str(info.value)
+    assert str(path) in message and "corrupt" in message and "'b.big'" in message and "data bytes" in message
+
+
+def test_a_truncated_shard_does_not_block_the_other_shards(ckpt: Path) -> None:
+    path = ckpt / SHARD_B
+    path.write_bytes(path.read_bytes()[:-40])
+    res = SafetensorsResource(str(ckpt), device="cpu")
+    assert torch.equal(res.load("a.w"), torch.arange(6, dtype=torch.float32).reshape(2, 3))
+    with pytest.raises(CheckpointError):
+        res.load("b.w")
+    with pytest.raises(CheckpointError):  # a failed open is not cached as if it had worked
+        res.load("b.w")
+
+
+def test_a_truncated_unsharded_checkpoint(tmp_path: Path) -> None:
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    save_file({"x": torch.ones(100)}, str(ckpt / SINGLE_NAME))
+    data = (ckpt / SINGLE_NAME).read_bytes()
+    (ckpt / SINGLE_NAME).write_bytes(data[: len(data) // 2])
+    res = SafetensorsResource(str(ckpt), device="cpu")
+    with unchanged(tmp_path), pytest.raises(CheckpointError, match=r"model\.safetensors.*corrupt.*'x'"):
+        res.load("x")
+
+
+def test_a_shard_shorter_than_its_header_length(ckpt: Path) -> None:
+    (ckpt / SHARD_A).write_bytes(b"\x01\x02\x03")
+    res = SafetensorsResource(str(ckpt), device="cpu")
+    with unchanged(ckpt.parent), pytest.raises(CheckpointError) as info:
+        res.load("a.w")
+    assert SHARD_A in str(info.value) and "3 bytes long" in str(info.value)
+
+
+def test_a_header_claiming_more_bytes_than_the_file_has(ckpt: Path) -> None:
+    header = {"a.w": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]}}
+    (ckpt / SHARD_A).write_bytes(raw_safetensors(header, bytes(24), header_len=10_000))
+    res = SafetensorsResource(str(ckpt), device="cpu")
+    with unchanged(ckpt.parent), pytest.raises(CheckpointError) as info:
+        res.load("a.w")
+    assert SHARD_A in str(info.value) and "claims 10000 bytes" in str(info.value)
+
+
+def test_a_header_that_is_not_json(ckpt: Path) -> None:
+    (ckpt / SHARD_A).write_bytes(raw_safetensors(b"{this is not json}", bytes(24)))
+    res = SafetensorsResource(str(ckpt), device="cpu")
+    with unchanged(ckpt.parent), pytest.raises(CheckpointError) as info:
+        res.load("a.w")
+    assert SHARD_A in str(info.value) and "not valid JSON" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("header", "words"),
+    [
+        ([1, 2, 3], "JSON list, not an object"),
+        ({"a.w": "F32"}, "'a.w' is not an object"),
+        ({"a.w": {"dtype": "F32", "shape": [2, 3]}}, "'a.w' lacks a valid dtype / shape / data_offsets"),
+        ({"a.w": {"dtype": "F32", "shape": [2, -3], "data_offsets": [0, 24]}}, "lacks a valid"),
+        ({"a.w": {"dtype": "F32", "shape": [2, 3], "data_offsets": [24, 0]}}, "inverted byte range"),
+        ({"a.w": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 400]}}, "claims bytes [0, 400)"),
+        ({"a.w": {"dtype": "F32", "shape": [2, 4], "data_offsets": [0, 24]}}, "needs 32 bytes"),
+    ],
+)
+def test_a_corrupt_header_entry(ckpt: Path, header: object, words: str) -> None:
+    (ckpt / SHARD_A).write_bytes(raw_safetensors(header, bytes(24)))
+    res = SafetensorsResource(str(ckpt), device="cpu")
+    with unchanged(ckpt.parent), pytest.raises(CheckpointError) as info:
+        res.load("a.w")
+    assert SHARD_A in str(info.value) and words in str(info.value)
+
+
+def test_a_shard_safetensors_itself_refuses_is_reported_by_file(ckpt: Path) -> None:
+    # A header our checks accept, but whose byte ranges leave a gap: safe_open refuses the layout.
+    header = {"a.w": {"dtype": "F32", "shape": [2, 3], "data_offsets": [8, 32]}}
+    (ckpt / SHARD_A).write_bytes(raw_safetensors(header, bytes(32)))
+    res = SafetensorsResource(str(ckpt), device="cpu")
+    with unchanged(ckpt.parent), pytest.raises(CheckpointError) as info:
+        res.load("a.w")
+    assert SHARD_A in str(info.value) and "cannot be opened as safetensors" in str(info.value)
+
+
+def test_a_key_the_index_maps_to_a_shard_that_does_not_hold_it(ckpt: Path) -> None:
+    write_index(ckpt, {"a.w": SHARD_A, "b.w": SHARD_A, "b.big": SHARD_B})
+    res = SafetensorsResource(str(ckpt), device="cpu")
+    with unchanged(ckpt.parent), pytest.raises(CheckpointError) as info:
+        res.load("b.w")
+    message = str(info.value)
+    assert "'b.w'" in message and repr(SHARD_A) in message and "does not hold it" in message
+    assert INDEX_NAME in message
+
+
+def test_a_missing_weight_names_the_key_and_the_checkpoint_dir(ckpt: Path) -> None:
+    res = SafetensorsResource(str(ckpt), device="cpu", alias={"weight": "w"})
+    with unchanged(ckpt.parent), pytest.raises(WeightNotFoundError) as info:
+        res.subtree("c").load("weight")
+    message = str(info.value)
+    assert isinstance(info.value, KeyError)
+    assert "'c.w'" in message and str(ckpt) in message and "alias 'weight'" in message
