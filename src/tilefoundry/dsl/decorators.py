@@ -1,0 +1,100 @@
+"""``@func`` and ``@module``: the authoring decorators."""
+
+from __future__ import annotations
+
+import types as pytypes
+from collections.abc import Callable
+from typing import Any
+
+from ..ir.core.errors import ModuleDefinitionError
+from ..ir.core.function import Converter, Function
+from ..ir.core.module import Module
+from ..target import resolve_target
+
+
+def _in_class_body(pyfunc: Callable[..., Any]) -> bool:
+    parts = pyfunc.__qualname__.split(".")
+    return len(parts) > 1 and parts[-2] != "<locals>"
+
+
+def func(fn: Callable[..., Any] | None = None, *, topologies: Any = None, target: Any = None) -> Any:
+    """Turn an annotated Python function into a HIR ``Function``.
+
+    ``@func`` in a ``@module`` class body declares a kernel of that Module. A bare ``@func`` yields a
+    Function (traced at once, so authoring errors point at the definition); ``@func(topologies=...,
+    target=...)`` outside a class yields an implicit one-function Module whose entry is that function.
+    """
+
+    def deco(pyfunc: Callable[..., Any]) -> Function | Module:
+        in_class = _in_class_body(pyfunc)
+        tgt = resolve_target(target) if target is not None else None
+        fn = Function(pyfunc, topologies=topologies, target=tgt)
+        if in_class:
+            return fn
+        _ = fn.graph
+        if topologies is not None or target is not None:
+            return Module(fn.name, {fn.name: fn}, entry=fn.name, target=tgt, topologies=topologies)
+        return fn
+
+    if fn is not None:
+        return deco(fn)
+    return deco
+
+
+_ALLOWED = "a @func kernel, a Module or tuple of Modules (children), or a plain def (method)"
+
+
+def module(cls: type | None = None, *, entry: str | None = None, target: Any = None,
+           topologies: Any = None) -> Any:
+    """Turn a class body into a ``Module`` instance bound to the class's name.
+
+    Members: ``@func`` kernels become functions; a Module (or tuple of Modules) assigned to an
+    attribute becomes children (a lone Module takes the attribute's name, tuple members keep their
+    own, e.g. from ``Layer.renamed("layer0")``); plain ``def``s become orchestration methods
+    (``forward``, ``init_caches``, ...). Anything else is refused.
+    """
+
+    def deco(klass: type) -> Module:
+        functions: dict[str, Function] = {}
+        children: list[Module] = []
+        methods: dict[str, Callable[..., Any]] = {}
+        for attr, value in klass.__dict__.items():
+            if attr.startswith("__") and attr.endswith("__"):
+                continue
+            if isinstance(value, Converter):
+                continue
+            if isinstance(value, Function):
+                if value.name != attr:
+                    value.name = attr
+                functions[attr] = value
+            elif isinstance(value, Module):
+                children.append(value.renamed(attr))
+            elif isinstance(value, tuple):
+                if not value:
+                    raise ModuleDefinitionError(f"@module {klass.__name__}: member {attr!r} is an empty tuple; "
+                                                f"a tuple member holds child Modules")
+                for i, item in enumerate(value):
+                    if not isinstance(item, Module):
+                        raise ModuleDefinitionError(
+                            f"@module {klass.__name__}: {attr}[{i}] is {type(item).__name__}, not a Module; "
+                            "a tuple member holds child Modules only"
+                        )
+                children.extend(value)
+            elif isinstance(value, pytypes.FunctionType):
+                methods[attr] = value
+            else:
+                raise ModuleDefinitionError(
+                    f"@module {klass.__name__}: member {attr!r} is a {type(value).__name__}; a member must be "
+                    f"{_ALLOWED}"
+                )
+        mod = Module(
+            klass.__name__, functions, children, methods, entry=entry,
+            target=resolve_target(target) if target is not None else None, topologies=topologies,
+        )
+        mod.__doc__ = klass.__doc__
+        mod.trace_all()
+        return mod
+
+    if cls is not None:
+        return deco(cls)
+    return deco

@@ -1,0 +1,54 @@
+"""Handlers of the nn family."""
+
+from __future__ import annotations
+
+import torch
+
+from ...ir.core.graph import Node
+from ..context import EvalContext
+from ..registry import handles
+
+
+@handles("matmul")
+def _matmul(node: Node, ins: list[torch.Tensor], ctx: EvalContext) -> torch.Tensor:
+    return torch.matmul(ins[0], ins[1])
+
+
+@handles("rms_norm")
+def _rms_norm(node: Node, ins: list[torch.Tensor], ctx: EvalContext) -> torch.Tensor:
+    x, w = ins
+    xf = x.float()
+    normed = xf * torch.rsqrt(xf.square().mean(dim=-1, keepdim=True) + node.attrs["eps"])
+    return (normed * w.float()).to(x.dtype)
+
+
+@handles("layer_norm")
+def _layer_norm(node: Node, ins: list[torch.Tensor], ctx: EvalContext) -> torch.Tensor:
+    x, w, b = ins
+    axis = node.attrs["axis"]
+    xf = x.float()
+    mean = xf.mean(dim=axis, keepdim=True)
+    var = (xf - mean).square().mean(dim=axis, keepdim=True)
+    shape = [1] * x.dim()
+    shape[axis] = -1
+    y = (xf - mean) * torch.rsqrt(var + node.attrs["eps"]) * w.float().reshape(shape) + b.float().reshape(shape)
+    return y.to(x.dtype)
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+@handles("rope")
+def _rope(node: Node, ins: list[torch.Tensor], ctx: EvalContext) -> tuple[torch.Tensor, torch.Tensor]:
+    q, k, cos_cache, sin_cache, pos = ins
+    cos = cos_cache.float()[pos.long()]
+    sin = sin_cache.float()[pos.long()]
+    if pos.dim() == 2:  # (batch, seq, dim) -> (batch, 1, seq, dim) to broadcast over heads
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+    out = []
+    for x in (q, k):
+        xf = x.float()
+        out.append((xf * cos + _rotate_half(xf) * sin).to(x.dtype))
+    return out[0], out[1]

@@ -1,0 +1,162 @@
+"""Run a traced Function on torch: validate inputs, bind DimVars, execute nodes in order."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from ..ir.core.function import Function, Param
+from ..ir.core.graph import Node, Value
+from ..ir.core.tree import flatten, unflatten
+from ..ir.types.dim import DimVar
+from ..ir.types.tensor_type import TensorType
+from .context import EvalContext
+from .registry import HANDLERS
+
+
+class EvaluationError(RuntimeError):
+    """An op failed at run time (e.g. an index out of range); names the op and the source line."""
+
+
+def evaluate(fn: Function, *inputs: Any, device: str | torch.device | None = None) -> Any:
+    """Evaluate ``fn`` with one tensor per declared parameter (weights included).
+
+    Every input's dtype and shape is validated against its declaration; DimVars are bound from the
+    inputs, consistently across parameters and inside their ranges. ``device=None`` runs where the
+    inputs are (they must agree); a device given moves the inputs there.
+
+    Returns a tensor, or nested tuples of tensors shaped like the function's result.
+    """
+    from ..ir.core.function import Function as _Function
+    from ..ir.core.module import Module
+
+    if isinstance(fn, Module):
+        raise TypeError(f"evaluate takes a Function; for Module {fn.name!r} call it (forward) or pass "
+                        f"one of its functions ({', '.join(fn.functions)})")
+    if not isinstance(fn, _Function):
+        raise TypeError(f"evaluate takes a @func Function, got {type(fn).__name__}")
+    args = list(inputs)
+    if device is not None:
+        dev = torch.device(device)
+        args = [a.to(dev) if isinstance(a, torch.Tensor) else a for a in args]
+    else:
+        dev = agree_device(fn.name, [(p.name, a) for p, a in zip(fn.params, args)])
+    return run_function(fn, args, EvalContext(dev))
+
+
+def agree_device(what: str, named: Sequence[tuple[str, Any]]) -> torch.device:
+    """The one device all tensors sit on (CPU when there are none); a refusal naming what sits where."""
+    devices = {a.device for _, a in named if isinstance(a, torch.Tensor)}
+    if len(devices) > 1:
+        where = ", ".join(f"{n} on {a.device}" for n, a in named if isinstance(a, torch.Tensor))
+        raise ValueError(f"{what}: tensors sit on different devices ({where}); put them on one device")
+    return devices.pop() if devices else torch.device("cpu")
+
+
+def bind_inputs(fn: Function, params: Sequence[Param], args: Sequence[Any], bindings: dict[str, int]) -> None:
+    """Check each argument against its declaration, binding DimVars into ``bindings``."""
+    if len(args) != len(params):
+        raise TypeError(
+            f"{fn.name} takes {len(params)} arguments ({', '.join(p.name for p in params)}), got {len(args)}"
+        )
+    deferred: list[tuple[Param, int, Any, int]] = []
+    for p, a in zip(params, args):
+        if not isinstance(a, torch.Tensor):
+            raise TypeError(f"{fn.name}: argument {p.name} must be a torch.Tensor ({p.type}), got {type(a).__name__}")
+        want = p.type
+        if a.dtype != want.dtype.torch_dtype:
+            raise TypeError(f"{fn.name}: argument {p.name} has dtype {a.dtype}, declared {want}")
+        if a.dim() != want.rank:
+            raise TypeError(f"{fn.name}: argument {p.name} has rank {a.dim()} (shape {tuple(a.shape)}), "
+                            f"declared {want}")
+        for axis, (d, n) in enumerate(zip(want.shape, a.shape)):
+            n = int(n)
+            if isinstance(d, int):
+                if d != n:
+                    raise ValueError(f"{fn.name}: argument {p.name} has shape {tuple(a.shape)}, declared {want} "
+                                     f"(axis {axis}: {n} != {d})")
+            elif isinstance(d, DimVar):
+                _bind(fn, p, d, n, bindings)
+            else:
+                deferred.append((p, axis, d, n))
+    for p, axis, d, n in deferred:
+        try:
+            value = d.evaluate(bindings)
+        except KeyError:
+            raise ValueError(f"{fn.name}: argument {p.name} axis {axis} is {d}, whose DimVars no plain "
+                             f"DimVar axis binds") from None
+        if value != n:
+            raise ValueError(f"{fn.name}: argument {p.name} axis {axis} is {n}, but {d} = {value} from the "
+                             f"other arguments")
+
+
+def _bind(fn: Function, p: Param, d: DimVar, n: int, bindings: dict[str, int]) -> None:
+    if not d.contains(n):
+        raise ValueError(f"{fn.name}: argument {p.name}: DimVar {d.name} = {n} is outside its range "
+                         f"[{d.lo}, {d.hi})")
+    if d.name in bindings and bindings[d.name] != n:
+        raise ValueError(f"{fn.name}: DimVar {d.name} is {bindings[d.name]} from an earlier argument but "
+                         f"{n} in {p.name}")
+    bindings[d.name] = n
+
+
+def run_function(fn: Function, args: Sequence[Any], ctx: EvalContext, params: Sequence[Param] | None = None) -> Any:
+    """Validate ``args`` against ``fn``'s params, then run its graph under ``ctx``."""
+    graph = fn.graph
+    bindings: dict[str, int] = {}
+    bind_inputs(fn, fn.params if params is None else params, args, bindings)
+    local = EvalContext(ctx.device, bindings, ctx.reading)
+    values: dict[int, torch.Tensor] = {id(v): a for v, a in zip(graph.params, args)}
+    for node in graph.nodes:
+        ins = [values[id(v)] for v in node.inputs]
+        try:
+            out = _run_node(node, ins, local)
+        except (EvaluationError, TypeError, ValueError, KeyError):
+            raise
+        except (RuntimeError, IndexError) as e:
+            raise EvaluationError(f"{node.op} failed in {fn.name}: {e}\n  at {node.loc}") from e
+        outs = out if isinstance(out, tuple) else (out,)
+        for v, t in zip(node.outputs, outs):
+            _check_result(node, v, t, local)
+            values[id(v)] = t
+    leaves, spec = flatten(graph.outputs, lambda v: isinstance(v, Value))
+    return unflatten(spec, [values[id(v)] for v in leaves])
+
+
+def _run_node(node: Node, ins: list[torch.Tensor], ctx: EvalContext) -> Any:
+    if node.op == "call":
+        out = run_function(node.callee, ins, ctx)
+        return tuple(flatten(out, lambda t: isinstance(t, torch.Tensor))[0])
+    if node.op == "call_module":
+        out = _call_child(node, ins, ctx)
+        return tuple(flatten(out, lambda t: isinstance(t, torch.Tensor))[0])
+    return HANDLERS[node.op](node, ins, ctx)
+
+
+def _call_child(node: Node, ins: list[torch.Tensor], ctx: EvalContext) -> Any:
+    child = node.attrs["child"]
+    fn = node.callee
+    if ctx.reading is None:
+        raise TypeError(
+            f"{node.loc}: calls child Module {child!r}, whose weights come from a reading; load the root "
+            "with Module.load(resource) and call the LoadedModule"
+        )
+    reading = ctx.reading.child_reading(child)
+    it = iter(ins)
+    args = [reading.constants[p.name] if p.const else next(it) for p in fn.params]
+    return run_function(fn, args, EvalContext(ctx.device, {}, reading))
+
+
+def _check_result(node: Node, v: Value, t: Any, ctx: EvalContext) -> None:
+    """Hold every handler to its op's type rule: a mismatch is a framework bug, reported as such."""
+    want: TensorType = v.type
+    if not isinstance(t, torch.Tensor) or t.dtype != want.dtype.torch_dtype:
+        raise AssertionError(f"evaluator bug: {node.op} produced {getattr(t, 'dtype', type(t))}, typed {want}")
+    try:
+        shape = want.concrete_shape(ctx.bindings)
+    except KeyError:
+        return
+    if tuple(t.shape) != shape:
+        raise AssertionError(f"evaluator bug: {node.op} produced shape {tuple(t.shape)}, typed {want} = {shape}")

@@ -1,0 +1,1 @@
+"""The IR: types (ir.types), graphs, functions and modules (ir.core), the op set (ir.ops)."""

@@ -1,0 +1,135 @@
+"""The traced HIR graph: typed values and the nodes that produce them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..types.shard import MeshSpec
+from ..types.tensor_type import TensorType
+from .source import SourceLoc
+
+if TYPE_CHECKING:
+    from .function import Function
+
+
+class Value:
+    """A typed symbolic tensor seen while tracing a ``@func`` body.
+
+    Python operators record HIR ops (``a + b`` is ``tf.add(a, b)``); comparisons record boolean ops.
+    """
+
+    __slots__ = ("type", "producer", "index", "param")
+
+    def __init__(self, type: TensorType, producer: Node | None = None, index: int = 0,
+                 param: str | None = None) -> None:
+        self.type = type
+        self.producer = producer
+        self.index = index
+        self.param = param
+
+    @property
+    def shape(self) -> tuple:
+        """The symbolic shape."""
+        return self.type.shape
+
+    @property
+    def dtype(self):  # noqa: ANN201 - DType, re-exported for authoring convenience
+        """The element type."""
+        return self.type.dtype
+
+    @property
+    def ndim(self) -> int:
+        """Number of axes."""
+        return self.type.rank
+
+    def __repr__(self) -> str:
+        origin = f"param {self.param}" if self.param else (self.producer.op if self.producer else "?")
+        return f"<Value {self.type} from {origin}>"
+
+    def __bool__(self) -> bool:
+        raise TypeError(
+            "a traced tensor has no truth value: Python control flow may only branch on static "
+            "values (shapes, ints); use tf.where for data-dependent selection"
+        )
+
+    # Python operators map onto the HIR ops of the same meaning.
+    def __add__(self, o: Any) -> Value: return _binary("add", self, o)
+    def __radd__(self, o: Any) -> Value: return _binary("add", o, self)
+    def __sub__(self, o: Any) -> Value: return _binary("sub", self, o)
+    def __rsub__(self, o: Any) -> Value: return _binary("sub", o, self)
+    def __mul__(self, o: Any) -> Value: return _binary("mul", self, o)
+    def __rmul__(self, o: Any) -> Value: return _binary("mul", o, self)
+    def __truediv__(self, o: Any) -> Value: return _binary("div", self, o)
+    def __rtruediv__(self, o: Any) -> Value: return _binary("div", o, self)
+    def __pow__(self, o: Any) -> Value: return _binary("pow", self, o)
+    def __matmul__(self, o: Any) -> Value: return _binary("matmul", self, o)
+    def __neg__(self) -> Value: return _unary("neg", self)
+    def __lt__(self, o: Any) -> Value: return _binary("lt", self, o)
+    def __le__(self, o: Any) -> Value: return _binary("le", self, o)
+    def __gt__(self, o: Any) -> Value: return _binary("gt", self, o)
+    def __ge__(self, o: Any) -> Value: return _binary("ge", self, o)
+    def __eq__(self, o: Any) -> Value: return _binary("eq", self, o)  # type: ignore[override]
+    def __ne__(self, o: Any) -> Value: return _binary("ne", self, o)  # type: ignore[override]
+    __hash__ = object.__hash__
+
+
+def _binary(op: str, a: Any, b: Any) -> Value:
+    from .tracer import emit, lift_scalars
+
+    a, b = lift_scalars(op, a, b)
+    return emit(op, (a, b))
+
+
+def _unary(op: str, a: Value) -> Value:
+    from .tracer import emit
+
+    return emit(op, (a,))
+
+
+@dataclass(eq=False)
+class Node:
+    """One HIR operation: ``op`` applied to ``inputs`` with static ``attrs``.
+
+    ``op == "call"`` invokes ``callee`` (a sibling Function) with every declared parameter;
+    ``op == "call_module"`` invokes the entry of the child Module named ``attrs["child"]`` with its
+    activations alone (its weights come from the reading that evaluates it).
+    """
+
+    op: str
+    inputs: tuple[Value, ...]
+    attrs: dict[str, Any]
+    outputs: tuple[Value, ...] = ()
+    loc: SourceLoc | None = None
+    mesh: MeshSpec | None = None
+    callee: Function | None = None
+    returns_tuple: bool = False
+
+    def __repr__(self) -> str:
+        outs = ", ".join(str(v.type) for v in self.outputs)
+        return f"{self.op}({', '.join(str(v.type) for v in self.inputs)}) -> {outs}"
+
+
+@dataclass(eq=False)
+class Graph:
+    """A traced function body: parameters, nodes in program order, and the output structure."""
+
+    params: tuple[Value, ...]
+    nodes: list[Node] = field(default_factory=list)
+    outputs: Any = None  # a Value or nested tuples of Values
+
+    def __str__(self) -> str:
+        names: dict[int, str] = {}
+        for v in self.params:
+            names[id(v)] = f"%{v.param}"
+        lines = []
+        for node in self.nodes:
+            for v in node.outputs:
+                names[id(v)] = f"%{len(names)}"
+            outs = ", ".join(names[id(v)] for v in node.outputs)
+            ins = ", ".join(names.get(id(v), "?") for v in node.inputs)
+            target = f" @{node.callee.name}" if node.callee is not None else ""
+            attrs = f" {node.attrs}" if node.attrs else ""
+            types = ", ".join(str(v.type) for v in node.outputs)
+            lines.append(f"  {outs} = {node.op}{target}({ins}){attrs} : {types}")
+        return "\n".join(lines)

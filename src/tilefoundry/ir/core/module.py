@@ -1,0 +1,232 @@
+"""Module: a named node of kernels (functions), child Modules and orchestration methods."""
+
+from __future__ import annotations
+
+import types as pytypes
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..types.tensor_type import TensorType
+from .errors import IRTypeError, ModuleDefinitionError
+from .function import Converter, Function
+from .source import user_source
+
+if TYPE_CHECKING:
+    from .loaded import LoadedModule
+
+# Names a member may not take: they are the Module's own API.
+RESERVED = frozenset(
+    {"name", "entry", "functions", "modules", "methods", "target", "topologies", "load", "prepare", "lookup",
+     "renamed", "weights", "module_path", "children", "walk"}
+)
+
+
+class ChildCall:
+    """What a child Module's attribute name means inside a parent ``@func`` body: a call of its entry.
+
+    It takes the child entry's activations alone; the child's weights come from the reading
+    (LoadedModule) that evaluates the parent.
+    """
+
+    def __init__(self, child: Module) -> None:
+        self.child = child
+
+    def __call__(self, *args: Any) -> Any:
+        child = self.child
+        if child.entry is None:
+            raise IRTypeError(
+                f"call {child.name}", [], f"child Module {child.name!r} has no entry function; "
+                f"declare @module(entry=...) on it or call its functions from an orchestration method",
+                user_source(),
+            )
+        fn = child.functions[child.entry]
+        return fn.record_call("call_module", args, fn.activations, {"child": child.name, "function": fn.name})
+
+
+class Module:
+    """An IR Module: same API whether authored with ``@module`` or built directly.
+
+    Attribute access: ``mod.<function>`` is the Function (called with every declared parameter),
+    ``mod.<child>`` the child Module, ``mod.<method>`` an orchestration method bound to ``mod``.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        functions: Mapping[str, Function] | None = None,
+        modules: Sequence[Module] = (),
+        methods: Mapping[str, Callable[..., Any]] | None = None,
+        *,
+        entry: str | None = None,
+        target: Any = None,
+        topologies: Any = None,
+    ) -> None:
+        self.name = name
+        self.functions: dict[str, Function] = dict(functions or {})
+        self.modules: tuple[Module, ...] = tuple(modules)
+        self.methods: dict[str, Callable[..., Any]] = dict(methods or {})
+        self.entry = entry
+        self.target = target
+        self.topologies = tuple(topologies) if topologies is not None else None
+        self._validate()
+        self._bind_function_scopes()
+        self.weights: dict[str, TensorType] = self._collect_weights()
+
+    # -- construction ------------------------------------------------------------------------
+    def _validate(self) -> None:
+        where = f"@module {self.name}"
+        if not (self.functions or self.modules or self.methods):
+            raise ModuleDefinitionError(f"{where} is empty: declare at least one @func, child Module or method")
+        seen: dict[str, str] = {}
+        members = [(n, "function") for n in self.functions] + [(m.name, "child Module") for m in self.modules]
+        members += [(n, "method") for n in self.methods]
+        for member, kind in members:
+            if member in seen:
+                raise ModuleDefinitionError(
+                    f"{where}: the name {member!r} is used twice at one level ({seen[member]} and {kind}); "
+                    "rename one (children in a tuple take their names from .renamed(...))"
+                )
+            if member in RESERVED:
+                raise ModuleDefinitionError(f"{where}: {kind} {member!r} uses a reserved name; rename it")
+            seen[member] = kind
+        if "forward" in self.functions:
+            raise ModuleDefinitionError(
+                f"{where}: a @func may not be named 'forward'; name the kernel and declare it with "
+                "@module(entry=...), or write forward as a plain method"
+            )
+        if self.entry is not None and self.entry not in self.functions:
+            raise ModuleDefinitionError(
+                f"{where}: entry={self.entry!r} names no function; functions: "
+                f"{', '.join(self.functions) or 'none'}"
+            )
+
+    def _bind_function_scopes(self) -> None:
+        scope: dict[str, Any] = dict(self.functions)
+        scope.update({m.name: ChildCall(m) for m in self.modules})
+        for fn in self.functions.values():
+            fn.bind_scope(scope)
+
+    def _collect_weights(self) -> dict[str, TensorType]:
+        weights: dict[str, TensorType] = {}
+        owner: dict[str, str] = {}
+        for fn in self.functions.values():
+            for p in fn.weights:
+                if p.name in weights and not weights[p.name].same_as(p.type):
+                    raise ModuleDefinitionError(
+                        f"@module {self.name}: weight {p.name!r} is declared {weights[p.name]} in "
+                        f"{owner[p.name]} and {p.type} in {fn.name}; one name is one weight"
+                    )
+                weights.setdefault(p.name, p.type)
+                owner.setdefault(p.name, fn.name)
+        return weights
+
+    def trace_all(self) -> None:
+        """Trace every function (and child) now, so authoring errors surface at definition."""
+        for fn in self.functions.values():
+            _ = fn.graph
+            for conv in fn.converters.values():
+                _ = conv.graph
+        for child in self.modules:
+            child.trace_all()
+
+    def renamed(self, name: str) -> Module:
+        """The same Module under another name (functions shared, children kept)."""
+        clone = object.__new__(Module)
+        clone.__dict__.update(self.__dict__)
+        clone.name = name
+        return clone
+
+    # -- access ------------------------------------------------------------------------------
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        d = self.__dict__
+        if attr in d.get("functions", {}):
+            return d["functions"][attr]
+        for child in d.get("modules", ()):
+            if child.name == attr:
+                return child
+        if attr in d.get("methods", {}):
+            return pytypes.MethodType(d["methods"][attr], self)
+        raise AttributeError(f"Module {d.get('name')!r} has no function, child or method {attr!r}; "
+                             f"it has {self._member_list()}")
+
+    def _member_list(self) -> str:
+        parts = []
+        if self.functions:
+            parts.append("functions " + ", ".join(self.functions))
+        if self.modules:
+            parts.append("children " + ", ".join(m.name for m in self.modules))
+        if self.methods:
+            parts.append("methods " + ", ".join(self.methods))
+        return "; ".join(parts) or "nothing"
+
+    def child(self, name: str) -> Module:
+        """The child Module called ``name``."""
+        for m in self.modules:
+            if m.name == name:
+                return m
+        raise KeyError(f"Module {self.name!r} has no child {name!r}; children: "
+                       f"{', '.join(m.name for m in self.modules) or 'none'}")
+
+    def lookup(self, name: str) -> Function | Module | Callable[..., Any]:
+        """Resolve a dotted path (``"layer0.attn.qkv"``) to a child, a function or a bound method."""
+        node: Module = self
+        parts = name.split(".")
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            if last and part in node.functions:
+                return node.functions[part]
+            if last and part in node.methods:
+                return pytypes.MethodType(node.methods[part], node)
+            try:
+                node = node.child(part)
+            except KeyError:
+                raise KeyError(f"{name!r}: {'.'.join(parts[:i]) or node.name} has no member {part!r}; "
+                               f"it has {node._member_list()}") from None
+        return node
+
+    def walk(self, path: str = "") -> Iterator[tuple[str, Module]]:
+        """Every Module of the tree with its dotted path ('' for the root), parents first."""
+        yield path, self
+        for m in self.modules:
+            yield from m.walk(f"{path}.{m.name}" if path else m.name)
+
+    # -- running -----------------------------------------------------------------------------
+    def forward(self, *args: Any) -> Any:
+        """Run the step: the ``forward`` method if defined, else the entry function (all params)."""
+        if "forward" in self.methods:
+            return self.methods["forward"](self, *args)
+        if self.entry is not None:
+            return self.functions[self.entry](*args)
+        raise TypeError(
+            f"Module {self.name!r} has neither a forward method nor an entry function, so it has no "
+            f"step to run; call one of its members instead ({self._member_list()}), or declare "
+            f"@module(entry=...)"
+        )
+
+    def __call__(self, *args: Any) -> Any:
+        return self.forward(*args)
+
+    def load(self, resource: Any) -> LoadedModule:
+        """Read this tree's weights from ``resource`` into a new LoadedModule (this Module is unchanged)."""
+        from .loaded import load_module
+
+        return load_module(self, resource)
+
+    def prepare(self, raw: Any, out_dir: str, *, device: str = "cpu") -> None:
+        """Convert raw checkpoint tensors into the clean directory ``load`` reads (spec 1.1.2)."""
+        from .prepare import prepare_module
+
+        prepare_module(self, raw, out_dir, device=device)
+
+    def __repr__(self) -> str:
+        return f"<Module {self.name}: {self._member_list()}>"
+
+
+def converters_of(mod: Module) -> dict[str, Converter]:
+    """Every weight converter registered on the Module's functions, by weight name."""
+    out: dict[str, Converter] = {}
+    for fn in mod.functions.values():
+        out.update(fn.converters)
+    return out

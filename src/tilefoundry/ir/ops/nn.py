@@ -1,0 +1,86 @@
+"""Neural-network ops: matmul, rms_norm, layer_norm, rope."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core.errors import OpTypeError
+from ..core.op import register_op
+from ..types.tensor_type import TensorType
+from .rules import broadcast, check_dims_equal, norm_axis, require_float, require_int, require_rank, same_dtype
+
+
+@register_op("matmul", "nn")
+def _matmul(types: tuple[TensorType, ...], attrs: dict[str, Any]) -> TensorType:
+    a, b = types
+    dt = same_dtype(types)
+    if dt.is_bool:
+        raise OpTypeError("matmul is not defined on bool tensors")
+    if a.rank < 2 or b.rank < 2:
+        raise OpTypeError(f"matmul operands need rank >= 2, got ranks {a.rank} and {b.rank}")
+    check_dims_equal(a.shape[-1], b.shape[-2], "contracted axis (a's last, b's second to last)")
+    batch = broadcast([a.shape[:-2], b.shape[:-2]])
+    return TensorType(batch + (a.shape[-2], b.shape[-1]), dt)
+
+
+def _eps(attrs: dict[str, Any]) -> None:
+    eps = attrs.get("eps")
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or eps < 0:
+        raise OpTypeError(f"eps must be a non-negative number, got {eps!r}")
+    attrs["eps"] = float(eps)
+
+
+@register_op("rms_norm", "nn")
+def _rms_norm(types: tuple[TensorType, ...], attrs: dict[str, Any]) -> TensorType:
+    x, w = types
+    require_float(x)
+    same_dtype(types)
+    require_rank(w, 1, "weight")
+    check_dims_equal(x.shape[-1], w.shape[0], "weight length vs the normalised (last) axis")
+    _eps(attrs)
+    return TensorType(x.shape, x.dtype)
+
+
+@register_op("layer_norm", "nn")
+def _layer_norm(types: tuple[TensorType, ...], attrs: dict[str, Any]) -> TensorType:
+    x, w, b = types
+    require_float(x)
+    same_dtype(types)
+    axis = norm_axis(attrs.get("axis", -1), x.rank)
+    attrs["axis"] = axis
+    for name, t in (("weight", w), ("bias", b)):
+        require_rank(t, 1, name)
+        check_dims_equal(x.shape[axis], t.shape[0], f"{name} length vs axis {axis}")
+    _eps(attrs)
+    return TensorType(x.shape, x.dtype)
+
+
+@register_op("rope", "nn")
+def _rope(types: tuple[TensorType, ...], attrs: dict[str, Any]) -> tuple[TensorType, TensorType]:
+    """q, k: (..., seq, head_dim); cos/sin caches: (max_pos, head_dim); pos_ids: (seq,) or (batch, seq)."""
+    q, k, cos, sin, pos = types
+    require_float(q, "q")
+    same_dtype((q, k))
+    same_dtype((cos, sin))
+    require_float(cos, "cos_cache")
+    require_int(pos, "pos_ids")
+    for name, t in (("q", q), ("k", k)):
+        if t.rank < 2:
+            raise OpTypeError(f"{name} needs rank >= 2 (..., seq, head_dim), got {t}")
+    require_rank(cos, 2, "cos_cache")
+    require_rank(sin, 2, "sin_cache")
+    require_rank(pos, (1, 2), "pos_ids")
+    head_dim = q.shape[-1]
+    check_dims_equal(k.shape[-1], head_dim, "k head_dim vs q head_dim")
+    check_dims_equal(cos.shape[1], head_dim, "cos_cache columns vs head_dim")
+    check_dims_equal(sin.shape[1], head_dim, "sin_cache columns vs head_dim")
+    check_dims_equal(cos.shape[0], sin.shape[0], "cos_cache rows vs sin_cache rows")
+    if isinstance(head_dim, int) and head_dim % 2:
+        raise OpTypeError(f"head_dim {head_dim} must be even to rotate halves")
+    for name, t in (("q", q), ("k", k)):
+        check_dims_equal(t.shape[-2], pos.shape[-1], f"{name} seq axis vs pos_ids")
+        if pos.rank == 2:
+            if t.rank != 4:
+                raise OpTypeError(f"with (batch, seq) pos_ids, {name} must be (batch, heads, seq, dim)")
+            check_dims_equal(t.shape[0], pos.shape[0], f"{name} batch vs pos_ids batch")
+    return TensorType(q.shape, q.dtype), TensorType(k.shape, k.dtype)

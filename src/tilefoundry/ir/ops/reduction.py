@@ -1,0 +1,72 @@
+"""Reductions along axes: reduce, softmax, argmax, topk."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core.errors import OpTypeError
+from ..core.op import register_op
+from ..types.dtype import i64
+from ..types.tensor_type import TensorType
+from .rules import norm_axis, require_float
+
+REDUCE_KINDS = ("sum", "mean", "max", "min", "abs_max")
+
+
+@register_op("reduce", "reduction")
+def _reduce(types: tuple[TensorType, ...], attrs: dict[str, Any]) -> TensorType:
+    (x,) = types
+    kind = attrs.get("kind")
+    if kind not in REDUCE_KINDS:
+        raise OpTypeError(f"unknown reduce kind {kind!r}; valid: {', '.join(REDUCE_KINDS)}")
+    if x.dtype.is_bool:
+        raise OpTypeError("reduce is not defined on bool tensors")
+    if kind == "mean":
+        require_float(x, "a mean's operand")
+    axes = attrs.get("axes")
+    if isinstance(axes, int):
+        axes = (axes,)
+    if not axes:
+        raise OpTypeError("axes must name at least one axis")
+    norm = tuple(sorted({norm_axis(a, x.rank) for a in axes}))
+    if len(norm) != len(axes):
+        raise OpTypeError(f"axes {axes} name one axis twice")
+    attrs["axes"] = norm
+    keep = bool(attrs.get("keepdim", True))
+    attrs["keepdim"] = keep
+    shape = tuple((1 if keep else None) if i in norm else d for i, d in enumerate(x.shape))
+    return TensorType(tuple(d for d in shape if d is not None), x.dtype)
+
+
+@register_op("softmax", "reduction")
+def _softmax(types: tuple[TensorType, ...], attrs: dict[str, Any]) -> TensorType:
+    (x,) = types
+    require_float(x)
+    attrs["axis"] = norm_axis(attrs.get("axis", -1), x.rank)
+    return TensorType(x.shape, x.dtype)
+
+
+@register_op("argmax", "reduction")
+def _argmax(types: tuple[TensorType, ...], attrs: dict[str, Any]) -> TensorType:
+    (x,) = types
+    if x.dtype.is_bool:
+        raise OpTypeError("argmax is not defined on bool tensors")
+    axis = norm_axis(attrs.get("axis", -1), x.rank)
+    attrs["axis"] = axis
+    return TensorType(x.shape[:axis] + x.shape[axis + 1:], i64)
+
+
+@register_op("topk", "reduction")
+def _topk(types: tuple[TensorType, ...], attrs: dict[str, Any]) -> tuple[TensorType, TensorType]:
+    (x,) = types
+    if x.dtype.is_bool:
+        raise OpTypeError("topk is not defined on bool tensors")
+    axis = norm_axis(attrs.get("axis", -1), x.rank)
+    attrs["axis"] = axis
+    k = attrs.get("k")
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise OpTypeError(f"k must be a positive int, got {k!r}")
+    if isinstance(x.shape[axis], int) and k > x.shape[axis]:
+        raise OpTypeError(f"k={k} exceeds the extent {x.shape[axis]} of axis {axis}")
+    shape = x.shape[:axis] + (k,) + x.shape[axis + 1:]
+    return TensorType(shape, x.dtype), TensorType(shape, i64)
