@@ -325,9 +325,7 @@ def test_ulp_counts_in_f16_and_bf16() -> None:
     assert bf.values == {"max_ulp": 1.0} and bf.passed
     across_zero = run(ulp(max=1), t([-1.0], torch.bfloat16), t([1.0], torch.bfloat16))
     assert across_zero.values == {"max_ulp": 2.0 * 0x3F80}
-    assert run(ulp(max=0), t([BF16_TINY], torch.bfloat16), t([-0.0], torch.bfloat16)).values == {
-        "max_ulp": 1.0
-    }
+    assert run(ulp(max=0), t([BF16_TINY], torch.bfloat16), t([-0.0], torch.bfloat16)).values == {"max_ulp": 1.0}
 
 
 def test_ulp_f64_including_distances_beyond_int64() -> None:

@@ -149,9 +149,7 @@ def test_neither_reference_nor_expect_has_a_default() -> None:
 
 
 def test_reference_none_admits_only_one_sided_predicates() -> None:
-    report = check(
-        lambda a: (a, a.log()), None, (x(),), expect={"output[0]": [nan_inf()], "output[1]": [nan_inf()]}
-    )
+    report = check(lambda a: (a, a.log()), None, (x(),), expect={"output[0]": [nan_inf()], "output[1]": [nan_inf()]})
     assert [o.ref_norm for o in report.outputs] == [None, None]
     assert report["output[0]"].passed
     assert not report["output[1]"].passed  # log(0) = -inf
@@ -178,9 +176,7 @@ def test_reference_none_refuses_predicates_that_need_one() -> None:
 
 
 def test_every_input_leaf_must_be_a_tensor() -> None:
-    with pytest.raises(
-        TypeError, match=r"inputs\[1\] is a value of type int; every leaf must be a torch.Tensor"
-    ):
+    with pytest.raises(TypeError, match=r"inputs\[1\] is a value of type int; every leaf must be a torch.Tensor"):
         check(double, double, (x(), 3), expect={"output": [equal()]})
     with pytest.raises(TypeError, match=r"inputs\[0\]\[1\]\[0\] is a value of type NoneType"):
         check(double, double, ((x(), (None,)),), expect={"output": [equal()]})
@@ -226,18 +222,14 @@ def test_result_leaves_must_be_tensors() -> None:
 
 
 def test_structure_must_agree() -> None:
-    with pytest.raises(
-        CheckError, match=r"output: .*candidate returns a tensor, reference returns a tuple of 1"
-    ):
+    with pytest.raises(CheckError, match=r"output: .*candidate returns a tensor, reference returns a tuple of 1"):
         check(double, lambda a: (a * 2,), (x(),), expect={"output": [equal()]})
     with pytest.raises(
         CheckError, match=r"output\[1\]: .*candidate returns a tuple of 2, reference returns a tuple of 1"
     ):
         check(lambda a: (a, (a, a)), lambda a: (a, (a,)), (x(),), expect={"output[0]": [equal()]})
     # an empty tuple flattens to nothing, yet it is a different structure
-    with pytest.raises(
-        CheckError, match=r"output: .*candidate returns a tuple of 2, reference returns a tuple of 1"
-    ):
+    with pytest.raises(CheckError, match=r"output: .*candidate returns a tuple of 2, reference returns a tuple of 1"):
         check(lambda a: (a, ()), lambda a: (a,), (x(),), expect={"output[0]": [equal()]})
 
 
@@ -270,9 +262,7 @@ def test_an_empty_predicate_list_is_refused() -> None:
 
 
 def test_a_path_that_was_not_produced_is_refused() -> None:
-    with pytest.raises(
-        CheckError, match=r"expect names 'output\[2\]', which the result did not produce"
-    ) as info:
+    with pytest.raises(CheckError, match=r"expect names 'output\[2\]', which the result did not produce") as info:
         check(
             lambda a: (a, a),
             lambda a: (a, a),
@@ -300,9 +290,7 @@ def test_continuous_predicates_are_refused_on_discrete_outputs(dtype: torch.dtyp
         return a, (a > 0.5).to(dtype)
 
     for predicate in (rel_l2(max=1e-2), allclose(atol=0.0, rtol=0.0), ulp(max=0), cosine(min=0.9)):
-        with pytest.raises(
-            CheckError, match=rf"output\[1\] \({'bool' if dtype == torch.bool else 'i'}"
-        ) as info:
+        with pytest.raises(CheckError, match=rf"output\[1\] \({'bool' if dtype == torch.bool else 'i'}") as info:
             check(f, f, (x(),), expect={"output[0]": [equal()], "output[1]": [predicate]})
         assert f"{predicate.name} measures a continuous distance" in str(info.value)
         assert "compare it exactly with equal() instead" in str(info.value)

@@ -56,8 +56,7 @@ def check(
         raise TypeError(f"candidate must be callable, got {type(candidate).__name__}")
     if reference is not None and not callable(reference):
         raise TypeError(
-            "reference must be callable or None (to judge the candidate alone), "
-            f"got {type(reference).__name__}"
+            f"reference must be callable or None (to judge the candidate alone), got {type(reference).__name__}"
         )
     predicates = _validated_expect(expect)
     if reference is None:
@@ -150,9 +149,7 @@ def _validated_inputs(inputs: Any) -> tuple[Any, ...]:
     elif isinstance(inputs, tuple):
         arguments = inputs
     else:
-        raise TypeError(
-            f"inputs must be a tuple of arguments (or one bare tensor), got {type(inputs).__name__}"
-        )
+        raise TypeError(f"inputs must be a tuple of arguments (or one bare tensor), got {type(inputs).__name__}")
     for i, argument in enumerate(arguments):
         flatten(argument, f"inputs[{i}]")  # raises TypeError naming a non-tensor leaf
     return arguments

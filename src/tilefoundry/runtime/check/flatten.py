@@ -47,9 +47,7 @@ def _collect(value: Any, path: str, leaves: list[tuple[str, torch.Tensor]]) -> N
             _collect(item, f"{path}[{i}]", leaves)
         return
     hint = " (use a tuple, not a list)" if isinstance(value, list) else ""
-    raise TypeError(
-        f"{path} is {describe(value)}; every leaf must be a torch.Tensor inside nested tuples{hint}"
-    )
+    raise TypeError(f"{path} is {describe(value)}; every leaf must be a torch.Tensor inside nested tuples{hint}")
 
 
 def first_structure_difference(a: Any, b: Any, root: str) -> tuple[str, str, str] | None:

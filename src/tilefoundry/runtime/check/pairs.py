@@ -117,8 +117,7 @@ class Pairs:
             )
         if self.agreed:
             parts.append(
-                f"{self.agreed} of {self.total} elements are the same NaN/Inf on both sides and count as "
-                "equal"
+                f"{self.agreed} of {self.total} elements are the same NaN/Inf on both sides and count as equal"
             )
         if self.count:
             parts.append(f"{measure} is measured over the {self.count} elements finite on both sides")

@@ -36,8 +36,7 @@ def parse_predicate(text: str) -> Predicate:
             key, raw = key.strip(), raw.strip()
             if not eq or not key or not raw:
                 raise ValueError(
-                    f"malformed bound {item.strip()!r} in {text!r}; expected bound=value, e.g. "
-                    f"{_example(cls)}"
+                    f"malformed bound {item.strip()!r} in {text!r}; expected bound=value, e.g. {_example(cls)}"
                 )
             if key in bounds:
                 raise ValueError(f"bound {key} given twice in {text!r}")

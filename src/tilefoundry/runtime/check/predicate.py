@@ -65,9 +65,7 @@ class Predicate:
         for bound in cls.bounds:
             raw = bounds[bound]
             if isinstance(raw, bool) or not isinstance(raw, numbers.Real):
-                raise TypeError(
-                    f"{cls.name}: bound {bound} must be a real number, got {type(raw).__name__} {raw!r}"
-                )
+                raise TypeError(f"{cls.name}: bound {bound} must be a real number, got {type(raw).__name__} {raw!r}")
             value = float(raw)
             if not math.isfinite(value):
                 raise ValueError(f"{cls.name}: bound {bound} must be finite, got {value}")
@@ -154,9 +152,7 @@ class Predicate:
             )
         return None
 
-    def measure(
-        self, candidate: torch.Tensor, reference: torch.Tensor | None
-    ) -> tuple[dict[str, float], str | None]:
+    def measure(self, candidate: torch.Tensor, reference: torch.Tensor | None) -> tuple[dict[str, float], str | None]:
         """Measure ``candidate`` (against ``reference``): the measured values and an optional note.
 
         The note is set when the measure changed meaning (it says what was measured instead).
@@ -172,9 +168,7 @@ class Predicate:
         """Measure and wrap the measurement in a :class:`PredicateResult`."""
         if reference is None and self.needs_reference:
             raise ValueError(f"{self.name} compares against a reference, and none was given")
-        if reference is not None and (
-            candidate.shape != reference.shape or candidate.dtype != reference.dtype
-        ):
+        if reference is not None and (candidate.shape != reference.shape or candidate.dtype != reference.dtype):
             raise ValueError(
                 f"{self.name} compares tensors of one shape and dtype, got candidate "
                 f"{tuple(candidate.shape)} {dtype_name(candidate.dtype)} and reference "

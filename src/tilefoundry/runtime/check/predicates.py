@@ -61,9 +61,7 @@ class allclose(Predicate):
     atol: float
     rtol: float
 
-    def measure(
-        self, candidate: torch.Tensor, reference: torch.Tensor | None
-    ) -> tuple[dict[str, float], str | None]:
+    def measure(self, candidate: torch.Tensor, reference: torch.Tensor | None) -> tuple[dict[str, float], str | None]:
         """Count elements outside the tolerance and the largest absolute error."""
         assert reference is not None
         pairs = Pairs.of(candidate, reference)
@@ -93,9 +91,7 @@ class max_abs(Predicate):
 
     max: float
 
-    def measure(
-        self, candidate: torch.Tensor, reference: torch.Tensor | None
-    ) -> tuple[dict[str, float], str | None]:
+    def measure(self, candidate: torch.Tensor, reference: torch.Tensor | None) -> tuple[dict[str, float], str | None]:
         """The largest absolute error over the finite pairs."""
         assert reference is not None
         pairs = Pairs.of(candidate, reference)
@@ -129,9 +125,7 @@ class max_rel(Predicate):
 
     max: float
 
-    def measure(
-        self, candidate: torch.Tensor, reference: torch.Tensor | None
-    ) -> tuple[dict[str, float], str | None]:
+    def measure(self, candidate: torch.Tensor, reference: torch.Tensor | None) -> tuple[dict[str, float], str | None]:
         """Relative error where the reference is non-zero, absolute error where it is zero."""
         assert reference is not None
         pairs = Pairs.of(candidate, reference)
@@ -179,9 +173,7 @@ class rel_l2(Predicate):
 
     max: float
 
-    def measure(
-        self, candidate: torch.Tensor, reference: torch.Tensor | None
-    ) -> tuple[dict[str, float], str | None]:
+    def measure(self, candidate: torch.Tensor, reference: torch.Tensor | None) -> tuple[dict[str, float], str | None]:
         """The L2 norm of the difference, relative to the reference's L2 norm when that is non-zero."""
         assert reference is not None
         pairs = Pairs.of(candidate, reference)
@@ -204,9 +196,7 @@ class rel_l2(Predicate):
     def judge(self, values: Mapping[str, float]) -> bool:
         """The measured distance ``<= max`` and no non-finite mismatch."""
         return (
-            values.get("rel_l2", 0.0) <= self.max
-            and values.get("abs_l2", 0.0) <= self.max
-            and _mismatch_free(values)
+            values.get("rel_l2", 0.0) <= self.max and values.get("abs_l2", 0.0) <= self.max and _mismatch_free(values)
         )
 
 
@@ -236,9 +226,7 @@ class cosine(Predicate):
             return "must lie in [-1, 1]"
         return None
 
-    def measure(
-        self, candidate: torch.Tensor, reference: torch.Tensor | None
-    ) -> tuple[dict[str, float], str | None]:
+    def measure(self, candidate: torch.Tensor, reference: torch.Tensor | None) -> tuple[dict[str, float], str | None]:
         """The cosine of the angle between the two flattened outputs, or their norms when one is zero."""
         assert reference is not None
         pairs = Pairs.of(candidate, reference)
@@ -335,9 +323,7 @@ class ulp(Predicate):
             return f"ulp is not defined for {dtype_name(dtype)} outputs; use rel_l2 or allclose instead"
         return None
 
-    def measure(
-        self, candidate: torch.Tensor, reference: torch.Tensor | None
-    ) -> tuple[dict[str, float], str | None]:
+    def measure(self, candidate: torch.Tensor, reference: torch.Tensor | None) -> tuple[dict[str, float], str | None]:
         """The largest ulp distance over the finite pairs."""
         assert reference is not None
         pairs = Pairs.of(candidate, reference)
@@ -379,9 +365,7 @@ class equal(Predicate):
     needs_reference = True
     discrete = True
 
-    def measure(
-        self, candidate: torch.Tensor, reference: torch.Tensor | None
-    ) -> tuple[dict[str, float], str | None]:
+    def measure(self, candidate: torch.Tensor, reference: torch.Tensor | None) -> tuple[dict[str, float], str | None]:
         """Count the elements that differ."""
         assert reference is not None
         device = compute_device(reference)
@@ -410,9 +394,7 @@ class nan_inf(Predicate):
     needs_reference = False
     discrete = True
 
-    def measure(
-        self, candidate: torch.Tensor, reference: torch.Tensor | None
-    ) -> tuple[dict[str, float], str | None]:
+    def measure(self, candidate: torch.Tensor, reference: torch.Tensor | None) -> tuple[dict[str, float], str | None]:
         """Count NaN and infinite elements of the candidate."""
         c = candidate.detach()
         if c.device.type == "mps":

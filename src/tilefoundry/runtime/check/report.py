@@ -155,10 +155,11 @@ class Report:
         return f"FAIL: {len(failed)} of {outputs} failed ({', '.join(o.path for o in failed)})"
 
     def table(self) -> str:
-        """The report as an aligned text table, notes under their output, and the verdict line last."""
+        """The report as an aligned text table, each output's notes under its rows, the verdict line last."""
         rows: list[tuple[str, ...]] = []
         notes: dict[int, list[str]] = {}
         for output in self.outputs:
+            output_notes: list[str] = []
             for i, result in enumerate(output.results):
                 predicate = result.predicate
                 bound = " ".join(f"{k}={value_text(v)}" for k, v in predicate.bound_values.items())
@@ -169,7 +170,9 @@ class Report:
                     head = (output.path, str(output.shape), output.dtype, ref_norm)
                 rows.append((*head, predicate.name, bound or "-", measured or "-", _verdict(result.passed)))
                 if result.note:
-                    notes.setdefault(len(rows) - 1, []).append(f"note ({predicate.name}): {result.note}")
+                    output_notes.append(f"note ({predicate.name}): {result.note}")
+            if output_notes:
+                notes[len(rows) - 1] = output_notes
         widths = [max(len(c), *(len(r[k]) for r in rows)) for k, c in enumerate(_COLUMNS)]
 
         def line(cells: tuple[str, ...]) -> str:
