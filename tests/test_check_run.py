@@ -330,3 +330,22 @@ def test_ref_norm_ignores_non_finite_reference_elements() -> None:
     report = check(lambda: ref.clone(), lambda: ref.clone(), (), expect={"output": [equal()]})
     assert report.outputs[0].ref_norm == 5.0
     assert report.passed  # NaN == NaN in place, inf == inf
+
+
+def test_input_copies_keep_namedtuples_and_aliasing() -> None:
+    from typing import NamedTuple
+
+    class Pair(NamedTuple):
+        left: torch.Tensor
+        right: torch.Tensor
+
+    seen: list[bool] = []
+
+    def f(pair: Pair, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        seen.append(isinstance(pair, Pair) and a is b and a is not shared)
+        return pair.left - pair.right + a
+
+    shared = x()
+    report = check(f, f, (Pair(x(), x() * 2), shared, shared), expect={"output": [equal()]})
+    assert report.passed
+    assert seen == [True, True]
