@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..ir.core.errors import ModuleDefinitionError
-from ..ir.core.function import Converter, Function
+from ..ir.core.function import Converter, Function, enclosing_locals
 from ..ir.core.module import Module
 from ..target import resolve_target
 
@@ -28,7 +28,7 @@ def func(fn: Callable[..., Any] | None = None, *, topologies: Any = None, target
     def deco(pyfunc: Callable[..., Any]) -> Function | Module:
         in_class = _in_class_body(pyfunc)
         tgt = resolve_target(target) if target is not None else None
-        fn = Function(pyfunc, topologies=topologies, target=tgt)
+        fn = Function(pyfunc, topologies=topologies, target=tgt, localns=enclosing_locals())
         if in_class:
             return fn
         _ = fn.graph

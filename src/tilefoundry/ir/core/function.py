@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import sys
 import types as pytypes
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from ..types.tensor_type import TensorType
 from .annotation import TensorSpec
 from .errors import IRTypeError, ModuleDefinitionError
 from .graph import Graph, Node, Value
+from .source import INTERNAL_DIRS as _FRAMEWORK
 from .source import SourceLoc, user_source
 from .tracer import TraceContext, current_trace, emit_node, tracing
 from .tree import flatten, unflatten
@@ -39,13 +41,13 @@ class Function:
     """
 
     def __init__(self, pyfunc: Callable[..., Any], *, name: str | None = None, topologies: Any = None,
-                 target: Any = None) -> None:
+                 target: Any = None, localns: Mapping[str, Any] | None = None) -> None:
         self.pyfunc = pyfunc
         self.name = name or pyfunc.__name__
         self.topologies = topologies
         self.target = target
         self.loc = _definition_loc(pyfunc)
-        self.params: tuple[Param, ...] = _parse_params(pyfunc, self.name)
+        self.params: tuple[Param, ...] = _parse_params(pyfunc, self.name, localns)
         self.converters: dict[str, Converter] = {}
         self._graph: Graph | None = None
         self._scope: dict[str, Any] = {}
@@ -81,7 +83,7 @@ class Function:
             )
 
         def deco(pyfunc: Callable[..., Any]) -> Converter:
-            conv = Converter(pyfunc, owner=self, weight=weight)
+            conv = Converter(pyfunc, owner=self, weight=weight, localns=enclosing_locals())
             self.converters[weight] = conv
             return conv
 
@@ -173,8 +175,9 @@ class Function:
 class Converter(Function):
     """A weight converter: params are raw checkpoint names; it returns the declared weight exactly."""
 
-    def __init__(self, pyfunc: Callable[..., Any], *, owner: Function, weight: str) -> None:
-        super().__init__(pyfunc)
+    def __init__(self, pyfunc: Callable[..., Any], *, owner: Function, weight: str,
+                 localns: Mapping[str, Any] | None = None) -> None:
+        super().__init__(pyfunc, localns=localns)
         self.owner = owner
         self.weight = weight
 
@@ -208,11 +211,30 @@ def _definition_loc(pyfunc: Callable[..., Any]) -> SourceLoc | None:
         return user_source()
 
 
-def _parse_params(pyfunc: Callable[..., Any], name: str) -> tuple[Param, ...]:
+def enclosing_locals() -> dict[str, Any]:
+    """Locals of the frames around an authored definition (class bodies, enclosing functions).
+
+    String annotations (``from __future__ import annotations``) may name such locals, e.g. a dtype
+    chosen by a factory function; Python itself only evaluates them against module globals.
+    """
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_FRAMEWORK):
+        frame = frame.f_back
+    chain: list[dict[str, Any]] = []
+    while frame is not None and frame.f_locals is not frame.f_globals:
+        chain.append(dict(frame.f_locals))
+        frame = frame.f_back
+    merged: dict[str, Any] = {}
+    for scope in reversed(chain):
+        merged.update(scope)
+    return merged
+
+
+def _parse_params(pyfunc: Callable[..., Any], name: str, localns: Mapping[str, Any] | None) -> tuple[Param, ...]:
     if not callable(pyfunc) or not isinstance(pyfunc, pytypes.FunctionType):
         raise TypeError(f"@func decorates a Python function, got {type(pyfunc).__name__}")
     try:
-        annotations = inspect.get_annotations(pyfunc, eval_str=True)
+        annotations = inspect.get_annotations(pyfunc, eval_str=True, locals=dict(localns or {}))
     except Exception as e:  # noqa: BLE001 - any failure evaluating annotations is the author's to fix
         raise ModuleDefinitionError(f"@func {name}: could not evaluate its annotations: {e}") from e
     params = []

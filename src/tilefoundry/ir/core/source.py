@@ -9,7 +9,7 @@ from pathlib import Path
 
 # Frames inside these folders are the framework's own; the first frame outside them is the author's.
 _PACKAGE = Path(__file__).resolve().parents[2]
-_INTERNAL = tuple(str(_PACKAGE / sub) for sub in ("ir", "dsl", "evaluator"))
+INTERNAL_DIRS = tuple(str(_PACKAGE / sub) for sub in ("ir", "dsl", "evaluator"))
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ def user_source() -> SourceLoc | None:
     frame = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
-        if not filename.startswith(_INTERNAL):
+        if not filename.startswith(INTERNAL_DIRS):
             text = linecache.getline(filename, frame.f_lineno).strip()
             return SourceLoc(filename, frame.f_lineno, text)
         frame = frame.f_back
