@@ -32,8 +32,10 @@ def _double_module():
 def test_function_takes_every_declared_param_and_evaluates() -> None:
     x, g = torch.randn(3, 4), torch.randn(4)
     assert torch.equal(Scale.scale(x, g), x * g)
-    with pytest.raises(TypeError, match=r"scale takes 2 arguments \(x, g\), got 1"):
+    with pytest.raises(TypeError, match=r"activations alone.*mod.load\(resource\).scale"):
         Scale.scale(x)
+    with pytest.raises(TypeError, match=r"scale takes 2 arguments \(x, g\), got 3"):
+        Scale.scale(x, g, g)
 
 
 def test_module_is_bound_to_the_class_name_with_members() -> None:

@@ -137,6 +137,12 @@ class Function:
     def __call__(self, *args: Any) -> Any:
         if current_trace() is not None:
             return self.record_call("call", args, self.params, {"function": self.name})
+        if self.weights and len(args) == len(self.activations):
+            raise TypeError(
+                f"{self.name} takes every declared parameter ({', '.join(p.name for p in self.params)}) because a "
+                f"Module holds no weights; you passed activations alone, the argument list of the LoadedModule "
+                f"runner: call mod.load(resource).{self.name}(...) instead"
+            )
         from ...evaluator import evaluate
 
         return evaluate(self, *args)

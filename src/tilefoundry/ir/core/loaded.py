@@ -1,0 +1,146 @@
+"""LoadedModule: one reading of a Module's weights, callable with activations alone (spec 1.1.2)."""
+
+from __future__ import annotations
+
+import types as pytypes
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from .function import Function
+from .module import Module
+from .weights import validate_weight
+
+
+class LoadedModule:
+    """A Module together with the constants one ``load`` read for it and its children.
+
+    ``loaded.<function>`` takes activations alone (weights filled by name from ``constants``),
+    ``loaded.<child>`` is the child's LoadedModule and ``loaded.<method>`` is bound to this reading.
+    """
+
+    def __init__(self, module: Module, constants: Mapping[str, torch.Tensor],
+                 modules: tuple[LoadedModule, ...]) -> None:
+        self.module = module
+        self.constants: Mapping[str, torch.Tensor] = pytypes.MappingProxyType(dict(constants))
+        self.modules = modules
+
+    @property
+    def name(self) -> str:
+        """The Module's name."""
+        return self.module.name
+
+    def child_reading(self, name: str) -> LoadedModule:
+        """The reading of child ``name``."""
+        for m in self.modules:
+            if m.name == name:
+                return m
+        raise KeyError(f"LoadedModule {self.name!r} has no child {name!r}")
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__") or attr in ("module", "constants", "modules"):
+            raise AttributeError(attr)
+        mod = self.module
+        if attr in mod.functions:
+            return BoundFunction(self, mod.functions[attr])
+        for m in self.modules:
+            if m.name == attr:
+                return m
+        if attr in mod.methods:
+            return pytypes.MethodType(mod.methods[attr], self)
+        raise AttributeError(f"LoadedModule {mod.name!r} has no function, child or method {attr!r}; "
+                             f"it has {mod._member_list()}")
+
+    def forward(self, *acts: Any) -> Any:
+        """Run the step on activations alone: the forward method, else the entry function."""
+        mod = self.module
+        if "forward" in mod.methods:
+            return mod.methods["forward"](self, *acts)
+        if mod.entry is not None:
+            return BoundFunction(self, mod.functions[mod.entry])(*acts)
+        raise TypeError(
+            f"LoadedModule {mod.name!r} has neither a forward method nor an entry function, so it has no "
+            f"step to run; call one of its members instead ({mod._member_list()})"
+        )
+
+    def __call__(self, *acts: Any) -> Any:
+        return self.forward(*acts)
+
+    def __repr__(self) -> str:
+        return f"<LoadedModule {self.name}: {len(self.constants)} constants, {len(self.modules)} children>"
+
+
+class BoundFunction:
+    """A function of one reading: call it with activations alone."""
+
+    def __init__(self, reading: LoadedModule, function: Function) -> None:
+        self.reading = reading
+        self.function = function
+
+    def __call__(self, *acts: Any) -> Any:
+        from ...evaluator import EvalContext, run_function
+
+        fn = self.function
+        n_acts, n_all = len(fn.activations), len(fn.params)
+        if len(acts) == n_all and n_all != n_acts:
+            raise TypeError(
+                f"LoadedModule {self.reading.name!r}.{fn.name} takes activations alone "
+                f"({', '.join(p.name for p in fn.activations) or 'none'}); you passed every declared parameter, "
+                f"which is the argument list of the Module's runner {self.reading.name}.{fn.name} on the unread Module"
+            )
+        if len(acts) != n_acts:
+            raise TypeError(f"{self.reading.name}.{fn.name} takes {n_acts} activations "
+                            f"({', '.join(p.name for p in fn.activations)}), got {len(acts)}")
+        device = self._agree_placement(acts)
+        it = iter(acts)
+        args = [self.reading.constants[p.name] if p.const else next(it) for p in fn.params]
+        return run_function(fn, args, EvalContext(device, reading=self.reading))
+
+    def _agree_placement(self, acts: tuple[Any, ...]) -> torch.device:
+        """Every reached constant and tensor activation must sit on one device: that is where it runs."""
+        placed: list[tuple[str, torch.device]] = []
+        for p, a in zip(self.function.activations, acts):
+            if isinstance(a, torch.Tensor):
+                placed.append((f"activation {p.name}", a.device))
+        for key, t in reached_constants(self.function, self.reading, self.reading.name):
+            placed.append((f"constant {key}", t.device))
+        devices = {d for _, d in placed}
+        if len(devices) > 1:
+            where = ", ".join(f"{what} on {d}" for what, d in placed)
+            raise ValueError(
+                f"{self.reading.name}.{self.function.name}: inputs disagree on placement ({where}); nothing was "
+                "moved. Build the activations on the device the resource loaded the weights onto"
+            )
+        return devices.pop() if devices else torch.device("cpu")
+
+    def __repr__(self) -> str:
+        return f"<bound {self.reading.name}.{self.function.signature()}>"
+
+
+def reached_constants(fn: Function, reading: LoadedModule, path: str) -> list[tuple[str, torch.Tensor]]:
+    """Constants a call of ``fn`` under ``reading`` reads: its weights, its callees' and its children's."""
+    out = [(f"{path}.{p.name}", reading.constants[p.name]) for p in fn.weights]
+    for node in fn.graph.nodes:
+        if node.op == "call":
+            out.extend(reached_constants(node.callee, reading, path))
+        elif node.op == "call_module":
+            child = reading.child_reading(node.attrs["child"])
+            out.extend(reached_constants(node.callee, child, f"{path}.{child.name}"))
+    return out
+
+
+def load_module(mod: Module, resource: Any, path: str = "") -> LoadedModule:
+    """Read ``mod``'s weights (and recursively its children's) from ``resource``, strictly validated."""
+    bindings: dict[str, int] = {}
+    constants: dict[str, torch.Tensor] = {}
+    owners = {p.name: fn.name for fn in mod.functions.values() for p in fn.weights}
+    for name, declared in mod.weights.items():
+        key = f"{path}.{name}" if path else name
+        tensor = resource.load(name)
+        constants[name] = validate_weight(key, tensor, declared, bindings, f"@{owners[name]}.converter({name!r})")
+    children = tuple(
+        load_module(child, resource.subtree(child.name), f"{path}.{child.name}" if path else child.name)
+        for child in mod.modules
+    )
+    return LoadedModule(mod, constants, children)
