@@ -1,0 +1,1 @@
+"""The ``tilefoundry`` command: one file per subcommand."""
