@@ -121,6 +121,9 @@ class _CountingOpen:
         reads = self.reads
 
         class Recording:
+            def keys(self) -> list[str]:
+                return handle.keys()
+
             def get_tensor(self, key: str) -> torch.Tensor:
                 reads.append(key)
                 return handle.get_tensor(key)

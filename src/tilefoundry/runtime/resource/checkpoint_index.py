@@ -55,12 +55,9 @@ class CheckpointLayout:
         return f"{str(self.root)!r} (index {self.index_path.name})"
 
 
-def _inside(root: Path, path: Path) -> bool:
-    try:
-        path.relative_to(root)
-    except ValueError:
-        return False
-    return True
+def _inside(root: Path, path: str) -> bool:
+    root_text = os.fspath(root)
+    return path == root_text or path.startswith(root_text.rstrip(os.sep) + os.sep)
 
 
 def _resolve_member(root: Path, name: str, *, what: str, source: Path | None, key: str | None) -> Path:
@@ -77,14 +74,14 @@ def _resolve_member(root: Path, name: str, *, what: str, source: Path | None, ke
             f"{where}{what} {name!r}, which leaves checkpoint folder {str(root)!r} through '..'; shard "
             "names must stay inside the checkpoint folder. Fix the index, or copy the shard into the folder"
         )
-    resolved = Path(os.path.realpath(root / name))
+    resolved = os.path.realpath(os.path.join(root, name))
     if not _inside(root, resolved):
         raise CheckpointError(
-            f"{where}{what} {name!r}, a symlink resolving to {str(resolved)!r} outside checkpoint folder "
+            f"{where}{what} {name!r}, a symlink resolving to {resolved!r} outside checkpoint folder "
             f"{str(root)!r}; every file read must lie inside the checkpoint folder. Replace the link with "
             "the file itself"
         )
-    return resolved
+    return Path(resolved)
 
 
 def _read_index(root: Path, index_path: Path) -> dict[str, str]:

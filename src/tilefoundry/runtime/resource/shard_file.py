@@ -2,9 +2,10 @@
 
 A safetensors file is an 8-byte little-endian header length ``N``, ``N`` bytes of JSON header
 (``{"<key>": {"dtype": ..., "shape": [...], "data_offsets": [begin, end]}, "__metadata__": {...}}``), then
-the tensor bytes, offsets relative to the end of the header. :func:`read_shard_header` checks that
-structure against the file's real size before ``safe_open`` maps it, so a truncated or corrupt shard is
-reported by file name and key instead of as a bare deserialization error.
+the tensor bytes, offsets relative to the end of the header. ``safe_open`` validates that structure when a
+shard is opened; when it refuses a file, :func:`read_shard_header` checks it against the file's real size
+so that a truncated or corrupt shard is reported by file name and key rather than as a bare
+deserialization error.
 
 :class:`ShardPool` opens each shard at most once (on first use) and hands the same handle to every
 resource view sharing the pool.
@@ -126,8 +127,9 @@ class OpenShard:
 class ShardPool:
     """Lazily opened ``safe_open`` handles, at most one per shard file, shared by every view of a resource.
 
-    A shard's header is validated (:func:`read_shard_header`) the first time it is opened; a shard that
-    fails is not cached, so it is reported again on the next attempt.
+    A shard's header is validated the first time it is opened (by ``safe_open``, diagnosed by
+    :func:`read_shard_header` when it fails); a shard that fails is not cached, so it is reported again on
+    the next attempt.
     """
 
     def __init__(self, shards: Mapping[str, Path]) -> None:
@@ -149,15 +151,17 @@ class ShardPool:
 
     @staticmethod
     def _open_shard(path: Path) -> OpenShard:
-        entries = read_shard_header(path)
+        # safe_open checks the whole header (byte ranges in bounds, contiguous, sized by dtype and shape)
+        # before mapping the file. When it refuses, read_shard_header says which part is wrong, by key.
         try:
             handle = safe_open(os.fspath(path), framework="pt", device="cpu")
-        except SafetensorError as exc:
+        except (SafetensorError, OSError) as exc:
+            read_shard_header(path)  # raises a CheckpointError naming the file and the faulty entry
             raise CheckpointError(
                 f"shard {str(path)!r} cannot be opened as safetensors: {exc}. Restore it from the "
                 "checkpoint's source"
             ) from None
-        return OpenShard(path, handle, frozenset(entries))
+        return OpenShard(path, handle, frozenset(handle.keys()))
 
     @property
     def opened(self) -> tuple[str, ...]:
