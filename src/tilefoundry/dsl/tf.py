@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..ir.core.graph import Value
-from ..ir.core.tracer import emit, lift_scalars
+from ..ir.core.tracer import emit, lift_scalars, require_trace
 from ..ir.types.dim import Dim
 
 __all__ = [
@@ -25,6 +25,7 @@ _builtin_slice = slice
 
 
 def _bin(op: str, a: Any, b: Any) -> Value:
+    require_trace(op)  # before lifting scalars, so a call outside @func gets that error, not a scalar one
     return emit(op, lift_scalars(op, a, b))
 
 
@@ -165,6 +166,7 @@ def clamp(x: Value, min_val: float | int | None = None, max_val: float | int | N
 
 def where(condition: Value, input: Any, other: Any) -> Value:  # noqa: A002 - the DSL spelling
     """``input`` where ``condition`` holds, else ``other`` (broadcasting)."""
+    require_trace("where")
     a, b = lift_scalars("where", input, other)
     return emit("where", (condition, a, b))
 
