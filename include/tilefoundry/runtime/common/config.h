@@ -1,0 +1,15 @@
+// Annotations shared by every runtime header. The target is fixed by runtime.h before this is read.
+#pragma once
+
+#include <cute/tensor_impl.hpp>
+
+// Op entries, their impl functors and op tags run on the device under the CUDA target (spec 3,
+// "Annotation convention"); under the CPU target the same code is ordinary inline host code.
+#if defined(TILEFOUNDRY_TARGET_CUDA)
+#define TILEFOUNDRY_DEVICE __device__ __forceinline__
+#else
+#define TILEFOUNDRY_DEVICE inline
+#endif
+
+// Program queries back the host-device view helpers (local(), Mesh::local_index).
+#define TILEFOUNDRY_PROGRAM_QUERY CUTE_HOST_DEVICE

@@ -1,0 +1,121 @@
+// local() and shard_partition (spec 2.10, 3.3): the view one execution instance owns.
+#pragma once
+
+#include <tilefoundry/runtime/common/mesh.h>
+#include <tilefoundry/runtime/common/shard_attr.h>
+#include <tilefoundry/runtime/common/shard_tensor.h>
+
+namespace tilefoundry {
+namespace detail {
+
+template <class Attrs>
+constexpr int attr_count = cute::tuple_size<Attrs>::value;
+
+// The mesh axis splitting canonical axis K, or -1.
+template <class Attrs, int K, int M = 0>
+CUTE_HOST_DEVICE constexpr int mesh_axis_splitting() {
+  if constexpr (M == attr_count<Attrs>) {
+    return -1;
+  } else if constexpr (split_axis<cute::remove_cvref_t<cute::tuple_element_t<M, Attrs>>>::value ==
+                       K) {
+    static_assert(mesh_axis_splitting<Attrs, K, M + 1>() < 0,
+                  "ShardLayout: two mesh axes split the same canonical axis");
+    return M;
+  } else {
+    return mesh_axis_splitting<Attrs, K, M + 1>();
+  }
+}
+
+template <class SL, int K>
+CUTE_HOST_DEVICE constexpr auto local_extent(SL const& sl) {
+  using Attrs = decltype(sl.attrs);
+  constexpr int m = mesh_axis_splitting<Attrs, K>();
+  if constexpr (m < 0) {
+    return cute::get<K>(cute::wrap(sl.layout.shape()));
+  } else {
+    using Extent = cute::remove_cvref_t<decltype(cute::get<K>(cute::wrap(sl.layout.shape())))>;
+    using MeshExtent = cute::remove_cvref_t<decltype(cute::get<m>(sl.mesh.shape()))>;
+    if constexpr (cute::is_static<Extent>::value && cute::is_static<MeshExtent>::value) {
+      static_assert(
+          Extent::value == MeshExtent::value,
+          "ShardLayout: a split canonical mode's extent must equal its mesh axis's extent");
+    }
+    return cute::Int<1>{};
+  }
+}
+
+template <class SL, int... K>
+CUTE_HOST_DEVICE constexpr auto local_shape(SL const& sl, std::integer_sequence<int, K...>) {
+  return cute::make_shape(local_extent<SL, K>(sl)...);
+}
+
+template <class SL, class Coord, int... M>
+CUTE_HOST_DEVICE auto local_offset(SL const& sl, Coord const& coord,
+                                   std::integer_sequence<int, M...>) {
+  auto stride = cute::wrap(sl.layout.stride());
+  auto term = [&](auto m) {
+    using A = cute::remove_cvref_t<cute::tuple_element_t<decltype(m)::value, decltype(sl.attrs)>>;
+    static_assert(!is_dynamic_v<A>,
+                  "local(): a Dynamic shard attribute must be resolved before local()");
+    if constexpr (is_split_v<A>) {
+      return cute::get<decltype(m)::value>(coord) * cute::get<split_axis<A>::value>(stride);
+    } else {
+      return cute::Int<0>{};  // Broadcast and Partial contribute nothing
+    }
+  };
+  return (cute::Int<0>{} + ... + term(cute::Int<M>{}));
+}
+
+}  // namespace detail
+
+/// The local shape of a shard layout: each split canonical mode becomes a static 1, so views of
+/// register tensors keep fully static layouts even when the mesh extent is launch-provided.
+template <class L, class A, class M>
+CUTE_HOST_DEVICE constexpr auto shard_layout_local_shape(ShardLayout<L, A, M> const& sl) {
+  constexpr int rank = cute::tuple_size<decltype(cute::wrap(sl.layout.shape()))>::value;
+  return detail::local_shape(sl, std::make_integer_sequence<int, rank>{});
+}
+
+namespace detail {
+
+template <class Iterator, class E, class GL, class SL>
+CUTE_HOST_DEVICE auto project(Iterator base, ShardTensor<E, GL, SL> const& t) {
+  auto const& sl = t.shard_layout;
+  static_assert(attr_count<decltype(sl.attrs)> == std::remove_reference_t<decltype(sl.mesh)>::rank,
+                "ShardLayout: one shard attribute per mesh axis");
+  auto coord = sl.mesh.local_index();
+  auto offset =
+      local_offset(sl, coord, std::make_integer_sequence<int, attr_count<decltype(sl.attrs)>>{});
+  return cute::make_tensor(base + offset, cute::make_layout(shard_layout_local_shape(sl),
+                                                            cute::wrap(sl.layout.stride())));
+}
+
+}  // namespace detail
+
+/**
+ * @brief Project t to this execution instance's local view.
+ * @param t the shard tensor to project
+ */
+template <class E, class GL, class SL>
+CUTE_HOST_DEVICE auto local(ShardTensor<E, GL, SL> const& t) noexcept {
+  return detail::project(t.engine.data(), t);
+}
+
+// A shard tensor that owns its storage (a register fragment) projects to a writable view.
+template <class E, class GL, class SL>
+CUTE_HOST_DEVICE auto local(ShardTensor<E, GL, SL>& t) noexcept {
+  return detail::project(t.engine.data(), t);
+}
+
+/**
+ * @brief Project tensor to the current device coordinate's local view.
+ * @param tensor a tensor whose layout() is a ShardLayout
+ */
+template <class Tensor>
+CUTE_HOST_DEVICE auto shard_partition(Tensor const& tensor) {
+  static_assert(is_shard_layout<cute::remove_cvref_t<decltype(tensor.layout())>>::value,
+                "shard_partition: tensor.layout() must be a ShardLayout");
+  return local(tensor);
+}
+
+}  // namespace tilefoundry

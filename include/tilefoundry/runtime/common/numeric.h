@@ -1,0 +1,54 @@
+// Element types: the type arithmetic runs in, and conversions between storage types.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <tilefoundry/runtime/common/config.h>
+
+namespace tilefoundry {
+namespace detail {
+
+// 16-bit floats are stored narrow and computed in float, as every CUDA kernel does.
+template <class T>
+struct compute_type {
+  using type = T;
+};
+template <>
+struct compute_type<cutlass::half_t> {
+  using type = float;
+};
+template <>
+struct compute_type<cutlass::bfloat16_t> {
+  using type = float;
+};
+template <>
+struct compute_type<__half> {
+  using type = float;
+};
+template <>
+struct compute_type<__nv_bfloat16> {
+  using type = float;
+};
+template <class T>
+using compute_t = typename compute_type<cute::remove_cvref_t<T>>::type;
+
+template <class D, class S>
+CUTE_HOST_DEVICE constexpr D convert(S const& s) {
+  if constexpr (std::is_same_v<D, S>) {
+    return s;
+  } else {
+    return static_cast<D>(static_cast<compute_t<S>>(s));
+  }
+}
+
+template <class T>
+CUTE_HOST_DEVICE constexpr compute_t<T> to_compute(T const& x) {
+  return static_cast<compute_t<T>>(x);
+}
+
+template <class Tensor>
+using value_t = cute::remove_cvref_t<typename cute::remove_cvref_t<Tensor>::value_type>;
+
+}  // namespace detail
+}  // namespace tilefoundry

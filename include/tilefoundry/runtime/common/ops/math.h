@@ -1,0 +1,72 @@
+// Scalar math in the compute type, spelled once for device and host compilation.
+#pragma once
+
+#include <cmath>
+#include <limits>
+
+#include <tilefoundry/runtime/common/config.h>
+
+namespace tilefoundry {
+namespace ops {
+namespace detail {
+
+TILEFOUNDRY_DEVICE float exp_(float x) { return ::expf(x); }
+TILEFOUNDRY_DEVICE double exp_(double x) { return ::exp(x); }
+TILEFOUNDRY_DEVICE float log_(float x) { return ::logf(x); }
+TILEFOUNDRY_DEVICE double log_(double x) { return ::log(x); }
+TILEFOUNDRY_DEVICE float sqrt_(float x) { return ::sqrtf(x); }
+TILEFOUNDRY_DEVICE double sqrt_(double x) { return ::sqrt(x); }
+TILEFOUNDRY_DEVICE float tanh_(float x) { return ::tanhf(x); }
+TILEFOUNDRY_DEVICE double tanh_(double x) { return ::tanh(x); }
+TILEFOUNDRY_DEVICE float erf_(float x) { return ::erff(x); }
+TILEFOUNDRY_DEVICE double erf_(double x) { return ::erf(x); }
+TILEFOUNDRY_DEVICE float pow_(float x, float y) { return ::powf(x, y); }
+TILEFOUNDRY_DEVICE double pow_(double x, double y) { return ::pow(x, y); }
+#if defined(__CUDA_ARCH__)
+TILEFOUNDRY_DEVICE float rsqrt_(float x) { return ::rsqrtf(x); }
+TILEFOUNDRY_DEVICE double rsqrt_(double x) { return ::rsqrt(x); }
+#else
+TILEFOUNDRY_DEVICE float rsqrt_(float x) { return 1.0f / ::sqrtf(x); }
+TILEFOUNDRY_DEVICE double rsqrt_(double x) { return 1.0 / ::sqrt(x); }
+#endif
+
+// NaN wins, as in torch.maximum / torch.amax.
+template <class T>
+TILEFOUNDRY_DEVICE T nan_max(T a, T b) {
+  if (a != a) return a;
+  if (b != b) return b;
+  return a < b ? b : a;
+}
+template <class T>
+TILEFOUNDRY_DEVICE T nan_min(T a, T b) {
+  if (a != a) return a;
+  if (b != b) return b;
+  return b < a ? b : a;
+}
+
+// Evaluated at class scope, so device code reads them as the constants they are.
+template <class T>
+struct extreme {
+  static constexpr T high = std::numeric_limits<T>::has_infinity
+                                ? std::numeric_limits<T>::infinity()
+                                : std::numeric_limits<T>::max();
+  static constexpr T low = std::numeric_limits<T>::has_infinity
+                               ? -std::numeric_limits<T>::infinity()
+                               : std::numeric_limits<T>::lowest();
+};
+
+template <class T>
+TILEFOUNDRY_DEVICE T highest() {
+  return extreme<T>::high;
+}
+template <class T>
+TILEFOUNDRY_DEVICE T lowest() {
+  return extreme<T>::low;
+}
+
+template <class T>
+constexpr bool is_float_compute_v = std::is_floating_point_v<T>;
+
+}  // namespace detail
+}  // namespace ops
+}  // namespace tilefoundry

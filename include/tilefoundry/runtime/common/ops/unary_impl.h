@@ -1,0 +1,38 @@
+// unary_impl::Unary<Op>: the one elementwise skeleton every unary-family op runs through.
+#pragma once
+
+#include <tilefoundry/runtime/common/ops/operand.h>
+#include <tilefoundry/runtime/common/ops/unary_ops.h>
+
+namespace tilefoundry {
+namespace ops {
+namespace unary_impl {
+
+template <class Op>
+struct Unary {
+  // src and dst are views of equal size; elements pair up by their 1-D (colexicographic) index.
+  template <class Src, class Dst>
+  static TILEFOUNDRY_DEVICE void run(Op const& op, Src const& src, Dst const& dst) {
+    using D = detail::value_t<Dst>;
+    static_assert(!std::is_const_v<std::remove_reference_t<decltype(*dst.data())>>,
+                  "ops::unary: the destination is read-only");
+    constexpr bool counted = std::is_base_of_v<copy_n_op, Op>;
+    if constexpr (cute::is_static<decltype(cute::size(src))>::value &&
+                  cute::is_static<decltype(cute::size(dst))>::value) {
+      static_assert(decltype(cute::size(src))::value == decltype(cute::size(dst))::value,
+                    "ops::unary: source and destination sizes differ");
+    }
+    int const n = static_cast<int>(cute::size(dst));
+    CUTE_UNROLL
+    for (int i = 0; i < n; ++i) {
+      if constexpr (counted) {
+        if (i >= op.n) break;
+      }
+      dst(i) = detail::convert<D>(op(detail::to_compute(src(i))));
+    }
+  }
+};
+
+}  // namespace unary_impl
+}  // namespace ops
+}  // namespace tilefoundry

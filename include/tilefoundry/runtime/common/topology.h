@@ -1,0 +1,76 @@
+// Program topology levels and the compile-time description of their extents (spec 2.1, 2.2).
+#pragma once
+
+#include <tilefoundry/runtime/common/config.h>
+
+namespace tilefoundry {
+
+/**
+ * @brief A fixed enumeration of program topology levels.
+ */
+enum class TopologyScope {
+  cta,          ///< maps to blockIdx
+  thread,       ///< maps to threadIdx
+  scope_count,  ///< a sentinel
+};
+
+// How a level's extent becomes static: the emission rule (spec 2.2) is that generated code
+// specialises static_program_shape for every level whose extent it knows at compile time, with
+// `type` a cute::Shape of cute::Int. A level left unspecialised is launch-provided: program_dim
+// reads it from the launch at run time and no constexpr program_shape exists for it. A CUDA
+// engineer writes the same numbers into <<<grid, block>>>; keeping them in a trait, rather than
+// macros, lets one translation unit hold several kernels that agree on them.
+template <TopologyScope T>
+struct static_program_shape {};
+
+/**
+ * @brief Shape of topology level T (e.g. program_shape<cta>() -> grid dims).
+ * @tparam T the topology level
+ */
+template <TopologyScope T>
+TILEFOUNDRY_PROGRAM_QUERY auto program_shape() noexcept;
+
+/**
+ * @brief Size of topology level T.
+ * @tparam T the topology level
+ */
+template <TopologyScope T>
+TILEFOUNDRY_PROGRAM_QUERY auto program_dim() noexcept;
+
+/**
+ * @brief Linearized scalar runtime id of T (current execution instance).
+ * @tparam T the topology level
+ */
+template <TopologyScope T>
+TILEFOUNDRY_PROGRAM_QUERY auto program_id() noexcept;
+
+namespace detail {
+
+template <int... Extents>
+using int_shape = cute::Shape<cute::Int<Extents>...>;
+
+template <TopologyScope T, class = void>
+struct has_static_shape : std::false_type {};
+template <TopologyScope T>
+struct has_static_shape<T, std::void_t<typename static_program_shape<T>::type>> : std::true_type {};
+
+// The level's device count when it is static, else -1.
+template <TopologyScope T>
+CUTE_HOST_DEVICE constexpr long static_count() {
+  if constexpr (has_static_shape<T>::value) {
+    return decltype(cute::size(typename static_program_shape<T>::type{}))::value;
+  } else {
+    return -1;
+  }
+}
+
+}  // namespace detail
+}  // namespace tilefoundry
+
+// Generated code (and tests) state a static level in one line, at namespace scope, before the
+// first kernel that uses it: TILEFOUNDRY_STATIC_PROGRAM_SHAPE(thread, 128);
+#define TILEFOUNDRY_STATIC_PROGRAM_SHAPE(level, ...)                            \
+  template <>                                                                   \
+  struct tilefoundry::static_program_shape<tilefoundry::TopologyScope::level> { \
+    using type = ::tilefoundry::detail::int_shape<__VA_ARGS__>;                 \
+  }

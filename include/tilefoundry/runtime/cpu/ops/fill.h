@@ -1,0 +1,18 @@
+// ops::fill on the CPU target.
+#pragma once
+
+#include <tilefoundry/runtime/common/ops/operand.h>
+
+namespace tilefoundry {
+namespace ops {
+
+/// Every element of dst (its local view, for a ShardTensor) becomes val.
+template <class Dst, class Value>
+inline void fill(Dst&& dst, Value val) {
+  auto d = detail::view_of(dst);
+  auto const v = detail::convert<detail::value_t<decltype(d)>>(val);
+  for (int i = 0; i < int(cute::size(d)); ++i) d(i) = v;
+}
+
+}  // namespace ops
+}  // namespace tilefoundry

@@ -1,0 +1,26 @@
+// ops::reduce on the CPU target. The thread level has extent 1, so every reduction the tier
+// trait accepts is the plain tier here.
+#pragma once
+
+#include <tilefoundry/runtime/common/ops/reduce_thread.h>
+
+namespace tilefoundry {
+namespace ops {
+
+/**
+ * @brief Reduce src into dst along Axes.
+ * @tparam Op compile-time combine tag (sum_op, mean_op, max_op, min_op, absmax_op)
+ * @tparam Axes compile-time reduced logical axes (cute::seq<...>)
+ * @param ws unused on this target: nothing is exchanged between threads
+ */
+template <class Op, class Axes, class Src, class Dst, class Ws = no_workspace>
+inline void reduce(Src const& src, Dst&& dst, Ws&& ws = {}) {
+  using Plan = detail::reduce_plan_t<Op, Axes, Src, Dst>;
+  static_assert(Plan::tier == detail::reduce_tier::plain,
+                "ops::reduce: the CPU target's thread level has extent 1");
+  (void)ws;
+  detail::reduce_plain_tier<Op, Axes>(src, dst);
+}
+
+}  // namespace ops
+}  // namespace tilefoundry

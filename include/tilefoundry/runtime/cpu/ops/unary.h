@@ -1,0 +1,16 @@
+// ops::unary on the CPU target.
+#pragma once
+
+#include <tilefoundry/runtime/common/ops/unary_impl.h>
+
+namespace tilefoundry {
+namespace ops {
+
+/// The unary family's one entry: dst(i) = op(src(i)) for a unary tag (cast_op, clamp_op, ...).
+template <class Op, class Src, class Dst>
+inline void unary(Op const& op, Src const& src, Dst&& dst) {
+  unary_impl::Unary<Op>::run(op, detail::view_of(src), detail::view_of(dst));
+}
+
+}  // namespace ops
+}  // namespace tilefoundry

@@ -1,0 +1,21 @@
+// The CPU target's runtime surface: the same public entries as the CUDA target, run by host
+// code. Reached only through tilefoundry/runtime.h.
+#pragma once
+
+#include <tilefoundry/runtime/common/config.h>
+#include <tilefoundry/runtime/common/topology.h>
+#include <tilefoundry/runtime/cpu/program.h>
+#include <tilefoundry/runtime/common/numeric.h>
+#include <tilefoundry/runtime/common/shard_attr.h>
+#include <tilefoundry/runtime/common/shard_layout.h>
+#include <tilefoundry/runtime/common/mesh.h>
+#include <tilefoundry/runtime/common/shard_tensor.h>
+#include <tilefoundry/runtime/common/local.h>
+#include <tilefoundry/runtime/common/shard_copy.h>
+#include <tilefoundry/runtime/cpu/ops/fill.h>
+#include <tilefoundry/runtime/cpu/ops/copy.h>
+#include <tilefoundry/runtime/cpu/ops/unary.h>
+#include <tilefoundry/runtime/cpu/ops/binary.h>
+#include <tilefoundry/runtime/cpu/ops/reduce.h>
+#include <tilefoundry/runtime/cpu/ops/sync.h>
+#include <tilefoundry/runtime/cpu/ops/copy_async.h>

@@ -1,0 +1,144 @@
+// ops::reduce on the CUDA target. The tier comes from the operand shard layouts through
+// reduce_plan (common/ops/reduce_plan.h); this file holds how each tier exchanges partials:
+//   plain       each thread folds what it holds
+//   intra_warp  + butterfly shuffles over the lane axes (no shared memory)
+//   cross_warp  + partials through the shared-memory workspace, one slot per thread
+//   intra_cta   + shuffles over the lane axes first, then the workspace across warps
+// Every thread of the CTA must make the call (the exchanges are collective), as SPMD generated
+// code does. The workspace holds size(local dst) x threads-per-CTA accumulators (float for
+// 16-bit and float data); after the call it is free again.
+#pragma once
+
+#include <tilefoundry/runtime/common/ops/reduce_thread.h>
+
+namespace tilefoundry {
+namespace ops {
+namespace detail {
+
+template <class Op, class Plan, int K = 0, class Acc>
+__device__ __forceinline__ Acc shuffle_lanes(Acc acc) {
+  if constexpr (K < Plan::n_lane_masks) {
+    constexpr int mask = Plan::template lane_mask<K>;
+    acc = reduce_traits<Op>::combine(acc, __shfl_xor_sync(0xffffffffu, acc, mask));
+    return shuffle_lanes<Op, Plan, K + 1>(acc);
+  } else {
+    return acc;
+  }
+}
+
+// The thread at coordinate 0 on every warp axis of this thread's exchange group.
+template <class Plan, int A = 0>
+__device__ __forceinline__ int warp_group_base(int tid) {
+  if constexpr (A < Plan::n_warp_axes) {
+    constexpr int d = Plan::template warp_stride<A>;
+    constexpr int e = Plan::template warp_extent<A>;
+    return warp_group_base<Plan, A + 1>(tid) - ((tid / d) % e) * d;
+  } else {
+    return tid;
+  }
+}
+
+template <class Op, class Plan, class Acc, class W, int... P>
+__device__ __forceinline__ Acc combine_peers(W const& w, int slot,
+                                             std::integer_sequence<int, P...>) {
+  Acc acc = reduce_traits<Op>::template identity<Acc>();
+  ((acc = reduce_traits<Op>::combine(acc, w(slot + Plan::template peer_offset<P>))), ...);
+  return acc;
+}
+
+template <class Op, class Axes, class Src, class Dst>
+__device__ void reduce_warp_tier(Src const& src, Dst&& dst) {
+  using Plan = reduce_plan_t<Op, Axes, Src, Dst>;
+  auto const s = view_of(src);
+  auto const d = view_of(dst);
+  check_sizes<Plan, decltype(s), decltype(d)>();
+  using Acc = compute_t<value_t<decltype(s)>>;
+  using D = value_t<decltype(d)>;
+  auto const count = reduced_count<typename Plan::split>(full_shape(src));
+  auto const dl = dst_kept_layout<Plan>(d);
+  bool const store =
+      stores_result<Plan, decltype(d)>(dst, std::make_index_sequence<Plan::n_dst_broadcast>{});
+  CUTE_UNROLL
+  for (int j = 0; j < int(cute::size(dl)); ++j) {
+    Acc const acc = shuffle_lanes<Op, Plan>(fold_local<Op, Acc, typename Plan::split>(s, j));
+    if (store) d.data()[dl(j)] = convert<D>(finish<Op>(acc, count));
+  }
+}
+
+template <class Op, class Axes, class Src, class Dst, class Ws>
+__device__ void reduce_smem_tier(Src const& src, Dst&& dst, Ws&& ws) {
+  using Plan = reduce_plan_t<Op, Axes, Src, Dst>;
+  static_assert(!std::is_same_v<cute::remove_cvref_t<Ws>, no_workspace>,
+                "ops::reduce: this reduction crosses warps; pass a shared-memory workspace");
+  auto const s = view_of(src);
+  auto const d = view_of(dst);
+  auto const w = view_of(ws);
+  check_sizes<Plan, decltype(s), decltype(d)>();
+  using Acc = compute_t<value_t<decltype(s)>>;
+  using D = value_t<decltype(d)>;
+  static_assert(cute::is_smem<cute::remove_cvref_t<decltype(w.data())>>::value,
+                "ops::reduce: the workspace must be a shared-memory tensor (make_smem_ptr)");
+  static_assert(std::is_same_v<value_t<decltype(w)>, Acc>,
+                "ops::reduce: the workspace holds the accumulator type (float for 16-bit data)");
+  constexpr int threads = Plan::thread_count;
+  static_assert(threads > 0, "ops::reduce: a cross-warp reduction needs a static thread count");
+  auto const dl = dst_kept_layout<Plan>(d);
+  using Outputs = decltype(cute::size(dl));
+  static_assert(cute::is_static<Outputs>::value,
+                "ops::reduce: a cross-warp reduction needs a static local dst size");
+  constexpr int n = Outputs::value;
+  using WsSize = decltype(cute::size(w));
+  if constexpr (cute::is_static<WsSize>::value) {
+    static_assert(WsSize::value >= n * threads,
+                  "ops::reduce: workspace smaller than size(local dst) x threads");
+  }
+  auto const count = reduced_count<typename Plan::split>(full_shape(src));
+  bool const store =
+      stores_result<Plan, decltype(d)>(dst, std::make_index_sequence<Plan::n_dst_broadcast>{});
+  int const tid = program_id<TopologyScope::thread>();
+
+  Acc part[n];
+  CUTE_UNROLL
+  for (int j = 0; j < n; ++j) {
+    part[j] = shuffle_lanes<Op, Plan>(fold_local<Op, Acc, typename Plan::split>(s, j));
+  }
+  CUTE_UNROLL
+  for (int j = 0; j < n; ++j) w(j * threads + tid) = part[j];
+  __syncthreads();
+  int const base = warp_group_base<Plan>(tid);
+  CUTE_UNROLL
+  for (int j = 0; j < n; ++j) {
+    part[j] = combine_peers<Op, Plan, Acc>(w, j * threads + base,
+                                           std::make_integer_sequence<int, Plan::peer_count>{});
+  }
+  __syncthreads();
+  if (store) {
+    CUTE_UNROLL
+    for (int j = 0; j < n; ++j) d.data()[dl(j)] = convert<D>(finish<Op>(part[j], count));
+  }
+}
+
+}  // namespace detail
+
+/**
+ * @brief Reduce src into dst along Axes.
+ * @tparam Op compile-time combine tag (sum_op, mean_op, max_op, min_op, absmax_op)
+ * @tparam Axes compile-time reduced logical axes (cute::seq<...>)
+ * @param src source operand; sharded operands carry ShardLayout
+ * @param dst destination operand; sharded operands carry ShardLayout
+ * @param ws optional shared-memory workspace; no_workspace keeps the reduce within one warp
+ */
+template <class Op, class Axes, class Src, class Dst, class Ws = no_workspace>
+__device__ void reduce(Src const& src, Dst&& dst, Ws&& ws = {}) {
+  using Plan = detail::reduce_plan_t<Op, Axes, Src, Dst>;
+  if constexpr (Plan::tier == detail::reduce_tier::plain) {
+    detail::reduce_plain_tier<Op, Axes>(src, dst);
+  } else if constexpr (Plan::tier == detail::reduce_tier::intra_warp) {
+    detail::reduce_warp_tier<Op, Axes>(src, dst);
+  } else {
+    detail::reduce_smem_tier<Op, Axes>(src, dst, ws);
+  }
+}
+
+}  // namespace ops
+}  // namespace tilefoundry
