@@ -153,6 +153,8 @@ class DimExpr:
                 parts.append(str(c))
             elif c == 1:
                 parts.append(body)
+            elif c == -1:
+                parts.append(f"-{body}")
             else:
                 parts.append(f"{c}*{body}")
         return " + ".join(parts).replace("+ -", "- ") or "0"
