@@ -7,13 +7,16 @@ import torch
 from ...ir.core.graph import Node
 from ..context import EvalContext
 from ..registry import handles
+from .elementwise import FP8
 
 
 @handles("arange")
 def _arange(node: Node, ins: list[torch.Tensor], ctx: EvalContext) -> torch.Tensor:
     a = node.attrs
-    return torch.arange(ctx.dim(a["start"]), ctx.dim(a["end"]), a["step"], dtype=a["dtype"].torch_dtype,
-                        device=ctx.device)
+    dt = a["dtype"].torch_dtype
+    out = torch.arange(ctx.dim(a["start"]), ctx.dim(a["end"]), a["step"],
+                       dtype=torch.float32 if dt in FP8 else dt, device=ctx.device)
+    return out.to(dt)
 
 
 @handles("zeros")

@@ -9,6 +9,20 @@ from ...ir.core.graph import Node
 from ..context import EvalContext
 from ..registry import handles
 
+# torch has no CPU kernels for arithmetic, comparison or reduction on its 8-bit float types. Ops on
+# them compute in f32 and round the result back once, as torch itself computes bf16 / f16 on CPU.
+FP8 = (torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e8m0fnu)
+
+
+def wide(t: torch.Tensor) -> torch.Tensor:
+    """``t`` in f32 when it is an 8-bit float, else unchanged."""
+    return t.float() if t.dtype in FP8 else t
+
+
+def narrow(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """A result computed on ``wide`` operands, back in ``like``'s 8-bit float dtype."""
+    return t.to(like.dtype) if like.dtype in FP8 and t.is_floating_point() else t
+
 
 def _div(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     # Integer division truncates toward zero, as C++ and CUDA do, so compiled code can agree.
@@ -29,17 +43,17 @@ _UNARY = {
 
 @handles(*_BINARY)
 def _binary(node: Node, ins: list[torch.Tensor], ctx: EvalContext) -> torch.Tensor:
-    return _BINARY[node.op](ins[0], ins[1])
+    return narrow(_BINARY[node.op](wide(ins[0]), wide(ins[1])), ins[0])
 
 
 @handles(*_UNARY)
 def _unary(node: Node, ins: list[torch.Tensor], ctx: EvalContext) -> torch.Tensor:
-    return _UNARY[node.op](ins[0])
+    return narrow(_UNARY[node.op](wide(ins[0])), ins[0])
 
 
 @handles("gelu")
 def _gelu(node: Node, ins: list[torch.Tensor], ctx: EvalContext) -> torch.Tensor:
-    return F.gelu(ins[0], approximate=node.attrs["approximate"])
+    return narrow(F.gelu(wide(ins[0]), approximate=node.attrs["approximate"]), ins[0])
 
 
 @handles("cast")
@@ -49,7 +63,7 @@ def _cast(node: Node, ins: list[torch.Tensor], ctx: EvalContext) -> torch.Tensor
 
 @handles("clamp")
 def _clamp(node: Node, ins: list[torch.Tensor], ctx: EvalContext) -> torch.Tensor:
-    return torch.clamp(ins[0], node.attrs.get("min_val"), node.attrs.get("max_val"))
+    return narrow(torch.clamp(wide(ins[0]), node.attrs.get("min_val"), node.attrs.get("max_val")), ins[0])
 
 
 @handles("where")

@@ -7,11 +7,12 @@ import torch
 from ...ir.core.graph import Node
 from ..context import EvalContext
 from ..registry import handles
+from .elementwise import narrow, wide
 
 
 @handles("matmul")
 def _matmul(node: Node, ins: list[torch.Tensor], ctx: EvalContext) -> torch.Tensor:
-    return torch.matmul(ins[0], ins[1])
+    return narrow(torch.matmul(wide(ins[0]), wide(ins[1])), ins[0])
 
 
 @handles("rms_norm")

@@ -7,11 +7,15 @@ import torch
 from ...ir.core.graph import Node
 from ..context import EvalContext
 from ..registry import handles
+from .elementwise import narrow, wide
 
 
 @handles("reduce")
 def _reduce(node: Node, ins: list[torch.Tensor], ctx: EvalContext) -> torch.Tensor:
-    x = ins[0]
+    return narrow(_reduce_wide(node, wide(ins[0])), ins[0])
+
+
+def _reduce_wide(node: Node, x: torch.Tensor) -> torch.Tensor:
     axes, keep, kind = node.attrs["axes"], node.attrs["keepdim"], node.attrs["kind"]
     if kind == "sum":
         return torch.sum(x, dim=axes, keepdim=keep, dtype=x.dtype)
@@ -32,12 +36,12 @@ def _softmax(node: Node, ins: list[torch.Tensor], ctx: EvalContext) -> torch.Ten
 
 @handles("argmax")
 def _argmax(node: Node, ins: list[torch.Tensor], ctx: EvalContext) -> torch.Tensor:
-    return torch.argmax(ins[0], dim=node.attrs["axis"])
+    return torch.argmax(wide(ins[0]), dim=node.attrs["axis"])
 
 
 @handles("topk")
 def _topk(node: Node, ins: list[torch.Tensor], ctx: EvalContext) -> tuple[torch.Tensor, torch.Tensor]:
     a = node.attrs
-    values, indices = torch.topk(ins[0], a["k"], dim=a["axis"], largest=a.get("largest", True),
+    values, indices = torch.topk(wide(ins[0]), a["k"], dim=a["axis"], largest=a.get("largest", True),
                                  sorted=a.get("sorted", True))
-    return values, indices
+    return narrow(values, ins[0]), indices
