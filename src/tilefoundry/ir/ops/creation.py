@@ -30,7 +30,10 @@ def _arange(types: tuple[TensorType, ...], attrs: dict[str, Any]) -> TensorType:
     if isinstance(step, bool) or not isinstance(step, int) or step < 1:
         raise OpTypeError(f"step must be a positive int, got {step!r}")
     attrs.update(start=start, end=end)
-    return TensorType((floordiv(end - start + (step - 1), step),), attrs["dtype"])
+    length = floordiv(end - start + (step - 1), step)
+    if isinstance(length, int) and length < 0:
+        raise OpTypeError(f"end {end} is below start {start}")
+    return TensorType((length,), attrs["dtype"])
 
 
 @register_op("zeros", "creation")
