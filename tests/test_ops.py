@@ -10,8 +10,10 @@ Both times the result types recorded in the graph are compared with the expected
 the DimVar run: ``seq + 4``, ``2*seq``...), the op must appear in the graph, the inputs must be left
 untouched, and the evaluated values are compared with the case's torch reference:
 
-* ``EXACT``: same dtype and ``torch.equal``. Used for integer/bool results and for f32 wherever the
-  reference performs the same torch computation (CPU torch is deterministic for one op sequence).
+* ``EXACT``: same dtype and ``torch.equal`` (bit equality for 8-bit floats). Used for integer/bool
+  results and for f32 wherever the reference performs the same torch computation (CPU torch is
+  deterministic for one op sequence); 8-bit float results are compared exactly against the f32
+  computation rounded once to the 8-bit type, which is the evaluator's stated semantics for them.
 * ``LN_F32``: ``|out - ref| <= 1e-5 + 1e-5*|ref|``, for layer_norm, whose reference is
   ``torch.nn.functional.layer_norm`` (a different variance algorithm than mean-of-squares).
 * ``POW_F32``: ``|out - ref| <= 2**-22*|ref|`` (two f32 ulps) for ``x ** 2.0``: the scalar becomes a
@@ -526,6 +528,62 @@ case("local", "keeps_storage", lambda S: [A((S, 8))], lambda x: tf.local(tf.resh
      lambda x: x.clone(), lambda S: T((S, 8), storage="smem"))
 
 
+# -- 8-bit floats: torch has no CPU math on them; the evaluator computes in f32 and rounds once ----------------
+
+E4, E5, E8 = torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e8m0fnu
+FP8 = (E4, E5, E8)
+
+
+def f32(t: torch.Tensor) -> torch.Tensor:
+    return t.float()
+
+
+case("cast", "f32_fp8e4m3", lambda S: [A((S, 8))], lambda x: tf.cast(x, "fp8e4m3"), lambda x: x.to(E4),
+     lambda S: T((S, 8), "fp8e4m3"))
+case("cast", "f32_fp8e5m2", lambda S: [A((S, 8))], lambda x: tf.cast(x, "float8_e5m2"), lambda x: x.to(E5),
+     lambda S: T((S, 8), "fp8e5m2"))
+case("cast", "f32_f8e8m0", lambda S: [A((S, 8), gen=positive)], lambda x: tf.cast(x, "f8e8m0"), lambda x: x.to(E8),
+     lambda S: T((S, 8), "f8e8m0"))
+case("cast", "fp8e4m3_f32", lambda S: [A((S, 8), "fp8e4m3")], lambda x: tf.cast(x), lambda x: x.float(),
+     lambda S: T((S, 8)))
+case("add", "fp8e4m3", lambda S: [A((S, 8), "fp8e4m3"), A((8,), "fp8e4m3")], lambda x, y: x + y,
+     lambda x, y: (f32(x) + f32(y)).to(E4), lambda S: T((S, 8), "fp8e4m3"))
+case("mul", "fp8e5m2_scalar", lambda S: [A((S, 8), "fp8e5m2")], lambda x: x * 0.3,
+     lambda x: (f32(x) * f32(torch.tensor(0.3).to(E5))).to(E5), lambda S: T((S, 8), "fp8e5m2"))
+case("mul", "f8e8m0", lambda S: [A((S, 8), "f8e8m0", positive), A((S, 8), "f8e8m0", positive)],
+     lambda x, y: tf.mul(x, y), lambda x, y: (f32(x) * f32(y)).to(E8), lambda S: T((S, 8), "f8e8m0"))
+case("div", "fp8e4m3", lambda S: [A((S, 8), "fp8e4m3"), A((S, 8), "fp8e4m3", positive)], lambda x, y: x / y,
+     lambda x, y: (f32(x) / f32(y)).to(E4), lambda S: T((S, 8), "fp8e4m3"))
+case("lt", "fp8e4m3", lambda S: [A((S, 8), "fp8e4m3"), A((S, 8), "fp8e4m3")], lambda x, y: x < y,
+     lambda x, y: f32(x) < f32(y), lambda S: T((S, 8), "bool"))
+case("exp", "fp8e4m3", lambda S: [A((S, 8), "fp8e4m3")], lambda x: tf.exp(x), lambda x: torch.exp(f32(x)).to(E4),
+     lambda S: T((S, 8), "fp8e4m3"))
+case("neg", "fp8e5m2", lambda S: [A((S, 8), "fp8e5m2")], lambda x: -x, lambda x: (-f32(x)).to(E5),
+     lambda S: T((S, 8), "fp8e5m2"))
+case("gelu", "tanh_fp8e5m2", lambda S: [A((S, 8), "fp8e5m2")], lambda x: tf.gelu(x, "tanh"),
+     lambda x: F.gelu(f32(x), approximate="tanh").to(E5), lambda S: T((S, 8), "fp8e5m2"))
+case("clamp", "fp8e4m3", lambda S: [A((S, 8), "fp8e4m3")], lambda x: tf.clamp(x, -0.5, 0.5),
+     lambda x: f32(x).clamp(-0.5, 0.5).to(E4), lambda S: T((S, 8), "fp8e4m3"))
+case("where", "fp8e4m3", lambda S: [A((S, 8), "fp8e4m3"), A((S, 8), "fp8e4m3")],
+     lambda x, y: tf.where(x > y, x, y), lambda x, y: torch.maximum(f32(x), f32(y)).to(E4),
+     lambda S: T((S, 8), "fp8e4m3"))
+case("reduce", "sum_fp8e4m3", lambda S: [A((S, 8), "fp8e4m3")], lambda x: tf.reduce(x, kind="sum"),
+     lambda x: f32(x).sum(-1, keepdim=True).to(E4), lambda S: T((S, 1), "fp8e4m3"))
+case("reduce", "max_fp8e5m2", lambda S: [A((S, 8), "fp8e5m2")], lambda x: tf.reduce(x, 0, False, "max"),
+     lambda x: f32(x).amax(0).to(E5), lambda S: T((8,), "fp8e5m2"))
+case("argmax", "fp8e4m3", lambda S: [A((S, 8), "fp8e4m3")], lambda x: tf.argmax(x, -1),
+     lambda x: f32(x).argmax(-1), lambda S: T((S,), "i64"))
+case("topk", "fp8e4m3", lambda S: [A((S, 8), "fp8e4m3")], lambda x: tf.topk(x, 2),
+     lambda x: (torch.topk(f32(x), 2).values.to(E4), torch.topk(f32(x), 2).indices),
+     lambda S: (T((S, 2), "fp8e4m3"), T((S, 2), "i64")))
+case("softmax", "fp8e4m3", lambda S: [A((S, 8), "fp8e4m3")], lambda x: tf.softmax(x),
+     lambda x: torch.softmax(f32(x), -1).to(E4), lambda S: T((S, 8), "fp8e4m3"))
+case("matmul", "fp8e4m3", lambda S: [A((S, 8), "fp8e4m3"), A((8, 4), "fp8e4m3", const=True)], lambda a, b: a @ b,
+     lambda a, b: (f32(a) @ f32(b)).to(E4), lambda S: T((S, 4), "fp8e4m3"))
+case("arange", "fp8e4m3", lambda S: [A((S, 8))], lambda x: tf.arange(x.shape[0], dtype="fp8e4m3"),
+     lambda x: torch.arange(x.shape[0]).float().to(E4), lambda S: T((S,), "fp8e4m3"))
+
+
 # -- the runner ----------------------------------------------------------------------------------------------
 
 
@@ -565,12 +623,19 @@ def assert_types(actual: Any, expected: Any) -> None:
     assert actual.storage == expected.storage
 
 
+def identical(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """torch.equal; 8-bit floats (no torch.equal kernel) compare bit for bit."""
+    if a.dtype in FP8 and b.dtype == a.dtype:
+        return torch.equal(a.view(torch.uint8), b.view(torch.uint8))
+    return torch.equal(a, b)
+
+
 def assert_close(out: torch.Tensor, ref: torch.Tensor, cmp: Any, inputs: list[torch.Tensor], what: str) -> None:
     assert isinstance(out, torch.Tensor), what
     assert tuple(out.shape) == tuple(ref.shape), f"{what}: shape {tuple(out.shape)} vs {tuple(ref.shape)}"
     if cmp == EXACT:
         assert out.dtype == ref.dtype, f"{what}: dtype {out.dtype} vs {ref.dtype}"
-        assert torch.equal(out, ref), f"{what}: max diff {(out.double() - ref.double()).abs().max()}"
+        assert identical(out, ref), f"{what}: max diff {(out.double() - ref.double()).abs().max()}"
         return
     o, r = out.double(), ref.double()
     bound = cmp.atol + cmp.rtol * r.abs()
@@ -587,7 +652,7 @@ def run_and_compare(c: Case, fn: Any, n: int) -> None:
     out = fn(*inputs)
     ref = c.ref(*[t.clone() for t in inputs])
     for t, b in zip(inputs, before):
-        assert torch.equal(t, b), "the evaluator modified an input"
+        assert identical(t, b), "the evaluator modified an input"
     if isinstance(ref, (tuple, list)):
         assert isinstance(out, tuple) and len(out) == len(ref), f"{c.id}: result structure {type(out)}"
         for i, (o, r) in enumerate(zip(out, ref)):

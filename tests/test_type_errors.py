@@ -185,6 +185,8 @@ CASES = [
      "zeros", [], "unknown dtype name 'int'"),
     ("arange_unknown_dtype", [((4, 8), "f32")], lambda x: tf.arange(4, dtype="i16"),
      "arange", [], "unknown dtype name 'i16'"),
+    ("arange_end_below_start", [((4, 8), "f32")], lambda x: tf.arange(5, 2),
+     "arange", [], "end 2 is below start 5"),
     ("reduce_unknown_kind", [((4, 8), "f32")], lambda x: tf.reduce(x, kind="prod"),
      "reduce", [F48], "unknown reduce kind 'prod'; valid: sum, mean, max, min, abs_max"),
     ("gelu_unknown_approximate", [((4, 8), "f32")], lambda x: tf.gelu(x, approximate="erf"),
