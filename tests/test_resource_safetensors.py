@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
@@ -290,3 +291,11 @@ def test_missing_weight_raises_keyerror_naming_key_and_checkpoint(tmp_path: Path
     assert info.value.key == "model.layers.0.bias"
     assert "'model.layers.0.bias'" in message and str(ckpt.resolve()) in message  # symlinks resolved
     assert "close matches" in message and "'model.layers.0.b'" in message
+
+
+def test_weight_not_found_error_survives_pickling(tmp_path: Path) -> None:
+    write_single(tmp_path, {"x": torch.ones(1)})
+    with pytest.raises(WeightNotFoundError) as info:
+        SafetensorsResource(str(tmp_path), device="cpu").load("y")
+    copy = pickle.loads(pickle.dumps(info.value))
+    assert type(copy) is WeightNotFoundError and copy.key == "y" and str(copy) == str(info.value)

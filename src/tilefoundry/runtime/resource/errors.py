@@ -29,10 +29,13 @@ class WeightNotFoundError(KeyError):
     readable message rather than the quoted repr of it.
     """
 
-    def __init__(self, message: str, *, key: str) -> None:
+    def __init__(self, message: str, *, key: str | None = None) -> None:
         super().__init__(message)
         self.message = message
-        self.key = key
+        self.key = key  # the raw key looked for
 
     def __str__(self) -> str:
         return self.message
+
+    def __reduce__(self) -> tuple[type[WeightNotFoundError], tuple[str], dict[str, object]]:
+        return (type(self), (self.message,), {"key": self.key})
