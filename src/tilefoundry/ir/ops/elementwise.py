@@ -73,6 +73,8 @@ def _cast(types: tuple[TensorType, ...], attrs: dict[str, Any]) -> TensorType:
 @register_op("clamp", "math")
 def _clamp(types: tuple[TensorType, ...], attrs: dict[str, Any]) -> TensorType:
     (x,) = types
+    if x.dtype.is_bool:
+        raise OpTypeError("clamp is not defined on bool tensors")
     lo, hi = attrs.get("min_val"), attrs.get("max_val")
     if lo is None and hi is None:
         raise OpTypeError("clamp needs min_val, max_val or both")
