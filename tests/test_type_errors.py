@@ -86,6 +86,8 @@ CASES = [
      "exp", ["Tensor[(4, 8), i32]"], "must be a floating-point tensor, got i32"),
     ("arithmetic_on_bool", [((4, 8), "bool"), ((4, 8), "bool")], lambda x, y: x + y,
      "add", ["Tensor[(4, 8), bool]", "Tensor[(4, 8), bool]"], "bool"),
+    ("clamp_bool", [((4, 8), "bool")], lambda x: tf.clamp(x, 0, 1),
+     "clamp", ["Tensor[(4, 8), bool]"], "clamp is not defined on bool tensors"),
     ("mean_of_int", [((4, 8), "i64")], lambda x: tf.reduce(x, kind="mean"),
      "reduce", ["Tensor[(4, 8), i64]"], "floating-point"),
     ("index_not_int", [((4, 8), "f32"), ((2,), "f32")], lambda x, i: tf.index_select(x, i),
