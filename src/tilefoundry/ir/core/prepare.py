@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,8 @@ from .weights import validate_weight
 
 SHARD_NAME = "model-00001-of-00001.safetensors"
 INDEX_NAME = "model.safetensors.index.json"
+# Written into the index metadata so a prepared folder can be told from any other checkpoint.
+PREPARED_MARK = "tilefoundry"
 
 
 class PrepareError(RuntimeError):
@@ -60,17 +63,21 @@ def _produce(key: str, mod: Module, weight: str, raw: Any, device: torch.device)
 
 
 def _is_prepared_dir(path: Path) -> bool:
-    names = {p.name for p in path.iterdir()}
-    return INDEX_NAME in names and all(n == INDEX_NAME or n.endswith(".safetensors") for n in names)
+    try:
+        index = json.loads((path / INDEX_NAME).read_text())
+        return index.get("metadata", {}).get("prepared_by") == PREPARED_MARK
+    except (OSError, json.JSONDecodeError, AttributeError):
+        return False
 
 
 def prepare_module(mod: Module, raw: Any, out_dir: str | os.PathLike[str], *, device: str = "cpu",
-                   progress: bool = True) -> None:
+                   progress: bool = True, companions: Sequence[str | os.PathLike[str]] = ()) -> None:
     """Convert every declared weight of ``mod``'s tree from ``raw`` and write ``out_dir`` all at once.
 
     The output is written into a temporary folder beside ``out_dir`` and renamed into place, so a
     failure leaves no half-written directory and never damages an existing one. An existing
     ``out_dir`` is replaced only when it holds a previous prepare's output (or nothing).
+    ``companions`` are files copied alongside (a model's config.json and tokenizer files).
     """
     try:
         dev = torch.device(device)
@@ -96,8 +103,11 @@ def prepare_module(mod: Module, raw: Any, out_dir: str | os.PathLike[str], *, de
     try:
         save_file(tensors, str(tmp / SHARD_NAME), metadata={"format": "pt", "tilefoundry_module": mod.name})
         total = sum(t.numel() * t.element_size() for t in tensors.values())
-        index = {"metadata": {"total_size": total}, "weight_map": {k: SHARD_NAME for k in sorted(tensors)}}
+        index = {"metadata": {"total_size": total, "prepared_by": PREPARED_MARK},
+                 "weight_map": {k: SHARD_NAME for k in sorted(tensors)}}
         (tmp / INDEX_NAME).write_text(json.dumps(index, indent=2) + "\n")
+        for extra in companions:
+            shutil.copy2(extra, tmp / Path(extra).name)
         _swap_into_place(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
