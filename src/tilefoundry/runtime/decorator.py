@@ -1,0 +1,467 @@
+"""``@runtime_module(sem)`` and ``@runtime_func``: generate a semantic Module's runtime twin class (spec 1.1).
+
+::
+
+    @runtime_module(Attention)            # Attention: the @module instance
+    class AttentionTwin:
+        @runtime_func                     # the @func's own signature, weights included
+        def qkv(self, x, w_qkv):
+            return torch.nn.functional.linear(x, w_qkv.t())
+
+        rope = RopeKernel(entry_abi_of(Attention.functions["rope"]))   # a RuntimeFunction body
+        norm = NormTwin                   # a child: a RuntimeModule subclass, not an instance
+
+Decoration validates the class against ``sem`` strictly one-to-one and returns a RuntimeModule subclass:
+
+* kernels: the ``@runtime_func`` methods and RuntimeFunction instances must be named exactly like sem's
+  functions; a missing and an extra kernel are both named in the refusal. A ``@runtime_func`` takes the
+  ``@func``'s parameters, in order, after ``self``; a RuntimeFunction's ``type`` must equal
+  ``entry_abi_of`` of the function, and it is called with one argument per parameter.
+* children: an attribute per sem child, named like it, holding a RuntimeModule subclass that accepts the
+  ``ir=`` constructor keyword (every ``@runtime_module`` result does). A tuple of such classes covers, in
+  order, the sem children no attribute names (the mirror of ``layers = tuple(Layer.renamed(...))``).
+* ``module`` is reserved both ways: a semantic Module with a function, child or method called ``module`` is
+  refused, and so is a class defining ``module``. The class may not define ``__init__``, ``__call__``,
+  ``load``, ``name``, ``entry`` or ``modules`` either: the generated class provides them.
+* orchestration methods come from ``sem.methods`` verbatim (the class may not rewrite them), so inside them
+  ``self.<function>`` is this twin's kernel and ``self.<child>`` its child twin. ``forward`` is the class's
+  own if it defines one, else ``sem.methods["forward"]``, else a call of the entry kernel; with none of them,
+  calling it is refused naming what to call instead.
+
+The generated ``__init__(*, ir=None)`` builds one child per ``ir.modules`` entry with
+``child_cls(ir=<that child Module>)`` (``ir`` defaults to ``sem``; another ir must have sem's shape, e.g. a
+``renamed`` copy). ``load(resource)`` reads every declared weight of the node by name, validates its shape and
+dtype against the declaration, recurses into the children, and binds the whole tree only if every read
+succeeded. A kernel called through the twin takes activations alone; its weights are filled by name.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types as pytypes
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any
+
+import torch
+
+from ..ir.core.module import Module
+from ..ir.core.weights import validate_weight
+from .abi import entry_abi_of
+from .errors import TwinDefinitionError
+from .function import RuntimeFunction
+from .kernel import KernelSlot
+from .module import RuntimeModule
+
+__all__ = ["is_twin_class", "runtime_func", "runtime_module"]
+
+# The accessor the spec reserves on every twin.
+_ACCESSOR = "module"
+# What the generated class itself provides; a decorated class may not define these.
+_PROVIDED = ("__init__", "__call__", "load", "name", "entry", "modules")
+# Class-body entries Python puts there itself.
+_PYTHON_OWN = frozenset({"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__annotations__",
+                         "__firstlineno__", "__static_attributes__", "__orig_bases__"})
+
+_TAG = "__tf_runtime_func__"
+
+
+def runtime_func(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Tag a plain method of a ``@runtime_module`` class as the kernel body of the ``@func`` of its name.
+
+    The method takes ``self`` (the twin instance) and then exactly the semantic ``@func``'s parameters, in
+    order, weights included. It is returned unchanged apart from the tag; ``@runtime_module`` validates it.
+    """
+    if isinstance(fn, (staticmethod, classmethod)):
+        raise TwinDefinitionError(
+            f"@runtime_func tags a plain method (def name(self, ...)), got a {type(fn).__name__}; drop the "
+            f"{type(fn).__name__} decorator"
+        )
+    if not isinstance(fn, pytypes.FunctionType):
+        raise TwinDefinitionError(
+            f"@runtime_func tags a plain method (def name(self, ...)), got {type(fn).__name__}; a heavy kernel "
+            "object is assigned as a RuntimeFunction instance instead"
+        )
+    setattr(fn, _TAG, True)
+    return fn
+
+
+def runtime_module(sem: Module) -> Callable[[type], type[RuntimeModule]]:
+    """Class decorator: make the decorated class the runtime twin of the semantic Module ``sem``.
+
+    Returns the generated RuntimeModule subclass (same class name); instances are twins of ``sem`` (same
+    name, child tree and entry) whose ``module`` is the authored Module they were built for. See the module
+    docstring for the rules the class is validated against.
+
+    Raises:
+        TwinDefinitionError: ``sem`` is not a Module or uses the reserved name ``module``; the class breaks a
+            rule (the message lists every missing and extra kernel and child, and each other problem).
+    """
+    if isinstance(sem, type) or not isinstance(sem, Module):
+        hint = " (write @runtime_module(TheModule), with the semantic Module in parentheses)" if isinstance(
+            sem, type) else ""
+        raise TwinDefinitionError(
+            f"@runtime_module takes the semantic Module instance (the name a @module class is bound to), got "
+            f"{sem!r}{hint}"
+        )
+    clashes = _accessor_clashes(sem)
+    if clashes:
+        raise TwinDefinitionError(
+            f"@runtime_module({sem.name}): {sem.name} has a {' and a '.join(clashes)} named {_ACCESSOR!r}, which "
+            f"would shadow the reserved accessor twin.{_ACCESSOR} (the authored Module a twin stands for); rename "
+            "it in the semantic Module"
+        )
+
+    def deco(cls: type) -> type[RuntimeModule]:
+        return _generate(sem, cls)
+
+    return deco
+
+
+def _accessor_clashes(sem: Module) -> list[str]:
+    kinds = []
+    if _ACCESSOR in sem.functions:
+        kinds.append("function")
+    if any(m.name == _ACCESSOR for m in sem.modules):
+        kinds.append("child")
+    if _ACCESSOR in sem.methods:
+        kinds.append("method")
+    return kinds
+
+
+# -- generation -----------------------------------------------------------------------------------------
+
+
+def _generate(sem: Module, cls: type) -> type[RuntimeModule]:
+    if not isinstance(cls, type):
+        raise TwinDefinitionError(f"@runtime_module({sem.name}) decorates a class, got {type(cls).__name__}")
+    where = f"@runtime_module({sem.name}) class {cls.__qualname__}"
+    problems: list[str] = []
+    kernels: dict[str, KernelSlot] = {}
+    named_children: dict[str, type[RuntimeModule]] = {}
+    tuple_children: list[tuple[str, type[RuntimeModule]]] = []
+    namespace: dict[str, Any] = {}
+    own_forward = False
+    child_names = [m.name for m in sem.modules]
+
+    for klass in cls.__mro__[:-1]:
+        if klass is not cls and _ACCESSOR in klass.__dict__ and not issubclass(RuntimeModule, klass):
+            problems.append(f"its base {klass.__qualname__} defines {_ACCESSOR!r}, the reserved accessor")
+
+    for attr, value in cls.__dict__.items():
+        if attr in _PYTHON_OWN:
+            continue
+        if attr == _ACCESSOR:
+            problems.append(
+                f"it defines {_ACCESSOR!r}, the reserved accessor for the authored Module (twin.{_ACCESSOR} is "
+                f"{sem.name}); rename the member"
+            )
+            continue
+        if attr in _PROVIDED:
+            problems.append(
+                f"it defines {attr!r}, which the generated class provides; remove it (kernel state belongs in a "
+                "RuntimeFunction instance, set up at its own construction)"
+            )
+            continue
+        if getattr(value, _TAG, False):
+            problem = _method_signature_problem(sem, attr, value)
+            if problem:
+                problems.append(problem)
+            kernels[attr] = KernelSlot(attr, value)
+        elif isinstance(value, RuntimeFunction):
+            problem = _body_type_problem(sem, attr, value)
+            if problem:
+                problems.append(problem)
+            kernels[attr] = KernelSlot(attr, value)
+        elif isinstance(value, type) and issubclass(value, RuntimeModule):
+            named_children[attr] = value
+        elif isinstance(value, RuntimeModule):
+            problems.append(
+                f"{attr} = {value!r} is a RuntimeModule instance; assign the class ({type(value).__qualname__}): "
+                "the generated __init__ builds one instance per semantic child with ir="
+            )
+        elif isinstance(value, tuple) and any(_is_twin_like(v) for v in value):
+            problem = _tuple_problem(attr, value, child_names)
+            if problem:
+                problems.append(problem)
+            else:
+                tuple_children.extend((attr, v) for v in value)
+        elif attr == "forward" and isinstance(value, pytypes.FunctionType):
+            own_forward = True
+            namespace[attr] = value
+        elif attr in sem.functions:
+            problems.append(
+                f"{attr} stands for the @func {attr} of {sem.name} but is a {type(value).__name__}; tag a method "
+                "with @runtime_func, or assign a RuntimeFunction instance"
+            )
+        elif attr in child_names:
+            problems.append(
+                f"{attr} stands for the child {attr} of {sem.name} but is a {type(value).__name__}; assign a "
+                "RuntimeModule subclass (typically another @runtime_module class)"
+            )
+        elif attr in sem.methods:
+            problems.append(
+                f"{attr} rewrites the orchestration method {sem.name}.{attr}, which the twin reuses verbatim "
+                "(only forward may be the twin's own); remove it"
+            )
+        else:
+            namespace[attr] = value
+
+    missing = [f for f in sem.functions if f not in kernels]
+    extra = [k for k in kernels if k not in sem.functions]
+    if missing or extra:
+        problems.append(_set_mismatch("kernels", sem.name, "functions", list(sem.functions), missing, extra))
+
+    children = _match_children(sem, named_children, tuple_children, problems)
+    for name, child_cls in children.items():
+        problem = _child_class_problem(sem.child(name), name, child_cls)
+        if problem:
+            problems.append(problem)
+
+    if problems:
+        raise TwinDefinitionError(f"{where} is not a twin of {sem.name}:\n  - " + "\n  - ".join(problems))
+
+    for method_name, method in sem.methods.items():
+        if method_name == "forward" and own_forward:
+            continue
+        namespace[method_name] = method
+    if not own_forward and "forward" not in sem.methods:
+        namespace["forward"] = _entry_forward(sem)
+
+    namespace.update(kernels)
+    namespace.update(
+        {
+            "__module__": cls.__module__,
+            "__qualname__": cls.__qualname__,
+            "__doc__": cls.__doc__,
+            "__init__": _make_init(sem, children),
+            "load": _twin_load,
+            "_tf_sem": sem,
+            "_tf_kernels": MappingProxyType(dict(kernels)),
+            "_tf_child_classes": MappingProxyType(dict(children)),
+            "_tf_constants": None,
+            "_tf_own_forward": own_forward,
+        }
+    )
+    bases = tuple(b for b in cls.__bases__ if b is not object)
+    if not any(issubclass(b, RuntimeModule) for b in bases):
+        bases = (*bases, RuntimeModule)
+    return type(cls.__name__, bases, namespace)
+
+
+def _is_twin_like(value: Any) -> bool:
+    return isinstance(value, RuntimeModule) or (isinstance(value, type) and issubclass(value, RuntimeModule))
+
+
+def _tuple_problem(attr: str, value: tuple[Any, ...], child_names: list[str]) -> str | None:
+    if attr in child_names:
+        return f"{attr} is a tuple, but the child {attr} is one Module; assign one RuntimeModule subclass"
+    for i, item in enumerate(value):
+        if isinstance(item, RuntimeModule):
+            return (f"{attr}[{i}] is a RuntimeModule instance; a tuple of children holds classes "
+                    f"({type(item).__qualname__}), one per semantic child")
+        if not (isinstance(item, type) and issubclass(item, RuntimeModule)):
+            return f"{attr}[{i}] is a {type(item).__name__}; a tuple of children holds RuntimeModule subclasses only"
+    return None
+
+
+def _set_mismatch(what: str, sem_name: str, sem_what: str, expected: list[str], missing: list[str],
+                  extra: list[str]) -> str:
+    parts = []
+    if missing:
+        parts.append(f"missing {', '.join(missing)}")
+    if extra:
+        parts.append(f"extra {', '.join(extra)}")
+    return (f"{what} must match the {sem_what} of {sem_name} one to one ({', '.join(expected) or 'none'}): "
+            f"{'; '.join(parts)}")
+
+
+def _match_children(
+    sem: Module,
+    named: dict[str, type[RuntimeModule]],
+    tupled: list[tuple[str, type[RuntimeModule]]],
+    problems: list[str],
+) -> dict[str, type[RuntimeModule]]:
+    """Sem child name -> twin class: named attributes by name, tuple members in order over the rest."""
+    sem_names = [m.name for m in sem.modules]
+    matched: dict[str, type[RuntimeModule]] = {n: c for n, c in named.items() if n in sem_names}
+    extra = [n for n in named if n not in sem_names]
+    rest = [n for n in sem_names if n not in matched]
+    for name, (_attr, child_cls) in zip(rest, tupled):
+        matched[name] = child_cls
+    missing = rest[len(tupled):]
+    extra += [f"{attr}[{i}] ({c.__qualname__})" for i, (attr, c) in enumerate(tupled[len(rest):])]
+    if missing or extra:
+        problems.append(_set_mismatch("child attributes", sem.name, "children", sem_names, missing, extra))
+    return {n: matched[n] for n in sem_names if n in matched}
+
+
+def _method_signature_problem(sem: Module, name: str, method: Callable[..., Any]) -> str | None:
+    fn = sem.functions.get(name)
+    if fn is None:
+        return None  # reported as an extra kernel
+    expected = ["self", *(p.name for p in fn.params)]
+    params = list(inspect.signature(method).parameters.values())
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    variadic = [p.name for p in params if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    if positional != expected or variadic:
+        return (f"@runtime_func {name}({', '.join(positional + ['*' + v for v in variadic])}) must take the "
+                f"@func's parameters in order after self: {name}({', '.join(expected)})")
+    return None
+
+
+def _body_type_problem(sem: Module, name: str, body: RuntimeFunction) -> str | None:
+    fn = sem.functions.get(name)
+    if fn is None:
+        return None  # reported as an extra kernel
+    want = entry_abi_of(fn)
+    if body.type != want:
+        return (f"{name} = {type(body).__qualname__}(...) has type {body.type}, but the @func {name} of {sem.name} "
+                f"is {want}; build it with entry_abi_of({sem.name}.functions[{name!r}])")
+    return None
+
+
+def _child_class_problem(sem_child: Module, name: str, child_cls: type[RuntimeModule]) -> str | None:
+    try:
+        params = inspect.signature(child_cls).parameters
+    except (TypeError, ValueError):
+        params = {}
+    takes_ir = "ir" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+    if not takes_ir:
+        return (f"child {name} = {child_cls.__qualname__} does not accept the ir= constructor keyword; the "
+                "generated __init__ builds it with child_cls(ir=<child Module>)")
+    child_sem = getattr(child_cls, "_tf_sem", None)
+    if isinstance(child_sem, Module):
+        difference = _shape_difference(child_sem, sem_child)
+        if difference:
+            return (f"child {name} = {child_cls.__qualname__} is the twin of {child_sem.name}, which differs from "
+                    f"the child {name}: {difference}")
+    return None
+
+
+def _shape_difference(twin_of: Module, ir: Module) -> str | None:
+    """Why a twin generated for ``twin_of`` cannot stand for ``ir`` (None when it can)."""
+    if set(twin_of.functions) != set(ir.functions):
+        return f"functions {sorted(twin_of.functions)} vs {sorted(ir.functions)}"
+    for name, fn in twin_of.functions.items():
+        if entry_abi_of(fn) != entry_abi_of(ir.functions[name]):
+            return f"function {name} is {entry_abi_of(fn)} vs {entry_abi_of(ir.functions[name])}"
+    if sorted(m.name for m in twin_of.modules) != sorted(m.name for m in ir.modules):
+        return f"children {[m.name for m in twin_of.modules]} vs {[m.name for m in ir.modules]}"
+    if set(twin_of.methods) != set(ir.methods):
+        return f"methods {sorted(twin_of.methods)} vs {sorted(ir.methods)}"
+    if twin_of.entry != ir.entry:
+        return f"entry {twin_of.entry!r} vs {ir.entry!r}"
+    for child in twin_of.modules:
+        difference = _shape_difference(child, ir.child(child.name))
+        if difference:
+            return f"in child {child.name}: {difference}"
+    return None
+
+
+# -- the generated members ---------------------------------------------------------------------------------
+
+
+def _make_init(sem: Module, child_classes: Mapping[str, type[RuntimeModule]]) -> Callable[..., None]:
+    def __init__(self: RuntimeModule, *, ir: Module | None = None) -> None:
+        """Build this twin for ``ir`` (default: the Module the class was generated from) and its children."""
+        cls_name = type(self).__qualname__
+        if ir is None:
+            ir = sem
+        elif not isinstance(ir, Module):
+            raise TypeError(f"{cls_name}(ir=...) takes the semantic Module this twin stands for, got {ir!r}")
+        elif ir is not sem:
+            difference = _shape_difference(sem, ir)
+            if difference:
+                raise ValueError(
+                    f"{cls_name} was generated for {sem.name} and cannot stand for Module {ir.name!r}: {difference}"
+                )
+        children = []
+        for child_ir in ir.modules:
+            child = child_classes[child_ir.name](ir=child_ir)
+            if not isinstance(child, RuntimeModule) or child.name != child_ir.name:
+                raise ValueError(
+                    f"{cls_name}: the child class {child_classes[child_ir.name].__qualname__} built with "
+                    f"ir=<Module {child_ir.name}> gave {child!r}; a child twin is a RuntimeModule named like its "
+                    "semantic child"
+                )
+            children.append(child)
+        RuntimeModule.__init__(self, ir.name, ir.entry, children)
+        self._authored = ir
+
+    return __init__
+
+
+def _twin_load(self: RuntimeModule, resource: Any) -> RuntimeModule:
+    """Read, validate and bind this tree's weights from ``resource``; all or nothing.
+
+    Each declared weight is read by name (``resource.load``) and validated against its ConstTensor
+    declaration (shape, dtype, DimVar agreement); children load from ``resource.subtree(child.name)``. If any
+    read fails, every generated twin of the tree keeps the weights it had before.
+    """
+    if not all(callable(getattr(resource, m, None)) for m in ("load", "subtree")):
+        raise TypeError(
+            f"{type(self).__qualname__}.load takes a RuntimeResource (DictResource, SafetensorsResource), got "
+            f"{type(resource).__name__}"
+        )
+    before = [(node, node.__dict__.get("_tf_constants")) for _, node in self.walk()]
+    try:
+        _bind_own(self, resource)
+        RuntimeModule.load(self, resource)
+    except BaseException:
+        for node, constants in before:
+            if constants is None:
+                node.__dict__.pop("_tf_constants", None)
+            else:
+                node.__dict__["_tf_constants"] = constants
+        raise
+    return self
+
+
+def _bind_own(twin: RuntimeModule, resource: Any) -> None:
+    ir = twin.module
+    assert ir is not None
+    path = twin._tree_path()
+    owners = {p.name: fn.name for fn in ir.functions.values() for p in fn.weights}
+    bindings: dict[str, int] = {}
+    constants: dict[str, torch.Tensor] = {}
+    for name, declared in ir.weights.items():
+        key = f"{path}.{name}" if path else name
+        tensor = resource.load(name)
+        constants[name] = validate_weight(key, tensor, declared, bindings, f"@{owners[name]}.converter({name!r})")
+    twin.__dict__["_tf_constants"] = MappingProxyType(constants)
+
+
+def _entry_forward(sem: Module) -> Callable[..., Any]:
+    if sem.entry is not None:
+
+        def forward(self: RuntimeModule, *acts: Any) -> Any:
+            """Run the entry kernel on activations alone (the semantic Module defines no forward method)."""
+            return getattr(self, self.entry)(*acts)  # type: ignore[arg-type]
+
+        return forward
+
+    def no_forward(self: RuntimeModule, *acts: Any) -> Any:
+        """Refused: the semantic Module has neither a forward method nor an entry function."""
+        members = []
+        if sem.functions:
+            members.append("kernels " + ", ".join(f"{self.name}.{f}(...)" for f in sem.functions))
+        if sem.modules:
+            members.append("children " + ", ".join(f"{self.name}.{m.name}(...)" for m in self.modules))
+        if sem.methods:
+            members.append("methods " + ", ".join(f"{self.name}.{m}(...)" for m in sem.methods))
+        raise TypeError(
+            f"twin {self.name!r} has no step to run: {sem.name} has neither a forward method nor an entry function "
+            f"and {type(self).__qualname__} defines no forward; call one of its members instead "
+            f"({'; '.join(members)}), or declare @module(entry=...)"
+        )
+
+    no_forward.__name__ = "forward"
+    return no_forward
+
+
+def is_twin_class(obj: Any) -> bool:
+    """True for a class generated by ``@runtime_module``."""
+    return isinstance(obj, type) and issubclass(obj, RuntimeModule) and isinstance(
+        obj.__dict__.get("_tf_sem"), Module)
+
