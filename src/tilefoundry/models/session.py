@@ -1,0 +1,103 @@
+"""TextSession: tokenizer + model + generation loop, the path `tilefoundry generate` and the demo take."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import torch
+
+from .checkpoint import OpenedCheckpoint, open_checkpoint
+from .generation import GenerationResult, Sampling, generate
+
+
+def load_tokenizer(folder: str | Path) -> Any:
+    """The Hugging Face tokenizer saved in the checkpoint folder."""
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(str(folder))
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{folder} holds no usable tokenizer (tokenizer.json / tokenizer_config.json): {e}") from None
+
+
+def encode_prompt(tokenizer: Any, prompt: str, chat: bool) -> list[int]:
+    """Token ids of ``prompt``, wrapped in the tokenizer's chat template when ``chat``."""
+    if chat:
+        if not getattr(tokenizer, "chat_template", None):
+            raise ValueError("--chat needs a chat template, and this checkpoint's tokenizer has none")
+        ids = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
+                                            tokenize=True, return_dict=False)
+        return list(ids)
+    return list(tokenizer(prompt)["input_ids"])
+
+
+@dataclass
+class TextSession:
+    """One prompt ready to generate from: its tokens, the loaded model and its tokenizer."""
+
+    checkpoint: OpenedCheckpoint
+    model: Any
+    tokenizer: Any
+    prompt_ids: list[int]
+    max_new_tokens: int
+    device: str
+    load_seconds: float
+
+    @property
+    def prompt_tokens(self) -> int:
+        """Number of prompt tokens."""
+        return len(self.prompt_ids)
+
+    @classmethod
+    def open(cls, ckpt: str | Path, *, device: str, backend: str, max_new_tokens: int, prompt: str,
+             chat: bool) -> TextSession:
+        """Tokenize ``prompt``, open ``ckpt`` sized for it and load the chosen backend on ``device``."""
+        if backend not in ("reference", "twin"):
+            raise ValueError(f"backend must be 'reference' or 'twin', got {backend!r}")
+        if max_new_tokens < 1:
+            raise ValueError(f"--max-new-tokens must be >= 1, got {max_new_tokens}")
+        torch.device(device)  # refuses an unknown device string before any work
+        start = time.perf_counter()
+        tokenizer = load_tokenizer(ckpt)
+        ids = encode_prompt(tokenizer, prompt, chat)
+        opened = open_checkpoint(ckpt, max_len=len(ids) + max_new_tokens)
+        model = load_backend(opened, backend, device)
+        return cls(opened, model, tokenizer, ids, max_new_tokens, device, time.perf_counter() - start)
+
+    def generate(self, sampling: Sampling | None = None, stream: TextIO | None = None) -> GenerationResult:
+        """Generate (greedy unless ``sampling`` says otherwise), writing the text to ``stream`` as it arrives."""
+        shown = ""
+        produced: list[int] = []
+
+        def on_token(token: int) -> None:
+            nonlocal shown
+            produced.append(token)
+            if stream is None:
+                return
+            text = self.tokenizer.decode(produced, skip_special_tokens=True)
+            if text.startswith(shown):
+                stream.write(text[len(shown):])
+                stream.flush()
+                shown = text
+
+        return generate(self.model, self.prompt_ids, self.max_new_tokens, sampling=sampling or Sampling(),
+                        stop_tokens=self.checkpoint.config.eos_token_ids, device=self.device, on_token=on_token)
+
+    def text(self, tokens: list[int]) -> str:
+        """Decoded text of generated tokens."""
+        return self.tokenizer.decode(tokens, skip_special_tokens=True)
+
+
+def load_backend(opened: OpenedCheckpoint, backend: str, device: str) -> Any:
+    """The reference LoadedModule, or the family's runtime twin loaded from the same weights."""
+    resource = opened.resource(device)
+    if backend == "reference":
+        return opened.module.load(resource)
+    from .twins import build_twin
+
+    twin = build_twin(opened.module)
+    twin.load(resource)
+    return twin
