@@ -135,18 +135,18 @@ def _accessor_clashes(sem: Module) -> list[str]:
 def _generate(sem: Module, cls: type) -> type[RuntimeModule]:
     if not isinstance(cls, type):
         raise TwinDefinitionError(f"@runtime_module({sem.name}) decorates a class, got {type(cls).__name__}")
-    where = f"@runtime_module({sem.name}) class {cls.__qualname__}"
+    where = f"@runtime_module({sem.name}) class {cls.__name__}"
     problems: list[str] = []
     kernels: dict[str, KernelSlot] = {}
     named_children: dict[str, type[RuntimeModule]] = {}
-    tuple_children: list[tuple[str, type[RuntimeModule]]] = []
+    tuple_children: list[tuple[str, int, type[RuntimeModule]]] = []
     namespace: dict[str, Any] = {}
     own_forward = False
     child_names = [m.name for m in sem.modules]
 
     for klass in cls.__mro__[:-1]:
         if klass is not cls and _ACCESSOR in klass.__dict__ and not issubclass(RuntimeModule, klass):
-            problems.append(f"its base {klass.__qualname__} defines {_ACCESSOR!r}, the reserved accessor")
+            problems.append(f"its base {klass.__name__} defines {_ACCESSOR!r}, the reserved accessor")
 
     for attr, value in cls.__dict__.items():
         if attr in _PYTHON_OWN:
@@ -177,7 +177,7 @@ def _generate(sem: Module, cls: type) -> type[RuntimeModule]:
             named_children[attr] = value
         elif isinstance(value, RuntimeModule):
             problems.append(
-                f"{attr} = {value!r} is a RuntimeModule instance; assign the class ({type(value).__qualname__}): "
+                f"{attr} = {value!r} is a RuntimeModule instance; assign the class ({type(value).__name__}): "
                 "the generated __init__ builds one instance per semantic child with ir="
             )
         elif isinstance(value, tuple) and any(_is_twin_like(v) for v in value):
@@ -185,7 +185,7 @@ def _generate(sem: Module, cls: type) -> type[RuntimeModule]:
             if problem:
                 problems.append(problem)
             else:
-                tuple_children.extend((attr, v) for v in value)
+                tuple_children.extend((attr, i, v) for i, v in enumerate(value))
         elif attr == "forward" and isinstance(value, pytypes.FunctionType):
             own_forward = True
             namespace[attr] = value
@@ -259,7 +259,7 @@ def _tuple_problem(attr: str, value: tuple[Any, ...], child_names: list[str]) ->
     for i, item in enumerate(value):
         if isinstance(item, RuntimeModule):
             return (f"{attr}[{i}] is a RuntimeModule instance; a tuple of children holds classes "
-                    f"({type(item).__qualname__}), one per semantic child")
+                    f"({type(item).__name__}), one per semantic child")
         if not (isinstance(item, type) and issubclass(item, RuntimeModule)):
             return f"{attr}[{i}] is a {type(item).__name__}; a tuple of children holds RuntimeModule subclasses only"
     return None
@@ -279,7 +279,7 @@ def _set_mismatch(what: str, sem_name: str, sem_what: str, expected: list[str], 
 def _match_children(
     sem: Module,
     named: dict[str, type[RuntimeModule]],
-    tupled: list[tuple[str, type[RuntimeModule]]],
+    tupled: list[tuple[str, int, type[RuntimeModule]]],
     problems: list[str],
 ) -> dict[str, type[RuntimeModule]]:
     """Sem child name -> twin class: named attributes by name, tuple members in order over the rest."""
@@ -287,10 +287,10 @@ def _match_children(
     matched: dict[str, type[RuntimeModule]] = {n: c for n, c in named.items() if n in sem_names}
     extra = [n for n in named if n not in sem_names]
     rest = [n for n in sem_names if n not in matched]
-    for name, (_attr, child_cls) in zip(rest, tupled):
+    for name, (_attr, _i, child_cls) in zip(rest, tupled):
         matched[name] = child_cls
     missing = rest[len(tupled):]
-    extra += [f"{attr}[{i}] ({c.__qualname__})" for i, (attr, c) in enumerate(tupled[len(rest):])]
+    extra += [f"{attr}[{i}] ({c.__name__})" for attr, i, c in tupled[len(rest):]]
     if missing or extra:
         problems.append(_set_mismatch("child attributes", sem.name, "children", sem_names, missing, extra))
     return {n: matched[n] for n in sem_names if n in matched}
@@ -316,7 +316,7 @@ def _body_type_problem(sem: Module, name: str, body: RuntimeFunction) -> str | N
         return None  # reported as an extra kernel
     want = entry_abi_of(fn)
     if body.type != want:
-        return (f"{name} = {type(body).__qualname__}(...) has type {body.type}, but the @func {name} of {sem.name} "
+        return (f"{name} = {type(body).__name__}(...) has type {body.type}, but the @func {name} of {sem.name} "
                 f"is {want}; build it with entry_abi_of({sem.name}.functions[{name!r}])")
     return None
 
@@ -328,13 +328,13 @@ def _child_class_problem(sem_child: Module, name: str, child_cls: type[RuntimeMo
         params = {}
     takes_ir = "ir" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
     if not takes_ir:
-        return (f"child {name} = {child_cls.__qualname__} does not accept the ir= constructor keyword; the "
+        return (f"child {name} = {child_cls.__name__} does not accept the ir= constructor keyword; the "
                 "generated __init__ builds it with child_cls(ir=<child Module>)")
     child_sem = getattr(child_cls, "_tf_sem", None)
     if isinstance(child_sem, Module):
         difference = _shape_difference(child_sem, sem_child)
         if difference:
-            return (f"child {name} = {child_cls.__qualname__} is the twin of {child_sem.name}, which differs from "
+            return (f"child {name} = {child_cls.__name__} is the twin of {child_sem.name}, which differs from "
                     f"the child {name}: {difference}")
     return None
 
@@ -365,7 +365,7 @@ def _shape_difference(twin_of: Module, ir: Module) -> str | None:
 def _make_init(sem: Module, child_classes: Mapping[str, type[RuntimeModule]]) -> Callable[..., None]:
     def __init__(self: RuntimeModule, *, ir: Module | None = None) -> None:
         """Build this twin for ``ir`` (default: the Module the class was generated from) and its children."""
-        cls_name = type(self).__qualname__
+        cls_name = type(self).__name__
         if ir is None:
             ir = sem
         elif not isinstance(ir, Module):
@@ -381,7 +381,7 @@ def _make_init(sem: Module, child_classes: Mapping[str, type[RuntimeModule]]) ->
             child = child_classes[child_ir.name](ir=child_ir)
             if not isinstance(child, RuntimeModule) or child.name != child_ir.name:
                 raise ValueError(
-                    f"{cls_name}: the child class {child_classes[child_ir.name].__qualname__} built with "
+                    f"{cls_name}: the child class {child_classes[child_ir.name].__name__} built with "
                     f"ir=<Module {child_ir.name}> gave {child!r}; a child twin is a RuntimeModule named like its "
                     "semantic child"
                 )
@@ -401,7 +401,7 @@ def _twin_load(self: RuntimeModule, resource: Any) -> RuntimeModule:
     """
     if not all(callable(getattr(resource, m, None)) for m in ("load", "subtree")):
         raise TypeError(
-            f"{type(self).__qualname__}.load takes a RuntimeResource (DictResource, SafetensorsResource), got "
+            f"{type(self).__name__}.load takes a RuntimeResource (DictResource, SafetensorsResource), got "
             f"{type(resource).__name__}"
         )
     before = [(node, node.__dict__.get("_tf_constants")) for _, node in self.walk()]
@@ -452,7 +452,7 @@ def _entry_forward(sem: Module) -> Callable[..., Any]:
             members.append("methods " + ", ".join(f"{self.name}.{m}(...)" for m in sem.methods))
         raise TypeError(
             f"twin {self.name!r} has no step to run: {sem.name} has neither a forward method nor an entry function "
-            f"and {type(self).__qualname__} defines no forward; call one of its members instead "
+            f"and {type(self).__name__} defines no forward; call one of its members instead "
             f"({'; '.join(members)}), or declare @module(entry=...)"
         )
 

@@ -40,12 +40,12 @@ class RuntimeFunction:
                 "torch / triton / CUDA implementation, and instantiate that"
             )
         raise NotImplementedError(
-            f"{cls.__qualname__} does not override __call__, so it has no body for {self.type.name!r}; define "
-            f"{cls.__qualname__}.__call__(self, *acts) returning the value(s) of {self.type.name}"
+            f"{cls.__name__} does not override __call__, so it has no body for {self.type.name!r}; define "
+            f"{cls.__name__}.__call__(self, *acts) returning the value(s) of {self.type.name}"
         )
 
     def __repr__(self) -> str:
-        return f"<{self.__class__.__qualname__} {self.type}>"
+        return f"<{self.__class__.__name__} {self.type}>"
 
 
 def _camel(name: str) -> str:

@@ -93,4 +93,4 @@ class BoundKernel:
 
 def _where(twin: RuntimeModule) -> str:
     path = twin._tree_path()
-    return f"{type(twin).__qualname__} {path or twin.name}"
+    return f"{type(twin).__name__} {path or twin.name}"

@@ -47,7 +47,7 @@ class RuntimeModule:
         for child in children:
             if isinstance(child, type) and issubclass(child, RuntimeModule):
                 raise TypeError(
-                    f"RuntimeModule {name!r}: modules= holds the class {child.__qualname__}; construct it and pass "
+                    f"RuntimeModule {name!r}: modules= holds the class {child.__name__}; construct it and pass "
                     "the instance"
                 )
             if not isinstance(child, RuntimeModule):
@@ -83,7 +83,7 @@ class RuntimeModule:
     def forward(self, *args: Any) -> Any:
         """The step. A subclass writes it; the base class has no composition to run."""
         raise NotImplementedError(
-            f"{type(self).__qualname__} ({self.name!r}) defines no forward; write forward(self, *args) in the "
+            f"{type(self).__name__} ({self.name!r}) defines no forward; write forward(self, *args) in the "
             "subclass, composing its kernels and children, or generate the class with @runtime_module(sem)"
         )
 
@@ -130,10 +130,10 @@ class RuntimeModule:
                 return child
         children = ", ".join(c.name for c in self.__dict__.get("modules", ())) or "none"
         raise AttributeError(
-            f"{type(self).__qualname__} ({self.__dict__.get('name', '?')!r}) has no attribute or child {attr!r}; "
+            f"{type(self).__name__} ({self.__dict__.get('name', '?')!r}) has no attribute or child {attr!r}; "
             f"children: {children}"
         )
 
     def __repr__(self) -> str:
         kids = ", ".join(c.name for c in self.modules)
-        return f"<{type(self).__qualname__} {self.name!r}{': children ' + kids if kids else ''}>"
+        return f"<{type(self).__name__} {self.name!r}{': children ' + kids if kids else ''}>"
