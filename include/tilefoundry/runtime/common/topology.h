@@ -46,6 +46,11 @@ TILEFOUNDRY_PROGRAM_QUERY auto program_id() noexcept;
 
 namespace detail {
 
+// Names a level dependently inside a template, so that its static shape is looked up when the
+// template is instantiated (after generated code has declared it), not when the header is read.
+template <TopologyScope T, class Dependent>
+constexpr TopologyScope dependent_level = T;
+
 template <int... Extents>
 using int_shape = cute::Shape<cute::Int<Extents>...>;
 

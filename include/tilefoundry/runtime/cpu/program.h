@@ -27,8 +27,9 @@ inline thread_local cta_context current_cta;
 /// Runs body() once per CTA, CTAs spread over the OpenMP threads (serially without OpenMP).
 template <class Body>
 void launch(int num_ctas, Body&& body) {
-  if constexpr (detail::has_static_shape<TopologyScope::cta>::value) {
-    assert(num_ctas == detail::static_count<TopologyScope::cta>() &&
+  constexpr TopologyScope cta = detail::dependent_level<TopologyScope::cta, Body>;
+  if constexpr (detail::has_static_shape<cta>::value) {
+    assert(num_ctas == detail::static_count<cta>() &&
            "cpu::launch: CTA count differs from the static program shape");
   }
 #if defined(_OPENMP)

@@ -30,11 +30,6 @@ namespace detail {
 
 enum class reduce_tier { plain, intra_warp, cross_warp, intra_cta };
 
-// The thread level, spelled dependently so that its static shape is read when a reduce is
-// instantiated, after generated code has declared it, not when this header is parsed.
-template <class Dependent>
-constexpr TopologyScope thread_level = TopologyScope::thread;
-
 template <class Axes>
 struct axes_list {
   static_assert(sizeof(Axes) == 0,
@@ -230,7 +225,8 @@ struct plain_reduce_plan {
                 "ops::reduce: dst keeps the reduced modes as extent 1, or drops them");
   static constexpr bool keepdim = dst_rank == rank;
   static constexpr reduce_tier tier = reduce_tier::plain;
-  static constexpr int thread_count = static_cast<int>(static_count<thread_level<Src>>());
+  static constexpr int thread_count =
+      static_cast<int>(static_count<dependent_level<TopologyScope::thread, Src>>());
   static constexpr int n_lane_masks = 0;
   static constexpr int n_warp_axes = 0;
   static constexpr int n_dst_broadcast = 0;
@@ -340,7 +336,8 @@ struct reduce_plan<Op, Axes, ShardTensor<SE, SG, ShardLayout<SLay, SAttrs, MeshT
   static_assert(exchanges.error != exchange_error::lane_not_pow2,
                 "ops::reduce: a mesh axis reduced within a warp needs a power-of-two extent");
 
-  static constexpr int thread_count = static_cast<int>(static_count<thread_level<MeshT>>());
+  static constexpr int thread_count =
+      static_cast<int>(static_count<dependent_level<TopologyScope::thread, MeshT>>());
   static constexpr int n_lane_masks = exchanges.n_lane_masks;
   static constexpr auto lane_masks = exchanges.lane_masks;
   static constexpr int n_warp_axes = exchanges.n_warp_axes;

@@ -1,0 +1,48 @@
+// Each case must be refused at compile time with the message its CTest names (CMakeLists.txt).
+#if defined(CASE_BOTH_TARGETS)
+#define TILEFOUNDRY_TARGET_CUDA
+#define TILEFOUNDRY_TARGET_CPU
+#elif !defined(CASE_NO_TARGET)
+#define TILEFOUNDRY_TARGET_CPU
+#endif
+
+#include <tilefoundry/runtime.h>
+
+#if defined(CASE_MESH_MISMATCH)
+TILEFOUNDRY_STATIC_PROGRAM_SHAPE(cta, 6);
+#endif
+
+using namespace tilefoundry;
+using TS = TopologyScope;
+
+void refused() {
+#if defined(CASE_RAW_POINTER)
+  float buf[4];
+  auto layout = cute::make_layout(cute::make_shape(cute::Int<4>{}));
+  auto mesh = make_mesh<TS::cta>(cute::make_layout(cute::make_shape(1)));
+  make_shard_tensor(&buf[0], layout, make_shard_layout(layout, cute::make_tuple(shard::B{}), mesh));
+#elif defined(CASE_DYNAMIC_ATTR)
+  float buf[4];
+  auto layout = cute::make_layout(cute::make_shape(cute::Int<4>{}));
+  auto mesh = make_mesh<TS::cta>(cute::make_layout(cute::make_shape(1)));
+  auto t = make_shard_tensor(cute::make_tensor(&buf[0], layout), layout,
+                             make_shard_layout(layout, cute::make_tuple(shard::Dynamic{}), mesh));
+  local(t);
+#elif defined(CASE_REDUCE_ACROSS_CTAS)
+  float x[8], y[1];
+  auto xl = cute::make_layout(cute::make_shape(4, cute::Int<2>{}));
+  auto yl = cute::make_layout(cute::make_shape(cute::Int<1>{}, cute::Int<1>{}));
+  auto mesh = make_mesh<TS::cta>(cute::make_layout(cute::make_shape(4)));
+  auto xs = make_shard_tensor(cute::make_tensor(&x[0], xl), xl,
+                              make_shard_layout(xl, cute::make_tuple(shard::S<0>{}), mesh));
+  auto ys = make_shard_tensor(cute::make_tensor(&y[0], yl), yl,
+                              make_shard_layout(yl, cute::make_tuple(shard::B{}), mesh));
+  ops::reduce<ops::sum_op, cute::seq<0, 1> >(xs, ys);
+#elif defined(CASE_GRID_SYNC_ON_CPU)
+  ops::sync<ops::SyncKind::grid>(nullptr);
+#elif defined(CASE_MESH_MISMATCH)
+  auto mesh = make_mesh<TS::cta, TS::thread>(
+      cute::make_layout(cute::make_shape(cute::Int<4>{}, cute::Int<3>{})));
+  (void)mesh;
+#endif
+}

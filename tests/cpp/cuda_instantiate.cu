@@ -1,0 +1,219 @@
+// Compile-only (nvcc, sm_90a): every op of the CUDA target in every tier, so that a CUDA compile
+// error fails `make test-cpp`. Nothing here runs; tests/gpu runs the same entries on an H200.
+#include <tilefoundry/runtime.h>
+
+TILEFOUNDRY_STATIC_PROGRAM_SHAPE(thread, 128);
+
+namespace {
+
+using namespace tilefoundry;
+using cute::Int;
+using cute::seq;
+using TS = TopologyScope;
+using bf16 = cutlass::bfloat16_t;
+using f16 = cutlass::half_t;
+using ops::detail::reduce_plan_t;
+using ops::detail::reduce_tier;
+
+// Thread mesh (cta, 4 warps, 32 lanes); a row of 256 elements per CTA, 2 per thread.
+template <class T>
+struct Rows {
+  T* p;
+  __device__ auto mesh() const {
+    return make_mesh<TS::cta, TS::thread>(
+        cute::make_layout(cute::make_shape(int(gridDim.x), Int<4>{}, Int<32>{}),
+                          cute::make_stride(Int<1>{}, Int<32>{}, Int<1>{})));
+  }
+  __device__ auto layout() const {
+    return cute::make_layout(cute::make_shape(int(gridDim.x), Int<4>{}, Int<32>{}, Int<2>{}),
+                             cute::make_stride(Int<256>{}, Int<64>{}, Int<2>{}, Int<1>{}));
+  }
+  template <class... A>
+  __device__ auto shard(A... attrs) const {
+    auto l = layout();
+    return make_shard_tensor(cute::make_tensor(cute::make_gmem_ptr(p), l), l,
+                             make_shard_layout(l, cute::make_tuple(attrs...), mesh()));
+  }
+};
+
+template <class T>
+struct Out {
+  float* p;
+  template <class Shape, class Stride, class... A>
+  __device__ auto shard(Shape s, Stride d, A... attrs) const {
+    auto l = cute::make_layout(s, d);
+    auto mesh = Rows<T>{nullptr}.mesh();
+    return make_shard_tensor(cute::make_tensor(cute::make_gmem_ptr(p), l), l,
+                             make_shard_layout(l, cute::make_tuple(attrs...), mesh));
+  }
+};
+
+template <class Op, class T>
+__device__ void every_tier(T const* x, float* y, float* ws_raw) {
+  Rows<T const> rows{x};
+  auto xs = rows.shard(shard::S<0>{}, shard::S<1>{}, shard::S<2>{});
+  auto ws = cute::make_tensor(cute::make_smem_ptr(ws_raw), cute::make_shape(Int<256>{}));
+  int const g = gridDim.x;
+  Out<T> out{y};
+  // plain: each thread reduces its own pair
+  auto yp = out.shard(cute::make_shape(g, Int<4>{}, Int<32>{}, Int<1>{}),
+                      cute::make_stride(Int<128>{}, Int<32>{}, Int<1>{}, Int<0>{}), shard::S<0>{},
+                      shard::S<1>{}, shard::S<2>{});
+  static_assert(reduce_plan_t<Op, seq<3>, decltype(xs), decltype(yp)>::tier == reduce_tier::plain);
+  ops::reduce<Op, seq<3>>(xs, yp);
+  // intra-warp: across the 32 lanes
+  auto yw = out.shard(cute::make_shape(g, Int<4>{}, Int<1>{}, Int<1>{}),
+                      cute::make_stride(Int<4>{}, Int<1>{}, Int<0>{}, Int<0>{}), shard::S<0>{},
+                      shard::S<1>{}, shard::B{});
+  static_assert(reduce_plan_t<Op, seq<2, 3>, decltype(xs), decltype(yw)>::tier ==
+                reduce_tier::intra_warp);
+  ops::reduce<Op, seq<2, 3>>(xs, yw);
+  // cross-warp: across the 4 warps, lane by lane
+  auto yx = out.shard(cute::make_shape(g, Int<1>{}, Int<32>{}, Int<2>{}),
+                      cute::make_stride(Int<64>{}, Int<0>{}, Int<2>{}, Int<1>{}), shard::S<0>{},
+                      shard::B{}, shard::S<2>{});
+  static_assert(reduce_plan_t<Op, seq<1>, decltype(xs), decltype(yx)>::tier ==
+                reduce_tier::cross_warp);
+  ops::reduce<Op, seq<1>>(xs, yx, ws);
+  // intra-CTA: the whole row
+  auto yc = out.shard(cute::make_shape(g, Int<1>{}, Int<1>{}, Int<1>{}),
+                      cute::make_stride(Int<1>{}, Int<0>{}, Int<0>{}, Int<0>{}), shard::S<0>{},
+                      shard::B{}, shard::B{});
+  static_assert(reduce_plan_t<Op, seq<1, 2, 3>, decltype(xs), decltype(yc)>::tier ==
+                reduce_tier::intra_cta);
+  ops::reduce<Op, seq<1, 2, 3>>(xs, yc, ws);
+  // plain operands
+  ops::reduce<Op, seq<0>>(cute::make_tensor(x, cute::make_shape(Int<8>{})),
+                          cute::make_tensor(y, cute::make_shape(Int<1>{})));
+}
+
+}  // namespace
+
+__global__ void reduce_kernels(float const* xf, bf16 const* xb, float* y) {
+  __shared__ float ws[256];
+  every_tier<ops::sum_op>(xf, y, ws);
+  every_tier<ops::mean_op>(xf, y, ws);
+  every_tier<ops::max_op>(xf, y, ws);
+  every_tier<ops::min_op>(xf, y, ws);
+  every_tier<ops::absmax_op>(xf, y, ws);
+  every_tier<ops::sum_op>(xb, y, ws);
+  every_tier<ops::mean_op>(xb, y, ws);
+  every_tier<ops::max_op>(xb, y, ws);
+  every_tier<ops::min_op>(xb, y, ws);
+  every_tier<ops::absmax_op>(xb, y, ws);
+}
+
+namespace {
+
+template <class Op, class T>
+__device__ void unary_on(Op op, T const* x, T* y) {
+  ops::unary(op, cute::make_tensor(cute::make_gmem_ptr(x), cute::make_shape(Int<8>{})),
+             cute::make_tensor(cute::make_gmem_ptr(y), cute::make_shape(Int<8>{})));
+}
+
+template <class T>
+__device__ void every_unary(T const* x, T* y) {
+  unary_on(ops::identity_op{}, x, y);
+  unary_on(ops::cast_op{}, x, y);
+  unary_on(ops::copy_n_op{{}, 5}, x, y);
+  unary_on(ops::clamp_op<float>{-1.0f, 1.0f}, x, y);
+  unary_on(ops::neg_op{}, x, y);
+  unary_on(ops::abs_op{}, x, y);
+  unary_on(ops::square_op{}, x, y);
+  unary_on(ops::relu_op{}, x, y);
+  unary_on(ops::exp_op{}, x, y);
+  unary_on(ops::log_op{}, x, y);
+  unary_on(ops::sqrt_op{}, x, y);
+  unary_on(ops::rsqrt_op{}, x, y);
+  unary_on(ops::tanh_op{}, x, y);
+  unary_on(ops::sigmoid_op{}, x, y);
+  unary_on(ops::silu_op{}, x, y);
+  unary_on(ops::gelu_op{}, x, y);
+  unary_on(ops::gelu_tanh_op{}, x, y);
+}
+
+template <class Op, class T>
+__device__ void binary_on(Op op, T const* a, T const* b, T* o) {
+  auto ta = cute::make_tensor(cute::make_gmem_ptr(a), cute::make_shape(Int<4>{}, Int<8>{}));
+  auto col = cute::make_tensor(cute::make_gmem_ptr(b), cute::make_shape(Int<4>{}, Int<1>{}));
+  auto row = cute::make_tensor(cute::make_gmem_ptr(b), cute::make_shape(Int<8>{}));
+  auto to = cute::make_tensor(cute::make_gmem_ptr(o), cute::make_shape(Int<4>{}, Int<8>{}));
+  ops::binary(op, ta, ta, to);
+  ops::binary(op, ta, col, to);
+  ops::binary(op, row, ta, to);
+  ops::binary(op, ta, 2.0f, to);
+}
+
+template <class T>
+__device__ void every_binary(T const* a, T const* b, T* o) {
+  binary_on(ops::add_op{}, a, b, o);
+  binary_on(ops::sub_op{}, a, b, o);
+  binary_on(ops::mul_op{}, a, b, o);
+  binary_on(ops::div_op{}, a, b, o);
+  binary_on(ops::max_op{}, a, b, o);
+  binary_on(ops::min_op{}, a, b, o);
+  binary_on(ops::pow_op{}, a, b, o);
+}
+
+}  // namespace
+
+__global__ void elementwise_kernels(float const* xf, float* yf, bf16 const* xb, bf16* yb, f16* yh) {
+  every_unary(xf, yf);
+  every_unary(xb, yb);
+  every_binary(xf, xf + 64, yf);
+  every_binary(xb, xb + 64, yb);
+  Rows<float> rows{yf};
+  auto s = rows.shard(shard::S<0>{}, shard::S<1>{}, shard::S<2>{});
+  ops::fill(s, 1.0f);
+  ops::fill(cute::make_tensor(cute::make_gmem_ptr(yb), cute::make_shape(Int<16>{})), 0.5f);
+  // copy: 16-byte words (bf16 x 8), 8-byte, 4-byte, converting, and a register fragment
+  auto g8 = [](auto* p) {
+    return cute::make_tensor(cute::make_gmem_ptr(p), cute::make_shape(Int<8>{}));
+  };
+  ops::copy(g8(xb), g8(yb));
+  ops::copy(cute::make_tensor(cute::make_gmem_ptr(xb), cute::make_shape(Int<4>{})),
+            cute::make_tensor(cute::make_gmem_ptr(yb), cute::make_shape(Int<4>{})));
+  ops::copy(cute::make_tensor(cute::make_gmem_ptr(xb), cute::make_shape(Int<2>{})),
+            cute::make_tensor(cute::make_gmem_ptr(yb), cute::make_shape(Int<2>{})));
+  ops::copy(g8(xf), g8(yh));
+  auto frag = cute::make_tensor<float>(cute::make_shape(Int<8>{}));
+  ops::copy(g8(xf), frag);
+  ops::copy(frag, g8(yf));
+  auto pair = cute::make_tensor<float>(cute::make_shape(Int<2>{}));
+  ops::copy(local(s), pair);
+  auto whole = cute::make_tensor(cute::make_gmem_ptr(yf + 1024), s.engine.layout());
+  tilefoundry::copy(s, whole);
+  tilefoundry::copy(whole, s);
+  auto v = shard_partition(s);
+  v(0) = float(program_dim<TS::cta>() + program_dim<TS::thread>() + program_id<TS::cta>());
+}
+
+__global__ void sync_kernels(unsigned int* grid_bar) {
+  ops::sync<ops::SyncKind::cta>();
+  ops::sync<ops::SyncKind::warp>();
+  ops::sync<ops::SyncKind::warp_masked, 0, 0, 0x0000ffffu>();
+  ops::sync<ops::SyncKind::named, 0, 64, 0u, 1>();
+  ops::sync<ops::SyncKind::named, 64, 64, 0u, 2>();
+  ops::sync<ops::SyncKind::grid>(grid_bar);
+}
+
+__global__ void copy_async_kernels(float const* xf, bf16 const* xb, char const* xc) {
+  __shared__ alignas(16) float sf[16];
+  __shared__ alignas(16) bf16 sb[16];
+  __shared__ alignas(16) char sc[16];
+  auto s = [](auto* p, auto n) {
+    return cute::make_tensor(cute::make_smem_ptr(p), cute::make_shape(n));
+  };
+  auto g = [](auto* p, auto n) {
+    return cute::make_tensor(cute::make_gmem_ptr(p), cute::make_shape(n));
+  };
+  ops::copy_async(g(xf, Int<4>{}), s(sf, Int<4>{}));                // 16-byte cp.async.cg
+  ops::copy_async(g(xb, Int<4>{}), s(sb, Int<4>{}));                // 8-byte cp.async.ca
+  ops::copy_async(g(xb, Int<2>{}), s(sb, Int<2>{}));                // 4-byte cp.async.ca
+  ops::copy_async(g(xc, Int<3>{}), s(sc, Int<3>{}));                // 1-byte elements: plain copy
+  ops::copy_async(g(xf, 5), s(sf, 5));                              // dynamic extent: no words
+  ops::detail::copy_async_plain(g(xf, Int<4>{}), s(sf, Int<4>{}));  // the path below sm_80
+  ops::cp_async_commit();
+  ops::cp_async_wait<0>();
+  ops::cp_async_wait<1>();
+}

@@ -1,0 +1,450 @@
+// Every op family on the CPU target, checked against references computed here in double.
+#include <tilefoundry/runtime.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "test_util.h"
+
+namespace {
+
+using namespace tilefoundry;
+using cute::Int;
+using cute::seq;
+using TS = TopologyScope;
+using bf16 = cutlass::bfloat16_t;
+using half = cutlass::half_t;
+
+template <class T>
+std::vector<T> cast_all(std::vector<float> const& v) {
+  std::vector<T> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = T(v[i]);
+  return out;
+}
+
+// ---------------------------------------------------------------- fill and copy
+
+TEST(Fill, PlainAndShardTensor) {
+  std::vector<bf16> buf(24, bf16(-1.0f));
+  auto t = cute::make_tensor(buf.data(), cute::make_shape(Int<4>{}, Int<6>{}));
+  ops::fill(t, 2.5f);
+  for (auto x : buf) EXPECT_EQ(float(x), 2.5f);
+
+  std::vector<float> g(24, -1.0f);
+  auto layout = cute::make_layout(cute::make_shape(Int<4>{}, Int<6>{}),
+                                  cute::make_stride(Int<6>{}, Int<1>{}));
+  auto mesh = make_mesh<TS::cta>(cute::make_layout(cute::make_shape(Int<4>{})));
+  auto s = make_shard_tensor(cute::make_tensor(g.data(), layout), layout,
+                             make_shard_layout(layout, cute::make_tuple(shard::S<0>{}), mesh));
+  cpu::launch(4, [&] { ops::fill(s, float(program_id<TS::cta>())); });
+  for (int i = 0; i < 24; ++i) EXPECT_EQ(g[i], float(i / 6));
+}
+
+TEST(Copy, ConvertsAndFollowsLayouts) {
+  tftest::Random rnd;
+  SCOPED_TRACE(rnd.trace());
+  auto src = rnd.floats(32);
+  std::vector<half> dst(32);
+  auto s = cute::make_tensor(src.data(), cute::make_layout(cute::make_shape(Int<4>{}, Int<8>{}),
+                                                           cute::make_stride(Int<8>{}, Int<1>{})));
+  auto d = cute::make_tensor(dst.data(), cute::make_layout(cute::make_shape(Int<4>{}, Int<8>{})));
+  ops::copy(s, d);  // row-major into column-major
+  for (int r = 0; r < 4; ++r)
+    for (int c = 0; c < 8; ++c) EXPECT_EQ(float(dst[r + 4 * c]), float(half(src[r * 8 + c])));
+}
+
+// ---------------------------------------------------------------- unary family
+
+template <class Op, class Ref>
+void check_unary(Op op, Ref ref, float lo, float hi, double tol) {
+  tftest::Random rnd;
+  SCOPED_TRACE(rnd.trace());
+  auto x = rnd.floats(64, lo, hi);
+  std::vector<float> y(64, std::numeric_limits<float>::quiet_NaN());
+  ops::unary(op, cute::make_tensor(x.data(), cute::make_shape(Int<64>{})),
+             cute::make_tensor(y.data(), cute::make_shape(Int<8>{}, Int<8>{})));
+  for (int i = 0; i < 64; ++i) {
+    double const want = ref(double(x[i]));
+    EXPECT_NEAR(y[i], want, tol * (1.0 + std::fabs(want))) << "x = " << x[i];
+  }
+}
+
+TEST(Unary, EveryTagAgainstDouble) {
+  double const t = 1e-6;
+  check_unary(
+      ops::identity_op{}, [](double v) { return v; }, -4, 4, 0);
+  check_unary(
+      ops::neg_op{}, [](double v) { return -v; }, -4, 4, 0);
+  check_unary(
+      ops::abs_op{}, [](double v) { return std::fabs(v); }, -4, 4, 0);
+  check_unary(
+      ops::square_op{}, [](double v) { return v * v; }, -4, 4, t);
+  check_unary(
+      ops::relu_op{}, [](double v) { return v < 0 ? 0.0 : v; }, -4, 4, 0);
+  check_unary(
+      ops::exp_op{}, [](double v) { return std::exp(v); }, -4, 4, t);
+  check_unary(
+      ops::log_op{}, [](double v) { return std::log(v); }, 0.01f, 8, t);
+  check_unary(
+      ops::sqrt_op{}, [](double v) { return std::sqrt(v); }, 0, 8, t);
+  check_unary(
+      ops::rsqrt_op{}, [](double v) { return 1.0 / std::sqrt(v); }, 0.01f, 8, t);
+  check_unary(
+      ops::tanh_op{}, [](double v) { return std::tanh(v); }, -4, 4, t);
+  check_unary(
+      ops::sigmoid_op{}, [](double v) { return 1.0 / (1.0 + std::exp(-v)); }, -8, 8, t);
+  check_unary(
+      ops::silu_op{}, [](double v) { return v / (1.0 + std::exp(-v)); }, -8, 8, t);
+  check_unary(
+      ops::gelu_op{}, [](double v) { return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))); }, -4,
+      4, t);
+  check_unary(
+      ops::gelu_tanh_op{},
+      [](double v) {
+        return 0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
+      },
+      -4, 4, t);
+  check_unary(
+      ops::clamp_op<float>{-1.5f, 0.5f},
+      [](double v) { return v < -1.5 ? -1.5 : (v > 0.5 ? 0.5 : v); }, -4, 4, 0);
+}
+
+TEST(Unary, CastNarrowsWithRoundToNearest) {
+  tftest::Random rnd;
+  SCOPED_TRACE(rnd.trace());
+  auto x = rnd.floats(16);
+  std::vector<bf16> y(16);
+  ops::unary(ops::cast_op{}, cute::make_tensor(x.data(), cute::make_shape(Int<16>{})),
+             cute::make_tensor(y.data(), cute::make_shape(Int<16>{})));
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(float(y[i]), float(bf16(x[i])));
+}
+
+TEST(Unary, CopyNStopsAfterN) {
+  std::vector<float> x(10, 7.0f), y(10, -1.0f);
+  ops::unary(ops::copy_n_op{{}, 6}, cute::make_tensor(x.data(), cute::make_shape(10)),
+             cute::make_tensor(y.data(), cute::make_shape(10)));
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(y[i], i < 6 ? 7.0f : -1.0f);
+}
+
+TEST(Unary, NanPassesThroughReluAndClamp) {
+  float const nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> x{nan, -1.0f}, y(2);
+  auto tx = cute::make_tensor(x.data(), cute::make_shape(Int<2>{}));
+  auto ty = cute::make_tensor(y.data(), cute::make_shape(Int<2>{}));
+  ops::unary(ops::relu_op{}, tx, ty);
+  EXPECT_TRUE(std::isnan(y[0]));
+  EXPECT_EQ(y[1], 0.0f);
+  ops::unary(ops::clamp_op<float>{0.0f, 1.0f}, tx, ty);
+  EXPECT_TRUE(std::isnan(y[0]));
+}
+
+// ---------------------------------------------------------------- binary family
+
+template <class Op, class Ref>
+void check_binary_broadcast(Op op, Ref ref, float lo = -4, float hi = 4) {
+  tftest::Random rnd;
+  SCOPED_TRACE(rnd.trace());
+  auto a = rnd.floats(4 * 6, lo, hi);
+  auto col = rnd.floats(4, lo, hi);  // (4, 1)
+  auto row = rnd.floats(6, lo, hi);  // (6): rank 1, aligned right
+  std::vector<float> out(24);
+  auto ta = cute::make_tensor(a.data(), cute::make_layout(cute::make_shape(Int<4>{}, Int<6>{}),
+                                                          cute::make_stride(Int<6>{}, Int<1>{})));
+  auto to = cute::make_tensor(out.data(), cute::make_layout(cute::make_shape(Int<4>{}, Int<6>{}),
+                                                            cute::make_stride(Int<6>{}, Int<1>{})));
+  auto expect = [&](auto b_of) {
+    for (int r = 0; r < 4; ++r)
+      for (int c = 0; c < 6; ++c) {
+        double const want = ref(double(a[r * 6 + c]), double(b_of(r, c)));
+        ASSERT_NEAR(out[r * 6 + c], want, 1e-5 * (1.0 + std::fabs(want))) << r << "," << c;
+      }
+  };
+  ops::binary(op, ta, ta, to);
+  expect([&](int r, int c) { return a[r * 6 + c]; });
+  ops::binary(op, ta, cute::make_tensor(col.data(), cute::make_shape(Int<4>{}, Int<1>{})), to);
+  expect([&](int r, int) { return col[r]; });
+  ops::binary(op, ta, cute::make_tensor(row.data(), cute::make_shape(Int<6>{})), to);
+  expect([&](int, int c) { return row[c]; });
+  ops::binary(op, ta, cute::make_tensor(row.data(), cute::make_shape(Int<1>{}, Int<6>{})), to);
+  expect([&](int, int c) { return row[c]; });
+  ops::binary(op, ta, 1.25f, to);
+  expect([&](int, int) { return 1.25f; });
+  // A launch-provided extent of 1 is broadcast at run time.
+  int const one = 1;
+  ops::binary(op, ta, cute::make_tensor(col.data(), cute::make_shape(Int<4>{}, one)), to);
+  expect([&](int r, int) { return col[r]; });
+}
+
+TEST(Binary, EveryTagWithBroadcast) {
+  check_binary_broadcast(ops::add_op{}, [](double a, double b) { return a + b; });
+  check_binary_broadcast(ops::sub_op{}, [](double a, double b) { return a - b; });
+  check_binary_broadcast(ops::mul_op{}, [](double a, double b) { return a * b; });
+  check_binary_broadcast(
+      ops::div_op{}, [](double a, double b) { return a / b; }, 0.5f, 4.0f);
+  check_binary_broadcast(ops::max_op{}, [](double a, double b) { return a > b ? a : b; });
+  check_binary_broadcast(ops::min_op{}, [](double a, double b) { return a < b ? a : b; });
+  check_binary_broadcast(
+      ops::pow_op{}, [](double a, double b) { return std::pow(a, b); }, 0.5f, 2.0f);
+}
+
+TEST(Binary, MaxPropagatesNan) {
+  float const nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> a{nan, 1.0f}, b{0.0f, nan}, o(2);
+  ops::binary(ops::max_op{}, cute::make_tensor(a.data(), cute::make_shape(2)),
+              cute::make_tensor(b.data(), cute::make_shape(2)),
+              cute::make_tensor(o.data(), cute::make_shape(2)));
+  EXPECT_TRUE(std::isnan(o[0]));
+  EXPECT_TRUE(std::isnan(o[1]));
+}
+
+TEST(Binary, Bf16OperandsComputeInFloat) {
+  tftest::Random rnd;
+  SCOPED_TRACE(rnd.trace());
+  auto af = rnd.floats(8), bf = rnd.floats(8);
+  auto a = cast_all<bf16>(af), b = cast_all<bf16>(bf);
+  std::vector<bf16> o(8);
+  ops::binary(ops::mul_op{}, cute::make_tensor(a.data(), cute::make_shape(Int<8>{})),
+              cute::make_tensor(b.data(), cute::make_shape(Int<8>{})),
+              cute::make_tensor(o.data(), cute::make_shape(Int<8>{})));
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(float(o[i]), float(bf16(float(a[i]) * float(b[i]))));
+}
+
+// ---------------------------------------------------------------- reduce family
+
+enum class Kind { sum, mean, max, min, absmax };
+
+double reference(Kind k, std::vector<double> const& v) {
+  double acc = k == Kind::sum || k == Kind::mean || k == Kind::absmax ? 0.0
+               : k == Kind::max                                       ? -INFINITY
+                                                                      : INFINITY;
+  for (double x : v) {
+    switch (k) {
+      case Kind::sum:
+      case Kind::mean:
+        acc += x;
+        break;
+      case Kind::max:
+        acc = std::max(acc, x);
+        break;
+      case Kind::min:
+        acc = std::min(acc, x);
+        break;
+      case Kind::absmax:
+        acc = std::max(acc, std::fabs(x));
+        break;
+    }
+  }
+  return k == Kind::mean ? acc / double(v.size()) : acc;
+}
+
+// src (3, 4, 5) column-major; reduce modes per Axes.
+template <class Op, class Axes, bool KeepDim>
+void check_plain_reduce(Kind k) {
+  tftest::Random rnd;
+  SCOPED_TRACE(rnd.trace());
+  auto x = rnd.floats(60);
+  auto src = cute::make_tensor(x.data(), cute::make_shape(Int<3>{}, Int<4>{}, Int<5>{}));
+  constexpr auto axes = ops::detail::axes_list<Axes>::value;
+  bool red[3] = {false, false, false};
+  for (int a : axes) red[a < 0 ? a + 3 : a] = true;
+  int const e[3] = {3, 4, 5};
+  int const ke[3] = {red[0] ? 1 : 3, red[1] ? 1 : 4, red[2] ? 1 : 5};
+  std::vector<float> out(ke[0] * ke[1] * ke[2], -123.0f);
+  auto run = [&](auto dst) { ops::reduce<Op, Axes>(src, dst); };
+  if constexpr (KeepDim) {
+    run(cute::make_tensor(out.data(), cute::make_shape(ke[0], ke[1], ke[2])));
+  } else if constexpr (ops::detail::axis_split<3, Axes>::n_kept == 1) {
+    run(cute::make_tensor(out.data(), cute::make_shape(int(out.size()))));
+  } else {
+    int kept[2], n = 0;
+    for (int a = 0; a < 3; ++a)
+      if (!red[a]) kept[n++] = e[a];
+    run(cute::make_tensor(out.data(), cute::make_shape(kept[0], kept[1])));
+  }
+  for (int i = 0; i < ke[0]; ++i)
+    for (int j = 0; j < ke[1]; ++j)
+      for (int l = 0; l < ke[2]; ++l) {
+        std::vector<double> v;
+        for (int a = 0; a < e[0]; ++a)
+          for (int b = 0; b < e[1]; ++b)
+            for (int c = 0; c < e[2]; ++c)
+              if ((red[0] || a == i) && (red[1] || b == j) && (red[2] || c == l))
+                v.push_back(x[a + 3 * b + 12 * c]);
+        double const want = reference(k, v);
+        EXPECT_NEAR(out[i + ke[0] * j + ke[0] * ke[1] * l], want, 1e-5 * (1 + std::fabs(want)));
+      }
+}
+
+template <class Op>
+void check_reduce_op(Kind k) {
+  check_plain_reduce<Op, seq<0>, true>(k);
+  check_plain_reduce<Op, seq<1>, false>(k);
+  check_plain_reduce<Op, seq<2>, true>(k);
+  check_plain_reduce<Op, seq<0, 2>, false>(k);
+  check_plain_reduce<Op, seq<-1>, true>(k);
+  check_plain_reduce<Op, seq<0, 1, 2>, true>(k);
+}
+
+TEST(ReducePlain, Sum) { check_reduce_op<ops::sum_op>(Kind::sum); }
+TEST(ReducePlain, Mean) { check_reduce_op<ops::mean_op>(Kind::mean); }
+TEST(ReducePlain, Max) { check_reduce_op<ops::max_op>(Kind::max); }
+TEST(ReducePlain, Min) { check_reduce_op<ops::min_op>(Kind::min); }
+TEST(ReducePlain, Absmax) { check_reduce_op<ops::absmax_op>(Kind::absmax); }
+
+TEST(ReducePlain, Bf16AccumulatesInFloatAndIntegersStayExact) {
+  std::vector<bf16> x(256, bf16(1.0f));
+  bf16 out;
+  ops::reduce<ops::sum_op, seq<0>>(cute::make_tensor(x.data(), cute::make_shape(Int<256>{})),
+                                   cute::make_tensor(&out, cute::make_shape(Int<1>{})));
+  EXPECT_EQ(float(out),
+            256.0f);  // a bf16 accumulator would stop at 256 only by luck; float is exact
+  std::vector<int> xi{3, -7, 11, 5};
+  int m = 0;
+  ops::reduce<ops::max_op, seq<0>>(cute::make_tensor(xi.data(), cute::make_shape(4)),
+                                   cute::make_tensor(&m, cute::make_shape(1)));
+  EXPECT_EQ(m, 11);
+}
+
+TEST(ReducePlain, MaxPropagatesNan) {
+  std::vector<float> x{1.0f, std::numeric_limits<float>::quiet_NaN(), 3.0f};
+  float out = 0;
+  ops::reduce<ops::max_op, seq<0>>(cute::make_tensor(x.data(), cute::make_shape(3)),
+                                   cute::make_tensor(&out, cute::make_shape(1)));
+  EXPECT_TRUE(std::isnan(out));
+}
+
+// Rows split across CTAs; each CTA reduces its row: the sharded operands resolve to the plain
+// tier, and the gmem dst is written by its owner.
+TEST(ReduceSharded, RowsAcrossCtasIsPlain) {
+  tftest::Random rnd;
+  SCOPED_TRACE(rnd.trace());
+  int const rows = 6;
+  auto x = rnd.floats(rows * 16);
+  std::vector<float> y(rows, -1.0f);
+  auto xl =
+      cute::make_layout(cute::make_shape(rows, Int<16>{}), cute::make_stride(Int<16>{}, Int<1>{}));
+  auto yl =
+      cute::make_layout(cute::make_shape(rows, Int<1>{}), cute::make_stride(Int<1>{}, Int<0>{}));
+  auto mesh = make_mesh<TS::cta, TS::thread>(cute::make_layout(cute::make_shape(rows)));
+  auto xs = make_shard_tensor(cute::make_tensor(cute::make_gmem_ptr(x.data()), xl), xl,
+                              make_shard_layout(xl, cute::make_tuple(shard::S<0>{}), mesh));
+  auto ys = make_shard_tensor(cute::make_tensor(cute::make_gmem_ptr(y.data()), yl), yl,
+                              make_shard_layout(yl, cute::make_tuple(shard::S<0>{}), mesh));
+  using Plan = ops::detail::reduce_plan_t<ops::mean_op, seq<1>, decltype(xs), decltype(ys)>;
+  static_assert(Plan::tier == ops::detail::reduce_tier::plain);
+  cpu::launch(rows, [&] { ops::reduce<ops::mean_op, seq<1>>(xs, ys); });
+  for (int r = 0; r < rows; ++r) {
+    double s = 0;
+    for (int c = 0; c < 16; ++c) s += x[r * 16 + c];
+    EXPECT_NEAR(y[r], s / 16, 1e-5);
+  }
+}
+
+TEST(ReduceSharded, BroadcastDstInGmemIsStoredByCtaZeroOnly) {
+  // src broadcast over the CTAs: every CTA computes the same value; one stores it.
+  std::vector<float> x{1, 2, 3, 4};
+  float y = 0;
+  auto xl = cute::make_layout(cute::make_shape(Int<4>{}));
+  auto yl = cute::make_layout(cute::make_shape(Int<1>{}));
+  auto mesh = make_mesh<TS::cta>(cute::make_layout(cute::make_shape(Int<3>{})));
+  auto xs = make_shard_tensor(cute::make_tensor(cute::make_gmem_ptr(x.data()), xl), xl,
+                              make_shard_layout(xl, cute::make_tuple(shard::B{}), mesh));
+  auto ys = make_shard_tensor(cute::make_tensor(cute::make_gmem_ptr(&y), yl), yl,
+                              make_shard_layout(yl, cute::make_tuple(shard::B{}), mesh));
+  using Plan = ops::detail::reduce_plan_t<ops::sum_op, seq<0>, decltype(xs), decltype(ys)>;
+  static_assert(Plan::n_dst_broadcast == 1);
+  std::vector<int> stores(3, -1);
+  cpu::launch(3, [&] {
+    auto view = ops::detail::view_of(ys);
+    stores[program_id<TS::cta>()] =
+        ops::detail::stores_result<Plan, decltype(view)>(ys, std::make_index_sequence<1>{});
+    ops::reduce<ops::sum_op, seq<0>>(xs, ys);
+  });
+  EXPECT_EQ(stores, (std::vector<int>{1, 0, 0}));
+  EXPECT_EQ(y, 10.0f);
+}
+
+TEST(ReduceSharded, ThreadLevelAxesOfExtentOneNeedNoExchange) {
+  // The shape a row-wise kernel has for CUDA, with this target's one thread per CTA.
+  tftest::Random rnd;
+  SCOPED_TRACE(rnd.trace());
+  auto x = rnd.floats(4 * 8);
+  std::vector<float> y(4, 0.0f);
+  auto xl = cute::make_layout(cute::make_shape(Int<4>{}, Int<1>{}, Int<8>{}),
+                              cute::make_stride(Int<8>{}, Int<8>{}, Int<1>{}));
+  auto yl = cute::make_layout(cute::make_shape(Int<4>{}, Int<1>{}, Int<1>{}),
+                              cute::make_stride(Int<1>{}, Int<0>{}, Int<0>{}));
+  auto mesh = make_mesh<TS::cta, TS::thread>(cute::make_layout(
+      cute::make_shape(Int<4>{}, Int<1>{}), cute::make_stride(Int<1>{}, Int<1>{})));
+  auto xs = make_shard_tensor(
+      cute::make_tensor(x.data(), xl), xl,
+      make_shard_layout(xl, cute::make_tuple(shard::S<0>{}, shard::S<1>{}), mesh));
+  auto ys =
+      make_shard_tensor(cute::make_tensor(y.data(), yl), yl,
+                        make_shard_layout(yl, cute::make_tuple(shard::S<0>{}, shard::B{}), mesh));
+  using Plan = ops::detail::reduce_plan_t<ops::absmax_op, seq<1, 2>, decltype(xs), decltype(ys)>;
+  static_assert(Plan::tier == ops::detail::reduce_tier::plain);
+  cpu::launch(4, [&] { ops::reduce<ops::absmax_op, seq<1, 2>>(xs, ys); });
+  for (int r = 0; r < 4; ++r) {
+    double m = 0;
+    for (int c = 0; c < 8; ++c) m = std::max(m, std::fabs(double(x[r * 8 + c])));
+    EXPECT_EQ(y[r], float(m));
+  }
+}
+
+// The tier trait's per-axis rule, which the CUDA target's tiers are chosen from.
+TEST(ReducePlan, AxisRoles) {
+  using namespace ops::detail;
+  using Split = axis_split<3, seq<1, 2>>;
+  constexpr int sum = int(combine_kind::sum);
+  static_assert(role_of<Split, true>(info_of<shard::S<0>>(), info_of<shard::S<0>>(), sum) ==
+                axis_role::none);
+  static_assert(role_of<Split, true>(info_of<shard::S<1>>(), info_of<shard::B>(), sum) ==
+                axis_role::exchange);
+  static_assert(role_of<Split, true>(info_of<shard::S<2>>(), info_of<shard::P<ops::sum_op>>(),
+                                     sum) == axis_role::none);
+  static_assert(role_of<Split, true>(info_of<shard::P<ops::sum_op>>(), info_of<shard::B>(), sum) ==
+                axis_role::exchange);
+  static_assert(role_of<Split, true>(info_of<shard::S<0>>(), info_of<shard::B>(), sum) ==
+                axis_role::kept_split_lost);
+  static_assert(role_of<Split, false>(info_of<shard::S<0>>(), info_of<shard::S<0>>(), sum) ==
+                axis_role::none);
+  static_assert(role_of<Split, true>(info_of<shard::P<ops::max_op>>(), info_of<shard::B>(), sum) ==
+                axis_role::partial_combine_mismatch);
+  static_assert(role_of<Split, true>(info_of<shard::B>(), info_of<shard::P<ops::sum_op>>(), sum) ==
+                axis_role::broadcast_changed);
+  static_assert(role_of<Split, true>(info_of<shard::Dynamic>(), info_of<shard::B>(), sum) ==
+                axis_role::dynamic);
+  SUCCEED();
+}
+
+// ---------------------------------------------------------------- sync and copy_async
+
+TEST(Sync, IntraCtaKindsAreNoOps) {
+  ops::sync<ops::SyncKind::cta>();
+  ops::sync<ops::SyncKind::warp>();
+  ops::sync<ops::SyncKind::warp_masked, 0, 0, 0x0000ffffu>();
+  ops::sync<ops::SyncKind::named, 0, 64, 0u, 1>();
+  std::vector<int> hits(4, 0);
+  cpu::launch(4, [&] {
+    hits[program_id<TS::cta>()] += 1;
+    ops::sync<ops::SyncKind::cta>();
+    hits[program_id<TS::cta>()] += 1;
+  });
+  for (int h : hits) EXPECT_EQ(h, 2);
+}
+
+TEST(CopyAsync, CompletesByTheWait) {
+  tftest::Random rnd;
+  SCOPED_TRACE(rnd.trace());
+  auto x = rnd.floats(16);
+  std::vector<float> y(16, 0.0f);
+  ops::copy_async(cute::make_tensor(cute::make_gmem_ptr(x.data()), cute::make_shape(Int<16>{})),
+                  cute::make_tensor(y.data(), cute::make_shape(Int<16>{})));
+  ops::cp_async_commit();
+  ops::cp_async_wait<0>();
+  EXPECT_EQ(x, y);
+}
+
+}  // namespace
