@@ -98,6 +98,6 @@ def load_backend(opened: OpenedCheckpoint, backend: str, device: str) -> Any:
         return opened.module.load(resource)
     from .twins import build_twin
 
-    twin = build_twin(opened.module)
+    twin = build_twin(opened.module, opened.config)
     twin.load(resource)
     return twin
