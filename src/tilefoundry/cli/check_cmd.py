@@ -1,0 +1,477 @@
+"""``tilefoundry check``: judge a runtime twin against the evaluator on its Module, with stated predicates."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..ir.core.module import Module
+from ..runtime.check import OutputCheck, Predicate, Report, check, equal, nan_inf, parse_predicate
+from ..runtime.check.dtypes import is_discrete_dtype
+from ..runtime.check.flatten import clone_leaves, flatten
+from ..runtime.module import RuntimeModule
+from .check_data import (
+    DEFAULT_EXTENT,
+    DEFAULT_INT_RANGE,
+    choose_dims,
+    parse_dims,
+    parse_int_range,
+    random_inputs,
+    random_weights,
+    read_inputs,
+    step_params,
+    tree_dimvars,
+)
+from .check_target import Selection, resolve, twin_child
+from .refusal import Refusal
+
+NAME = "check"
+HELP = "judge a runtime twin against the evaluator on its Module, output by output, with stated predicates"
+DESCRIPTION = f"""\
+Run a runtime twin and the reference evaluator on the same weights and inputs, and judge every output
+with the predicates you state. Prints a table (or --json); exit status 0 when every predicate passes,
+1 when one fails, 2 when the check is refused (the reason goes to stderr).
+
+target: FILE.py:Name[.child...][.member]
+  Name     a global of FILE.py:
+             a @runtime_module class  the candidate; the reference is the evaluator on the Module it stands
+                                      for (its .module), read through Module.load (a LoadedModule);
+             a @module Module, or     no candidate twin: the evaluator runs alone and only predicates that
+             a bare @func Function    judge one side apply (nan_inf, the default there); a smoke test.
+           A RuntimeModule whose .module is None (hand-written, compiled) is refused: there is nothing to
+           judge it against.
+  .child   walks the child tree (.layer1.ffn): that node is checked, its weights read under its path.
+  .member  a function of the node (kernel vs LoadedModule function, activations alone) or an orchestration
+           method; without it the node's step is checked: its forward method, else its entry function.
+
+weights: random unless --ckpt DIR, one set shared by both sides.
+  --ckpt DIR   a safetensors folder (model.safetensors, or shards + model.safetensors.index.json) read
+               with the model's alias table ({{canonical: raw}}): the ALIAS attribute of the selected root
+               (a twin class attribute), else the ALIAS global of FILE.py; --alias NAME uses the global NAME
+               instead; --no-alias reads names as they are (a folder written by Module.prepare).
+  random       floats N(0, 1), a weight of rank >= 2 scaled by 1/sqrt(shape[-2]); integers uniform in
+               --int-range LO:HI (default {DEFAULT_INT_RANGE[0]}:{DEFAULT_INT_RANGE[1]}); booleans 0/1;
+               seeded by --seed.
+
+inputs: random (seeded by --seed and the checked callable's name) or --inputs FILE.
+  A function takes its declared activations. A method takes its positional parameters without defaults;
+  each one's type is its Tensor[...] annotation, else the type of the activation of the same name in the
+  node's functions (its own first, then its children's, breadth first). Without a type, give --inputs.
+  --inputs FILE  .safetensors keyed by parameter name (a tuple argument as name.0, name.1, ...), or .pt
+                 holding a tuple of arguments, a dict by parameter name, or one tensor.
+  --dim NAME=N   the extent of DimVar NAME (repeatable); default {DEFAULT_EXTENT} clamped into the DimVar's [lo, hi).
+
+predicates: --expect PATH=PRED, repeatable; every output needs at least one.
+  PATH   as the table prints it: output (a bare tensor), output[0], output[1][0] (nested tuples);
+         '*' covers every output not named (a continuous PRED on an integer or boolean output becomes
+         equal under '*', the only comparison meaningful there); with --per-node, LABEL:PATH names one
+         callable's output (labels as printed, e.g. layer1.ffn.mlp:output).
+  PRED   allclose:atol=A,rtol=R  rel_l2:max=M  cosine:min=M  ulp:max=M  max_abs:max=M  max_rel:max=M
+         equal  nan_inf. Repeat a PATH to give it several predicates.
+  With a reference there is no default; without one the default is '*=nan_inf'.
+
+--per-node also checks the step of every node under the selection and every kernel, each on its own random
+inputs (labels are dotted paths from the root: layer0.forward, layer0.attn.attend), so a table row names
+the node that is off. A node whose step is only its entry function is checked once, as that kernel.
+
+example (the twin of a two-layer model, per node and whole forward):
+
+  tilefoundry check model.py:ModelTwin --per-node --dim seq=4 --expect '*=rel_l2:max=1e-5'
+
+  path                        shape    dtype  ref_norm  predicate  bound      measured            verdict
+  forward:output[0]           (4, 11)  f32    2.2       rel_l2     max=1e-05  rel_l2=1.5e-07      PASS
+  forward:output[1]           (4,)     i64    12.4      equal      -          mismatches=0        PASS
+  embed:output                (4, 8)   f32    ...
+  layer1.ffn.mlp:output       (4, 8)   f32    5.9       rel_l2     max=1e-05  rel_l2=0.0021       FAIL
+  FAIL: 2 of 11 outputs failed (forward:output[0], layer1.ffn.mlp:output)
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the options of ``tilefoundry check``."""
+    parser.add_argument("target", metavar="FILE.py:Name[.child...][.member]", help="what to check (see above)")
+    parser.add_argument("--expect", action="append", default=[], metavar="PATH=PRED",
+                        help="predicate(s) for an output; repeatable ('*' for every output not named)")
+    parser.add_argument("--per-node", action="store_true", help="also check every kernel of every node")
+    parser.add_argument("--ckpt", metavar="DIR", help="read weights from this safetensors folder (default: random)")
+    alias = parser.add_mutually_exclusive_group()
+    alias.add_argument("--alias", metavar="NAME", help="the global of FILE.py holding the alias table")
+    alias.add_argument("--no-alias", action="store_true", help="read --ckpt names as they are")
+    parser.add_argument("--inputs", metavar="FILE", help=".safetensors or .pt file of inputs (default: random)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of random weights and inputs (default 0)")
+    parser.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="a DimVar extent; repeatable")
+    parser.add_argument("--int-range", default=f"{DEFAULT_INT_RANGE[0]}:{DEFAULT_INT_RANGE[1]}", metavar="LO:HI",
+                        help="range of random integers, half-open (default %(default)s)")
+    parser.add_argument("--device", default="cpu", help="where weights and inputs are placed (default cpu)")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the check; 0 pass, 1 fail, 2 refused (reason on stderr)."""
+    try:
+        outcome = _check(args)
+    except Refusal as refusal:
+        print(f"tilefoundry check: refused: {refusal}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps({**outcome.setup, **outcome.report.to_dict()}, indent=2, allow_nan=False))
+    else:
+        print(outcome.header())
+        print(outcome.report.table())
+    return 0 if outcome.report.passed else 1
+
+
+# -- the run ---------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Item:
+    """One checked callable: its label, both sides, and its inputs."""
+
+    label: str
+    candidate: Callable[..., Any]
+    reference: Callable[..., Any] | None
+    inputs: tuple[Any, ...]
+
+
+@dataclass
+class _Outcome:
+    report: Report
+    setup: dict[str, Any]
+
+    def header(self) -> str:
+        s = self.setup
+        dims = ", ".join(f"{k}={v}" for k, v in s["dims"].items()) or "none"
+        return "\n".join([
+            f"tilefoundry check {s['target']}",
+            f"  candidate: {s['candidate']}",
+            f"  reference: {s['reference'] or 'none (judged alone)'}",
+            f"  weights:   {s['weights']}",
+            f"  inputs:    {s['inputs']}",
+            f"  dims:      {dims}{s['dims_note']}",
+            "",
+        ])
+
+
+@dataclass
+class _Expectations:
+    """The --expect options: by (label, path), by path, and the '*' wildcard; which ones were used."""
+
+    qualified: dict[tuple[str, str], list[Predicate]] = field(default_factory=dict)
+    plain: dict[str, list[Predicate]] = field(default_factory=dict)
+    wildcard: list[Predicate] = field(default_factory=list)
+    used: set[Any] = field(default_factory=set)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.qualified or self.plain or self.wildcard)
+
+    def all(self) -> list[Predicate]:
+        preds = [p for ps in self.qualified.values() for p in ps] + [p for ps in self.plain.values() for p in ps]
+        return preds + self.wildcard
+
+    def for_outputs(self, label: str, leaves: Sequence[tuple[str, torch.Tensor]]) -> dict[str, list[Predicate]]:
+        expect: dict[str, list[Predicate]] = {}
+        produced = ", ".join(path for path, _ in leaves)
+        for path, tensor in leaves:
+            if (label, path) in self.qualified:
+                expect[path] = self.qualified[(label, path)]
+                self.used.add((label, path))
+            elif path in self.plain:
+                expect[path] = self.plain[path]
+                self.used.add(path)
+            elif self.wildcard:
+                expect[path] = _wildcard_for(self.wildcard, tensor.dtype)
+            else:
+                raise Refusal(
+                    f"{label}: output {path} has no predicate; add --expect '{path}=PRED' (or --expect '*=PRED' "
+                    f"for every output not named); produced: {produced}"
+                )
+        return expect
+
+
+def _wildcard_for(wildcard: list[Predicate], dtype: torch.dtype) -> list[Predicate]:
+    if not is_discrete_dtype(dtype):
+        return list(wildcard)
+    out: list[Predicate] = []
+    for p in wildcard:
+        chosen = p if p.discrete else equal()
+        if chosen not in out:
+            out.append(chosen)
+    return out
+
+
+def _parse_expect(items: Sequence[str]) -> _Expectations:
+    spec = _Expectations()
+    for item in items:
+        path, eq, text = item.partition("=")
+        path = path.strip()
+        if not eq or not path or not text.strip():
+            raise Refusal(f"--expect {item!r} is not PATH=PRED, e.g. --expect 'output=rel_l2:max=1e-3'")
+        try:
+            predicate = parse_predicate(text)
+        except ValueError as error:
+            raise Refusal(f"--expect {item!r}: {error}") from None
+        if path == "*":
+            spec.wildcard.append(predicate)
+        elif ":" in path:
+            label, _, out = path.rpartition(":")
+            spec.qualified.setdefault((label, out), []).append(predicate)
+        else:
+            spec.plain.setdefault(path, []).append(predicate)
+    return spec
+
+
+def _check(args: argparse.Namespace) -> _Outcome:
+    expectations = _parse_expect(args.expect)
+    given_dims = parse_dims(args.dim)
+    int_range = parse_int_range(args.int_range)
+    if (args.alias or args.no_alias) and not args.ckpt:
+        raise Refusal("--alias / --no-alias apply to --ckpt weights; without --ckpt the weights are random")
+    sel = resolve(args.target)
+    node = sel.node
+    has_reference = sel.twin is not None
+    if not has_reference:
+        needing = [p for p in expectations.all() if p.needs_reference]
+        if needing:
+            kind = "a Module" if isinstance(sel.root, Module) else "a Function"
+            raise Refusal(
+                f"{sel.text} selects {kind} alone: there is no twin to compare, so {needing[0].name} (which compares "
+                "two sides) cannot apply; use nan_inf, or select a @runtime_module class to compare it with the "
+                "evaluator"
+            )
+        if expectations.empty:
+            expectations.wildcard.append(nan_inf())
+    elif expectations.empty:
+        raise Refusal(
+            "state the predicates: --expect PATH=PRED for each output, or --expect '*=PRED' for all of them "
+            "(e.g. --expect '*=rel_l2:max=1e-3')"
+        )
+    params = step_params(node, sel.member, sel.member_kind)
+    dims = choose_dims(tree_dimvars(node, [p.type for p in params if p.type is not None]), given_dims)
+    resource, weights_text = _resource(args, sel, dims, int_range)
+    loaded = _load(sel, node, resource, args)
+    twin_node = sel.twin_node
+    if twin_node is not None:
+        _load_twin(twin_node, resource, args)
+    dims_note = ""
+    if args.inputs:
+        inputs = read_inputs(args.inputs, params, args.device)
+        inputs_text = args.inputs
+        if dims:
+            dims_note = " (random tensors only; the inputs come from the file)"
+    else:
+        inputs = random_inputs(sel.label, params, dims, args.seed, int_range, args.device)
+        inputs_text = f"random, seed {args.seed}"
+    items = [_selected_item(sel, loaded, twin_node, inputs)]
+    if args.per_node:
+        items += _node_items(sel, loaded, twin_node, dims, args.seed, int_range, args.device)
+    report = _judge(items, expectations, prefixed=args.per_node)
+    setup = {
+        "target": sel.text,
+        "candidate": _candidate_text(sel, twin_node),
+        "reference": f"evaluator on Module {node.name} (LoadedModule)" if has_reference else None,
+        "weights": weights_text,
+        "inputs": inputs_text,
+        "dims": dims,
+        "dims_note": dims_note,
+        "seed": args.seed,
+    }
+    return _Outcome(report, setup)
+
+
+def _candidate_text(sel: Selection, twin_node: RuntimeModule | None) -> str:
+    if twin_node is None:
+        return f"evaluator on Module {sel.node.name} (no twin)"
+    return f"{type(twin_node).__qualname__} (runtime twin of {sel.node.name})"
+
+
+def _resource(args: argparse.Namespace, sel: Selection, dims: Mapping[str, int],
+              int_range: tuple[int, int]) -> tuple[Any, str]:
+    if not args.ckpt:
+        return random_weights(sel.node, dims, args.seed, int_range, args.device), f"random, seed {args.seed}"
+    from ..runtime.resource import SafetensorsResource
+
+    alias, alias_text = _alias_table(args, sel)
+    try:
+        resource: Any = SafetensorsResource(args.ckpt, device=args.device, alias=alias)
+        for name in sel.path:
+            resource = resource.subtree(name)
+    except (OSError, ValueError, TypeError, KeyError) as error:
+        raise Refusal(f"--ckpt {args.ckpt}: {_reason(error)}") from None
+    return resource, f"checkpoint {args.ckpt}, {alias_text}"
+
+
+def _alias_table(args: argparse.Namespace, sel: Selection) -> tuple[Mapping[str, Any] | None, str]:
+    if args.no_alias:
+        return None, "no alias table (--no-alias)"
+    if args.alias:
+        if args.alias not in sel.namespace:
+            raise Refusal(f"--alias {args.alias}: the target's file defines no global {args.alias!r}")
+        table, origin = sel.namespace[args.alias], f"global {args.alias}"
+    else:
+        table, origin = _root_alias(sel.root), f"{_display(sel.root)}.ALIAS"
+        if table is None and "ALIAS" in sel.namespace:
+            table, origin = sel.namespace["ALIAS"], "global ALIAS"
+        if table is None:
+            return None, "no alias table (the model defines no ALIAS)"
+    if not isinstance(table, Mapping):
+        raise Refusal(f"the alias table {origin} is a {type(table).__name__}; it must map canonical -> raw names")
+    return table, f"alias table {origin} ({len(table)} entries)"
+
+
+def _root_alias(root: Any) -> Any:
+    """The ALIAS attribute of the selected root: a class attribute of a twin class, or set on a Module."""
+    if isinstance(root, RuntimeModule):
+        root = type(root)
+    if isinstance(root, type):
+        return getattr(root, "ALIAS", None)
+    if isinstance(root, Module):
+        return root.__dict__.get("ALIAS")
+    return None
+
+
+def _display(root: Any) -> str:
+    if isinstance(root, type):
+        return root.__name__
+    if isinstance(root, RuntimeModule):
+        return type(root).__name__
+    return str(getattr(root, "name", "?"))
+
+
+def _reason(error: BaseException) -> str:
+    if isinstance(error, KeyError) and error.args:
+        return str(error.args[0])
+    return f"{type(error).__name__}: {error}" if not isinstance(error, (ValueError, TypeError)) else str(error)
+
+
+def _load(sel: Selection, node: Module, resource: Any, args: argparse.Namespace) -> Any:
+    try:
+        return node.load(resource)
+    except (KeyError, ValueError, TypeError, OSError, RuntimeError) as error:
+        raise Refusal(f"reading the weights of {node.name}: {_reason(error)}{_ckpt_hint(args)}") from None
+
+
+def _load_twin(twin: RuntimeModule, resource: Any, args: argparse.Namespace) -> None:
+    try:
+        twin.load(resource)
+    except (KeyError, ValueError, TypeError, OSError, RuntimeError) as error:
+        raise Refusal(f"loading the twin {type(twin).__qualname__}: {_reason(error)}{_ckpt_hint(args)}") from None
+
+
+def _ckpt_hint(args: argparse.Namespace) -> str:
+    if not args.ckpt or args.no_alias:
+        return ""
+    return ("; if the folder is a raw checkpoint whose weights need converters, write the prepared folder first "
+            "(Module.prepare) and check against it with --no-alias")
+
+
+def _selected_item(sel: Selection, loaded: Any, twin_node: RuntimeModule | None, inputs: tuple[Any, ...]) -> _Item:
+    if sel.member is None:
+        return _item(sel.label, twin_node, loaded, inputs)
+    twin_side = getattr(twin_node, sel.member) if twin_node is not None else None
+    return _item(sel.label, twin_side, getattr(loaded, sel.member), inputs)
+
+
+def _node_items(sel: Selection, loaded: Any, twin_node: RuntimeModule | None, dims: Mapping[str, int],
+                seed: int, int_range: tuple[int, int], device: str) -> list[_Item]:
+    """For --per-node: the step of every node under the selection and every kernel, parents first.
+
+    A node whose step is only its entry function (no forward method, no forward of the twin's own) is checked
+    once, as that kernel.
+    """
+    items = []
+    for rel, mod in sel.node.walk():
+        parts = tuple(rel.split(".")) if rel else ()
+        reading = loaded
+        twin = twin_node
+        for name in parts:
+            reading = reading.child_reading(name)
+            if twin is not None:
+                twin = twin_child(twin, name)
+        if twin is not None and twin.module is None:
+            raise Refusal(
+                f"--per-node: twin node {twin._tree_path()} ({type(twin).__qualname__}) stands for no authored "
+                "Module (its module is None), so it cannot be judged; check the nodes around it one by one"
+            )
+        own_forward = twin is not None and bool(getattr(type(twin), "_tf_own_forward", False))
+        if parts and ("forward" in mod.methods or (own_forward and mod.entry is not None)):
+            label = ".".join((*sel.path, *parts, "forward"))
+            inputs = random_inputs(label, step_params(mod, None, None), dims, seed, int_range, device)
+            items.append(_item(label, twin, reading, inputs))
+        for fn_name in mod.functions:
+            label = ".".join((*sel.path, *parts, fn_name))
+            if label == sel.label:
+                continue
+            inputs = random_inputs(label, step_params(mod, fn_name, "function"), dims, seed, int_range, device)
+            items.append(_item(label, None if twin is None else getattr(twin, fn_name), getattr(reading, fn_name),
+                               inputs))
+    return items
+
+
+def _item(label: str, twin_side: Callable[..., Any] | None, evaluator: Callable[..., Any],
+          inputs: tuple[Any, ...]) -> _Item:
+    if twin_side is None:
+        return _Item(label, evaluator, None, inputs)
+    return _Item(label, twin_side, evaluator, inputs)
+
+
+class _Replay:
+    """Gives back the result one side produced when it ran (once, on its own clone of the inputs).
+
+    Each side runs before ``check`` so that the --expect paths can be resolved against the outputs it
+    produced; ``check`` then judges those very results.
+    """
+
+    def __init__(self, result: Any) -> None:
+        self.result = result
+
+    def __call__(self, *inputs: Any) -> Any:
+        return self.result
+
+
+def _run_side(item: _Item, side: str, fn: Callable[..., Any]) -> tuple[Any, list[tuple[str, torch.Tensor]]]:
+    try:
+        with torch.no_grad():
+            result = fn(*clone_leaves(item.inputs))
+    except Exception as error:  # noqa: BLE001 - a side that cannot run is a refusal naming the side and why
+        raise Refusal(f"{item.label}: the {side} raised {type(error).__name__}: {error}") from None
+    try:
+        leaves = flatten(result, "output")
+    except TypeError as error:
+        raise Refusal(f"{item.label}: the {side}'s result: {error}") from None
+    return result, leaves
+
+
+def _judge(items: Sequence[_Item], expectations: _Expectations, *, prefixed: bool) -> Report:
+    from ..runtime.check import CheckError
+
+    outputs: list[OutputCheck] = []
+    produced: list[str] = []
+    for item in items:
+        candidate, leaves = _run_side(item, "twin" if item.reference is not None else "evaluator", item.candidate)
+        reference = None
+        if item.reference is not None:
+            reference, _ = _run_side(item, "evaluator", item.reference)
+        expect = expectations.for_outputs(item.label, leaves)
+        produced += [f"{item.label}:{path}" for path, _ in leaves]
+        try:
+            report = check(_Replay(candidate), None if item.reference is None else _Replay(reference), item.inputs,
+                           expect=expect)
+        except (CheckError, TypeError) as error:
+            raise Refusal(f"{item.label}: {error}") from None
+        for out in report.outputs:
+            path = f"{item.label}:{out.path}" if prefixed else out.path
+            outputs.append(OutputCheck(path, out.shape, out.dtype, out.ref_norm, out.results))
+    unused = [f"{label}:{path}" for label, path in expectations.qualified if (label, path) not in expectations.used]
+    unused += [path for path in expectations.plain if path not in expectations.used]
+    if unused:
+        raise Refusal(f"--expect names {', '.join(unused)}, which no checked callable produced; produced: "
+                      f"{', '.join(produced)}")
+    return Report(tuple(outputs))

@@ -1,0 +1,301 @@
+"""Acceptance (issue 5): a two-layer model with a child tree, its faithful twin and a twin with one wrong kernel.
+
+The faithful twin's kernels are torch written differently from the DSL (fused gate/up projection, SDPA,
+addmm, F.rms_norm, F.embedding, a RuntimeFunction body); it passes ``check`` per node and for the whole
+forward. The broken twin computes gelu instead of silu in layer1's MLP only: it fails, and the table names
+that node. The same again through the ``tilefoundry check`` command on the model written to a .py file.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+
+from tilefoundry.cli.main import main
+from tilefoundry.runtime import RuntimeModule
+from tilefoundry.runtime.check import Report, check, equal, rel_l2
+from tilefoundry.runtime.resource import DictResource
+
+MODEL_SOURCE = '''\
+"""A two-layer model, its faithful runtime twin, and a twin with one wrong kernel (layer1's MLP)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from tilefoundry import func, module
+from tilefoundry.dsl import ConstTensor, DimVar, Tensor, tf
+from tilefoundry.runtime import RuntimeFunction, entry_abi_of, runtime_func, runtime_module
+
+HID, INTER, VOCAB, EPS = 8, 12, 11, 1e-6
+seq = DimVar("seq", 1, 9)
+
+
+@module(entry="attend")
+class Attention:
+    @func
+    def attend(x: Tensor[(seq, HID), "f32"], attn_norm: ConstTensor[(HID,), "f32"],
+               wqkv: ConstTensor[(HID, 3 * HID), "f32"], wo: ConstTensor[(HID, HID), "f32"]):
+        h = tf.rms_norm(x, attn_norm, EPS)
+        q, k, v = tf.split(tf.matmul(h, wqkv), 1, 3)
+        probs = tf.softmax(tf.matmul(q, tf.transpose(k, (1, 0))) * (1.0 / math.sqrt(HID)))
+        return x + tf.matmul(tf.matmul(probs, v), wo)
+
+
+@module(entry="mlp")
+class Mlp:
+    @func
+    def mlp(x: Tensor[(seq, HID), "f32"], mlp_norm: ConstTensor[(HID,), "f32"],
+            w_gate: ConstTensor[(HID, INTER), "f32"], w_up: ConstTensor[(HID, INTER), "f32"],
+            w_down: ConstTensor[(INTER, HID), "f32"]):
+        h = tf.rms_norm(x, mlp_norm, EPS)
+        return x + tf.matmul(tf.silu(tf.matmul(h, w_gate)) * tf.matmul(h, w_up), w_down)
+
+
+@module
+class Layer:
+    attn = Attention
+    ffn = Mlp
+
+    def forward(self, x):
+        return self.ffn(self.attn(x))
+
+
+@module
+class Model:
+    layers = tuple(Layer.renamed(f"layer{i}") for i in range(2))
+
+    @func
+    def embed(ids: Tensor[(seq,), "i64"], table: ConstTensor[(VOCAB, HID), "f32"]):
+        return tf.index_select(table, ids, 0)
+
+    @func
+    def head(x: Tensor[(seq, HID), "f32"], final_norm: ConstTensor[(HID,), "f32"],
+             lm_head: ConstTensor[(HID, VOCAB), "f32"]):
+        logits = tf.matmul(tf.rms_norm(x, final_norm, EPS), lm_head)
+        return logits, tf.argmax(logits, -1)
+
+    def forward(self, ids):
+        x = self.embed(ids)
+        for layer in self.modules:
+            x = layer(x)
+        return self.head(x)
+
+
+@runtime_module(Attention)
+class AttentionTwin:
+    @runtime_func
+    def attend(self, x, attn_norm, wqkv, wo):
+        h = F.rms_norm(x, (HID,), attn_norm, EPS)
+        q, k, v = (h @ wqkv).chunk(3, dim=-1)
+        o = F.scaled_dot_product_attention(q[None], k[None], v[None])[0]
+        return torch.addmm(x, o, wo)
+
+
+class FusedMlp(RuntimeFunction):
+    """Gate and up projections fused into one matmul."""
+
+    def __call__(self, x, mlp_norm, w_gate, w_up, w_down):
+        h = x * torch.rsqrt(x.square().mean(-1, keepdim=True) + EPS) * mlp_norm
+        gate, up = (h @ torch.cat((w_gate, w_up), 1)).split(INTER, -1)
+        return torch.addmm(x, F.silu(gate) * up, w_down)
+
+
+class WrongMlp(FusedMlp):
+    """The bug: gelu where the model says silu."""
+
+    def __call__(self, x, mlp_norm, w_gate, w_up, w_down):
+        h = x * torch.rsqrt(x.square().mean(-1, keepdim=True) + EPS) * mlp_norm
+        gate, up = (h @ torch.cat((w_gate, w_up), 1)).split(INTER, -1)
+        return torch.addmm(x, F.gelu(gate) * up, w_down)
+
+
+@runtime_module(Mlp)
+class MlpTwin:
+    mlp = FusedMlp(entry_abi_of(Mlp.functions["mlp"]))
+
+
+@runtime_module(Mlp)
+class WrongMlpTwin:
+    mlp = WrongMlp(entry_abi_of(Mlp.functions["mlp"]))
+
+
+@runtime_module(Layer)
+class LayerTwin:
+    attn = AttentionTwin
+    ffn = MlpTwin
+
+
+@runtime_module(Layer)
+class WrongLayerTwin:
+    attn = AttentionTwin
+    ffn = WrongMlpTwin
+
+
+@runtime_module(Model)
+class ModelTwin:
+    layers = (LayerTwin, LayerTwin)
+
+    @runtime_func
+    def embed(self, ids, table):
+        return F.embedding(ids, table)
+
+    @runtime_func
+    def head(self, x, final_norm, lm_head):
+        logits = F.linear(F.rms_norm(x, (HID,), final_norm, EPS), lm_head.t())
+        return logits, logits.argmax(-1)
+
+
+@runtime_module(Model)
+class BrokenModelTwin:
+    layer0 = LayerTwin
+    layer1 = WrongLayerTwin
+    embed = ModelTwin.embed.impl  # the same kernel bodies as the faithful twin
+    head = ModelTwin.head.impl
+'''
+
+TOL = "rel_l2:max=1e-5"
+
+
+@pytest.fixture(scope="module")
+def model_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("acceptance") / "two_layer.py"
+    path.write_text(MODEL_SOURCE)
+    return path
+
+
+@pytest.fixture(scope="module")
+def model(model_file: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location("two_layer_acceptance", model_file)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _resource(model: ModuleType) -> DictResource:
+    gen = torch.Generator().manual_seed(0)
+    data = {}
+    for path, node in model.Model.walk():
+        for name, ty in node.weights.items():
+            data[f"{path}.{name}" if path else name] = torch.randn(*ty.shape, generator=gen) / 2
+    return DictResource(data)
+
+
+def _per_node(twin: RuntimeModule, loaded, seq: int = 5) -> dict[str, Report]:
+    """check() on every kernel of every node, and on every node's forward, each on its own random inputs."""
+    gen = torch.Generator().manual_seed(1)
+    reports: dict[str, Report] = {}
+    for path, node in twin.walk():
+        reading = loaded
+        for name in path.split(".") if path else ():
+            reading = reading.child_reading(name)
+        for fn_name, fn in node.module.functions.items():
+            inputs = tuple(
+                torch.randint(0, 11, (seq,), generator=gen) if p.type.dtype.is_int
+                else torch.randn(seq, *p.type.shape[1:], generator=gen)
+                for p in fn.activations
+            )
+            outputs = fn.output_types if isinstance(fn.output_types, tuple) else (fn.output_types,)
+            if len(outputs) == 1:
+                expect = {"output": [rel_l2(max=1e-5)]}
+            else:
+                expect = {"output[0]": [rel_l2(max=1e-5)], "output[1]": [equal()]}
+            label = f"{path}.{fn_name}" if path else fn_name
+            reports[label] = check(getattr(node, fn_name), getattr(reading, fn_name), inputs, expect=expect)
+        if path:
+            x = torch.randn(seq, 8, generator=gen)
+            reports[f"{path}.forward"] = check(node, reading, (x,), expect={"output": [rel_l2(max=1e-5)]})
+    return reports
+
+
+def _whole(twin: RuntimeModule, loaded) -> Report:
+    ids = torch.tensor([3, 1, 4, 1, 5, 9])
+    return check(twin, loaded, (ids,), expect={"output[0]": [rel_l2(max=1e-5)], "output[1]": [equal()]})
+
+
+def test_the_faithful_twin_passes_per_node_and_for_the_whole_forward(model: ModuleType) -> None:
+    resource = _resource(model)
+    twin = model.ModelTwin().load(resource)
+    loaded = model.Model.load(resource)
+    assert twin.module is model.Model
+    reports = _per_node(twin, loaded)
+    assert sorted(reports) == sorted([
+        "embed", "head", "layer0.forward", "layer0.attn.forward", "layer0.attn.attend", "layer0.ffn.forward",
+        "layer0.ffn.mlp", "layer1.forward", "layer1.attn.forward", "layer1.attn.attend", "layer1.ffn.forward",
+        "layer1.ffn.mlp",
+    ])
+    failing = {label: str(r) for label, r in reports.items() if not r.passed}
+    assert failing == {}
+    whole = _whole(twin, loaded)
+    assert whole.passed, str(whole)
+    assert whole["output[0]"].shape == (6, 11) and whole["output[1]"].dtype == "i64"
+
+
+def test_one_wrong_kernel_fails_and_the_reports_show_where(model: ModuleType) -> None:
+    resource = _resource(model)
+    twin = model.BrokenModelTwin().load(resource)
+    loaded = model.Model.load(resource)
+    reports = _per_node(twin, loaded)
+    failing = sorted(label for label, r in reports.items() if not r.passed)
+    assert failing == ["layer1.ffn.forward", "layer1.ffn.mlp", "layer1.forward"]
+    table = str(reports["layer1.ffn.mlp"])
+    assert "rel_l2" in table and "FAIL" in table
+    whole = _whole(twin, loaded)
+    assert not whole.passed
+    assert not whole["output[0]"].passed
+    assert "output[0]" in str(whole) and "FAIL" in str(whole)
+
+
+def test_check_command_per_node_and_whole_forward(model_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = f"{model_file}:ModelTwin"
+    assert main(["check", target, "--per-node", "--dim", "seq=4", "--expect", f"*={TOL}"]) == 0
+    out = capsys.readouterr().out
+    for label in ("forward:output[0]", "forward:output[1]", "layer0.forward:output", "layer1.attn.attend:output",
+                  "layer1.ffn.mlp:output", "embed:output", "head:output[1]"):
+        assert label in out
+    assert "PASS: all 11 outputs meet their predicates" in out
+    for node in ("layer0", "layer1.ffn", "layer1.attn.attend", "head"):
+        assert main(["check", f"{target}.{node}", "--expect", f"*={TOL}"]) == 0, node
+    capsys.readouterr()
+
+
+def test_check_command_shows_the_wrong_kernel(model_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = f"{model_file}:BrokenModelTwin"
+    assert main(["check", target, "--per-node", "--expect", f"*={TOL}"]) == 1
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line.split()[-1] for line in out.splitlines() if ":output" in line}
+    assert rows["layer1.ffn.mlp:output"] == "FAIL"
+    assert rows["layer1.forward:output"] == "FAIL" and rows["forward:output[0]"] == "FAIL"
+    assert rows["layer0.ffn.mlp:output"] == "PASS" and rows["layer1.attn.attend:output"] == "PASS"
+    assert rows["forward:output[1]"] == "PASS", "argmax still agrees: equal is judged on its own"
+    assert "FAIL: 3 of 11 outputs failed (forward:output[0], layer1.forward:output, layer1.ffn.mlp:output)" in out
+    assert main(["check", f"{target}.layer0", "--expect", f"output={TOL}"]) == 0
+    assert main(["check", f"{target}.layer1.ffn.mlp", "--expect", f"output={TOL}"]) == 1
+    assert "FAIL" in capsys.readouterr().out
+
+
+def test_the_console_command_end_to_end(model_file: Path) -> None:
+    base = [sys.executable, "-m", "tilefoundry.cli.main", "check"]
+    good = subprocess.run([*base, f"{model_file}:ModelTwin", "--expect", f"*={TOL}", "--json"],
+                          capture_output=True, text=True, check=False)
+    assert good.returncode == 0, good.stderr
+    report = json.loads(good.stdout)
+    assert report["passed"] is True and [o["path"] for o in report["outputs"]] == ["output[0]", "output[1]"]
+    assert report["outputs"][1]["results"][0]["predicate"] == "equal"
+    bad = subprocess.run([*base, f"{model_file}:BrokenModelTwin", "--per-node", "--expect", f"*={TOL}"],
+                         capture_output=True, text=True, check=False)
+    assert bad.returncode == 1, bad.stderr
+    assert any(line.startswith("layer1.ffn.mlp:output") and line.rstrip().endswith("FAIL")
+               for line in bad.stdout.splitlines())
