@@ -87,10 +87,12 @@ def parse_config(raw: dict[str, Any], generation: dict[str, Any] | None = None, 
                  source: str = "config.json") -> ModelConfig:
     """Build a ModelConfig from config.json contents, refusing what the families cannot run."""
     arch = (raw.get("architectures") or [None])[0]
+    if arch is None:  # configs saved without a model class still say which model they describe
+        arch = next((a for a, fam in ARCHITECTURES.items() if fam == raw.get("model_type")), None)
     if arch not in ARCHITECTURES:
         raise UnsupportedModelError(
-            f"{source}: architecture {arch!r} is not supported; supported: {', '.join(sorted(ARCHITECTURES))} "
-            "(see `tilefoundry models`)"
+            f"{source}: architecture {arch or raw.get('model_type')!r} is not supported; supported: "
+            f"{', '.join(sorted(ARCHITECTURES))} (see `tilefoundry models`)"
         )
     family = ARCHITECTURES[arch]
 
