@@ -105,6 +105,21 @@ class Hand(RuntimeModule):
         return ids
 
 
+class HandProj(RuntimeModule):
+    def __init__(self, *, ir):
+        super().__init__(ir.name, ir.entry)
+
+    def forward(self, x):
+        return x
+
+
+@runtime_module(Net)
+class PartlyHand:
+    head = HandProj
+    embed = NetTwin.embed.impl
+    pick = NetTwin.pick.impl
+
+
 @module(entry="logs")
 class Logs:
     @func
@@ -377,3 +392,18 @@ def test_refusals_of_the_predicates(model: Path, capsys: pytest.CaptureFixture[s
 def test_a_kernel_that_raises_is_a_refusal_naming_the_side(model: Path, capsys: pytest.CaptureFixture[str]) -> None:
     err = refused(capsys, f"{model}:RaisingTwin", "--expect", TOL)
     assert "forward: the twin raised RuntimeError: boom in the kernel" in err
+
+
+def test_a_hand_written_node_on_the_way_is_refused(model: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    err = refused(capsys, f"{model}:PartlyHand.head", "--expect", TOL)
+    assert "twin node head (HandProj) stands for no authored Module (its module is None)" in err
+    err = refused(capsys, f"{model}:PartlyHand", "--per-node", "--expect", TOL)
+    assert "--per-node: twin node head (HandProj) stands for no authored Module" in err
+    status, out, _ = run(capsys, f"{model}:PartlyHand.embed", "--expect", TOL)
+    assert status == 0, "a generated node above it is still judged"
+
+
+def test_per_node_on_a_function_checks_that_function_alone(model: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run(capsys, f"{model}:NetTwin.pick", "--per-node", "--expect", TOL)
+    assert status == 0
+    assert [line.split()[0] for line in out.splitlines() if ":output" in line] == ["pick:output"]

@@ -53,6 +53,9 @@ class Block:
     def names(self):
         return [m.name for m in self.modules]
 
+    def init_state(self, x, *, device):
+        return self.inner.gate(x).to(device), tuple(m.name for m in self.modules)
+
 
 @runtime_module(Proj)
 class ProjTwin:
@@ -210,6 +213,8 @@ def test_orchestration_methods_are_reused_verbatim() -> None:
     assert torch.allclose(twin.gated(x), loaded.gated(x), rtol=1e-5, atol=1e-6)
     assert CALLS == ["inner.gate", "norm"]
     assert twin.names() == ["inner", "outer"], "self.modules works as on Module / LoadedModule"
+    state, names = twin.init_state(x, device="cpu")
+    assert torch.equal(state, torch.sigmoid(x)) and names == ("inner", "outer"), "keyword-only arguments pass"
 
 
 def test_forward_prefers_an_own_forward() -> None:

@@ -78,7 +78,8 @@ predicates: --expect PATH=PRED, repeatable; every output needs at least one.
 
 --per-node also checks the step of every node under the selection and every kernel, each on its own random
 inputs (labels are dotted paths from the root: layer0.forward, layer0.attn.attend), so a table row names
-the node that is off. A node whose step is only its entry function is checked once, as that kernel.
+the node that is off. A node whose step is only its entry function is checked once, as that kernel;
+a selected function is checked alone.
 
 example (the twin of a two-layer model, per node and whole forward):
 
@@ -270,7 +271,7 @@ def _check(args: argparse.Namespace) -> _Outcome:
         inputs = random_inputs(sel.label, params, dims, args.seed, int_range, args.device)
         inputs_text = f"random, seed {args.seed}"
     items = [_selected_item(sel, loaded, twin_node, inputs)]
-    if args.per_node:
+    if args.per_node and sel.member_kind != "function":
         items += _node_items(sel, loaded, twin_node, dims, args.seed, int_range, args.device)
     report = _judge(items, expectations, prefixed=args.per_node)
     setup = {
