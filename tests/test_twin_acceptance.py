@@ -299,3 +299,19 @@ def test_the_console_command_end_to_end(model_file: Path) -> None:
     assert bad.returncode == 1, bad.stderr
     assert any(line.startswith("layer1.ffn.mlp:output") and line.rstrip().endswith("FAIL")
                for line in bad.stdout.splitlines())
+
+
+def test_the_help_example_is_this_model_run(model_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The worked example in ``check --help`` shows rows this very model produces (its BrokenModelTwin)."""
+    from tilefoundry.cli.check_cmd import DESCRIPTION
+
+    shown = [line.strip() for line in DESCRIPTION.splitlines() if line.startswith("  ") and line.rstrip().endswith(
+        ("PASS", "FAIL"))]
+    assert len(shown) == 7
+    assert main(["check", f"{model_file}:BrokenModelTwin", "--per-node", "--dim", "seq=4",
+                 "--expect", f"*={TOL}"]) == 1
+    printed = [line.strip() for line in capsys.readouterr().out.splitlines()]
+    for row in shown:
+        assert row in printed
+    verdict = next(line.strip() for line in DESCRIPTION.splitlines() if "FAIL: 3 of 11" in line)
+    assert printed[-1] == verdict

@@ -81,16 +81,25 @@ inputs (labels are dotted paths from the root: layer0.forward, layer0.attn.atten
 the node that is off. A node whose step is only its entry function is checked once, as that kernel;
 a selected function is checked alone.
 
-example (the twin of a two-layer model, per node and whole forward):
+example: model.py authors a two-layer Model (@module) and BrokenTwin, a @runtime_module(Model) twin whose
+layer1 MLP kernel computes gelu where the Model says silu. Check it node by node and as a whole:
 
-  tilefoundry check model.py:ModelTwin --per-node --dim seq=4 --expect '*=rel_l2:max=1e-5'
+  tilefoundry check model.py:BrokenTwin --per-node --dim seq=4 --expect '*=rel_l2:max=1e-5'
 
-  path                        shape    dtype  ref_norm  predicate  bound      measured            verdict
-  forward:output[0]           (4, 11)  f32    2.2       rel_l2     max=1e-05  rel_l2=1.5e-07      PASS
-  forward:output[1]           (4,)     i64    12.4      equal      -          mismatches=0        PASS
-  embed:output                (4, 8)   f32    ...
-  layer1.ffn.mlp:output       (4, 8)   f32    5.9       rel_l2     max=1e-05  rel_l2=0.0021       FAIL
-  FAIL: 2 of 11 outputs failed (forward:output[0], layer1.ffn.mlp:output)
+  path                       shape    dtype  ref_norm  predicate  bound      measured            verdict
+  -------------------------  -------  -----  --------  ---------  ---------  ------------------  -------
+  forward:output[0]          (4, 11)  f32    3.99254   rel_l2     max=1e-05  rel_l2=0.0195173    FAIL
+  forward:output[1]          (4,)     i64    10.583    equal      -          mismatches=0        PASS
+  embed:output               (4, 8)   f32    2.19274   rel_l2     max=1e-05  rel_l2=0            PASS
+  ...
+  layer0.ffn.mlp:output      (4, 8)   f32    6.57722   rel_l2     max=1e-05  rel_l2=6.99765e-08  PASS
+  layer1.forward:output      (4, 8)   f32    7.97931   rel_l2     max=1e-05  rel_l2=0.0257769    FAIL
+  layer1.attn.attend:output  (4, 8)   f32    6.46186   rel_l2     max=1e-05  rel_l2=8.47658e-08  PASS
+  layer1.ffn.mlp:output      (4, 8)   f32    3.57065   rel_l2     max=1e-05  rel_l2=0.0452717    FAIL
+  FAIL: 3 of 11 outputs failed (forward:output[0], layer1.forward:output, layer1.ffn.mlp:output)
+
+  The rows name the node that is off (layer1.ffn.mlp); the exit status is 1. Once fixed, check the one
+  node again with: tilefoundry check model.py:BrokenTwin.layer1.ffn.mlp --expect 'output=rel_l2:max=1e-5'
 """
 
 
@@ -99,7 +108,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", metavar="FILE.py:Name[.child...][.member]", help="what to check (see above)")
     parser.add_argument("--expect", action="append", default=[], metavar="PATH=PRED",
                         help="predicate(s) for an output; repeatable ('*' for every output not named)")
-    parser.add_argument("--per-node", action="store_true", help="also check every kernel of every node")
+    parser.add_argument("--per-node", action="store_true",
+                        help="also check every node's step and every kernel under the selection")
     parser.add_argument("--ckpt", metavar="DIR", help="read weights from this safetensors folder (default: random)")
     alias = parser.add_mutually_exclusive_group()
     alias.add_argument("--alias", metavar="NAME", help="the global of FILE.py holding the alias table")
