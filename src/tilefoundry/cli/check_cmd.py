@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from ..ir.core.module import Module
-from ..runtime.check import OutputCheck, Predicate, Report, check, equal, nan_inf, parse_predicate
+from ..runtime.check import CheckError, OutputCheck, Predicate, Report, check, equal, nan_inf, parse_predicate
 from ..runtime.check.dtypes import is_discrete_dtype
 from ..runtime.check.flatten import clone_leaves, flatten
 from ..runtime.module import RuntimeModule
@@ -183,7 +183,8 @@ class _Expectations:
     def empty(self) -> bool:
         return not (self.qualified or self.plain or self.wildcard)
 
-    def all(self) -> list[Predicate]:
+    def predicates(self) -> list[Predicate]:
+        """Every predicate stated, wherever it applies."""
         preds = [p for ps in self.qualified.values() for p in ps] + [p for ps in self.plain.values() for p in ps]
         return preds + self.wildcard
 
@@ -249,7 +250,7 @@ def _check(args: argparse.Namespace) -> _Outcome:
     node = sel.node
     has_reference = sel.twin is not None
     if not has_reference:
-        needing = [p for p in expectations.all() if p.needs_reference]
+        needing = [p for p in expectations.predicates() if p.needs_reference]
         if needing:
             kind = "a Module" if isinstance(sel.root, Module) else "a Function"
             raise Refusal(
@@ -300,7 +301,7 @@ def _check(args: argparse.Namespace) -> _Outcome:
 def _candidate_text(sel: Selection, twin_node: RuntimeModule | None) -> str:
     if twin_node is None:
         return f"evaluator on Module {sel.node.name} (no twin)"
-    return f"{type(twin_node).__qualname__} (runtime twin of {sel.node.name})"
+    return f"{type(twin_node).__name__} (runtime twin of {sel.node.name})"
 
 
 def _resource(args: argparse.Namespace, sel: Selection, dims: Mapping[str, int],
@@ -373,7 +374,7 @@ def _load_twin(twin: RuntimeModule, resource: Any, args: argparse.Namespace) -> 
     try:
         twin.load(resource)
     except (KeyError, ValueError, TypeError, OSError, RuntimeError) as error:
-        raise Refusal(f"loading the twin {type(twin).__qualname__}: {_reason(error)}{_ckpt_hint(args)}") from None
+        raise Refusal(f"loading the twin {type(twin).__name__}: {_reason(error)}{_ckpt_hint(args)}") from None
 
 
 def _ckpt_hint(args: argparse.Namespace) -> str:
@@ -408,7 +409,7 @@ def _node_items(sel: Selection, loaded: Any, twin_node: RuntimeModule | None, di
                 twin = twin_child(twin, name)
         if twin is not None and twin.module is None:
             raise Refusal(
-                f"--per-node: twin node {twin._tree_path()} ({type(twin).__qualname__}) stands for no authored "
+                f"--per-node: twin node {twin._tree_path()} ({type(twin).__name__}) stands for no authored "
                 "Module (its module is None), so it cannot be judged; check the nodes around it one by one"
             )
         own_forward = twin is not None and bool(getattr(type(twin), "_tf_own_forward", False))
@@ -461,8 +462,7 @@ def _run_side(item: _Item, side: str, fn: Callable[..., Any]) -> tuple[Any, list
 
 
 def _judge(items: Sequence[_Item], expectations: _Expectations, *, prefixed: bool) -> Report:
-    from ..runtime.check import CheckError
-
+    """Run every item's sides once, resolve its predicates against what it produced, and check it."""
     outputs: list[OutputCheck] = []
     produced: list[str] = []
     for item in items:

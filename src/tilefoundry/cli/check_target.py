@@ -168,7 +168,7 @@ def _authored(name: str, twin: RuntimeModule) -> Module:
     module = twin.module
     if module is None:
         raise Refusal(
-            f"{name} ({type(twin).__qualname__}) stands for no authored Module (its module is None), so there is "
+            f"{name} ({type(twin).__name__}) stands for no authored Module (its module is None), so there is "
             "nothing to judge it against; generate it with @runtime_module(sem), or select the semantic Module to "
             "evaluate it alone"
         )
@@ -185,7 +185,7 @@ def _refuse_unauthored(selection: Selection) -> None:
         node = twin_child(node, name)
         if node.module is None:
             raise Refusal(
-                f"twin node {node._tree_path()} ({type(node).__qualname__}) stands for no authored Module (its "
+                f"twin node {node._tree_path()} ({type(node).__name__}) stands for no authored Module (its "
                 "module is None), so it cannot be judged against one; select a node above it or check it by hand"
             )
 
@@ -196,6 +196,6 @@ def twin_child(node: RuntimeModule, name: str) -> RuntimeModule:
         if child.name == name:
             return child
     raise Refusal(
-        f"twin node {node._tree_path() or node.name} ({type(node).__qualname__}) has no child {name!r} although "
+        f"twin node {node._tree_path() or node.name} ({type(node).__name__}) has no child {name!r} although "
         f"its Module does; its children: {', '.join(c.name for c in node.modules) or 'none'}"
     )
