@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The whole GPU suite and the copy bandwidth benchmark, in one call, on a machine with an H200
+# (or any sm_90a GPU) and nvcc; through the device tool:
+#   set -o pipefail; bash tests/gpu/run.sh 2>&1 | tee $OUT/log        (carry: [".whl"])
+# CuTe comes from the nvidia-cutlass wheel in .whl/ (that machine has no nvidia-cutlass), or from
+# an installed nvidia-cutlass when there is no wheel. TF_GPU_BUILD_ONLY=1 stops after building.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+out=${OUT:-$root/build/gpu}
+build=$root/build/gpu
+mkdir -p "$build" "$out"
+py=${PYTHON:-python3}
+
+site=$build/site
+wheel=$(ls .whl/nvidia_cutlass-*.whl 2>/dev/null | head -n 1)
+if [[ -n $wheel ]]; then
+  "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" "$wheel" || exit 1
+  export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
+fi
+cute=$("$py" -c "import cutlass_library, os; print(os.path.join(os.path.dirname(cutlass_library.__file__), 'source', 'include'))") || {
+  echo "run.sh: no nvidia-cutlass: put its wheel in .whl/ (tests/gpu/README.md)"; exit 1; }
+echo "CuTe headers: $cute"
+nvcc --version | tail -n 1
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+
+flags=(-std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -DTILEFOUNDRY_TARGET_CUDA -Iinclude
+       -isystem "$cute" -Werror all-warnings -Xcompiler -Wall,-Wextra)
+tests=(test_topology test_elementwise test_reduce test_sync test_copy_async)
+
+# Build everything at once: each nvcc is single-threaded.
+declare -A pids
+for t in "${tests[@]}"; do
+  nvcc "${flags[@]}" "tests/gpu/$t.cu" -o "$build/$t" > "$build/$t.build.log" 2>&1 &
+  pids[$t]=$!
+done
+nvcc "${flags[@]}" -Xcompiler -fPIC -shared bench/copy_bandwidth.cu -o "$build/libtf_copy.so" \
+  > "$build/bench.build.log" 2>&1 &
+pids[bench]=$!
+declare -A status
+for k in "${!pids[@]}"; do
+  if wait "${pids[$k]}"; then status[$k]=built; else status[$k]="BUILD FAILED"; cat "$build/$k.build.log"; fi
+done
+[[ ${TF_GPU_BUILD_ONLY:-0} == 1 ]] && { for k in "${!status[@]}"; do echo "$k: ${status[$k]}"; done; exit 0; }
+
+for t in "${tests[@]}"; do
+  [[ ${status[$t]} == built ]] || continue
+  echo "=== $t"
+  if timeout 300 "$build/$t"; then status[$t]=passed; else status[$t]="FAILED (exit $?)"; fi
+done
+
+# What the compiler made of the fast paths: 16-byte loads and stores in the copy, cp.async (LDGSTS)
+# in the staging test, shuffles and barriers in the reduce tiers.
+if command -v cuobjdump >/dev/null; then
+  for f in libtf_copy.so:'LDG.E.128|STG.E.128' test_copy_async:'LDGSTS' test_reduce:'SHFL.BFLY|BAR.SYNC'; do
+    bin=${f%%:*}; pat=${f#*:}
+    [[ -f $build/$bin ]] && echo "sass $bin: $(cuobjdump -sass "$build/$bin" | grep -cE "$pat") instructions matching $pat"
+  done
+fi
+
+if [[ ${status[bench]} == built ]]; then
+  echo "=== copy bandwidth"
+  if PYTHONUNBUFFERED=1 "$py" bench/copy_bandwidth.py --lib "$build/libtf_copy.so" --json "$out/copy_bandwidth.json"; then
+    if "$py" -c "import json,sys; sys.exit(0 if json.load(open('$out/copy_bandwidth.json'))['meets_target'] else 1)"; then
+      status[bench]="passed (>= 85% of torch)"
+    else
+      status[bench]="BELOW 85% of torch"
+    fi
+  else
+    status[bench]="FAILED"
+  fi
+fi
+
+echo "=== summary"
+fail=0
+for k in "${tests[@]}" bench; do
+  echo "$k: ${status[$k]}"
+  [[ ${status[$k]} == passed* ]] || fail=1
+done
+exit $fail
