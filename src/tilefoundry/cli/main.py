@@ -24,12 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subs = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
-        try:
-            mod = importlib.import_module(f"tilefoundry.cli.{name}_cmd")
-        except ModuleNotFoundError as e:
-            if e.name != f"tilefoundry.cli.{name}_cmd":
-                raise
-            continue
+        mod = importlib.import_module(f"tilefoundry.cli.{name}_cmd")
         sub = subs.add_parser(mod.NAME, help=mod.HELP, description=mod.DESCRIPTION,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
         mod.add_arguments(sub)

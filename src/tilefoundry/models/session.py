@@ -7,8 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-import torch
-
+from ..runtime.resource.device import resolve_device
 from .checkpoint import OpenedCheckpoint, open_checkpoint
 from .generation import GenerationResult, Sampling, generate
 
@@ -59,7 +58,7 @@ class TextSession:
             raise ValueError(f"backend must be 'reference' or 'twin', got {backend!r}")
         if max_new_tokens < 1:
             raise ValueError(f"--max-new-tokens must be >= 1, got {max_new_tokens}")
-        torch.device(device)  # refuses an unknown device string before any work
+        resolve_device(device)  # refuses an unknown or absent device before any work
         start = time.perf_counter()
         tokenizer = load_tokenizer(ckpt)
         ids = encode_prompt(tokenizer, prompt, chat)
