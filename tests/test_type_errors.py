@@ -298,7 +298,7 @@ def test_dimvar_out_of_range_at_evaluate() -> None:
     with pytest.raises(ValueError) as ei:
         seq_pair(torch.zeros(64, 8), torch.zeros(64, 8))  # hi is exclusive
     msg = str(ei.value)
-    assert msg.startswith("seq_pair: argument x:"), msg
+    assert msg.startswith("seq_pair: argument x (Tensor[(seq, 8), f32]):"), msg
     assert "DimVar seq = 64 is outside its range [1, 64)" in msg
     with pytest.raises(ValueError, match=r"DimVar seq = 0 is outside its range \[1, 64\)"):
         seq_pair(torch.zeros(0, 8), torch.zeros(0, 8))
@@ -432,13 +432,11 @@ def test_unknown_storage_in_annotation() -> None:
         Tensor[(4, 8), "f32", "shared"]
 
 
-# -- known gaps (strict xfail: they start failing, as a reminder to drop the mark, once fixed) ---------------
+# -- errors at evaluate time and in annotations point at the authored line ----------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="evaluator/run.py: input validation errors carry neither the declared type "
-                   "nor the source line of the call (reported to the owner of run.py)")
 def test_evaluate_time_errors_name_the_declared_type_and_the_calling_line() -> None:
-    line = next_line()
+    line = next_line() + 1
     with pytest.raises(ValueError) as ei:
         seq_pair(torch.zeros(64, 8), torch.zeros(64, 8))
     msg = str(ei.value)
@@ -446,8 +444,6 @@ def test_evaluate_time_errors_name_the_declared_type_and_the_calling_line() -> N
     assert f"{FILE}:{line}" in msg
 
 
-@pytest.mark.xfail(strict=True, reason="annotation / Function parsing: an unknown dtype name in an annotation "
-                   "is reported without the parameter name and line (reported to the owner of ir/core)")
 def test_unknown_dtype_in_annotation_names_parameter_and_line() -> None:
     deco_line = next_line() + 1
     with pytest.raises(TypeError) as ei:

@@ -9,6 +9,7 @@ import torch
 
 from ..ir.core.function import Function, Param
 from ..ir.core.graph import Node, Value
+from ..ir.core.source import user_source
 from ..ir.core.tree import flatten, unflatten
 from ..ir.types.dim import DimVar
 from ..ir.types.tensor_type import TensorType
@@ -62,6 +63,7 @@ def bind_inputs(fn: Function, params: Sequence[Param], args: Sequence[Any], bind
             f"{fn.name} takes {len(params)} arguments ({', '.join(p.name for p in params)}), got {len(args)}"
         )
     deferred: list[tuple[Param, int, Any, int]] = []
+    bound_by: dict[str, str] = {}
     for p, a in zip(params, args):
         if not isinstance(a, torch.Tensor):
             raise TypeError(f"{fn.name}: argument {p.name} must be a torch.Tensor ({p.type}), got {type(a).__name__}")
@@ -78,7 +80,7 @@ def bind_inputs(fn: Function, params: Sequence[Param], args: Sequence[Any], bind
                     raise ValueError(f"{fn.name}: argument {p.name} has shape {tuple(a.shape)}, declared {want} "
                                      f"(axis {axis}: {n} != {d})")
             elif isinstance(d, DimVar):
-                _bind(fn, p, d, n, bindings)
+                _bind(fn, p, d, n, bindings, bound_by)
             else:
                 deferred.append((p, axis, d, n))
     for p, axis, d, n in deferred:
@@ -92,21 +94,28 @@ def bind_inputs(fn: Function, params: Sequence[Param], args: Sequence[Any], bind
                              f"other arguments")
 
 
-def _bind(fn: Function, p: Param, d: DimVar, n: int, bindings: dict[str, int]) -> None:
+def _bind(fn: Function, p: Param, d: DimVar, n: int, bindings: dict[str, int], bound_by: dict[str, str]) -> None:
     if not d.contains(n):
-        raise ValueError(f"{fn.name}: argument {p.name}: DimVar {d.name} = {n} is outside its range "
+        raise ValueError(f"{fn.name}: argument {p.name} ({p.type}): DimVar {d.name} = {n} is outside its range "
                          f"[{d.lo}, {d.hi})")
     if d.name in bindings and bindings[d.name] != n:
-        raise ValueError(f"{fn.name}: DimVar {d.name} is {bindings[d.name]} from an earlier argument but "
-                         f"{n} in {p.name}")
+        raise ValueError(f"{fn.name}: DimVar {d.name} is {bindings[d.name]} from argument {bound_by[d.name]} but "
+                         f"{n} in {p.name} ({p.type})")
     bindings[d.name] = n
+    bound_by.setdefault(d.name, p.name)
 
 
 def run_function(fn: Function, args: Sequence[Any], ctx: EvalContext, params: Sequence[Param] | None = None) -> Any:
     """Validate ``args`` against ``fn``'s params, then run its graph under ``ctx``."""
     graph = fn.graph
     bindings: dict[str, int] = {}
-    bind_inputs(fn, fn.params if params is None else params, args, bindings)
+    try:
+        bind_inputs(fn, fn.params if params is None else params, args, bindings)
+    except (TypeError, ValueError) as e:
+        loc = user_source()
+        if loc is None:
+            raise
+        raise type(e)(f"{e}\n  called at {loc}") from None
     local = EvalContext(ctx.device, bindings, ctx.reading)
     values: dict[int, torch.Tensor] = {id(v): a for v, a in zip(graph.params, args)}
     for node in graph.nodes:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..types.tensor_type import TensorType
+from .source import user_source
 
 
 @dataclass(frozen=True)
@@ -28,4 +29,9 @@ def parse_spec(item: object, const: bool) -> TensorSpec:
     if isinstance(shape, int) or not isinstance(shape, (tuple, list)):
         shape = (shape,)
     storage = item[2] if len(item) == 3 else "gmem"
-    return TensorSpec(TensorType(tuple(shape), dtype, storage=storage), const)
+    try:
+        return TensorSpec(TensorType(tuple(shape), dtype, storage=storage), const)
+    except (TypeError, ValueError) as e:
+        loc = user_source()
+        where = f"{loc}: " if loc is not None else ""
+        raise type(e)(f"{where}{kind}[...]: {e}") from None

@@ -63,6 +63,7 @@ class Value:
     def __truediv__(self, o: Any) -> Value: return _binary("div", self, o)
     def __rtruediv__(self, o: Any) -> Value: return _binary("div", o, self)
     def __pow__(self, o: Any) -> Value: return _binary("pow", self, o)
+    def __rpow__(self, o: Any) -> Value: return _binary("pow", o, self)
     def __matmul__(self, o: Any) -> Value: return _binary("matmul", self, o)
     def __neg__(self) -> Value: return _unary("neg", self)
     def __lt__(self, o: Any) -> Value: return _binary("lt", self, o)

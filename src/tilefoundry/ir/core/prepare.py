@@ -101,7 +101,9 @@ def prepare_module(mod: Module, raw: Any, out_dir: str | os.PathLike[str], *, de
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
     try:
-        save_file(tensors, str(tmp / SHARD_NAME), metadata={"format": "pt", "tilefoundry_module": mod.name})
+        # One metadata key only: safetensors writes metadata from a hash map, so two keys come out in a
+        # different order from run to run and the shard would not be byte-for-byte reproducible.
+        save_file(tensors, str(tmp / SHARD_NAME), metadata={"format": "pt"})
         total = sum(t.numel() * t.element_size() for t in tensors.values())
         index = {"metadata": {"total_size": total, "prepared_by": PREPARED_MARK},
                  "weight_map": {k: SHARD_NAME for k in sorted(tensors)}}

@@ -7,6 +7,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import torch
+
 from ..types.dtype import DType, dtype_of
 from ..types.shard import MeshSpec
 from ..types.tensor_type import TensorType
@@ -122,6 +124,11 @@ def _scalar_like(op: str, x: Any, like: Value) -> Value:
     elif isinstance(x, int):
         if dt.is_bool:
             raise IRTypeError(op, [like.type], f"int scalar {x!r} next to a bool tensor", user_source())
+        if dt.is_int:
+            info = torch.iinfo(dt.torch_dtype)
+            if not info.min <= x <= info.max:
+                raise IRTypeError(op, [like.type], f"int scalar {x} does not fit {dt} [{info.min}, {info.max}]",
+                                  user_source())
     elif isinstance(x, float):
         if not dt.is_float:
             raise IRTypeError(
