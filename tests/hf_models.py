@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import torch
@@ -40,3 +41,9 @@ def make_checkpoint(family: str, folder: Path, *, sharded: bool, fused_experts: 
     else:
         model.save_pretrained(str(folder), max_shard_size="100KB" if sharded else "10GB")
     return model
+
+
+def folder_digest(folder: Path) -> dict[str, str]:
+    """sha256 of every file below ``folder``, by relative path: equal digests mean nothing was written."""
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -13,11 +12,7 @@ from tilefoundry.cli.main import main
 from tilefoundry.models import open_checkpoint
 from tilefoundry.runtime.resource import SafetensorsResource
 
-from .hf_models import make_checkpoint
-
-
-def _digest(folder: Path) -> dict[str, str]:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir()) if p.is_file()}
+from .hf_models import folder_digest, make_checkpoint
 
 
 def test_models_lists_every_family(capsys) -> None:
@@ -38,10 +33,10 @@ def test_every_subcommand_has_help_with_an_example(command: str, capsys) -> None
 def test_prepare_stacks_experts_and_the_prepared_folder_loads(tmp_path: Path, capsys) -> None:
     raw = tmp_path / "raw"
     make_checkpoint("qwen3_moe", raw, sharded=True)
-    before = _digest(raw)
+    before = folder_digest(raw)
     out = tmp_path / "prepared"
     assert main(["prepare", "--ckpt", str(raw), "--out", str(out)]) == 0
-    assert _digest(raw) == before
+    assert folder_digest(raw) == before
     index = json.loads((out / "model.safetensors.index.json").read_text())
     assert "layer0.experts_gate" in index["weight_map"] and (out / "config.json").is_file()
     stacked = SafetensorsResource(str(out), device="cpu").load("layer0.experts_gate")
@@ -59,10 +54,10 @@ def test_prepare_refuses_unsupported_architecture_and_writes_nothing(tmp_path: P
     config = json.loads((raw / "config.json").read_text())
     config["architectures"] = ["GPT2LMHeadModel"]
     (raw / "config.json").write_text(json.dumps(config))
-    before = _digest(raw)
+    before = folder_digest(raw)
     assert main(["prepare", "--ckpt", str(raw), "--out", str(tmp_path / "out")]) == 2
     assert "'GPT2LMHeadModel' is not supported" in capsys.readouterr().err
-    assert _digest(raw) == before and not (tmp_path / "out").exists()
+    assert folder_digest(raw) == before and not (tmp_path / "out").exists()
 
 
 def test_generate_refuses_a_folder_without_tokenizer(tmp_path: Path, capsys) -> None:

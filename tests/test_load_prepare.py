@@ -155,7 +155,7 @@ def test_child_reached_from_two_owners_gets_one_reading_per_owner() -> None:
 def test_runner_argument_lists_are_not_interchangeable() -> None:
     loaded = Proj.load(DictResource({"w": torch.randn(4, 6), "b": torch.randn(6)}))
     x = torch.randn(2, 4)
-    with pytest.raises(TypeError, match=r"takes activations alone \(x\).*Module's runner Proj.proj"):
+    with pytest.raises(TypeError, match=r"takes activations alone \(x\).*unread Module's runner proj"):
         loaded.proj(x, torch.randn(4, 6), torch.randn(6))
     with pytest.raises(TypeError, match=r"activations alone.*mod.load\(resource\).proj"):
         Proj.proj(x)

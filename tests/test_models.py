@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -13,17 +12,12 @@ from tilefoundry.models import UnsupportedModelError, generate, open_checkpoint
 from tilefoundry.models.twins import build_twin
 from tilefoundry.runtime.check import check, parse_predicate
 
-from .hf_models import make_checkpoint
+from .hf_models import folder_digest, make_checkpoint
 
 PROMPT = torch.tensor([3, 17, 42, 99, 5, 250, 7])
 NEW = 32
 REL_L2 = parse_predicate("rel_l2:max=1e-5")
 COSINE = parse_predicate("cosine:min=0.99999")
-
-
-def _digest(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 def _assert_close(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
@@ -72,7 +66,7 @@ def test_family_matches_hugging_face(tmp_path: Path, monkeypatch, family: str, s
     hf = make_checkpoint(family, ckpt, sharded=sharded, fused_experts=fused)
     if sharded:
         assert (ckpt / "model.safetensors.index.json").is_file() and len(list(ckpt.glob("*.safetensors"))) > 1
-    before = _digest(ckpt)
+    before = folder_digest(ckpt)
     want_tokens, hf_logits = _hf_greedy(hf)
 
     opened = open_checkpoint(ckpt, max_len=PROMPT.numel() + NEW, progress=False)
@@ -86,7 +80,7 @@ def test_family_matches_hugging_face(tmp_path: Path, monkeypatch, family: str, s
         _assert_close(logits[0], hf_logits[:n], f"{name} prefill logits")
         for i, step in enumerate(logits[1:], start=1):
             _assert_close(step[-1], hf_logits[n - 1 + i], f"{name} decode step {i} logits")
-    assert _digest(ckpt) == before, "nothing is written into the checkpoint folder"
+    assert folder_digest(ckpt) == before, "nothing is written into the checkpoint folder"
 
 
 @pytest.mark.parametrize("family", ["qwen3", "qwen3_moe"])
@@ -177,11 +171,11 @@ def test_missing_weight_is_named_and_nothing_is_written(tmp_path: Path) -> None:
     state = load_file(str(ckpt / "model.safetensors"))
     del state["model.layers.1.self_attn.k_proj.weight"]
     save_file(state, str(ckpt / "model.safetensors"), metadata={"format": "pt"})
-    before = _digest(ckpt)
+    before = folder_digest(ckpt)
     opened = open_checkpoint(ckpt, max_len=16, progress=False)
     with pytest.raises(KeyError, match=r"model\.layers\.1\.self_attn\.k_proj\.weight"):
         opened.module.load(opened.resource("cpu"))
-    assert _digest(ckpt) == before
+    assert folder_digest(ckpt) == before
 
 
 def test_wrong_shape_is_named_with_the_way_out(tmp_path: Path) -> None:
@@ -194,11 +188,11 @@ def test_wrong_shape_is_named_with_the_way_out(tmp_path: Path) -> None:
     state = load_file(str(ckpt / "model.safetensors"))
     state["model.layers.0.self_attn.q_norm.weight"] = torch.ones(31)
     save_file(state, str(ckpt / "model.safetensors"), metadata={"format": "pt"})
-    before = _digest(ckpt)
+    before = folder_digest(ckpt)
     opened = open_checkpoint(ckpt, max_len=16, progress=False)
     with pytest.raises(WeightMismatchError, match=r"layer0\.q_norm.*\(31,\).*converter"):
         opened.module.load(opened.resource("cpu"))
-    assert _digest(ckpt) == before
+    assert folder_digest(ckpt) == before
 
 
 def test_unsupported_architecture_is_named(tmp_path: Path) -> None:
@@ -207,7 +201,7 @@ def test_unsupported_architecture_is_named(tmp_path: Path) -> None:
     config = json.loads((ckpt / "config.json").read_text())
     config["architectures"] = ["MistralForCausalLM"]
     (ckpt / "config.json").write_text(json.dumps(config))
-    before = _digest(ckpt)
+    before = folder_digest(ckpt)
     with pytest.raises(UnsupportedModelError, match=r"'MistralForCausalLM' is not supported; supported: "
                                                     r"LlamaForCausalLM"):
         open_checkpoint(ckpt, max_len=16, progress=False)
@@ -216,4 +210,4 @@ def test_unsupported_architecture_is_named(tmp_path: Path) -> None:
     (ckpt / "config.json").write_text(json.dumps(config))
     with pytest.raises(UnsupportedModelError, match="hidden_act 'gelu'"):
         open_checkpoint(ckpt, max_len=16, progress=False)
-    assert set(_digest(ckpt)) == set(before)
+    assert set(folder_digest(ckpt)) == set(before)

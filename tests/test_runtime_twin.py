@@ -139,7 +139,7 @@ def test_weights_are_filled_by_name_and_callers_pass_activations_alone() -> None
     assert got_x is x and got_w is data["w"] and got_b is data["b"], "the bound tensors themselves, by name"
     assert torch.equal(out, x @ data["w"] + data["b"])
     with pytest.raises(TypeError, match=r"takes activations alone \(x\); you passed every declared parameter.*"
-                                        r"fills the weights \(w, b\)"):
+                                        r"weights \(w, b\) are filled from what load read"):
         twin.proj(x, data["w"], data["b"])
     with pytest.raises(TypeError, match=r"Proj.proj takes 1 activations \(x\), got 2"):
         twin.proj(x, x)

@@ -60,28 +60,13 @@ class BoundKernel:
     def __call__(self, *acts: Any) -> Any:
         fn = self.function
         where = f"{_where(self.twin)}.{fn.name}"
-        n_acts, n_all = len(fn.activations), len(fn.params)
-        act_names = ", ".join(p.name for p in fn.activations) or "none"
-        if len(acts) == n_all and n_all != n_acts:
-            raise TypeError(
-                f"{where} takes activations alone ({act_names}); you passed every declared parameter, the "
-                f"argument list of the unread Module's runner {fn.name}. The twin fills the weights "
-                f"({', '.join(p.name for p in fn.weights)}) from what load bound"
+        constants = self.twin._tf_constants
+        if fn.weights and constants is None:
+            raise NotLoadedError(
+                f"{where} needs the weights {', '.join(p.name for p in fn.weights)}, which are bound by load; "
+                f"call load(resource) on the twin (the root of its tree) before calling it"
             )
-        if len(acts) != n_acts:
-            raise TypeError(f"{where} takes {n_acts} activations ({act_names}), got {len(acts)}")
-        args: list[Any]
-        if fn.weights:
-            constants = self.twin._tf_constants
-            if constants is None:
-                raise NotLoadedError(
-                    f"{where} needs the weights {', '.join(p.name for p in fn.weights)}, which are bound by load; "
-                    f"call load(resource) on the twin (the root of its tree) before calling it"
-                )
-            it = iter(acts)
-            args = [constants[p.name] if p.const else next(it) for p in fn.params]
-        else:
-            args = list(acts)
+        args = fn.fill_weights(where, acts, constants or {})
         impl = self.slot.impl
         if isinstance(impl, RuntimeFunction):
             return impl(*args)

@@ -64,6 +64,25 @@ class Function:
         """The Tensor (non-weight) parameters, in declaration order."""
         return tuple(p for p in self.params if not p.const)
 
+    def fill_weights(self, where: str, acts: tuple[Any, ...], constants: Mapping[str, Any]) -> list[Any]:
+        """Every declared argument, from activations alone plus weights taken by name from ``constants``.
+
+        A runner that holds weights (a LoadedModule's, a twin's kernel) calls this; it refuses the unread
+        Module's argument list (every declared parameter), naming that runner, and a wrong count.
+        """
+        act_names = ", ".join(p.name for p in self.activations) or "none"
+        n_acts, n_all = len(self.activations), len(self.params)
+        if len(acts) == n_all and n_all != n_acts:
+            raise TypeError(
+                f"{where} takes activations alone ({act_names}); you passed every declared parameter, the "
+                f"argument list of the unread Module's runner {self.name}. The weights "
+                f"({', '.join(p.name for p in self.weights)}) are filled from what load read"
+            )
+        if len(acts) != n_acts:
+            raise TypeError(f"{where} takes {n_acts} activations ({act_names}), got {len(acts)}")
+        it = iter(acts)
+        return [constants[p.name] if p.const else next(it) for p in self.params]
+
     def signature(self) -> str:
         """``name(p: Tensor[...], w: ConstTensor[...])`` for messages."""
         return f"{self.name}({', '.join(str(p) for p in self.params)})"

@@ -82,19 +82,8 @@ class BoundFunction:
         from ...evaluator import EvalContext, run_function
 
         fn = self.function
-        n_acts, n_all = len(fn.activations), len(fn.params)
-        if len(acts) == n_all and n_all != n_acts:
-            raise TypeError(
-                f"LoadedModule {self.reading.name!r}.{fn.name} takes activations alone "
-                f"({', '.join(p.name for p in fn.activations) or 'none'}); you passed every declared parameter, "
-                f"which is the argument list of the Module's runner {self.reading.name}.{fn.name} on the unread Module"
-            )
-        if len(acts) != n_acts:
-            raise TypeError(f"{self.reading.name}.{fn.name} takes {n_acts} activations "
-                            f"({', '.join(p.name for p in fn.activations)}), got {len(acts)}")
+        args = fn.fill_weights(f"LoadedModule {self.reading.name!r}.{fn.name}", acts, self.reading.constants)
         device = self._agree_placement(acts)
-        it = iter(acts)
-        args = [self.reading.constants[p.name] if p.const else next(it) for p in fn.params]
         return run_function(fn, args, EvalContext(device, reading=self.reading))
 
     def _agree_placement(self, acts: tuple[Any, ...]) -> torch.device:
