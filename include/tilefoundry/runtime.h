@@ -2,6 +2,9 @@
 // macro; generated code never includes a target subheader itself (spec 2).
 #pragma once
 
+// Lets the runtime's own headers tell this path from a direct include of a target subheader.
+#define TILEFOUNDRY_RUNTIME_UMBRELLA 1
+
 #if defined(TILEFOUNDRY_TARGET_CUDA) && defined(TILEFOUNDRY_TARGET_CPU)
 #error \
     "tilefoundry/runtime.h: both TILEFOUNDRY_TARGET_CUDA and TILEFOUNDRY_TARGET_CPU are defined; define exactly one"

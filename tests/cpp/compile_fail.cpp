@@ -1,4 +1,9 @@
 // Each case must be refused at compile time with the message its CTest names (CMakeLists.txt).
+#if defined(CASE_TARGET_SUBHEADER)
+#define TILEFOUNDRY_TARGET_CPU
+#include <tilefoundry/runtime/cpu/runtime.h>
+#endif
+
 #if defined(CASE_BOTH_TARGETS)
 #define TILEFOUNDRY_TARGET_CUDA
 #define TILEFOUNDRY_TARGET_CPU

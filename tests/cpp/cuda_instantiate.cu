@@ -217,3 +217,20 @@ __global__ void copy_async_kernels(float const* xf, bf16 const* xb, char const* 
   ops::cp_async_wait<0>();
   ops::cp_async_wait<1>();
 }
+
+// The view helpers are host-device (spec 3, "Annotation convention"): host code of a CUDA
+// translation unit uses them too, as the single instance it is outside any launch.
+void host_views(float* p) {
+  auto layout = cute::make_layout(cute::make_shape(Int<4>{}, Int<8>{}),
+                                  cute::make_stride(Int<8>{}, Int<1>{}));
+  auto mesh = make_mesh<TS::cta>(cute::make_layout(cute::make_shape(Int<4>{})));
+  auto s = make_shard_tensor(cute::make_tensor(p, layout), layout,
+                             make_shard_layout(layout, cute::make_tuple(shard::S<0>{}), mesh));
+  auto mine = local(s);
+  auto same = shard_partition(s);
+  float buf[32];
+  auto plain = cute::make_tensor(&buf[0], layout);
+  tilefoundry::copy(s, plain);
+  tilefoundry::copy(plain, s);
+  mine(0, 0) = same(0, 1) + float(program_id<TS::cta>());
+}

@@ -1,6 +1,11 @@
 // Annotations shared by every runtime header. The target is fixed by runtime.h before this is read.
 #pragma once
 
+#if !defined(TILEFOUNDRY_RUNTIME_UMBRELLA)
+#error \
+    "include <tilefoundry/runtime.h>; the runtime's subheaders are not included directly (spec 2)"
+#endif
+
 #include <cute/tensor_impl.hpp>
 
 // Op entries, their impl functors and op tags run on the device under the CUDA target (spec 3,
