@@ -71,9 +71,18 @@ if [[ ${status[bench]} == built ]]; then
   fi
 fi
 
+# The Python side on the GPU: model families through reference and twin, and decode speed vs HF.
+export PYTHONPATH=$root/src${PYTHONPATH:+:$PYTHONPATH}
+echo "=== python: model families on cuda"
+if "$py" -m pytest -q -p no:cacheprovider tests/gpu/test_models_cuda.py; then status[models]=passed
+else status[models]=FAILED; fi
+echo "=== decode speed: twin vs Hugging Face"
+if PYTHONUNBUFFERED=1 "$py" bench/decode.py --device cuda --json "$out/decode.json"; then status[decode]=passed
+else status[decode]=FAILED; fi
+
 echo "=== summary"
 fail=0
-for k in "${tests[@]}" bench; do
+for k in "${tests[@]}" bench models decode; do
   echo "$k: ${status[$k]}"
   [[ ${status[$k]} == passed* ]] || fail=1
 done
