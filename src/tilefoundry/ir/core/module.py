@@ -230,3 +230,10 @@ def converters_of(mod: Module) -> dict[str, Converter]:
     for fn in mod.functions.values():
         out.update(fn.converters)
     return out
+
+
+# LoadedModule is part of this module's public surface (``tilefoundry.ir.core.module.LoadedModule``); it
+# lives in loaded.py, which builds on Module, so it is imported after Module is defined.
+from .loaded import LoadedModule  # noqa: E402
+
+__all__ = ["ChildCall", "LoadedModule", "Module", "converters_of"]
