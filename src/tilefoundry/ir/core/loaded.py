@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
+from tqdm import tqdm
 
 from .function import Function
 from .module import Module
@@ -119,8 +120,17 @@ def reached_constants(fn: Function, reading: LoadedModule, path: str) -> list[tu
     return out
 
 
-def load_module(mod: Module, resource: Any, path: str = "") -> LoadedModule:
-    """Read ``mod``'s weights (and recursively its children's) from ``resource``, strictly validated."""
+def load_module(mod: Module, resource: Any) -> LoadedModule:
+    """Read ``mod``'s weights (and recursively its children's) from ``resource``, strictly validated.
+
+    A progress bar counts the weights read when standard error is a terminal.
+    """
+    total = sum(len(node.weights) for _, node in mod.walk())
+    with tqdm(total=total, desc=f"load {mod.name}", unit="weight", disable=None, leave=False) as bar:
+        return _load_node(mod, resource, "", bar)
+
+
+def _load_node(mod: Module, resource: Any, path: str, bar: tqdm) -> LoadedModule:
     bindings: dict[str, int] = {}
     constants: dict[str, torch.Tensor] = {}
     owners = {p.name: fn.name for fn in mod.functions.values() for p in fn.weights}
@@ -128,8 +138,9 @@ def load_module(mod: Module, resource: Any, path: str = "") -> LoadedModule:
         key = f"{path}.{name}" if path else name
         tensor = resource.load(name)
         constants[name] = validate_weight(key, tensor, declared, bindings, f"@{owners[name]}.converter({name!r})")
+        bar.update()
     children = tuple(
-        load_module(child, resource.subtree(child.name), f"{path}.{child.name}" if path else child.name)
+        _load_node(child, resource.subtree(child.name), f"{path}.{child.name}" if path else child.name, bar)
         for child in mod.modules
     )
     return LoadedModule(mod, constants, children)

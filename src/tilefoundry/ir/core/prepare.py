@@ -95,7 +95,9 @@ def prepare_module(mod: Module, raw: Any, out_dir: str | os.PathLike[str], *, de
 
     plan = _plan(mod, raw, "")
     tensors: dict[str, torch.Tensor] = {}
-    for key, owner, weight, scope in tqdm(plan, desc=f"prepare {mod.name}", unit="weight", disable=not progress):
+    # The bar shows on a terminal (disable=None); progress=False silences it everywhere.
+    for key, owner, weight, scope in tqdm(plan, desc=f"prepare {mod.name}", unit="weight",
+                                          disable=None if progress else True):
         tensors[key] = _produce(key, owner, weight, scope, dev).detach().to("cpu").contiguous()
 
     out.parent.mkdir(parents=True, exist_ok=True)
