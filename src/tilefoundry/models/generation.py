@@ -77,9 +77,13 @@ def generate(model: Any, prompt_ids: Sequence[int] | torch.Tensor, max_new_token
     """
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-    ids = torch.as_tensor(prompt_ids, dtype=torch.int64).flatten().cpu()
-    if ids.numel() == 0:
+    prompt = torch.as_tensor(prompt_ids, dtype=torch.int64).flatten().cpu()
+    if prompt.numel() == 0:
         raise ValueError("the prompt holds no tokens")
+    # One buffer for prompt and answer; each step sees a view of its active prefix (spec 1.1.2).
+    buffer = torch.empty(prompt.numel() + max_new_tokens, dtype=torch.int64)
+    buffer[: prompt.numel()] = prompt
+    total = prompt.numel()
     generator = torch.Generator().manual_seed(sampling.seed) if sampling.temperature > 0 else None
     stops = set(stop_tokens)
     result = GenerationResult()
@@ -88,7 +92,7 @@ def generate(model: Any, prompt_ids: Sequence[int] | torch.Tensor, max_new_token
     with torch.inference_mode():
         for i in range(max_new_tokens):
             start = time.perf_counter()
-            inputs = model.prepare_inputs_for_generation(ids, step, caches, device=device)
+            inputs = model.prepare_inputs_for_generation(buffer[:total], step, caches, device=device)
             outputs = model(*inputs)
             caches = model.append_cache(caches, outputs)
             token = choose_token(outputs[0][-1], sampling, generator)
@@ -97,8 +101,9 @@ def generate(model: Any, prompt_ids: Sequence[int] | torch.Tensor, max_new_token
                 result.prefill_seconds = elapsed
             else:
                 result.decode_seconds += elapsed
-            step = int(ids.numel())
-            ids = torch.cat((ids, torch.tensor([token])))
+            step = total
+            buffer[total] = token
+            total += 1
             result.tokens.append(token)
             if on_token is not None:
                 on_token(token)
