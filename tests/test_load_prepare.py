@@ -256,3 +256,66 @@ def test_prepare_from_sharded_safetensors_checkpoint(tmp_path: Path) -> None:
     loaded = Net.load(SafetensorsResource(str(out), device="cpu"))
     ids = torch.tensor([4, 4, 2])
     assert torch.equal(loaded(ids), _expected(raw, ids))
+
+
+def test_two_constants_of_one_reading_on_two_devices_are_refused_even_if_unread() -> None:
+    @module
+    class TwoWeights:
+        @func
+        def f(x: Tensor[(4,), "f32"], w: ConstTensor[(4,), "f32"]):
+            return x * w
+
+        @func
+        def g(x: Tensor[(4,), "f32"], v: ConstTensor[(4,), "f32"]):
+            return x * v
+
+    loaded = TwoWeights.load(DictResource({"w": torch.ones(4), "v": torch.ones(4, device="meta")}))
+    with pytest.raises(ValueError, match=r"constant TwoWeights.w on cpu, constant TwoWeights.v on meta"):
+        loaded.f(torch.ones(4))
+
+
+def test_function_without_activations_runs_on_its_constants_device() -> None:
+    @module
+    class OnMeta:
+        @func
+        def table(t: ConstTensor[(3,), "f32"]):
+            return t * 2.0
+
+    out = OnMeta.load(DictResource({"t": torch.ones(3, device="meta")})).table()
+    assert out.device.type == "meta" and out.shape == (3,)
+
+
+def test_loaded_forward_with_neither_method_nor_entry_is_refused() -> None:
+    @module
+    class NoStep:
+        @func
+        def a(x: Tensor[(4,), "f32"], w: ConstTensor[(4,), "f32"]):
+            return x * w
+
+    loaded = NoStep.load(DictResource({"w": torch.ones(4)}))
+    with pytest.raises(TypeError, match=r"neither a forward method nor an entry function.*functions a"):
+        loaded(torch.ones(4))
+
+
+def test_two_converters_for_one_shared_weight_are_refused() -> None:
+    from tilefoundry.ir.core.errors import ModuleDefinitionError
+
+    with pytest.raises(ModuleDefinitionError, match=r"weight 'w' has two converters \(a.converter.*b.converter"):
+
+        @module
+        class Shared:
+            @func
+            def a(x: Tensor[(4,), "f32"], w: ConstTensor[(4,), "f32"]):
+                return x * w
+
+            @a.converter("w")
+            def _w1(raw1: Tensor[(4,), "f32"]):
+                return raw1
+
+            @func
+            def b(x: Tensor[(4,), "f32"], w: ConstTensor[(4,), "f32"]):
+                return x + w
+
+            @b.converter("w")
+            def _w2(raw2: Tensor[(4,), "f32"]):
+                return raw2 * 2.0

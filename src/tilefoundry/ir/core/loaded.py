@@ -88,18 +88,26 @@ class BoundFunction:
         return run_function(fn, args, EvalContext(device, reading=self.reading))
 
     def _agree_placement(self, acts: tuple[Any, ...]) -> torch.device:
-        """Every reached constant and tensor activation must sit on one device: that is where it runs."""
+        """This reading's constants, the children's it reaches and the tensor activations must share one device.
+
+        That device is where the run happens; a disagreement is refused naming what sits where.
+        """
         placed: list[tuple[str, torch.device]] = []
         for p, a in zip(self.function.activations, acts):
             if isinstance(a, torch.Tensor):
                 placed.append((f"activation {p.name}", a.device))
-        for key, t in reached_constants(self.function, self.reading, self.reading.name):
-            placed.append((f"constant {key}", t.device))
+        name = self.reading.name
+        seen = {f"{name}.{k}" for k in self.reading.constants}
+        placed.extend((f"constant {name}.{k}", t.device) for k, t in self.reading.constants.items())
+        for key, t in reached_constants(self.function, self.reading, name):
+            if key not in seen:
+                seen.add(key)
+                placed.append((f"constant {key}", t.device))
         devices = {d for _, d in placed}
         if len(devices) > 1:
             where = ", ".join(f"{what} on {d}" for what, d in placed)
             raise ValueError(
-                f"{self.reading.name}.{self.function.name}: inputs disagree on placement ({where}); nothing was "
+                f"{name}.{self.function.name}: inputs disagree on placement ({where}); nothing was "
                 "moved. Build the activations on the device the resource loaded the weights onto"
             )
         return devices.pop() if devices else torch.device("cpu")

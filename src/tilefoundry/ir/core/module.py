@@ -71,6 +71,7 @@ class Module:
         self._validate()
         self._bind_function_scopes()
         self.weights: dict[str, TensorType] = self._collect_weights()
+        converters_of(self)  # refuses two converters for one weight now, not at prepare time
 
     # -- construction ------------------------------------------------------------------------
     def _validate(self) -> None:
@@ -225,10 +226,20 @@ class Module:
 
 
 def converters_of(mod: Module) -> dict[str, Converter]:
-    """Every weight converter registered on the Module's functions, by weight name."""
+    """Every weight converter registered on the Module's functions, by weight name.
+
+    A weight shared by two functions is one weight, so converters registered for it on both are refused.
+    """
     out: dict[str, Converter] = {}
     for fn in mod.functions.values():
-        out.update(fn.converters)
+        for weight, conv in fn.converters.items():
+            if weight in out:
+                raise ModuleDefinitionError(
+                    f"@module {mod.name}: weight {weight!r} has two converters ({out[weight].owner.name}."
+                    f"converter at {out[weight].loc} and {fn.name}.converter at {conv.loc}); one weight takes one "
+                    "converter, so keep one"
+                )
+            out[weight] = conv
     return out
 
 
