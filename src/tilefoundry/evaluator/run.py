@@ -122,7 +122,7 @@ def run_function(fn: Function, args: Sequence[Any], ctx: EvalContext, params: Se
         ins = [values[id(v)] for v in node.inputs]
         try:
             out = _run_node(node, ins, local)
-        except (EvaluationError, TypeError, ValueError, KeyError):
+        except EvaluationError:  # from a nested call: already names its op and line
             raise
         except (RuntimeError, IndexError) as e:
             raise EvaluationError(f"{node.op} failed in {fn.name}: {e}\n  at {node.loc}") from e
