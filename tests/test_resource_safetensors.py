@@ -17,6 +17,7 @@ import tilefoundry.runtime.resource.shard_file as shard_file
 from tilefoundry.runtime.resource import (
     INDEX_NAME,
     SINGLE_NAME,
+    CheckpointError,
     SafetensorsResource,
     WeightNotFoundError,
 )
@@ -191,6 +192,88 @@ def test_close_keeps_read_tensors_valid_and_reopens_lazily(tmp_path: Path, count
     assert same(before, TENSORS["model.embed.weight"])
     assert same(res.load("model.embed.weight"), TENSORS["model.embed.weight"])
     assert counting.opens == Counter({SINGLE_NAME: 2})
+
+
+def _link_symlink(folder: Path, target: str, name: str) -> None:
+    (folder / name).symlink_to(folder / target)
+
+
+def _link_relative_symlink(folder: Path, target: str, name: str) -> None:
+    (folder / name).symlink_to(target)
+
+
+def _link_hardlink(folder: Path, target: str, name: str) -> None:
+    (folder / name).hardlink_to(folder / target)
+
+
+@pytest.mark.parametrize(
+    "spellings",
+    [
+        ("s.safetensors", "./s.safetensors"),
+        ("./s.safetensors", "s.safetensors"),
+        ("s.safetensors", ".//s.safetensors", "././s.safetensors"),
+        ("parts/a.safetensors", "parts/./a.safetensors", "./parts//a.safetensors"),
+    ],
+    ids=["plain-then-dot", "dot-then-plain", "repeated-dots-and-slashes", "subfolder"],
+)
+def test_one_handle_for_one_file_spelled_several_ways_in_the_index(
+    tmp_path: Path, counting: _CountingOpen, spellings: tuple[str, ...]
+) -> None:
+    target = "parts/a.safetensors" if "parts" in spellings[0] else "s.safetensors"
+    (tmp_path / target).parent.mkdir(parents=True, exist_ok=True)
+    keys = [f"k{i}" for i in range(len(spellings))]
+    save_file({k: torch.full((2,), float(i)) for i, k in enumerate(keys)}, str(tmp_path / target))
+    (tmp_path / INDEX_NAME).write_text(json.dumps({"weight_map": dict(zip(keys, spellings, strict=True))}))
+    res = SafetensorsResource(str(tmp_path), device="cpu")
+    for i, key in enumerate(keys):
+        assert torch.equal(res.load(key), torch.full((2,), float(i)))
+    assert sum(counting.opens.values()) == 1, counting.opens
+    assert res.opened_shards == (spellings[0],)  # the index's first spelling of the file
+    assert len({res.layout.shards[s] for s in spellings}) == 1
+
+
+@pytest.mark.parametrize("link", [_link_symlink, _link_relative_symlink, _link_hardlink])
+@pytest.mark.parametrize("first", ["real", "link"])
+def test_one_handle_for_a_file_and_an_in_folder_link_to_it(
+    tmp_path: Path, counting: _CountingOpen, link: Any, first: str
+) -> None:
+    save_file({"a": torch.ones(2), "b": torch.zeros(2)}, str(tmp_path / "real.safetensors"))
+    link(tmp_path, "real.safetensors", "link.safetensors")
+    names = {"real": "real.safetensors", "link": "link.safetensors"}
+    other = "link" if first == "real" else "real"
+    (tmp_path / INDEX_NAME).write_text(json.dumps({"weight_map": {"a": names[first], "b": names[other]}}))
+    res = SafetensorsResource(str(tmp_path), device="cpu")
+    # Read in the opposite order to the index, so the handle is first opened through the second spelling.
+    assert torch.equal(res.load("b"), torch.zeros(2))
+    assert torch.equal(res.load("a"), torch.ones(2))
+    assert sum(counting.opens.values()) == 1, counting.opens
+    assert res.opened_shards == (names[first],)
+    assert res.layout.shards[names[first]] == res.layout.shards[names[other]]
+
+
+def test_distinct_files_still_get_distinct_handles(tmp_path: Path, counting: _CountingOpen) -> None:
+    save_file({"a": torch.ones(2)}, str(tmp_path / "a.safetensors"))
+    save_file({"b": torch.zeros(2)}, str(tmp_path / "b.safetensors"))
+    (tmp_path / INDEX_NAME).write_text(
+        json.dumps({"weight_map": {"a": "./a.safetensors", "b": "b.safetensors"}})
+    )
+    res = SafetensorsResource(str(tmp_path), device="cpu")
+    res.load("a")
+    res.load("b")
+    assert counting.opens == Counter({"a.safetensors": 1, "b.safetensors": 1})
+    assert res.opened_shards == ("./a.safetensors", "b.safetensors")
+
+
+def test_a_key_missing_from_its_shard_is_reported_under_the_index_spelling(tmp_path: Path) -> None:
+    save_file({"a": torch.ones(2)}, str(tmp_path / "s.safetensors"))
+    (tmp_path / INDEX_NAME).write_text(
+        json.dumps({"weight_map": {"a": "s.safetensors", "b": "./s.safetensors"}})
+    )
+    res = SafetensorsResource(str(tmp_path), device="cpu")
+    res.load("a")
+    with pytest.raises(CheckpointError) as info:
+        res.load("b")
+    assert "'./s.safetensors'" in str(info.value) and "'b'" in str(info.value)
 
 
 # ---------------------------------------------------------------- element types and placement

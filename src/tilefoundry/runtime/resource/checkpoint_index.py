@@ -9,6 +9,11 @@ When both are present the index wins. Everything here is validated when the layo
 tensor is: the index must be JSON of the right shape, and every shard it names must be a file inside the
 checkpoint folder (no absolute path, no ``..``, no symlink leading out) that exists. Shard *contents* are
 checked when a shard is first opened (:mod:`.shard_file`).
+
+An index may spell one file several ways (``s.safetensors`` and ``./s.safetensors``, an in-folder symlink
+and its target, two hard links). Each spelling is kept as a key of :attr:`CheckpointLayout.shards`, so that
+messages can name the file as the index does, but every spelling of one file maps to the same path: the
+file (device and inode) decides, not the text.
 """
 
 from __future__ import annotations
@@ -40,7 +45,8 @@ class CheckpointLayout:
         index_path: the index file, or None for an unsharded checkpoint.
         weight_map: raw key -> shard name (as the index spells it), or None for an unsharded checkpoint,
             whose single shard's own key list is the map.
-        shards: shard name -> resolved path of the shard file, one entry per distinct file.
+        shards: shard name (every spelling the index uses) -> resolved path of the shard file. Spellings of
+            one file map to one path (the first spelling's, in index order), so a path stands for a file.
     """
 
     root: Path
@@ -82,6 +88,15 @@ def _resolve_member(root: Path, name: str, *, what: str, source: Path | None, ke
             "the file itself"
         )
     return Path(resolved)
+
+
+def _file_identity(path: Path) -> tuple[int, int]:
+    """``(st_dev, st_ino)`` of ``path``: equal for every name of one file (symlink target, hard link)."""
+    try:
+        st = path.stat()
+    except OSError as exc:
+        raise CheckpointError(f"cannot read shard {str(path)!r}: {exc.strerror or exc}") from None
+    return st.st_dev, st.st_ino
 
 
 def _read_index(root: Path, index_path: Path) -> dict[str, str]:
@@ -142,6 +157,7 @@ def read_checkpoint_layout(ckpt_dir: str | os.PathLike[str]) -> CheckpointLayout
             raise CheckpointError(f"index {str(index_candidate)!r} is not a regular file")
         weight_map = _read_index(root, index_path)
         shards: dict[str, Path] = {}
+        path_of_file: dict[tuple[int, int], Path] = {}  # (st_dev, st_ino) -> the path that stands for it
         for key, shard in weight_map.items():
             if shard in shards:
                 continue
@@ -152,7 +168,7 @@ def read_checkpoint_layout(ckpt_dir: str | os.PathLike[str]) -> CheckpointLayout
                     f"{'is not a regular file' if path.exists() else 'does not exist'}; the checkpoint "
                     "is incomplete: download the missing shard"
                 )
-            shards[shard] = path
+            shards[shard] = path_of_file.setdefault(_file_identity(path), path)
         return CheckpointLayout(root, index_path, MappingProxyType(weight_map), MappingProxyType(shards))
 
     if os.path.lexists(single_candidate):

@@ -40,8 +40,9 @@ class SafetensorsResource(ScopedResource):
 
     The folder holds either ``model.safetensors.index.json`` plus the shards its ``weight_map`` names, or
     one ``model.safetensors``. The layout (index JSON, shard paths inside the folder, shard existence) is
-    checked here, at construction; a shard's header is checked when the shard is first opened. Each shard is
-    opened at most once, lazily, and the handle is shared by every ``subtree`` view. Reads fetch only the
+    checked here, at construction; a shard's header is checked when the shard is first opened. Each shard file
+    is opened at most once, lazily, however many ways the index spells it (``./s.safetensors``, a symlink or
+    hard link inside the folder), and the handle is shared by every ``subtree`` view. Reads fetch only the
     requested tensor, keep its stored element type, and place it on ``device``.
 
     Args:
@@ -98,7 +99,10 @@ class SafetensorsResource(ScopedResource):
 
     @property
     def opened_shards(self) -> tuple[str, ...]:
-        """Names of the shard files opened so far (by any view sharing this checkpoint)."""
+        """The shard files opened so far (by any view sharing this checkpoint), each once.
+
+        A file is named by the index's first spelling of it.
+        """
         return self._ckpt.pool.opened
 
     def close(self) -> None:

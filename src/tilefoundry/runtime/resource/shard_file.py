@@ -7,8 +7,9 @@ shard is opened; when it refuses a file, :func:`read_shard_header` checks it aga
 so that a truncated or corrupt shard is reported by file name and key rather than as a bare
 deserialization error.
 
-:class:`ShardPool` opens each shard at most once (on first use) and hands the same handle to every
-resource view sharing the pool.
+:class:`ShardPool` opens each shard file at most once (on first use) and hands the same handle to every
+resource view sharing the pool. Handles are keyed by the file's path, not by the name the index spells it
+with, so two spellings of one file (which the layout maps to one path) share one handle.
 """
 
 from __future__ import annotations
@@ -133,20 +134,25 @@ class ShardPool:
     """
 
     def __init__(self, shards: Mapping[str, Path]) -> None:
+        """``shards`` maps each shard name to its file's path; names of one file must map to equal paths."""
         self._paths = shards
-        self._open: dict[str, OpenShard] = {}
+        self._names: dict[Path, str] = {}  # path -> its first name in ``shards``, for ``opened``
+        for name, path in shards.items():
+            self._names.setdefault(path, name)
+        self._open: dict[Path, OpenShard] = {}
         self._lock = threading.Lock()
 
     def get(self, shard: str) -> OpenShard:
         """The open handle of ``shard`` (a name from the layout's shard map), opening it on first use."""
-        found = self._open.get(shard)
+        path = self._paths[shard]
+        found = self._open.get(path)
         if found is not None:
             return found
         with self._lock:
-            found = self._open.get(shard)
+            found = self._open.get(path)
             if found is None:
-                found = self._open_shard(self._paths[shard])
-                self._open[shard] = found
+                found = self._open_shard(path)
+                self._open[path] = found
             return found
 
     @staticmethod
@@ -165,8 +171,8 @@ class ShardPool:
 
     @property
     def opened(self) -> tuple[str, ...]:
-        """Names of the shards opened so far."""
-        return tuple(self._open)
+        """The shard files opened so far, in opening order, each once, by its first name in the shard map."""
+        return tuple(self._names[path] for path in self._open)
 
     def close(self) -> None:
         """Drop every handle; a later read opens (and validates) its shard again."""
