@@ -16,6 +16,7 @@ from tilefoundry.runtime import (
     runtime_func,
     runtime_module,
 )
+from tilefoundry.runtime.resource import DictResource
 
 n = DimVar("n", 1, 16)
 
@@ -392,3 +393,152 @@ def test_tuple_children_cover_the_unnamed_children_in_order() -> None:
         @runtime_module(Stack)
         class Junk:
             layers = (ProjTwin, ProjTwin, 3)
+
+
+# -- members inherited from base classes (collected over the MRO, the class's own winning) ---------------
+
+
+def test_an_inherited_extra_kernel_is_refused_naming_it_and_its_base() -> None:
+    class Base:
+        @runtime_func
+        def extra(self, x):
+            return x
+
+    with pytest.raises(TwinDefinitionError, match=r"kernels must match.*: extra extra \(from Base\)"):
+
+        @runtime_module(Proj)
+        class T(Base):
+            proj = ProjTwin.proj.impl
+
+            @runtime_func
+            def gate(self, x):
+                return x
+
+    class Deeper(Base):
+        pass
+
+    with pytest.raises(TwinDefinitionError, match=r"extra extra \(from Base\)"):
+        runtime_module(Proj)(type("T2", (Deeper,), {"proj": ProjTwin.proj.impl, "gate": ProjTwin.gate.impl}))
+
+
+def test_an_inherited_matching_kernel_counts_and_is_used() -> None:
+    class Kernels:
+        @runtime_func
+        def gate(self, x):
+            return x + 100.0
+
+        @runtime_func
+        def proj(self, x, w):
+            raise AssertionError("overridden by the class's own proj")
+
+    @runtime_module(Proj)
+    class T(Kernels):
+        @runtime_func
+        def proj(self, x, w):
+            return x @ w
+
+    twin = T()
+    twin.load(DictResource({"w": torch.eye(4)}))
+    x = torch.ones(2, 4)
+    assert torch.equal(twin.gate(x), x + 100.0)
+    assert torch.equal(twin.proj(x), x)
+    assert torch.equal(twin(x), x)  # the entry kernel: the class's own proj wins over the base's
+
+
+def test_an_inherited_signature_mismatch_and_wrong_body_type_are_checked() -> None:
+    class Base:
+        @runtime_func
+        def gate(self, y):
+            return y
+
+    with pytest.raises(TwinDefinitionError, match=r"@runtime_func gate\(self, y\) must take"):
+        runtime_module(Proj)(type("T", (Base,), {"proj": ProjTwin.proj.impl}))
+
+
+def test_a_base_defining_module_or_a_provided_member_is_still_refused() -> None:
+    class Grand:
+        module = "shadow"
+
+    class Parent(Grand):
+        pass
+
+    body = {"proj": ProjTwin.proj.impl, "gate": ProjTwin.gate.impl}
+    with pytest.raises(TwinDefinitionError, match=r"its base Grand defines 'module', the reserved accessor"):
+        runtime_module(Proj)(type("T", (Parent,), body))
+
+    class WithInit:
+        def __init__(self):
+            pass
+
+    with pytest.raises(TwinDefinitionError, match=r"its base WithInit defines '__init__', which the generated"):
+        runtime_module(Proj)(type("T", (WithInit,), body))
+
+    @module
+    class WithMethod:
+        @func
+        def norm(x: Tensor[(n, 4), "f32"]):
+            return x
+
+        def step(self, x):
+            return self.norm(x)
+
+    class StepBase:
+        def step(self, x):
+            return x
+
+    with pytest.raises(TwinDefinitionError, match=r"step \(in base StepBase\) rewrites the orchestration method"):
+        runtime_module(WithMethod)(type("T", (StepBase,), {"norm": runtime_func(lambda self, x: x)}))
+
+
+def test_an_inherited_forward_is_the_twins_own() -> None:
+    class Fwd:
+        def forward(self, x):
+            return self.gate(x) * 0.0
+
+    @runtime_module(Proj)
+    class T(Fwd):
+        proj = ProjTwin.proj.impl
+        gate = ProjTwin.gate.impl
+
+    twin = T()
+    twin.load(DictResource({"w": torch.eye(4)}))
+    assert torch.equal(twin(torch.ones(1, 4)), torch.zeros(1, 4))
+
+
+def test_inherited_children_count() -> None:
+    class Children:
+        inner = ProjTwin
+        outer = ProjTwin
+
+    @runtime_module(Block)
+    class T(Children):
+        @runtime_func
+        def norm(self, x, g):
+            return x
+
+    twin = T()
+    assert [c.name for c in twin.modules] == ["inner", "outer"]
+    # The base's class attribute does not shadow the child: twin.inner is the built child instance.
+    assert twin.inner is twin.modules[0] and twin.outer is twin.modules[1]
+
+    class Layers:
+        layers = (ProjTwin, ProjTwin)
+
+    stack = runtime_module(Block)(type("T3", (Layers,), {"norm": T._tf_kernels["norm"].impl}))()
+    assert stack.inner is stack.modules[0]
+    with pytest.raises(AttributeError, match="no attribute or child 'layers'"):
+        _ = stack.layers
+
+    class ExtraChild:
+        other = ProjTwin
+
+    with pytest.raises(TwinDefinitionError, match=r"extra other"):
+        runtime_module(Block)(type("T2", (Children, ExtraChild), {"norm": T._tf_kernels["norm"].impl}))
+
+
+def test_a_runtime_module_subclass_base_is_refused_but_runtime_module_itself_is_accepted() -> None:
+    body = {"proj": ProjTwin.proj.impl, "gate": ProjTwin.gate.impl}
+    with pytest.raises(TwinDefinitionError, match=r"its base ProjTwin is a RuntimeModule subclass"):
+        runtime_module(Proj)(type("T", (ProjTwin,), body))
+    twin_cls = runtime_module(Proj)(type("T", (RuntimeModule,), body))
+    assert twin_cls.__bases__ == (RuntimeModule,)

@@ -11,7 +11,15 @@
         rope = RopeKernel(entry_abi_of(Attention.functions["rope"]))   # a RuntimeFunction body
         norm = NormTwin                   # a child: a RuntimeModule subclass, not an instance
 
-Decoration validates the class against ``sem`` strictly one-to-one and returns a RuntimeModule subclass:
+Decoration validates the class against ``sem`` strictly one-to-one and returns a RuntimeModule subclass.
+What is validated is everything the class declares *or inherits*: its members are collected over its MRO,
+bases before the class and the class's own definition of a name winning (what attribute lookup would find),
+with ``object`` and ``RuntimeModule`` contributing nothing. A member inherited from a base is therefore held
+to every rule below exactly like one written in the class body: an inherited matching kernel (or child)
+counts, an inherited extra one is refused (named with the base it comes from), and a base defining
+``module`` or a member the generated class provides is refused. A base may be any plain class (a mixin
+sharing kernels between twins) or RuntimeModule itself, but not another RuntimeModule subclass (such as a
+generated twin): its members are not a class body the decorator can validate.
 
 * kernels: the ``@runtime_func`` methods and RuntimeFunction instances must be named exactly like sem's
   functions; a missing and an extra kernel are both named in the refusal. A ``@runtime_func`` takes the
@@ -144,37 +152,37 @@ def _generate(sem: Module, cls: type) -> type[RuntimeModule]:
     own_forward = False
     child_names = [m.name for m in sem.modules]
 
-    for klass in cls.__mro__[:-1]:
-        if klass is not cls and _ACCESSOR in klass.__dict__ and not issubclass(RuntimeModule, klass):
-            problems.append(f"its base {klass.__name__} defines {_ACCESSOR!r}, the reserved accessor")
+    members = _collect_members(cls, problems)
+    inherited_from: dict[str, str] = {}  # kernel name -> the base defining it, when not the class itself
 
-    for attr, value in cls.__dict__.items():
-        if attr in _PYTHON_OWN:
-            continue
+    for attr, (value, owner) in members.items():
+        who = "it" if owner is cls else f"its base {owner.__name__}"
         if attr == _ACCESSOR:
             problems.append(
-                f"it defines {_ACCESSOR!r}, the reserved accessor for the authored Module (twin.{_ACCESSOR} is "
+                f"{who} defines {_ACCESSOR!r}, the reserved accessor for the authored Module (twin.{_ACCESSOR} is "
                 f"{sem.name}); rename the member"
             )
             continue
         if attr in _PROVIDED:
             problems.append(
-                f"it defines {attr!r}, which the generated class provides; remove it (kernel state belongs in a "
+                f"{who} defines {attr!r}, which the generated class provides; remove it (kernel state belongs in a "
                 "RuntimeFunction instance, set up at its own construction)"
             )
             continue
-        if getattr(value, _TAG, False):
-            problem = _method_signature_problem(sem, attr, value)
+        if getattr(value, _TAG, False) or isinstance(value, RuntimeFunction):
+            if isinstance(value, RuntimeFunction):
+                problem = _body_type_problem(sem, attr, value)
+            else:
+                problem = _method_signature_problem(sem, attr, value)
             if problem:
-                problems.append(problem)
+                problems.append(problem if owner is cls else f"{problem} (inherited from {owner.__name__})")
             kernels[attr] = KernelSlot(attr, value)
-        elif isinstance(value, RuntimeFunction):
-            problem = _body_type_problem(sem, attr, value)
-            if problem:
-                problems.append(problem)
-            kernels[attr] = KernelSlot(attr, value)
+            if owner is not cls:
+                inherited_from[attr] = owner.__name__
         elif isinstance(value, type) and issubclass(value, RuntimeModule):
             named_children[attr] = value
+            if owner is not cls:
+                namespace[attr] = _ChildAttr()  # hide the base's class attribute behind the child lookup
         elif isinstance(value, RuntimeModule):
             problems.append(
                 f"{attr} = {value!r} is a RuntimeModule instance; assign the class ({type(value).__name__}): "
@@ -186,29 +194,34 @@ def _generate(sem: Module, cls: type) -> type[RuntimeModule]:
                 problems.append(problem)
             else:
                 tuple_children.extend((attr, i, v) for i, v in enumerate(value))
+                if owner is not cls:
+                    namespace[attr] = _ChildAttr()
         elif attr == "forward" and isinstance(value, pytypes.FunctionType):
             own_forward = True
             namespace[attr] = value
         elif attr in sem.functions:
             problems.append(
-                f"{attr} stands for the @func {attr} of {sem.name} but is a {type(value).__name__}; tag a method "
-                "with @runtime_func, or assign a RuntimeFunction instance"
+                f"{attr} stands for the @func {attr} of {sem.name} but is a {type(value).__name__}"
+                f"{'' if owner is cls else f' (in base {owner.__name__})'}; tag a method with @runtime_func, or "
+                "assign a RuntimeFunction instance"
             )
         elif attr in child_names:
             problems.append(
-                f"{attr} stands for the child {attr} of {sem.name} but is a {type(value).__name__}; assign a "
-                "RuntimeModule subclass (typically another @runtime_module class)"
+                f"{attr} stands for the child {attr} of {sem.name} but is a {type(value).__name__}"
+                f"{'' if owner is cls else f' (in base {owner.__name__})'}; assign a RuntimeModule subclass "
+                "(typically another @runtime_module class)"
             )
         elif attr in sem.methods:
             problems.append(
-                f"{attr} rewrites the orchestration method {sem.name}.{attr}, which the twin reuses verbatim "
-                "(only forward may be the twin's own); remove it"
+                f"{attr}{'' if owner is cls else f' (in base {owner.__name__})'} rewrites the orchestration method "
+                f"{sem.name}.{attr}, which the twin reuses verbatim (only forward may be the twin's own); remove it"
             )
-        else:
-            namespace[attr] = value
+        elif owner is cls:
+            namespace[attr] = value  # a base's own helpers and data stay reachable through the bases
 
     missing = [f for f in sem.functions if f not in kernels]
-    extra = [k for k in kernels if k not in sem.functions]
+    extra = [f"{k} (from {inherited_from[k]})" if k in inherited_from else k
+             for k in kernels if k not in sem.functions]
     if missing or extra:
         problems.append(_set_mismatch("kernels", sem.name, "functions", list(sem.functions), missing, extra))
 
@@ -247,6 +260,50 @@ def _generate(sem: Module, cls: type) -> type[RuntimeModule]:
     if not any(issubclass(b, RuntimeModule) for b in bases):
         bases = (*bases, RuntimeModule)
     return type(cls.__name__, bases, namespace)
+
+
+def _collect_members(cls: type, problems: list[str]) -> dict[str, tuple[Any, type]]:
+    """Every member the decorated class declares or inherits: name -> (value, the class defining it).
+
+    Walks ``cls.__mro__`` from the farthest base to ``cls``, so a name redefined lower down wins (as
+    attribute lookup would have it) while keeping the position of its first definition. ``object`` and
+    RuntimeModule (the runtime machinery the generated class derives from anyway) contribute nothing; any
+    other RuntimeModule subclass as a base is refused: its members (a generated class's kernel slots and
+    ``__init__`` / ``load``, or a handwritten twin's own) are not a class body this decorator can validate.
+    """
+    members: dict[str, tuple[Any, type]] = {}
+    for klass in reversed(cls.__mro__):
+        if issubclass(RuntimeModule, klass):
+            continue  # object, RuntimeModule
+        if klass is not cls and issubclass(klass, RuntimeModule):
+            problems.append(
+                f"its base {klass.__name__} is a RuntimeModule subclass; a twin class derives from plain classes "
+                "(mixins), whose members are validated like its own: move the shared kernels, children and "
+                "helpers into a plain class and derive both twins from it"
+            )
+            continue
+        for attr, value in klass.__dict__.items():
+            if attr not in _PYTHON_OWN:
+                members[attr] = (value, klass)
+    return members
+
+
+class _ChildAttr:
+    """Stands, on the generated class, for a child attribute a base declared (``inner = ProjTwin``).
+
+    The decorated class's own child attributes are not carried over to the generated class, so ``twin.inner``
+    reaches the built child through RuntimeModule's lookup by name. A base's would still be found through
+    the bases, answering the class instead; this slot hides it and defers to that lookup, as if the name
+    were not there.
+    """
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    def __get__(self, twin: RuntimeModule | None, owner: type | None = None) -> Any:
+        if twin is None:
+            raise AttributeError(self._name)
+        return RuntimeModule.__getattr__(twin, self._name)
 
 
 def _is_twin_like(value: Any) -> bool:
