@@ -1,9 +1,5 @@
 // Each case must be refused at compile time with the message its CTest names (CMakeLists.txt).
-#if defined(CASE_TARGET_SUBHEADER)
-#define TILEFOUNDRY_TARGET_CPU
-#include <tilefoundry/runtime/cpu/runtime.h>
-#endif
-
+// A direct include of a runtime subheader has a generated case per header there.
 #if defined(CASE_BOTH_TARGETS)
 #define TILEFOUNDRY_TARGET_CUDA
 #define TILEFOUNDRY_TARGET_CPU

@@ -1,4 +1,8 @@
 // Annotations shared by every runtime header. The target is fixed by runtime.h before this is read.
+//
+// Every other header under runtime/ includes this one as its first include, so a translation
+// unit that includes any runtime subheader without going through <tilefoundry/runtime.h> stops
+// at the #error below before anything else is read (spec 2). tests/cpp proves it header by header.
 #pragma once
 
 #if !defined(TILEFOUNDRY_RUNTIME_UMBRELLA)

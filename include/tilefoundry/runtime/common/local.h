@@ -1,6 +1,7 @@
 // local() and shard_partition (spec 2.10, 3.3): the view one execution instance owns.
 #pragma once
 
+#include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/mesh.h>
 #include <tilefoundry/runtime/common/shard_attr.h>
 #include <tilefoundry/runtime/common/shard_tensor.h>

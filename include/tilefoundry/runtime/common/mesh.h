@@ -12,6 +12,7 @@
 // - A level with device count 1 takes no axes (the greedy rule is satisfied before consuming).
 #pragma once
 
+#include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/topology.h>
 
 namespace tilefoundry {

@@ -1,10 +1,10 @@
 // Element types: the type arithmetic runs in, and conversions between storage types.
 #pragma once
 
+#include <tilefoundry/runtime/common/config.h>
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-
-#include <tilefoundry/runtime/common/config.h>
 
 namespace tilefoundry {
 namespace detail {

@@ -2,6 +2,8 @@
 // the runtime reads them through.
 #pragma once
 
+#include <tilefoundry/runtime/common/config.h>
+
 #include <type_traits>
 
 namespace tilefoundry {

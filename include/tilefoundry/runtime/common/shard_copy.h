@@ -3,6 +3,7 @@
 // their 1-D index and convert to the destination's element type.
 #pragma once
 
+#include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/numeric.h>
 #include <tilefoundry/runtime/common/shard_tensor.h>
 

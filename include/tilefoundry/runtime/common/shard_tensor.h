@@ -1,6 +1,7 @@
 // ShardTensor (spec 2.6, 2.7): a CuTe tensor or view paired with its runtime shard layout.
 #pragma once
 
+#include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/shard_layout.h>
 
 namespace tilefoundry {

@@ -2,6 +2,8 @@
 // cpu::launch, and the thread level has extent 1.
 #pragma once
 
+#include <tilefoundry/runtime/common/config.h>
+
 #include <cassert>
 
 #include <tilefoundry/runtime/common/topology.h>

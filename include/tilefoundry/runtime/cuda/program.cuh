@@ -6,6 +6,7 @@
 // code outside cpu::launch does on the CPU target.
 #pragma once
 
+#include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/topology.h>
 
 namespace tilefoundry {

@@ -2,6 +2,7 @@
 // tensor (broadcast to the result's shape) or a scalar.
 #pragma once
 
+#include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/ops/binary_ops.h>
 #include <tilefoundry/runtime/common/ops/broadcast.h>
 

@@ -2,6 +2,7 @@
 // reduction tags (reduce_ops.h gives them their identities).
 #pragma once
 
+#include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/ops/math.h>
 
 namespace tilefoundry {

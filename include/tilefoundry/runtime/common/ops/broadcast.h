@@ -4,6 +4,7 @@
 // that neither matches nor is 1 is the caller's error (codegen has checked shapes by then).
 #pragma once
 
+#include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/ops/operand.h>
 
 namespace tilefoundry {

@@ -1,10 +1,10 @@
 // Scalar math in the compute type, spelled once for device and host compilation.
 #pragma once
 
+#include <tilefoundry/runtime/common/config.h>
+
 #include <cmath>
 #include <limits>
-
-#include <tilefoundry/runtime/common/config.h>
 
 namespace tilefoundry {
 namespace ops {

@@ -3,6 +3,7 @@
 // residency tag (gmem / smem / rmem) survives into the op.
 #pragma once
 
+#include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/local.h>
 #include <tilefoundry/runtime/common/numeric.h>
 

@@ -2,6 +2,7 @@
 // reduced modes, one accumulator per kept element (the plain tier is exactly this).
 #pragma once
 
+#include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/ops/reduce_plan.h>
 
 namespace tilefoundry {

@@ -3,6 +3,7 @@
 // the number of reduced elements.
 #pragma once
 
+#include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/ops/binary_ops.h>
 
 namespace tilefoundry {

@@ -21,6 +21,7 @@
 // Plain operands (no ShardLayout) always take the plain tier: each thread reduces what it holds.
 #pragma once
 
+#include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/ops/operand.h>
 #include <tilefoundry/runtime/common/ops/reduce_ops.h>
 

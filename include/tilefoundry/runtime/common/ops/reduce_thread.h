@@ -1,6 +1,7 @@
 // The plain reduce tier, shared by both targets, and the rule for which instance stores a result.
 #pragma once
 
+#include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/ops/reduce_local.h>
 
 namespace tilefoundry {

@@ -1,6 +1,8 @@
 // Barrier kinds of ops::sync (spec 3.4).
 #pragma once
 
+#include <tilefoundry/runtime/common/config.h>
+
 namespace tilefoundry {
 namespace ops {
 

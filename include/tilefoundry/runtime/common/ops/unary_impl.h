@@ -1,6 +1,7 @@
 // unary_impl::Unary<Op>: the one elementwise skeleton every unary-family op runs through.
 #pragma once
 
+#include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/ops/operand.h>
 #include <tilefoundry/runtime/common/ops/unary_ops.h>
 

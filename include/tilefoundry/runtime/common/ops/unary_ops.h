@@ -2,6 +2,7 @@
 // ops::unary converts on the way in and out.
 #pragma once
 
+#include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/ops/math.h>
 
 namespace tilefoundry {

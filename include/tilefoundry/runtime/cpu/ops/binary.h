@@ -1,6 +1,7 @@
 // ops::binary on the CPU target.
 #pragma once
 
+#include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/ops/binary_impl.h>
 
 namespace tilefoundry {

@@ -1,6 +1,7 @@
 // ops::copy on the CPU target: the identity member of the unary family.
 #pragma once
 
+#include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/ops/unary_impl.h>
 
 namespace tilefoundry {

@@ -2,6 +2,7 @@
 // nothing left to order.
 #pragma once
 
+#include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/cpu/ops/copy.h>
 
 namespace tilefoundry {

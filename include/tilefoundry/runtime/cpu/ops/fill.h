@@ -1,6 +1,7 @@
 // ops::fill on the CPU target.
 #pragma once
 
+#include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/ops/operand.h>
 
 namespace tilefoundry {

@@ -2,6 +2,7 @@
 // trait accepts is the plain tier here.
 #pragma once
 
+#include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/ops/reduce_thread.h>
 
 namespace tilefoundry {

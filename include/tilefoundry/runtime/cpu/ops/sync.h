@@ -3,6 +3,7 @@
 // be co-resident, which a parallel loop does not promise, so it is refused at compile time.
 #pragma once
 
+#include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/ops/sync_kind.h>
 
 namespace tilefoundry {

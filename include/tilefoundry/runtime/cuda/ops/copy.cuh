@@ -3,6 +3,7 @@
 // all its loads are in flight together.
 #pragma once
 
+#include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/ops/unary_impl.h>
 #include <tilefoundry/runtime/cuda/ops/vector.cuh>
 

@@ -5,6 +5,7 @@
 // is already complete when cp_async_wait returns.
 #pragma once
 
+#include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/cuda/ops/copy.cuh>
 #include <tilefoundry/runtime/cuda/ops/vector.cuh>
 

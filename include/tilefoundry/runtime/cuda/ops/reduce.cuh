@@ -9,6 +9,7 @@
 // 16-bit and float data); after the call it is free again.
 #pragma once
 
+#include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/ops/reduce_thread.h>
 
 namespace tilefoundry {

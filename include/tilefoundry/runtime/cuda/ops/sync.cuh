@@ -2,6 +2,7 @@
 // participant predicate comes from the barrier geometry, and a thread outside it passes through.
 #pragma once
 
+#include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/ops/sync_kind.h>
 #include <tilefoundry/runtime/common/topology.h>
 

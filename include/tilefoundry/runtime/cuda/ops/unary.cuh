@@ -1,6 +1,7 @@
 // ops::unary on the CUDA target.
 #pragma once
 
+#include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/ops/unary_impl.h>
 
 namespace tilefoundry {

@@ -4,6 +4,7 @@
 // conditions are decided at compile time, the alignment (and dynamic strides) at run time.
 #pragma once
 
+#include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/ops/operand.h>
 
 namespace tilefoundry {
