@@ -22,6 +22,19 @@ void refused() {
   auto layout = cute::make_layout(cute::make_shape(cute::Int<4>{}));
   auto mesh = make_mesh<TS::cta>(cute::make_layout(cute::make_shape(1)));
   make_shard_tensor(&buf[0], layout, make_shard_layout(layout, cute::make_tuple(shard::B{}), mesh));
+#elif defined(CASE_RAW_POINTER_AGGREGATE)
+  float buf[4];
+  auto layout = cute::make_layout(cute::make_shape(cute::Int<4>{}));
+  auto mesh = make_mesh<TS::cta>(cute::make_layout(cute::make_shape(1)));
+  auto sl = make_shard_layout(layout, cute::make_tuple(shard::B{}), mesh);
+  ShardTensor<float*, decltype(layout), decltype(sl)> t{&buf[0], sl};
+  (void)t;
+#elif defined(CASE_NON_TENSOR_ENGINE)
+  auto layout = cute::make_layout(cute::make_shape(cute::Int<4>{}));
+  auto mesh = make_mesh<TS::cta>(cute::make_layout(cute::make_shape(1)));
+  auto sl = make_shard_layout(layout, cute::make_tuple(shard::B{}), mesh);
+  ShardTensor<int, decltype(layout), decltype(sl)> t{0, sl};
+  (void)t;
 #elif defined(CASE_DYNAMIC_ATTR)
   float buf[4];
   auto layout = cute::make_layout(cute::make_shape(cute::Int<4>{}));

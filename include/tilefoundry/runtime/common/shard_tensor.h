@@ -11,6 +11,16 @@ namespace tilefoundry {
  */
 template <class Engine_, class GlobalLayout_, class ShardLayout_>
 struct ShardTensor {
+  // Checked on the type itself, not only in make_shard_tensor, so that spelling the aggregate out
+  // (ShardTensor<float*, L, SL>{...}) is refused too (spec 2.6): a bare pointer carries no
+  // residency, and local() and tilefoundry::copy dispatch on the engine's.
+  static_assert(!std::is_pointer_v<std::remove_cv_t<std::remove_reference_t<Engine_>>>,
+                "ShardTensor: the engine is a CuTe tensor or view, never a raw pointer; wrap it "
+                "with cute::make_tensor(make_gmem_ptr / make_smem_ptr, layout)");
+  static_assert(std::is_pointer_v<std::remove_cv_t<std::remove_reference_t<Engine_>>> ||
+                    cute::is_tensor<cute::remove_cvref_t<Engine_>>::value,
+                "ShardTensor: the engine must be a CuTe tensor or view");
+
   using engine_type = Engine_;
   using global_layout_type = GlobalLayout_;
   using shard_layout_type = ShardLayout_;
