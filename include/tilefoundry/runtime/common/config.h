@@ -20,5 +20,20 @@
 #define TILEFOUNDRY_DEVICE inline
 #endif
 
+// Host-device code that is not a tensor view or layout helper: scalar conversions, program
+// queries. Spec 3 reserves CUTE_HOST_DEVICE for the view / layout helpers that are genuinely
+// host-compilable (local(), make_shard_tensor, tilefoundry::copy and the layout arithmetic behind
+// them), so that CUTE_HOST_DEVICE on a declaration says "a view helper, usable from the host" and
+// nothing else. A helper those views call but which is no view itself (detail::convert under
+// tilefoundry::copy, program_id under Mesh::local_index) must still compile for both sides; it
+// takes this project annotation instead, which reads the same to the compiler and keeps the two
+// kinds apart to a reader, to a grep, and to tests/cpp/host_device_annotation.cpp. Code that only
+// op bodies reach takes TILEFOUNDRY_DEVICE.
+#if defined(__CUDACC__)
+#define TILEFOUNDRY_HOST_DEVICE __host__ __device__ __forceinline__
+#else
+#define TILEFOUNDRY_HOST_DEVICE inline
+#endif
+
 // Program queries back the host-device view helpers (local(), Mesh::local_index).
-#define TILEFOUNDRY_PROGRAM_QUERY CUTE_HOST_DEVICE
+#define TILEFOUNDRY_PROGRAM_QUERY TILEFOUNDRY_HOST_DEVICE

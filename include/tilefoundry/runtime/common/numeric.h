@@ -33,8 +33,10 @@ struct compute_type<__nv_bfloat16> {
 template <class T>
 using compute_t = typename compute_type<cute::remove_cvref_t<T>>::type;
 
+// Scalar conversions, not views, hence TILEFOUNDRY_HOST_DEVICE rather than CUTE_HOST_DEVICE
+// (config.h): convert also runs on the host under tilefoundry::copy.
 template <class D, class S>
-CUTE_HOST_DEVICE constexpr D convert(S const& s) {
+TILEFOUNDRY_HOST_DEVICE constexpr D convert(S const& s) {
   if constexpr (std::is_same_v<D, S>) {
     return s;
   } else {
@@ -43,7 +45,7 @@ CUTE_HOST_DEVICE constexpr D convert(S const& s) {
 }
 
 template <class T>
-CUTE_HOST_DEVICE constexpr compute_t<T> to_compute(T const& x) {
+TILEFOUNDRY_HOST_DEVICE constexpr compute_t<T> to_compute(T const& x) {
   return static_cast<compute_t<T>>(x);
 }
 

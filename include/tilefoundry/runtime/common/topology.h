@@ -61,7 +61,7 @@ struct has_static_shape<T, std::void_t<typename static_program_shape<T>::type>> 
 
 // The level's device count when it is static, else -1.
 template <TopologyScope T>
-CUTE_HOST_DEVICE constexpr long static_count() {
+TILEFOUNDRY_HOST_DEVICE constexpr long static_count() {
   if constexpr (has_static_shape<T>::value) {
     return decltype(cute::size(typename static_program_shape<T>::type{}))::value;
   } else {

@@ -13,7 +13,7 @@ namespace tilefoundry {
 namespace detail {
 
 template <TopologyScope T>
-CUTE_HOST_DEVICE dim3 launch_extent() {
+TILEFOUNDRY_HOST_DEVICE dim3 launch_extent() {
   static_assert(T == TopologyScope::cta || T == TopologyScope::thread,
                 "program queries: scope_count is not a level");
 #if defined(__CUDA_ARCH__)
@@ -28,7 +28,7 @@ CUTE_HOST_DEVICE dim3 launch_extent() {
 }
 
 template <TopologyScope T>
-CUTE_HOST_DEVICE uint3 launch_index() {
+TILEFOUNDRY_HOST_DEVICE uint3 launch_index() {
 #if defined(__CUDA_ARCH__)
   if constexpr (T == TopologyScope::cta) {
     return blockIdx;

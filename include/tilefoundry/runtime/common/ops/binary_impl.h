@@ -19,8 +19,9 @@ CUTE_HOST_DEVICE auto operand(X const& x, Shape const& shape) {
   }
 }
 
+// Reached only from the op body below, so it is annotated like one (spec 3): no view helper.
 template <class X>
-CUTE_HOST_DEVICE auto element(X const& x, int i) {
+TILEFOUNDRY_DEVICE auto element(X const& x, int i) {
   if constexpr (cute::is_tensor<X>::value) {
     return x(i);
   } else {

@@ -23,7 +23,7 @@ TILEFOUNDRY_DEVICE bool stores_result(Dst const& dst, std::index_sequence<I...>)
 }
 
 template <class Plan, class SrcView, class DstView>
-CUTE_HOST_DEVICE constexpr void check_sizes() {
+TILEFOUNDRY_DEVICE constexpr void check_sizes() {
   using KeptSize = decltype(cute::size(kept_layout<typename Plan::split>(std::declval<SrcView>())));
   using DstSize = decltype(cute::size(dst_kept_layout<Plan>(std::declval<DstView>())));
   if constexpr (cute::is_static<KeptSize>::value && cute::is_static<DstSize>::value) {
