@@ -38,11 +38,39 @@ __all__ = [
 ]
 
 
+_Measured = tuple[dict[str, float], str | None]
+"""What a measure gives: the measured values by name, and a note when the measure changed meaning."""
+
+
 def _mismatch_free(values: Mapping[str, float]) -> bool:
     return values.get("nonfinite_mismatches", 0.0) == 0.0
 
 
-class allclose(Predicate):
+class _Continuous(Predicate):
+    """A continuous predicate: measured over the finite pairs, with the shared non-finite rule.
+
+    :meth:`measure` pairs the two outputs (:class:`.Pairs`), lets :meth:`measure_pairs` take the
+    predicate's own measure over the finite pairs, then adds ``nonfinite_mismatches`` and the note on
+    what was left out, ahead of any note of the measure's own.
+    """
+
+    needs_reference = True
+    discrete = False
+
+    def measure(self, candidate: torch.Tensor, reference: torch.Tensor | None) -> _Measured:
+        """The predicate's measure over the finite pairs, the non-finite mismatches, and the notes."""
+        assert reference is not None
+        pairs = Pairs.of(candidate, reference)
+        values, note = self.measure_pairs(pairs, candidate, reference)
+        values.update(pairs.mismatch_values())
+        return values, join_notes(pairs.note(self.name), note)
+
+    def measure_pairs(self, pairs: Pairs, candidate: torch.Tensor, reference: torch.Tensor) -> _Measured:
+        """The measured values over ``pairs`` and a note when the measure changed meaning."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement measure_pairs")
+
+
+class allclose(_Continuous):
     """Every element within ``atol + rtol * |reference|`` of the reference.
 
     Element ``i`` passes when ``|c_i - r_i| <= atol + rtol * |r_i|`` (the tolerance scales with the
@@ -55,30 +83,25 @@ class allclose(Predicate):
 
     name = "allclose"
     bounds = ("atol", "rtol")
-    needs_reference = True
-    discrete = False
 
     atol: float
     rtol: float
 
-    def measure(self, candidate: torch.Tensor, reference: torch.Tensor | None) -> tuple[dict[str, float], str | None]:
+    def measure_pairs(self, pairs: Pairs, candidate: torch.Tensor, reference: torch.Tensor) -> _Measured:
         """Count elements outside the tolerance and the largest absolute error."""
-        assert reference is not None
-        pairs = Pairs.of(candidate, reference)
         error = (pairs.candidate - pairs.reference).abs()
         tolerance = self.atol + self.rtol * pairs.reference.abs()
         values: dict[str, float] = {"violations": float((error > tolerance).sum().item())}
         if pairs.count:
             values["max_abs"] = float(error.max().item())
-        values.update(pairs.mismatch_values())
-        return values, pairs.note(self.name)
+        return values, None
 
     def judge(self, values: Mapping[str, float]) -> bool:
         """No element outside the tolerance, no non-finite mismatch."""
         return values.get("violations", 0.0) == 0.0 and _mismatch_free(values)
 
 
-class max_abs(Predicate):
+class max_abs(_Continuous):
     """The largest absolute error ``max |c - r|`` is at most ``max``.
 
     Values: ``max_abs`` over the finite pairs (absent when there are none).
@@ -86,27 +109,22 @@ class max_abs(Predicate):
 
     name = "max_abs"
     bounds = ("max",)
-    needs_reference = True
-    discrete = False
 
     max: float
 
-    def measure(self, candidate: torch.Tensor, reference: torch.Tensor | None) -> tuple[dict[str, float], str | None]:
+    def measure_pairs(self, pairs: Pairs, candidate: torch.Tensor, reference: torch.Tensor) -> _Measured:
         """The largest absolute error over the finite pairs."""
-        assert reference is not None
-        pairs = Pairs.of(candidate, reference)
         values: dict[str, float] = {}
         if pairs.count:
             values["max_abs"] = float((pairs.candidate - pairs.reference).abs().max().item())
-        values.update(pairs.mismatch_values())
-        return values, pairs.note(self.name)
+        return values, None
 
     def judge(self, values: Mapping[str, float]) -> bool:
         """``max_abs <= max`` and no non-finite mismatch."""
         return values.get("max_abs", 0.0) <= self.max and _mismatch_free(values)
 
 
-class max_rel(Predicate):
+class max_rel(_Continuous):
     """The largest relative error ``max |c - r| / |r|`` is at most ``max``.
 
     Relative error has no meaning where the reference element is zero (``0.0`` or ``-0.0``): there the
@@ -120,15 +138,11 @@ class max_rel(Predicate):
 
     name = "max_rel"
     bounds = ("max",)
-    needs_reference = True
-    discrete = False
 
     max: float
 
-    def measure(self, candidate: torch.Tensor, reference: torch.Tensor | None) -> tuple[dict[str, float], str | None]:
+    def measure_pairs(self, pairs: Pairs, candidate: torch.Tensor, reference: torch.Tensor) -> _Measured:
         """Relative error where the reference is non-zero, absolute error where it is zero."""
-        assert reference is not None
-        pairs = Pairs.of(candidate, reference)
         error = (pairs.candidate - pairs.reference).abs()
         zero = pairs.reference == 0
         values: dict[str, float] = {}
@@ -144,8 +158,7 @@ class max_rel(Predicate):
                 f"has no meaning: measured the absolute error |c - r| there instead (max "
                 f"{value_text(worst)}), against the same bound"
             )
-        values.update(pairs.mismatch_values())
-        return values, join_notes(pairs.note(self.name), note)
+        return values, note
 
     def judge(self, values: Mapping[str, float]) -> bool:
         """Both measured errors ``<= max`` and no non-finite mismatch."""
@@ -156,7 +169,7 @@ class max_rel(Predicate):
         )
 
 
-class rel_l2(Predicate):
+class rel_l2(_Continuous):
     """The relative L2 distance ``||c - r||_2 / ||r||_2`` is at most ``max``.
 
     Over an all-zero reference the relative distance has no meaning; the absolute distance
@@ -168,15 +181,11 @@ class rel_l2(Predicate):
 
     name = "rel_l2"
     bounds = ("max",)
-    needs_reference = True
-    discrete = False
 
     max: float
 
-    def measure(self, candidate: torch.Tensor, reference: torch.Tensor | None) -> tuple[dict[str, float], str | None]:
+    def measure_pairs(self, pairs: Pairs, candidate: torch.Tensor, reference: torch.Tensor) -> _Measured:
         """The L2 norm of the difference, relative to the reference's L2 norm when that is non-zero."""
-        assert reference is not None
-        pairs = Pairs.of(candidate, reference)
         values: dict[str, float] = {}
         note = None
         if pairs.count:
@@ -190,8 +199,7 @@ class rel_l2(Predicate):
                 )
             else:
                 values["rel_l2"] = distance / ref_norm
-        values.update(pairs.mismatch_values())
-        return values, join_notes(pairs.note(self.name), note)
+        return values, note
 
     def judge(self, values: Mapping[str, float]) -> bool:
         """The measured distance ``<= max`` and no non-finite mismatch."""
@@ -200,7 +208,7 @@ class rel_l2(Predicate):
         )
 
 
-class cosine(Predicate):
+class cosine(_Continuous):
     """The cosine similarity of the flattened outputs, ``<c, r> / (||c|| ||r||)``, is at least ``min``.
 
     Computed on the unit vectors ``c / ||c||`` and ``r / ||r||`` (no overflow in the dot product), and not
@@ -215,8 +223,6 @@ class cosine(Predicate):
 
     name = "cosine"
     bounds = ("min",)
-    needs_reference = True
-    discrete = False
 
     min: float
 
@@ -226,10 +232,8 @@ class cosine(Predicate):
             return "must lie in [-1, 1]"
         return None
 
-    def measure(self, candidate: torch.Tensor, reference: torch.Tensor | None) -> tuple[dict[str, float], str | None]:
+    def measure_pairs(self, pairs: Pairs, candidate: torch.Tensor, reference: torch.Tensor) -> _Measured:
         """The cosine of the angle between the two flattened outputs, or their norms when one is zero."""
-        assert reference is not None
-        pairs = Pairs.of(candidate, reference)
         values: dict[str, float] = {}
         note = None
         if pairs.count:
@@ -253,8 +257,7 @@ class cosine(Predicate):
                 unit_c = pairs.candidate / c_norm
                 unit_r = pairs.reference / r_norm
                 values["cosine"] = float(torch.dot(unit_c, unit_r).item())
-        values.update(pairs.mismatch_values())
-        return values, join_notes(pairs.note(self.name), note)
+        return values, note
 
     def judge(self, values: Mapping[str, float]) -> bool:
         """``cosine >= min`` (or both norms zero) and no non-finite mismatch."""
@@ -295,7 +298,7 @@ def ordered_bits(x: torch.Tensor) -> torch.Tensor:
     return torch.where(bits < 0, -magnitude, magnitude)
 
 
-class ulp(Predicate):
+class ulp(_Continuous):
     """The largest distance in units in the last place, counted in the output's own dtype, is ``<= max``.
 
     The distance between two values is the number of representable values of the dtype (f64, f32, f16,
@@ -309,8 +312,6 @@ class ulp(Predicate):
 
     name = "ulp"
     bounds = ("max",)
-    needs_reference = True
-    discrete = False
 
     max: float
 
@@ -323,10 +324,8 @@ class ulp(Predicate):
             return f"ulp is not defined for {dtype_name(dtype)} outputs; use rel_l2 or allclose instead"
         return None
 
-    def measure(self, candidate: torch.Tensor, reference: torch.Tensor | None) -> tuple[dict[str, float], str | None]:
+    def measure_pairs(self, pairs: Pairs, candidate: torch.Tensor, reference: torch.Tensor) -> _Measured:
         """The largest ulp distance over the finite pairs."""
-        assert reference is not None
-        pairs = Pairs.of(candidate, reference)
         values: dict[str, float] = {}
         if pairs.count:
             device = compute_device(reference)
@@ -342,8 +341,7 @@ class ulp(Predicate):
                 c.abs().to(torch.float64) + r.abs().to(torch.float64),
             )
             values["max_ulp"] = float(distance.max().item())
-        values.update(pairs.mismatch_values())
-        return values, pairs.note(self.name)
+        return values, None
 
     def judge(self, values: Mapping[str, float]) -> bool:
         """``max_ulp <= max`` and no non-finite mismatch."""
