@@ -242,6 +242,20 @@ def test_call_of_sibling_with_inconsistent_dimvar() -> None:
                     "argument y: shape Tensor[(5, 8), f32] does not match declared Tensor[(seq, 8), f32]")
 
 
+def refused_call_of(inner: Any) -> tuple[IRTypeError, int]:
+    """Trace ``outer(x: Tensor[(4, 8), f32])`` calling ``inner(x)``, which must be refused.
+
+    Returns the ``IRTypeError`` and the line of the call.
+    """
+    where: dict[str, int] = {}
+    with pytest.raises(IRTypeError) as ei:
+        @func
+        def outer(x: Tensor[(4, 8), "f32"]):
+            where["line"] = next_line()
+            return inner(x)
+    return ei.value, where["line"]
+
+
 def test_call_of_sibling_outside_dimvar_range() -> None:
     short = DimVar("short", 1, 4)
 
@@ -249,13 +263,8 @@ def test_call_of_sibling_outside_dimvar_range() -> None:
     def inner(x: Tensor[(short, 8), "f32"]):
         return -x
 
-    where: dict[str, int] = {}
-    with pytest.raises(IRTypeError) as ei:
-        @func
-        def outer(x: Tensor[(4, 8), "f32"]):
-            where["line"] = next_line()
-            return inner(x)
-    assert_reported(ei.value, "call inner", [F48], where["line"], "extent 4 is outside short's range [1, 4)")
+    err, line = refused_call_of(inner)
+    assert_reported(err, "call inner", [F48], line, "extent 4 is outside short's range [1, 4)")
 
 
 def test_call_of_sibling_with_wrong_dtype() -> None:
@@ -263,13 +272,8 @@ def test_call_of_sibling_with_wrong_dtype() -> None:
     def inner(x: Tensor[(4, 8), "bf16"]):
         return -x
 
-    where: dict[str, int] = {}
-    with pytest.raises(IRTypeError) as ei:
-        @func
-        def outer(x: Tensor[(4, 8), "f32"]):
-            where["line"] = next_line()
-            return inner(x)
-    assert_reported(ei.value, "call inner", [F48], where["line"], "dtype f32 where Tensor[(4, 8), bf16] is declared")
+    err, line = refused_call_of(inner)
+    assert_reported(err, "call inner", [F48], line, "dtype f32 where Tensor[(4, 8), bf16] is declared")
 
 
 def test_branching_on_a_traced_tensor_is_refused() -> None:
