@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -163,36 +164,39 @@ def test_sampling_is_seeded_and_top_k_one_is_greedy(tmp_path: Path) -> None:
     assert stopped.tokens == greedy[: greedy.index(stop) + 1] and stopped.stopped_by == stop
 
 
-def test_missing_weight_is_named_and_nothing_is_written(tmp_path: Path) -> None:
+def _assert_edited_load_refused(ckpt: Path, family: str, edit: Callable[[dict[str, torch.Tensor]], None],
+                                error: type[Exception], match: str) -> None:
+    """A single-file ``family`` checkpoint at ``ckpt`` whose tensors ``edit`` changed refuses to load with
+    ``error`` matching ``match``, and nothing in the folder is written."""
     from safetensors.torch import load_file, save_file
 
-    ckpt = tmp_path / "m"
-    make_checkpoint("llama", ckpt, sharded=False)
+    make_checkpoint(family, ckpt, sharded=False)
     state = load_file(str(ckpt / "model.safetensors"))
-    del state["model.layers.1.self_attn.k_proj.weight"]
+    edit(state)
     save_file(state, str(ckpt / "model.safetensors"), metadata={"format": "pt"})
     before = folder_digest(ckpt)
     opened = open_checkpoint(ckpt, max_len=16, progress=False)
-    with pytest.raises(KeyError, match=r"model\.layers\.1\.self_attn\.k_proj\.weight"):
+    with pytest.raises(error, match=match):
         opened.module.load(opened.resource("cpu"))
     assert folder_digest(ckpt) == before
+
+
+def test_missing_weight_is_named_and_nothing_is_written(tmp_path: Path) -> None:
+    def drop_k_proj(state: dict[str, torch.Tensor]) -> None:
+        del state["model.layers.1.self_attn.k_proj.weight"]
+
+    _assert_edited_load_refused(tmp_path / "m", "llama", drop_k_proj,
+                                KeyError, r"model\.layers\.1\.self_attn\.k_proj\.weight")
 
 
 def test_wrong_shape_is_named_with_the_way_out(tmp_path: Path) -> None:
-    from safetensors.torch import load_file, save_file
-
     from tilefoundry.ir.core.weights import WeightMismatchError
 
-    ckpt = tmp_path / "m"
-    make_checkpoint("qwen3", ckpt, sharded=False)
-    state = load_file(str(ckpt / "model.safetensors"))
-    state["model.layers.0.self_attn.q_norm.weight"] = torch.ones(31)
-    save_file(state, str(ckpt / "model.safetensors"), metadata={"format": "pt"})
-    before = folder_digest(ckpt)
-    opened = open_checkpoint(ckpt, max_len=16, progress=False)
-    with pytest.raises(WeightMismatchError, match=r"layer0\.q_norm.*\(31,\).*converter"):
-        opened.module.load(opened.resource("cpu"))
-    assert folder_digest(ckpt) == before
+    def reshape_q_norm(state: dict[str, torch.Tensor]) -> None:
+        state["model.layers.0.self_attn.q_norm.weight"] = torch.ones(31)
+
+    _assert_edited_load_refused(tmp_path / "m", "qwen3", reshape_q_norm,
+                                WeightMismatchError, r"layer0\.q_norm.*\(31,\).*converter")
 
 
 def test_unsupported_architecture_is_named(tmp_path: Path) -> None:
