@@ -1,5 +1,6 @@
-// binary_impl::Binary<Op>: the elementwise skeleton of the binary family. An operand may be a
-// tensor (broadcast to the result's shape) or a scalar.
+// binary_impl::Binary<Op>: the elementwise skeleton of the binary family, and binary_impl::apply,
+// the body both targets' ops::binary run. An operand may be a tensor (broadcast to the result's
+// shape) or a scalar.
 #pragma once
 
 #include <tilefoundry/runtime/common/config.h>
@@ -56,6 +57,21 @@ struct Binary {
     }
   }
 };
+
+// A ShardTensor operand is read through its local view; a scalar is no tensor and passes as is.
+template <class X>
+TILEFOUNDRY_DEVICE auto entry_operand(X const& x) {
+  if constexpr (detail::is_tensor_operand_v<X>) {
+    return detail::view_of(x);
+  } else {
+    return x;
+  }
+}
+
+template <class Op, class A, class B, class Out>
+TILEFOUNDRY_DEVICE void apply(Op const& op, A const& a, B const& b, Out&& out) {
+  Binary<Op>::run(op, entry_operand(a), entry_operand(b), detail::view_of(out));
+}
 
 }  // namespace binary_impl
 }  // namespace ops

@@ -1,4 +1,5 @@
-// unary_impl::Unary<Op>: the one elementwise skeleton every unary-family op runs through.
+// unary_impl::Unary<Op>: the one elementwise skeleton every unary-family op runs through, and
+// unary_impl::apply, the body both targets' ops::unary (and the CPU target's ops::copy) run.
 #pragma once
 
 #include <tilefoundry/runtime/common/config.h>
@@ -33,6 +34,12 @@ struct Unary {
     }
   }
 };
+
+// The entry's operands may be ShardTensors; the skeleton reads views.
+template <class Op, class Src, class Dst>
+TILEFOUNDRY_DEVICE void apply(Op const& op, Src const& src, Dst&& dst) {
+  Unary<Op>::run(op, detail::view_of(src), detail::view_of(dst));
+}
 
 }  // namespace unary_impl
 }  // namespace ops

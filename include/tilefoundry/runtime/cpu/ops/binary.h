@@ -1,4 +1,5 @@
-// ops::binary on the CPU target.
+// ops::binary on the CPU target. Only the annotation is this target's: the body is
+// binary_impl::apply, which the CUDA target's entry runs too.
 #pragma once
 
 #include <tilefoundry/runtime/common/config.h>
@@ -6,25 +7,12 @@
 
 namespace tilefoundry {
 namespace ops {
-namespace detail {
-
-template <class X>
-inline auto binary_operand(X const& x) {
-  if constexpr (is_tensor_operand_v<X>) {
-    return view_of(x);
-  } else {
-    return x;
-  }
-}
-
-}  // namespace detail
 
 /// The binary family's one entry: out(i) = op(a(i), b(i)), a and b broadcast to out's shape (a
 /// scalar operand broadcasts everywhere).
 template <class Op, class A, class B, class Out>
 inline void binary(Op const& op, A const& a, B const& b, Out&& out) {
-  binary_impl::Binary<Op>::run(op, detail::binary_operand(a), detail::binary_operand(b),
-                               detail::view_of(out));
+  binary_impl::apply(op, a, b, out);
 }
 
 }  // namespace ops

@@ -10,7 +10,7 @@ namespace ops {
 /// dst(i) = src(i), converting the element type; sizes must match.
 template <class Src, class Dst>
 inline void copy(Src const& src, Dst&& dst) {
-  unary_impl::Unary<identity_op>::run(identity_op{}, detail::view_of(src), detail::view_of(dst));
+  unary_impl::apply(identity_op{}, src, dst);
 }
 
 }  // namespace ops

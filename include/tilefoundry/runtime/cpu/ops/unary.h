@@ -1,4 +1,5 @@
-// ops::unary on the CPU target.
+// ops::unary on the CPU target. Only the annotation is this target's: the body is
+// unary_impl::apply, which the CUDA target's entry runs too.
 #pragma once
 
 #include <tilefoundry/runtime/common/config.h>
@@ -10,7 +11,7 @@ namespace ops {
 /// The unary family's one entry: dst(i) = op(src(i)) for a unary tag (cast_op, clamp_op, ...).
 template <class Op, class Src, class Dst>
 inline void unary(Op const& op, Src const& src, Dst&& dst) {
-  unary_impl::Unary<Op>::run(op, detail::view_of(src), detail::view_of(dst));
+  unary_impl::apply(op, src, dst);
 }
 
 }  // namespace ops

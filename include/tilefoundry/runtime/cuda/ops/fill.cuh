@@ -1,8 +1,9 @@
-// ops::fill on the CUDA target.
+// ops::fill on the CUDA target. Only the annotation is this target's: the body is
+// fill_impl::apply, which the CPU target's entry runs too.
 #pragma once
 
 #include <tilefoundry/runtime/common/config.h>
-#include <tilefoundry/runtime/common/ops/operand.h>
+#include <tilefoundry/runtime/common/ops/fill_impl.h>
 
 namespace tilefoundry {
 namespace ops {
@@ -10,10 +11,7 @@ namespace ops {
 /// Every element of dst (its local view, for a ShardTensor) becomes val.
 template <class Dst, class Value>
 __device__ void fill(Dst&& dst, Value val) {
-  auto d = detail::view_of(dst);
-  auto const v = detail::convert<detail::value_t<decltype(d)>>(val);
-  CUTE_UNROLL
-  for (int i = 0; i < int(cute::size(d)); ++i) d(i) = v;
+  fill_impl::apply(dst, val);
 }
 
 }  // namespace ops
