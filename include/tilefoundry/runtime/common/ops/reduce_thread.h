@@ -1,4 +1,5 @@
-// The plain reduce tier, shared by both targets, and the rule for which instance stores a result.
+// The plain reduce tier, shared by both targets, the register-only body it shares with the CUDA
+// target's intra-warp tier, and the rule for which instance stores a result.
 #pragma once
 
 #include <tilefoundry/runtime/common/config.h>
@@ -32,8 +33,11 @@ TILEFOUNDRY_DEVICE constexpr void check_sizes() {
   }
 }
 
-template <class Op, class Axes, class Src, class Dst>
-TILEFOUNDRY_DEVICE void reduce_plain_tier(Src const& src, Dst&& dst) {
+// The tiers that keep every partial in registers (plain, intra_warp) differ only in how a
+// thread's own fold is completed before it is stored: not at all, or by lane shuffles. One body
+// serves both, so that they cannot disagree on sizes, the mean's count or which instance stores.
+template <class Op, class Axes, class Src, class Dst, class Complete>
+TILEFOUNDRY_DEVICE void reduce_in_registers(Src const& src, Dst&& dst, Complete const& complete) {
   using Plan = reduce_plan_t<Op, Axes, Src, Dst>;
   auto const s = view_of(src);
   auto const d = view_of(dst);
@@ -46,9 +50,14 @@ TILEFOUNDRY_DEVICE void reduce_plain_tier(Src const& src, Dst&& dst) {
       stores_result<Plan, decltype(d)>(dst, std::make_index_sequence<Plan::n_dst_broadcast>{});
   CUTE_UNROLL
   for (int j = 0; j < int(cute::size(dl)); ++j) {
-    Acc const acc = fold_local<Op, Acc, typename Plan::split>(s, j);
+    Acc const acc = complete(fold_local<Op, Acc, typename Plan::split>(s, j));
     if (store) d.data()[dl(j)] = convert<D>(finish<Op>(acc, count));
   }
+}
+
+template <class Op, class Axes, class Src, class Dst>
+TILEFOUNDRY_DEVICE void reduce_plain_tier(Src const& src, Dst&& dst) {
+  reduce_in_registers<Op, Axes>(src, dst, [](auto acc) { return acc; });
 }
 
 }  // namespace detail

@@ -50,20 +50,7 @@ __device__ __forceinline__ Acc combine_peers(W const& w, int slot,
 template <class Op, class Axes, class Src, class Dst>
 __device__ void reduce_warp_tier(Src const& src, Dst&& dst) {
   using Plan = reduce_plan_t<Op, Axes, Src, Dst>;
-  auto const s = view_of(src);
-  auto const d = view_of(dst);
-  check_sizes<Plan, decltype(s), decltype(d)>();
-  using Acc = compute_t<value_t<decltype(s)>>;
-  using D = value_t<decltype(d)>;
-  auto const count = reduced_count<typename Plan::split>(full_shape(src));
-  auto const dl = dst_kept_layout<Plan>(d);
-  bool const store =
-      stores_result<Plan, decltype(d)>(dst, std::make_index_sequence<Plan::n_dst_broadcast>{});
-  CUTE_UNROLL
-  for (int j = 0; j < int(cute::size(dl)); ++j) {
-    Acc const acc = shuffle_lanes<Op, Plan>(fold_local<Op, Acc, typename Plan::split>(s, j));
-    if (store) d.data()[dl(j)] = convert<D>(finish<Op>(acc, count));
-  }
+  reduce_in_registers<Op, Axes>(src, dst, [](auto acc) { return shuffle_lanes<Op, Plan>(acc); });
 }
 
 template <class Op, class Axes, class Src, class Dst, class Ws>
