@@ -5,6 +5,7 @@
 #include <limits>
 #include <vector>
 
+#include "reduce_reference.h"
 #include "test_util.h"
 
 namespace {
@@ -212,31 +213,7 @@ TEST(Binary, Bf16OperandsComputeInFloat) {
 
 // ---------------------------------------------------------------- reduce family
 
-enum class Kind { sum, mean, max, min, absmax };
-
-double reference(Kind k, std::vector<double> const& v) {
-  double acc = k == Kind::sum || k == Kind::mean || k == Kind::absmax ? 0.0
-               : k == Kind::max                                       ? -INFINITY
-                                                                      : INFINITY;
-  for (double x : v) {
-    switch (k) {
-      case Kind::sum:
-      case Kind::mean:
-        acc += x;
-        break;
-      case Kind::max:
-        acc = std::max(acc, x);
-        break;
-      case Kind::min:
-        acc = std::min(acc, x);
-        break;
-      case Kind::absmax:
-        acc = std::max(acc, std::fabs(x));
-        break;
-    }
-  }
-  return k == Kind::mean ? acc / double(v.size()) : acc;
-}
+using Kind = tftest::ReduceKind;
 
 // src (3, 4, 5) column-major; reduce modes per Axes.
 template <class Op, class Axes, bool KeepDim>
@@ -271,7 +248,7 @@ void check_plain_reduce(Kind k) {
             for (int c = 0; c < e[2]; ++c)
               if ((red[0] || a == i) && (red[1] || b == j) && (red[2] || c == l))
                 v.push_back(x[a + 3 * b + 12 * c]);
-        double const want = reference(k, v);
+        double const want = tftest::reduce_reference(k, v);
         EXPECT_NEAR(out[i + ke[0] * j + ke[0] * ke[1] * l], want, 1e-5 * (1 + std::fabs(want)));
       }
 }

@@ -8,6 +8,7 @@ TILEFOUNDRY_STATIC_PROGRAM_SHAPE(thread, 128);
 
 #include <functional>
 
+#include "../cpp/reduce_reference.h"
 #include "harness.cuh"
 
 using namespace tilefoundry;
@@ -166,32 +167,11 @@ __global__ void partial_to_broadcast(T const* x, float* y) {
       frag, ys, cute::make_tensor(cute::make_smem_ptr(&ws[0]), cute::make_shape(Int<kThreads>{})));
 }
 
-enum class Kind { sum, mean, max, min, absmax };
+using Kind = tftest::ReduceKind;
 
 struct Ref {
   Kind kind;
-  double fold(std::vector<double> const& v) const {
-    double acc = kind == Kind::max ? -INFINITY : kind == Kind::min ? INFINITY : 0.0;
-    for (double x : v) {
-      if (std::isnan(x) && kind != Kind::sum && kind != Kind::mean) return x;
-      switch (kind) {
-        case Kind::sum:
-        case Kind::mean:
-          acc += x;
-          break;
-        case Kind::max:
-          acc = std::max(acc, x);
-          break;
-        case Kind::min:
-          acc = std::min(acc, x);
-          break;
-        case Kind::absmax:
-          acc = std::max(acc, std::fabs(x));
-          break;
-      }
-    }
-    return kind == Kind::mean ? acc / double(v.size()) : acc;
-  }
+  double fold(std::vector<double> const& v) const { return tftest::reduce_reference(kind, v); }
   // Sums are compared against the magnitude they accumulate; the others are exact.
   double tolerance(std::vector<double> const& v) const {
     if (kind != Kind::sum && kind != Kind::mean) return 0.0;
