@@ -29,22 +29,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Prepare; exit 0 on success, 2 with the reason on a refusal."""
-    from ..ir.core.prepare import prepare_module
-    from ..models.aliases import hf_alias_table
-    from ..models.checkpoint import CHECKPOINT_COMPANIONS, checkpoint_keys, is_prepared
-    from ..models.config import read_config
-    from ..models.decoder import build_causal_lm
-    from ..runtime.resource import SafetensorsResource
+    from ..models.checkpoint import is_prepared, prepare_hf_folder
 
     ckpt = Path(args.ckpt).resolve()
     try:
         if is_prepared(ckpt):
             raise ValueError(f"{ckpt} is already a prepared folder; generate can read it as is")
-        config = read_config(ckpt)
-        mod = build_causal_lm(config, config.max_position_embeddings)
-        raw = SafetensorsResource(str(ckpt), device="cpu", alias=hf_alias_table(config, checkpoint_keys(ckpt)))
-        prepare_module(mod, raw, args.out, device=args.device,
-                       companions=[ckpt / n for n in CHECKPOINT_COMPANIONS if (ckpt / n).is_file()])
+        config = prepare_hf_folder(ckpt, args.out, device=args.device)
     except (OSError, ValueError, KeyError, TypeError) as e:
         print(f"tilefoundry prepare: {e}", file=sys.stderr)
         return 2

@@ -64,8 +64,7 @@ def module(cls: type | None = None, *, entry: str | None = None, target: Any = N
             if isinstance(value, Converter):
                 continue
             if isinstance(value, Function):
-                if value.name != attr:
-                    value.name = attr
+                value.name = attr
                 functions[attr] = value
             elif isinstance(value, Module):
                 children.append(value.renamed(attr))

@@ -72,9 +72,23 @@ def open_checkpoint(folder: str | os.PathLike[str], *, max_len: int, progress: b
     cached = prepared_cache_dir(path)
     if not is_prepared(cached):
         print(f"{path.name}: per-expert weights must be stacked once; preparing into {cached}", flush=True)
-        prepare_module(mod, SafetensorsResource(str(path), device="cpu", alias=alias), cached, progress=progress,
-                       companions=[path / n for n in CHECKPOINT_COMPANIONS if (path / n).is_file()])
+        prepare_hf_folder(path, cached, config=config, mod=mod, alias=alias, progress=progress)
     return OpenedCheckpoint(path, config, mod, cached, None)
+
+
+def prepare_hf_folder(folder: Path, out: str | os.PathLike[str], *, config: ModelConfig | None = None,
+                      mod: Module | None = None, alias: dict[str, AliasValue] | None = None, device: str = "cpu",
+                      progress: bool = True) -> ModelConfig:
+    """Prepare the Hugging Face checkpoint ``folder`` into ``out``, config.json and tokenizer files beside.
+
+    ``config``, ``mod`` and ``alias`` are derived from the folder unless the caller already has them.
+    """
+    config = config or read_config(folder)
+    mod = mod or build_causal_lm(config, config.max_position_embeddings)
+    alias = alias or hf_alias_table(config, checkpoint_keys(folder))
+    prepare_module(mod, SafetensorsResource(str(folder), device="cpu", alias=alias), out, device=device,
+                   progress=progress, companions=[folder / n for n in CHECKPOINT_COMPANIONS if (folder / n).is_file()])
+    return config
 
 
 def checkpoint_keys(folder: Path) -> set[str]:
