@@ -13,9 +13,10 @@ from safetensors.torch import load_file, save_file
 from tilefoundry import func, module
 from tilefoundry.dsl import ConstTensor, DimVar, Tensor, tf
 from tilefoundry.ir.core.loaded import LoadedModule
-from tilefoundry.ir.core.prepare import INDEX_NAME, PrepareError
 from tilefoundry.ir.core.weights import WeightMismatchError
+from tilefoundry.runtime.prepare import PrepareError
 from tilefoundry.runtime.resource import DictResource, SafetensorsResource
+from tilefoundry.runtime.resource.prepared import INDEX_NAME
 
 n = DimVar("n", 1, 64)
 E = 3  # experts

@@ -40,6 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top-p", type=float, default=1.0, help="keep the smallest set of mass >= p (1: all)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the sampler (default 0)")
     parser.add_argument("--quiet", action="store_true", help="print only the generated text")
+    parser.add_argument("--allow-unused", action="store_true",
+                        help="accept checkpoint tensors no declared weight reads (refused by default)")
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object (text, tokens, timings) instead of streaming the text")
 
@@ -52,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         sampling = Sampling(args.temperature, args.top_k, args.top_p, args.seed)
         session = TextSession.open(args.ckpt, device=args.device, backend=args.backend,
-                                   max_new_tokens=args.max_new_tokens, prompt=args.prompt, chat=args.chat)
+                                   max_new_tokens=args.max_new_tokens, prompt=args.prompt, chat=args.chat,
+                                   allow_unused=args.allow_unused)
     except (OSError, ValueError, KeyError, TypeError, ImportError) as e:
         print(f"tilefoundry generate: {e}", file=sys.stderr)
         return 2

@@ -7,11 +7,11 @@ from typing import Any
 
 import torch
 
+from ..ir.core.binding import Binder, Mismatch
 from ..ir.core.function import Function, Param
 from ..ir.core.graph import Node, Value
 from ..ir.core.source import user_source
 from ..ir.core.tree import flatten, unflatten
-from ..ir.types.dim import DimVar
 from ..ir.types.tensor_type import TensorType
 from .context import EvalContext
 from .registry import HANDLERS
@@ -57,52 +57,22 @@ def agree_device(what: str, named: Sequence[tuple[str, Any]]) -> torch.device:
 
 
 def bind_inputs(fn: Function, params: Sequence[Param], args: Sequence[Any], bindings: dict[str, int]) -> None:
-    """Check each argument against its declaration, binding DimVars into ``bindings``."""
+    """Check each argument against its declaration, binding DimVars into ``bindings``.
+
+    The rule is the IR's one (:class:`~tilefoundry.ir.core.binding.Binder`); a wrong kind of tensor is a
+    TypeError, a wrong extent a ValueError, each prefixed with the function's name.
+    """
     if len(args) != len(params):
         raise TypeError(
             f"{fn.name} takes {len(params)} arguments ({', '.join(p.name for p in params)}), got {len(args)}"
         )
-    deferred: list[tuple[Param, int, Any, int]] = []
-    bound_by: dict[str, str] = {}
-    for p, a in zip(params, args):
-        if not isinstance(a, torch.Tensor):
-            raise TypeError(f"{fn.name}: argument {p.name} must be a torch.Tensor ({p.type}), got {type(a).__name__}")
-        want = p.type
-        if a.dtype != want.dtype.torch_dtype:
-            raise TypeError(f"{fn.name}: argument {p.name} has dtype {a.dtype}, declared {want}")
-        if a.dim() != want.rank:
-            raise TypeError(f"{fn.name}: argument {p.name} has rank {a.dim()} (shape {tuple(a.shape)}), "
-                            f"declared {want}")
-        for axis, (d, n) in enumerate(zip(want.shape, a.shape)):
-            n = int(n)
-            if isinstance(d, int):
-                if d != n:
-                    raise ValueError(f"{fn.name}: argument {p.name} has shape {tuple(a.shape)}, declared {want} "
-                                     f"(axis {axis}: {n} != {d})")
-            elif isinstance(d, DimVar):
-                _bind(fn, p, d, n, bindings, bound_by)
-            else:
-                deferred.append((p, axis, d, n))
-    for p, axis, d, n in deferred:
-        try:
-            value = d.evaluate(bindings)
-        except KeyError:
-            raise ValueError(f"{fn.name}: argument {p.name} axis {axis} is {d}, whose DimVars no plain "
-                             f"DimVar axis binds") from None
-        if value != n:
-            raise ValueError(f"{fn.name}: argument {p.name} axis {axis} is {n}, but {d} = {value} from the "
-                             f"other arguments")
-
-
-def _bind(fn: Function, p: Param, d: DimVar, n: int, bindings: dict[str, int], bound_by: dict[str, str]) -> None:
-    if not d.contains(n):
-        raise ValueError(f"{fn.name}: argument {p.name} ({p.type}): DimVar {d.name} = {n} is outside its range "
-                         f"[{d.lo}, {d.hi})")
-    if d.name in bindings and bindings[d.name] != n:
-        raise ValueError(f"{fn.name}: DimVar {d.name} is {bindings[d.name]} from argument {bound_by[d.name]} but "
-                         f"{n} in {p.name} ({p.type})")
-    bindings[d.name] = n
-    bound_by.setdefault(d.name, p.name)
+    binder = Binder("argument", bindings)
+    try:
+        for p, a in zip(params, args):
+            binder.bind(p.name, a, p.type)
+        binder.finish(complete=True)
+    except Mismatch as m:
+        raise (TypeError if m.is_type_error else ValueError)(f"{fn.name}: {m}") from None
 
 
 def run_function(fn: Function, args: Sequence[Any], ctx: EvalContext, params: Sequence[Param] | None = None) -> Any:
@@ -132,6 +102,11 @@ def run_function(fn: Function, args: Sequence[Any], ctx: EvalContext, params: Se
             values[id(v)] = t
     leaves, spec = flatten(graph.outputs, lambda v: isinstance(v, Value))
     return unflatten(spec, [values[id(v)] for v in leaves])
+
+
+def run_reading(fn: Function, args: Sequence[Any], device: torch.device, reading: Any) -> Any:
+    """Run ``fn`` of the LoadedModule ``reading`` on ``device``; ``args`` hold every declared parameter."""
+    return run_function(fn, args, EvalContext(device, reading=reading))
 
 
 def _run_node(node: Node, ins: list[torch.Tensor], ctx: EvalContext) -> Any:

@@ -34,16 +34,15 @@ _LAYER_LEAVES = {
 def hf_alias_table(c: ModelConfig, checkpoint_keys: Collection[str]) -> dict[str, AliasValue]:
     """The alias table reading a Hugging Face checkpoint of ``c``'s family.
 
-    ``checkpoint_keys`` (every raw key the checkpoint holds) decides the expert layout and whether the
-    lm_head is stored or tied to the embedding.
+    ``checkpoint_keys`` (every raw key the checkpoint holds) decides the expert layout. With tied embeddings
+    (``tie_word_embeddings``) the Module declares no lm_head, so the table maps none.
     """
     alias: dict[str, AliasValue] = {
         "embed_tokens": "model.embed_tokens.weight",
         "norm": "model.norm.weight",
-        "lm_head": "lm_head.weight",
     }
-    if c.tie_word_embeddings or "lm_head.weight" not in checkpoint_keys:
-        alias["lm_head"] = "model.embed_tokens.weight"
+    if not c.tie_word_embeddings:  # tied: the Module's head reads embed_tokens, and declares no lm_head
+        alias["lm_head"] = "lm_head.weight"
     alias.update(_LAYER_LEAVES)
     for i in range(c.num_layers):
         alias[f"layer{i}"] = f"model.layers.{i}"
@@ -59,6 +58,19 @@ def hf_alias_table(c: ModelConfig, checkpoint_keys: Collection[str]) -> dict[str
                                  ("experts_down", "down_proj")):
                 alias[ours] = tuple(f"mlp.experts.{e}.{theirs}.weight" for e in range(c.num_experts))
     return alias
+
+
+def hf_known_extras(c: ModelConfig) -> tuple[str, ...]:
+    """Glob patterns of raw keys a Hugging Face checkpoint of ``c``'s family may hold that no weight reads.
+
+    Rotary tables some exporters store (``rotary_emb.inv_freq``: the Module computes them), and a stored
+    ``lm_head.weight`` when the embeddings are tied (the head reads ``embed_tokens``). Any other unread tensor
+    is refused by prepare and generate.
+    """
+    extras = ("*rotary_emb.inv_freq",)
+    if c.tie_word_embeddings:
+        extras += ("lm_head.weight",)
+    return extras
 
 
 def needs_prepare(alias: dict[str, AliasValue]) -> bool:

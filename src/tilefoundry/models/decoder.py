@@ -2,6 +2,8 @@
 
 Tree: the root holds ``embed`` and ``head`` (final norm + lm_head) and children ``layer0..`` whose
 kernels are ``qkv`` (+ ``qk_norm`` for Qwen3), ``attend`` and ``mlp`` (or ``moe`` on routed layers).
+With tied embeddings ``head`` reads ``embed_tokens`` itself: the root declares that weight once, so it is
+read, prepared and stored once.
 Linear weights keep Hugging Face's (out, in) layout, so a checkpoint needs no transposes.
 
 Caches are the caller's: one (key, value) pair per layer, each (1, max_len, kv_heads, head_dim). A
@@ -150,6 +152,7 @@ def build_causal_lm(c: ModelConfig, max_len: int) -> Module:
 
     torch_dtype = dtype_of(dt).torch_dtype
     n_layers = c.num_layers
+    tied = c.tie_word_embeddings
 
     @module
     class CausalLM:
@@ -161,9 +164,16 @@ def build_causal_lm(c: ModelConfig, max_len: int) -> Module:
         def embed(input_ids: Tensor[(seq,), "i64"], embed_tokens: ConstTensor[(V, HID), dt]):
             return tf.index_select(embed_tokens, input_ids, 0)
 
-        @func
-        def head(x: Tensor[(seq, HID), dt], norm: ConstTensor[(HID,), dt], lm_head: ConstTensor[(V, HID), dt]):
-            return _linear(tf.rms_norm(x, norm, eps), lm_head)
+        if tied:
+            # Tied embeddings: the lm_head is the embedding table, one weight the Module declares once.
+            @func
+            def head(x: Tensor[(seq, HID), dt], norm: ConstTensor[(HID,), dt],
+                     embed_tokens: ConstTensor[(V, HID), dt]):
+                return _linear(tf.rms_norm(x, norm, eps), embed_tokens)
+        else:
+            @func
+            def head(x: Tensor[(seq, HID), dt], norm: ConstTensor[(HID,), dt], lm_head: ConstTensor[(V, HID), dt]):
+                return _linear(tf.rms_norm(x, norm, eps), lm_head)
 
         def forward(self, input_ids, pos_ids, kv_pos, cur_pos, n_new, cos, sin, caches):
             x = self.embed(input_ids)

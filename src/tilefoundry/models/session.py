@@ -52,8 +52,11 @@ class TextSession:
 
     @classmethod
     def open(cls, ckpt: str | Path, *, device: str, backend: str, max_new_tokens: int, prompt: str,
-             chat: bool) -> TextSession:
-        """Tokenize ``prompt``, open ``ckpt`` sized for it and load the chosen backend on ``device``."""
+             chat: bool, allow_unused: bool = False) -> TextSession:
+        """Tokenize ``prompt``, open ``ckpt`` sized for it and load the chosen backend on ``device``.
+
+        Checkpoint tensors no declared weight reads are refused unless ``allow_unused``.
+        """
         if backend not in ("reference", "twin"):
             raise ValueError(f"backend must be 'reference' or 'twin', got {backend!r}")
         if max_new_tokens < 1:
@@ -62,7 +65,7 @@ class TextSession:
         start = time.perf_counter()
         tokenizer = load_tokenizer(ckpt)
         ids = encode_prompt(tokenizer, prompt, chat)
-        opened = open_checkpoint(ckpt, max_len=len(ids) + max_new_tokens)
+        opened = open_checkpoint(ckpt, max_len=len(ids) + max_new_tokens, allow_unused=allow_unused)
         model = load_backend(opened, backend, device)
         return cls(opened, model, tokenizer, ids, max_new_tokens, device, time.perf_counter() - start)
 
@@ -91,12 +94,17 @@ class TextSession:
 
 
 def load_backend(opened: OpenedCheckpoint, backend: str, device: str) -> Any:
-    """The reference LoadedModule, or the family's runtime twin loaded from the same weights."""
+    """The reference LoadedModule, or the family's runtime twin loaded from the same weights.
+
+    Checkpoint tensors the load did not read are refused (OpenedCheckpoint.refuse_unread).
+    """
     resource = opened.resource(device)
     if backend == "reference":
-        return opened.module.load(resource)
-    from .twins import build_twin
+        model: Any = opened.module.load(resource)
+    else:
+        from .twins import build_twin
 
-    twin = build_twin(opened.module, opened.config)
-    twin.load(resource)
-    return twin
+        model = build_twin(opened.module, opened.config)
+        model.load(resource)
+    opened.refuse_unread(resource)
+    return model

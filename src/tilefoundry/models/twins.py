@@ -119,5 +119,10 @@ def build_twin(sem: Module, config: ModelConfig) -> RuntimeModule:
     def head(self, x, norm, lm_head):
         return F.linear(_rms(x, norm, eps), lm_head)
 
-    body = {"embed": runtime_func(embed), "head": runtime_func(head), "decoder": tuple(children)}
+    def tied_head(self, x, norm, embed_tokens):
+        return F.linear(_rms(x, norm, eps), embed_tokens)
+
+    tied = [p.name for p in sem.functions["head"].weights] == ["norm", "embed_tokens"]
+    body = {"embed": runtime_func(embed), "head": runtime_func(tied_head if tied else head),
+            "decoder": tuple(children)}
     return runtime_module(sem)(type("CausalLMTwin", (), body))()

@@ -51,10 +51,8 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-import torch
-
 from ..ir.core.module import Module
-from ..ir.core.weights import validate_weight
+from ..ir.core.weights import read_node_weights
 from .abi import entry_abi_of
 from .errors import TwinDefinitionError
 from .function import RuntimeFunction
@@ -478,15 +476,7 @@ def _twin_load(self: RuntimeModule, resource: Any) -> RuntimeModule:
 def _bind_own(twin: RuntimeModule, resource: Any) -> None:
     ir = twin.module
     assert ir is not None
-    path = twin._tree_path()
-    owners = {p.name: fn.name for fn in ir.functions.values() for p in fn.weights}
-    bindings: dict[str, int] = {}
-    constants: dict[str, torch.Tensor] = {}
-    for name, declared in ir.weights.items():
-        key = f"{path}.{name}" if path else name
-        tensor = resource.load(name)
-        constants[name] = validate_weight(key, tensor, declared, bindings, f"@{owners[name]}.converter({name!r})")
-    twin.__dict__["_tf_constants"] = MappingProxyType(constants)
+    twin.__dict__["_tf_constants"] = MappingProxyType(read_node_weights(ir, resource, twin._tree_path()))
 
 
 def _entry_forward(sem: Module) -> Callable[..., Any]:

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..types.dim import Dim, DimVar, dims_equal, substitute
 from ..types.tensor_type import TensorType
+from . import backends
 from .annotation import TensorSpec
 from .errors import IRTypeError, ModuleDefinitionError
 from .graph import Graph, Node, Value
@@ -162,9 +163,7 @@ class Function:
                 f"Module holds no weights; you passed activations alone, the argument list of the LoadedModule "
                 f"runner: call mod.load(resource).{self.name}(...) instead"
             )
-        from ...evaluator import evaluate
-
-        return evaluate(self, *args)
+        return backends.evaluate(self, *args)
 
     def record_call(self, op: str, args: tuple[Any, ...], expected: tuple[Param, ...],
                     attrs: dict[str, Any]) -> Any:

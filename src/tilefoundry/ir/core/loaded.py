@@ -9,9 +9,10 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from . import backends
 from .function import Function
 from .module import Module
-from .weights import validate_weight
+from .weights import read_node_weights
 
 
 class LoadedModule:
@@ -80,12 +81,10 @@ class BoundFunction:
         self.function = function
 
     def __call__(self, *acts: Any) -> Any:
-        from ...evaluator import EvalContext, run_function
-
         fn = self.function
         args = fn.fill_weights(f"LoadedModule {self.reading.name!r}.{fn.name}", acts, self.reading.constants)
         device = self._agree_placement(acts)
-        return run_function(fn, args, EvalContext(device, reading=self.reading))
+        return backends.run_reading(fn, args, device, self.reading)
 
     def _agree_placement(self, acts: tuple[Any, ...]) -> torch.device:
         """This reading's constants, the children's it reaches and the tensor activations must share one device.
@@ -139,14 +138,7 @@ def load_module(mod: Module, resource: Any) -> LoadedModule:
 
 
 def _load_node(mod: Module, resource: Any, path: str, bar: tqdm) -> LoadedModule:
-    bindings: dict[str, int] = {}
-    constants: dict[str, torch.Tensor] = {}
-    owners = {p.name: fn.name for fn in mod.functions.values() for p in fn.weights}
-    for name, declared in mod.weights.items():
-        key = f"{path}.{name}" if path else name
-        tensor = resource.load(name)
-        constants[name] = validate_weight(key, tensor, declared, bindings, f"@{owners[name]}.converter({name!r})")
-        bar.update()
+    constants = read_node_weights(mod, resource, path, bar.update)
     children = tuple(
         _load_node(child, resource.subtree(child.name), f"{path}.{child.name}" if path else child.name, bar)
         for child in mod.modules

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import types as pytypes
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..types.tensor_type import TensorType
+from . import backends
 from .errors import IRTypeError, ModuleDefinitionError
 from .function import Converter, Function
 from .source import user_source
@@ -215,11 +216,16 @@ class Module:
 
         return load_module(self, resource)
 
-    def prepare(self, raw: Any, out_dir: str, *, device: str = "cpu") -> None:
-        """Convert raw checkpoint tensors into the clean directory ``load`` reads (spec 1.1.2)."""
-        from .prepare import prepare_module
+    def prepare(self, raw: Any, out_dir: str, *, device: str = "cpu",
+                allow_unused: bool | Iterable[str] = False) -> None:
+        """Convert raw checkpoint tensors into the clean directory ``load`` reads (spec 1.1.2).
 
-        prepare_module(self, raw, out_dir, device=device)
+        ``out_dir`` appears all at once and replaces only an earlier prepare's output. Every tensor ``raw``
+        holds must be read by some declared weight unless ``allow_unused`` is True, or names it among its
+        glob patterns of raw keys (known extras such as ``"*.rotary_emb.inv_freq"``). The work is done by
+        :func:`tilefoundry.runtime.prepare.prepare_module`.
+        """
+        backends.prepare(self, raw, out_dir, device=device, allow_unused=allow_unused)
 
     def __repr__(self) -> str:
         return f"<Module {self.name}: {self._member_list()}>"

@@ -7,8 +7,11 @@ Two shapes are accepted (the Hugging Face conventions):
 
 When both are present the index wins. Everything here is validated when the layout is read, before any
 tensor is: the index must be JSON of the right shape, and every shard it names must be a file inside the
-checkpoint folder (no absolute path, no ``..``, no symlink leading out) that exists. Shard *contents* are
-checked when a shard is first opened (:mod:`.shard_file`).
+checkpoint folder (no absolute path, no ``..``, no symlink leading out) that exists, and no JSON object of
+the index may name a key twice. The one link allowed out of the folder is the Hugging Face hub cache's own:
+in a snapshot (``<repo>/snapshots/<revision>/``) files are symlinks into ``<repo>/blobs/``, and a link
+resolving into that repository's ``blobs/`` folder is read. Shard *contents* are checked when a shard is first
+opened (:mod:`.shard_file`).
 
 An index may spell one file several ways (``s.safetensors`` and ``./s.safetensors``, an in-folder symlink
 and its target, two hard links). Each spelling is kept as a key of :attr:`CheckpointLayout.shards`, so that
@@ -27,7 +30,7 @@ from types import MappingProxyType
 
 from .errors import CheckpointError
 
-__all__ = ["INDEX_NAME", "SINGLE_NAME", "CheckpointLayout", "read_checkpoint_layout"]
+__all__ = ["INDEX_NAME", "SINGLE_NAME", "CheckpointLayout", "hub_blobs_folder", "read_checkpoint_layout"]
 
 INDEX_NAME = "model.safetensors.index.json"
 """File name of a sharded checkpoint's index."""
@@ -66,6 +69,27 @@ def _inside(root: Path, path: str) -> bool:
     return path == root_text or path.startswith(root_text.rstrip(os.sep) + os.sep)
 
 
+def hub_blobs_folder(root: Path) -> Path | None:
+    """The ``blobs/`` folder of the Hugging Face hub-cache repository whose snapshot ``root`` is, else None.
+
+    The hub cache stores a download as ``<repo>/snapshots/<revision>/<file>``, each file a symlink into
+    ``<repo>/blobs/``. ``root`` must be resolved already; ``blobs`` must be a real folder (not a link), so a
+    link into it stays inside the repository.
+    """
+    if root.parent.name != "snapshots":
+        return None
+    blobs = root.parent.parent / "blobs"
+    return blobs if blobs.is_dir() and not blobs.is_symlink() else None
+
+
+def _within_checkpoint(root: Path, resolved: str) -> bool:
+    """True when the resolved path lies in the checkpoint folder, or in its hub-cache repository's blobs/."""
+    if _inside(root, resolved):
+        return True
+    blobs = hub_blobs_folder(root)
+    return blobs is not None and _inside(blobs, resolved) and resolved != os.fspath(blobs)
+
+
 def _resolve_member(root: Path, name: str, *, what: str, source: Path | None, key: str | None) -> Path:
     """Resolve ``name`` inside ``root``, refusing anything that would read outside the checkpoint folder."""
     where = f"{source.name} maps {key!r} to " if source is not None else ""
@@ -81,11 +105,11 @@ def _resolve_member(root: Path, name: str, *, what: str, source: Path | None, ke
             "names must stay inside the checkpoint folder. Fix the index, or copy the shard into the folder"
         )
     resolved = os.path.realpath(os.path.join(root, name))
-    if not _inside(root, resolved):
+    if not _within_checkpoint(root, resolved):
         raise CheckpointError(
             f"{where}{what} {name!r}, a symlink resolving to {resolved!r} outside checkpoint folder "
-            f"{str(root)!r}; every file read must lie inside the checkpoint folder. Replace the link with "
-            "the file itself"
+            f"{str(root)!r}; every file read must lie inside the checkpoint folder (or, for a Hugging Face "
+            "hub-cache snapshot, in its repository's blobs/ folder). Replace the link with the file itself"
         )
     return Path(resolved)
 
@@ -99,6 +123,22 @@ def _file_identity(path: Path) -> tuple[int, int]:
     return st.st_dev, st.st_ino
 
 
+class _DuplicateKey(Exception):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """``json.loads`` object hook: the object as a dict, refusing a key it names twice (JSON keeps the last)."""
+    obj: dict[str, object] = {}
+    for key, value in pairs:
+        if key in obj:
+            raise _DuplicateKey(key)
+        obj[key] = value
+    return obj
+
+
 def _read_index(root: Path, index_path: Path) -> dict[str, str]:
     try:
         text = index_path.read_text(encoding="utf-8")
@@ -109,7 +149,12 @@ def _read_index(root: Path, index_path: Path) -> dict[str, str]:
     except OSError as exc:
         raise CheckpointError(f"cannot read index {str(index_path)!r}: {exc.strerror or exc}") from None
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as dup:
+        raise CheckpointError(
+            f"index {str(index_path)!r} names the key {dup.key!r} twice in one JSON object; a weight mapped twice "
+            "is ambiguous, so nothing is read. Restore the index from the checkpoint's source"
+        ) from None
     except json.JSONDecodeError as exc:
         raise CheckpointError(
             f"index {str(index_path)!r} is not valid JSON ({exc.msg} at line {exc.lineno}, column "

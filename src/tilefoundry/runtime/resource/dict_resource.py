@@ -47,9 +47,17 @@ class DictResource(ScopedResource):
 
     def _scoped(self, prefix: str) -> DictResource:
         view = object.__new__(DictResource)
-        ScopedResource.__init__(view, prefix, self._alias)
+        ScopedResource.__init__(view, prefix, self._alias, self._reads)
         view._data = self._data
         return view
+
+    def raw_keys(self) -> frozenset[str]:
+        """Every key of the mapping."""
+        return frozenset(self._data)
+
+    def describe(self) -> str:
+        """``this DictResource (N tensors)``."""
+        return f"this DictResource ({len(self._data)} tensors)"
 
     def _read(self, key: str, request: ReadRequest) -> torch.Tensor:
         try:

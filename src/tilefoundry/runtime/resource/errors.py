@@ -9,17 +9,28 @@ Two failures are distinguished because callers react to them differently:
   that is not JSON or names a shard outside the checkpoint folder, a missing or truncated shard, a corrupt
   shard header, an index entry pointing at a shard that does not hold the key. The message names the file
   (and the key, where one is involved).
+* :class:`UnreadTensorsError` (a CheckpointError): the checkpoint holds tensors no declared weight read,
+  so the model built from its config is not the model the checkpoint stores (too few layers or experts).
+  The message names the first few keys and their count, and the way to accept them.
 
 Neither is raised after writing anything: resources only ever read.
 """
 
 from __future__ import annotations
 
-__all__ = ["CheckpointError", "WeightNotFoundError"]
+__all__ = ["CheckpointError", "UnreadTensorsError", "WeightNotFoundError"]
 
 
 class CheckpointError(ValueError):
     """A checkpoint directory, index or shard file is malformed; the message names the file at fault."""
+
+
+class UnreadTensorsError(CheckpointError):
+    """The checkpoint holds tensors that no declared weight reads; ``keys`` lists them all, sorted."""
+
+    def __init__(self, message: str, *, keys: list[str]) -> None:
+        super().__init__(message)
+        self.keys = keys
 
 
 class WeightNotFoundError(KeyError):

@@ -78,9 +78,26 @@ class SafetensorsResource(ScopedResource):
 
     def _scoped(self, prefix: str) -> SafetensorsResource:
         view = object.__new__(SafetensorsResource)
-        ScopedResource.__init__(view, prefix, self._alias)
+        ScopedResource.__init__(view, prefix, self._alias, self._reads)
         view._ckpt = self._ckpt
         return view
+
+    def raw_keys(self) -> frozenset[str]:
+        """Every key of the checkpoint: the index's weight map, or the single file's header (opening it)."""
+        layout = self._ckpt.layout
+        if layout.weight_map is not None:
+            return frozenset(layout.weight_map)
+        return self._ckpt.pool.get(SINGLE_NAME).keys
+
+    def describe(self) -> str:
+        """``checkpoint '<dir>' (index ...)`` or ``checkpoint '<dir>' (model.safetensors)``."""
+        return f"checkpoint {self._ckpt.layout.describe()}"
+
+    def files(self) -> tuple[Path, ...]:
+        """The checkpoint folder, its index (if any) and every shard file, symlinks resolved."""
+        layout = self._ckpt.layout
+        index = (layout.index_path,) if layout.index_path is not None else ()
+        return (layout.root, *index, *dict.fromkeys(layout.shards.values()))
 
     @property
     def ckpt_dir(self) -> Path:

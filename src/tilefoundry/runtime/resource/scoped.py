@@ -1,19 +1,27 @@
 """``ScopedResource``: the alias-resolving ``load`` / ``load_group`` / ``subtree`` every resource shares.
 
-Concrete resources only say how to read one raw key (:meth:`ScopedResource._read`) and how to make a view
-under another prefix (:meth:`ScopedResource._scoped`); the naming rules live here once.
+Concrete resources only say how to read one raw key (:meth:`ScopedResource._read`), how to make a view
+under another prefix (:meth:`ScopedResource._scoped`), which raw keys they hold (:meth:`raw_keys`) and how
+to name themselves in a message (:meth:`describe`); the naming rules live here once.
+
+Every view of one resource shares a log of the raw keys read through any of them, so that after a whole
+Module tree was read (``load``, ``prepare``) :meth:`ScopedResource.refuse_unread` can name the tensors that
+nothing read: a checkpoint holding more layers or experts than the config declares.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from pathlib import Path
 from typing import TypeVar
 
 import torch
 
 from .alias import AliasValue, Preprocessed, join_key, lookup_alias, normalize_prefix
+from .errors import UnreadTensorsError
 
 __all__ = ["ReadRequest", "ScopedResource"]
 
@@ -52,15 +60,18 @@ def _check_name(name: object, what: str) -> str:
 class ScopedResource(ABC):
     """Base of the concrete resources: a prefix, an alias table carried down to every view, and the rules.
 
-    Subclasses implement :meth:`_read` and :meth:`_scoped`.
+    Subclasses implement :meth:`_read`, :meth:`_scoped`, :meth:`raw_keys` and :meth:`describe`.
     """
 
     _prefix: str
     _alias: Mapping[str, AliasValue]
+    _reads: set[str]
 
-    def __init__(self, prefix: str, alias: Mapping[str, AliasValue]) -> None:
+    def __init__(self, prefix: str, alias: Mapping[str, AliasValue], reads: set[str] | None = None) -> None:
+        """``reads`` is the read log a view shares with the resource it was made from (a new one when None)."""
         self._prefix = normalize_prefix(prefix)
         self._alias = alias
+        self._reads = set() if reads is None else reads
 
     @property
     def prefix(self) -> str:
@@ -78,7 +89,53 @@ class ScopedResource(ABC):
 
     @abstractmethod
     def _scoped(self: _Self, prefix: str) -> _Self:
-        """A view of the same data under ``prefix`` (already normalized), sharing the alias table."""
+        """A view of the same data under ``prefix`` (already normalized), sharing the alias table and read log."""
+
+    @abstractmethod
+    def raw_keys(self) -> frozenset[str]:
+        """Every raw key the underlying data holds, whatever this view's prefix."""
+
+    @abstractmethod
+    def describe(self) -> str:
+        """The data this resource reads, for messages (``checkpoint '/m' (model.safetensors)``)."""
+
+    def files(self) -> tuple[Path, ...]:
+        """The folder and files this resource reads from (none for in-memory data)."""
+        return ()
+
+    @property
+    def read_keys(self) -> frozenset[str]:
+        """The raw keys read so far through this resource or any view sharing its data."""
+        return frozenset(self._reads)
+
+    def unread_keys(self, allowed: Iterable[str] = ()) -> list[str]:
+        """Raw keys no read reached so far, sorted, except those matching a glob pattern of ``allowed``."""
+        patterns = tuple(allowed)
+        return sorted(k for k in self.raw_keys() - self._reads if not any(fnmatchcase(k, p) for p in patterns))
+
+    def refuse_unread(self, allowed: Iterable[str] = ()) -> None:
+        """Raise UnreadTensorsError naming the raw tensors nothing read (see :meth:`unread_keys`).
+
+        Call it after a whole Module tree was read from this resource: a tensor nothing read means the
+        Module is not the model the checkpoint stores.
+        """
+        unread = self.unread_keys(allowed)
+        if not unread:
+            return
+        shown = ", ".join(repr(k) for k in unread[:5]) + (", ..." if len(unread) > 5 else "")
+        raise UnreadTensorsError(
+            f"{self.describe()} holds {len(unread)} tensor{'s' if len(unread) != 1 else ''} that no declared "
+            f"weight reads: {shown}. The config declares fewer layers or experts than the checkpoint holds, or "
+            "the checkpoint belongs to another model: fix config.json, or accept the extra tensors with "
+            "allow_unused=True (on the command line: --allow-unused)",
+            keys=unread,
+        )
+
+    def _fetch(self, key: str, request: ReadRequest) -> torch.Tensor:
+        """Read the raw key ``key`` and log it as read."""
+        tensor = self._read(key, request)
+        self._reads.add(key)
+        return tensor
 
     def load(self, name: str) -> torch.Tensor:
         """Return the tensor ``name`` resolves to in this scope, in its stored element type.
@@ -90,7 +147,7 @@ class ScopedResource(ABC):
         prefix = self._prefix
         hit = lookup_alias(self._alias, prefix, name)
         if hit is None:
-            return self._read(f"{prefix}{name}", ReadRequest(name, prefix))
+            return self._fetch(f"{prefix}{name}", ReadRequest(name, prefix))
         value = hit.value
         request = ReadRequest(name, prefix, hit.key)
         if isinstance(value, tuple):
@@ -99,9 +156,9 @@ class ScopedResource(ABC):
                 f"{value!r}; read it with load_group({name!r}), which returns them in declared order"
             )
         if isinstance(value, Preprocessed):
-            raw = self._read(join_key(prefix, value.name), request)
+            raw = self._fetch(join_key(prefix, value.name), request)
             return self._apply(value, raw, name, hit.key)
-        return self._read(join_key(prefix, value), request)
+        return self._fetch(join_key(prefix, value), request)
 
     def load_group(self, name: str) -> tuple[torch.Tensor, ...] | None:
         """Return the raw tensors of the one-to-many alias ``name`` in declared order, never stacked.
@@ -115,7 +172,7 @@ class ScopedResource(ABC):
         if hit is None or not isinstance(hit.value, tuple):
             return None
         request = ReadRequest(name, prefix, hit.key)
-        return tuple(self._read(f"{prefix}{member}", request) for member in hit.value)
+        return tuple(self._fetch(f"{prefix}{member}", request) for member in hit.value)
 
     def subtree(self: _Self, seg: str) -> _Self:
         """Return a view scoped one path segment deeper; ``seg`` is alias-resolved to one relative path.

@@ -1,0 +1,355 @@
+"""The prepared-folder format, the way TileFoundry writes any folder, and its cache root: their one home.
+
+**Prepared folder** (what ``Module.prepare`` and ``tilefoundry prepare`` write, spec 1.1.2)::
+
+    model-00001-of-00001.safetensors   every weight, keyed by its dotted module path   (SHARD_NAME)
+    model.safetensors.index.json       {"metadata": {"total_size": N, "prepared_by": "tilefoundry",
+                                                      "companions": [...]},
+                                        "weight_map": {"<key>": SHARD_NAME, ...}}    (INDEX_NAME)
+    config.json, tokenizer files ...   the companions copied beside, named in the index
+
+The mark ``prepared_by: tilefoundry`` tells a prepared folder from any other checkpoint
+(:func:`is_prepared`), and the index names every file the folder holds (:func:`prepared_files`): that is how
+a later prepare knows what it may replace.
+
+**Writing a folder** (:func:`write_folder`): the content is written into ``.<NAME>.partial-<random>`` beside
+the target ``NAME`` and renamed into place, so the target appears all at once with the user's normal
+permissions (the umask decides). An existing target is replaced only when everything in it is something an
+earlier write of the same kind produced (the caller says what that is); anything else is refused, naming
+the first few entries, and an input lying inside the target is refused. The check is made before the work
+and again at the swap, under an exclusive lock on the target (:func:`folder_lock`, an ``flock`` on
+``.<NAME>.lock`` beside it), so two writers of one target take turns and the last one wins whole.
+
+Replacing takes two renames (target -> ``.<NAME>.old-<random>``, partial -> target). A writer killed in
+between leaves the target missing and its old content hidden; a writer killed while filling leaves its
+partial. The next writer of the same target, holding the lock, puts the old content back (or removes it,
+when the target is there) and removes every partial whose writer is gone (a live writer keeps an ``flock``
+on its partial folder), so no copy leaks.
+
+**Cache root** (:func:`cache_root`): ``$TILEFOUNDRY_CACHE``, else ``~/.cache/tilefoundry``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import secrets
+import shutil
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+
+from .checkpoint_index import INDEX_NAME
+
+__all__ = [
+    "INDEX_NAME",
+    "PREPARED_MARK",
+    "SHARD_NAME",
+    "cache_root",
+    "check_target",
+    "folder_lock",
+    "is_prepared",
+    "prepared_files",
+    "write_folder",
+    "write_prepared",
+]
+
+SHARD_NAME = "model-00001-of-00001.safetensors"
+"""The one shard file of a prepared folder."""
+
+PREPARED_MARK = "tilefoundry"
+"""The value of ``metadata.prepared_by`` in a prepared folder's index."""
+
+_COMPANIONS = "companions"  # metadata key listing the files copied beside the shard
+
+
+# -- the cache root --------------------------------------------------------------------------------------------
+
+
+def cache_root() -> Path:
+    """Where TileFoundry caches what it derives (prepared checkpoints, converted models, kernels).
+
+    ``$TILEFOUNDRY_CACHE`` when set and non-empty, else ``~/.cache/tilefoundry``; not created here.
+    """
+    env = os.environ.get("TILEFOUNDRY_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "tilefoundry"
+
+
+# -- reading the format ----------------------------------------------------------------------------------------
+
+
+def _plain_name(name: object) -> bool:
+    return isinstance(name, str) and name not in ("", ".", "..") and "/" not in name and "\\" not in name
+
+
+def prepared_files(folder: str | os.PathLike[str]) -> frozenset[str] | None:
+    """The file names a prepared folder's index says prepare wrote (index, shard, companions).
+
+    None when ``folder`` is not a prepared folder: no index, an index that is not JSON, lacks the mark, or
+    names a file by anything but a plain name.
+    """
+    try:
+        doc = json.loads((Path(folder) / INDEX_NAME).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not isinstance(doc, dict):
+        return None
+    meta, weight_map = doc.get("metadata"), doc.get("weight_map")
+    if not isinstance(meta, dict) or meta.get("prepared_by") != PREPARED_MARK or not isinstance(weight_map, dict):
+        return None
+    companions = meta.get(_COMPANIONS, [])
+    if not isinstance(companions, list):
+        return None
+    names = [*weight_map.values(), *companions]
+    if not all(_plain_name(n) for n in names):
+        return None
+    return frozenset({INDEX_NAME, *names})
+
+
+def is_prepared(folder: str | os.PathLike[str]) -> bool:
+    """True when ``folder`` was written by prepare (its index carries the mark)."""
+    return prepared_files(folder) is not None
+
+
+# -- writing the format ----------------------------------------------------------------------------------------
+
+
+def _own_storage(tensors: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The tensors, each a copy where it shares memory with one before it (safetensors refuses shared memory).
+
+    Two declared weights may read one raw tensor; each is still a weight of its own in the folder.
+    """
+    spans: dict[tuple[int, int], list[tuple[int, int]]] = {}  # storage -> byte ranges kept in it
+    out: dict[str, torch.Tensor] = {}
+    for key, t in tensors.items():
+        if t.numel():
+            storage = t.untyped_storage()
+            kept = spans.setdefault((storage.data_ptr(), storage.nbytes()), [])
+            lo, hi = t.data_ptr(), t.data_ptr() + t.numel() * t.element_size()
+            if any(lo < end and start < hi for start, end in kept):
+                t = t.clone()
+            else:
+                kept.append((lo, hi))
+        out[key] = t
+    return out
+
+
+def write_prepared(out: str | os.PathLike[str], tensors: Mapping[str, torch.Tensor], *,
+                   companions: Sequence[str | os.PathLike[str]] = (), inputs: Iterable[Path] = ()) -> Path:
+    """Write the prepared folder ``out``: ``tensors`` (CPU, contiguous) by key, and the ``companions`` files.
+
+    The write is :func:`write_folder`'s: all at once, replacing only an earlier prepared folder, refusing an
+    ``inputs`` path inside ``out``. Returns the folder's resolved path.
+    """
+    names = [Path(c).name for c in companions]
+
+    def fill(folder: Path) -> None:
+        # One metadata key only: safetensors writes metadata from a hash map, so two keys come out in a
+        # different order from run to run and the shard would not be byte-for-byte reproducible.
+        save_file(_own_storage(tensors), str(folder / SHARD_NAME), metadata={"format": "pt"})
+        total = sum(t.numel() * t.element_size() for t in tensors.values())
+        index = {"metadata": {"total_size": total, "prepared_by": PREPARED_MARK, _COMPANIONS: names},
+                 "weight_map": {k: SHARD_NAME for k in sorted(tensors)}}
+        (folder / INDEX_NAME).write_text(json.dumps(index, indent=2) + "\n", encoding="utf-8")
+        for source, name in zip(companions, names):
+            shutil.copyfile(source, folder / name)  # data only: the copy gets the umask's permissions
+
+    return write_folder(out, fill, owned=prepared_files, inputs=inputs, what="prepare",
+                        kind="a prepared checkpoint directory")
+
+
+# -- writing any folder ----------------------------------------------------------------------------------------
+
+
+def _resolve_target(out: str | os.PathLike[str]) -> Path:
+    return Path(os.path.realpath(os.fspath(out)))
+
+
+def _leftover_prefixes(out: Path) -> tuple[str, str]:
+    return f".{out.name}.old-", f".{out.name}.partial-"
+
+
+@contextmanager
+def folder_lock(out: str | os.PathLike[str]) -> Iterator[None]:
+    """Hold the exclusive lock of the folder ``out``: an ``flock`` on ``.<NAME>.lock`` beside it.
+
+    Blocks while another process (or another open of it in this one) holds it. The lock file is removed
+    on release, while still held; a waiter that then finds it locked a removed file takes the next one.
+    """
+    target = _resolve_target(out)
+    path = target.parent / f".{target.name}.lock"
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            st = os.stat(path)
+        except FileNotFoundError:
+            os.close(fd)
+            continue
+        except BaseException:
+            os.close(fd)
+            raise
+        held = os.fstat(fd)
+        if (st.st_dev, st.st_ino) == (held.st_dev, held.st_ino):
+            break
+        os.close(fd)
+    try:
+        yield
+    finally:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+
+
+def _recover(out: Path) -> None:
+    """Clear what killed writers of ``out`` left beside it (call holding ``folder_lock(out)``).
+
+    The old content hidden by a writer killed between its two renames goes back to ``out`` when ``out`` is
+    missing, and is removed otherwise; a partial folder is removed unless its writer still holds it.
+    """
+    old_prefix, partial_prefix = _leftover_prefixes(out)
+    olds: list[os.DirEntry[str]] = []
+    partials: list[os.DirEntry[str]] = []
+    with os.scandir(out.parent) as entries:
+        for e in entries:
+            if not e.is_dir(follow_symlinks=False):
+                continue
+            if e.name.startswith(old_prefix):
+                olds.append(e)
+            elif e.name.startswith(partial_prefix):
+                partials.append(e)
+    olds.sort(key=lambda e: e.stat(follow_symlinks=False).st_ctime_ns, reverse=True)
+    if olds and not os.path.lexists(out):
+        os.replace(olds.pop(0).path, out)
+    for e in olds:
+        shutil.rmtree(e.path, ignore_errors=True)
+    for e in partials:
+        try:
+            fd = os.open(e.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue  # its writer is alive
+        try:
+            shutil.rmtree(e.path, ignore_errors=True)
+        finally:
+            os.close(fd)
+
+
+def _refuse_foreign(out: Path, owned: Callable[[Path], Collection[str] | None], what: str, kind: str) -> None:
+    if not os.path.lexists(out):
+        return
+    if not out.is_dir():
+        raise FileExistsError(f"{what}: {out} exists and is not a folder; choose another output folder")
+    mine = owned(out) or frozenset()
+    foreign = sorted(n for n in os.listdir(out) if n not in mine or (out / n).is_dir())
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
+        raise FileExistsError(
+            f"{what}: {out} is not {kind} it may replace: it holds {len(foreign)} "
+            f"entr{'ies' if len(foreign) != 1 else 'y'} {what} did not write ({shown}). {what} replaces only "
+            "its own earlier output; move them away, or choose another output folder"
+        )
+
+
+def _refuse_inputs_inside(out: Path, inputs: Iterable[Path], what: str) -> None:
+    prefix = os.fspath(out).rstrip(os.sep) + os.sep
+    for path in inputs:
+        resolved = os.path.realpath(os.fspath(path))
+        if resolved == os.fspath(out) or resolved.startswith(prefix):
+            raise ValueError(
+                f"{what}: the input {resolved} lies inside the output folder {out}, which the output replaces "
+                "whole; write the output elsewhere"
+            )
+
+
+def check_target(out: str | os.PathLike[str], *, owned: Callable[[Path], Collection[str] | None],
+                 inputs: Iterable[Path] = (), what: str, kind: str) -> Path:
+    """Refuse now what :func:`write_folder` would refuse at the swap; returns the resolved target.
+
+    Clears killed writers' leftovers first (under the lock), so an output hidden by a killed run is back.
+    """
+    target = _resolve_target(out)
+    _refuse_inputs_inside(target, inputs, what)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with folder_lock(target):
+        _recover(target)
+        _refuse_foreign(target, owned, what, kind)
+    return target
+
+
+@contextmanager
+def _partial(out: Path) -> Iterator[Path]:
+    """A new, locked ``.<NAME>.partial-<random>`` folder beside ``out``; removed on failure."""
+    while True:
+        path = out.parent / f"{_leftover_prefixes(out)[1]}{secrets.token_hex(6)}"
+        try:
+            os.mkdir(path, 0o777)  # the umask decides the permissions
+            break
+        except FileExistsError:
+            continue
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # tells other writers' recovery that this partial is alive
+        yield path
+    except BaseException:
+        shutil.rmtree(path, ignore_errors=True)
+        raise
+    finally:
+        os.close(fd)
+
+
+def _swap(partial: Path, out: Path) -> None:
+    """Rename ``partial`` to ``out``; an existing ``out`` is moved aside first and removed after (lock held)."""
+    if not os.path.lexists(out):
+        os.replace(partial, out)
+        return
+    old_prefix = _leftover_prefixes(out)[0]
+    old = out.parent / f"{old_prefix}{secrets.token_hex(6)}"
+    while os.path.lexists(old):
+        old = out.parent / f"{old_prefix}{secrets.token_hex(6)}"
+    os.replace(out, old)
+    try:
+        os.replace(partial, out)
+    except BaseException:
+        if not os.path.lexists(out):
+            os.replace(old, out)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def write_folder(out: str | os.PathLike[str], fill: Callable[[Path], None], *,
+                 owned: Callable[[Path], Collection[str] | None], inputs: Iterable[Path] = (), what: str,
+                 kind: str) -> Path:
+    """Write the folder ``out`` all at once: ``fill(partial)`` writes the content, which then replaces ``out``.
+
+    Args:
+        out: the target folder (symlinks resolved).
+        fill: writes the content into the (empty) folder it is given.
+        owned: the entry names of an existing folder that an earlier write of this kind made (None: none);
+            an existing ``out`` holding anything else (or a subfolder) is refused, never replaced.
+        inputs: paths the content is read from; one inside ``out`` is refused.
+        what, kind: how messages name the writer (``"prepare"``) and what it replaces (``"a prepared
+            checkpoint directory"``).
+
+    Returns the resolved target. Raises FileExistsError (a foreign ``out``, checked before ``fill`` and again
+    at the swap, under :func:`folder_lock`) or ValueError (an input inside ``out``); whatever ``fill``
+    raises passes through. On any failure ``out`` is as it was and the partial folder is gone.
+    """
+    target = check_target(out, owned=owned, inputs=inputs, what=what, kind=kind)
+    with _partial(target) as partial:
+        fill(partial)
+        with folder_lock(target):
+            _recover(target)
+            _refuse_foreign(target, owned, what, kind)
+            _swap(partial, target)
+    return target
