@@ -239,6 +239,26 @@ def test_the_swap_check_sees_a_change_made_by_another_process(tmp_path: Path) ->
     assert leftovers(tmp_path) == []
 
 
+def test_a_file_added_at_the_last_moment_is_seen_in_the_folder_moved_aside(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "out"
+    Small.prepare(DictResource(raw(1)), str(out))
+    real_replace = os.replace
+
+    def replace(src: Any, dst: Any) -> None:
+        if Path(src) == out:  # after the check under the lock, just before the folder is moved aside
+            (out / "late.txt").write_text("written at the last moment")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    with pytest.raises(FileExistsError, match=rf"{out} is not a prepared checkpoint directory .*late\.txt"):
+        Small.prepare(DictResource(raw(2)), str(out))
+    monkeypatch.undo()
+    late = hashlib.sha256(b"written at the last moment").hexdigest()
+    assert digest(out) == dict(reference(tmp_path, 1), **{"late.txt": late}), "moved back, nothing removed"
+    assert leftovers(tmp_path) == []
+
+
 def _waits_on(lock: Path, pid: int) -> bool:
     """True when process ``pid`` is blocked waiting for the flock on ``lock`` (Linux /proc/locks)."""
     inode = os.stat(lock).st_ino

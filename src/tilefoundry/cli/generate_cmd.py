@@ -15,7 +15,8 @@ printing the text as it is produced, then the speed.
 --backend twin runs the model family's runtime twin (fast torch kernels), checked against it.
 The folder may be a Hugging Face checkpoint (read through the family's alias table; models with
 per-expert weights are prepared once into ~/.cache/tilefoundry, or $TILEFOUNDRY_CACHE) or a folder
-written by `tilefoundry prepare`.
+written by `tilefoundry prepare`. Checkpoint tensors that no weight of the model its config.json
+describes reads (more layers or experts than the config declares) are refused unless --allow-unused.
 
 Sampling is greedy unless --temperature > 0; --top-k, --top-p and --seed shape and fix the draw.
 Generation stops at the model's end-of-sequence tokens or after --max-new-tokens.

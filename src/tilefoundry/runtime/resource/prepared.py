@@ -250,17 +250,23 @@ def _recover(out: Path) -> None:
             os.close(fd)
 
 
-def _refuse_foreign(out: Path, owned: Callable[[Path], Collection[str] | None], what: str, kind: str) -> None:
+_Owned = Callable[[Path], Collection[str] | None]
+"""Names the entries of an existing folder that an earlier write of the same kind made (None: none)."""
+
+
+def _refuse_foreign(out: Path, owned: _Owned, what: str, kind: str, shown_as: Path | None = None) -> None:
+    """Refuse ``out`` unless it is missing or holds only files ``owned`` names (``shown_as``: its name in messages)."""
     if not os.path.lexists(out):
         return
+    name = shown_as or out
     if not out.is_dir():
-        raise FileExistsError(f"{what}: {out} exists and is not a folder; choose another output folder")
+        raise FileExistsError(f"{what}: {name} exists and is not a folder; choose another output folder")
     mine = owned(out) or frozenset()
     foreign = sorted(n for n in os.listdir(out) if n not in mine or (out / n).is_dir())
     if foreign:
         shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
         raise FileExistsError(
-            f"{what}: {out} is not {kind} it may replace: it holds {len(foreign)} "
+            f"{what}: {name} is not {kind} it may replace: it holds {len(foreign)} "
             f"entr{'ies' if len(foreign) != 1 else 'y'} {what} did not write ({shown}). {what} replaces only "
             "its own earlier output; move them away, or choose another output folder"
         )
@@ -277,8 +283,8 @@ def _refuse_inputs_inside(out: Path, inputs: Iterable[Path], what: str) -> None:
             )
 
 
-def check_target(out: str | os.PathLike[str], *, owned: Callable[[Path], Collection[str] | None],
-                 inputs: Iterable[Path] = (), what: str, kind: str) -> Path:
+def check_target(out: str | os.PathLike[str], *, owned: _Owned, inputs: Iterable[Path] = (), what: str,
+                 kind: str) -> Path:
     """Refuse now what :func:`write_folder` would refuse at the swap; returns the resolved target.
 
     Clears killed writers' leftovers first (under the lock), so an output hidden by a killed run is back.
@@ -313,8 +319,12 @@ def _partial(out: Path) -> Iterator[Path]:
         os.close(fd)
 
 
-def _swap(partial: Path, out: Path) -> None:
-    """Rename ``partial`` to ``out``; an existing ``out`` is moved aside first and removed after (lock held)."""
+def _swap(partial: Path, out: Path, refuse_foreign: Callable[[Path], None]) -> None:
+    """Rename ``partial`` to ``out`` (lock held); an existing ``out`` is moved aside first and removed after.
+
+    ``refuse_foreign`` checks the moved-aside folder once more: no path leads into it any longer, so what
+    it holds then is exactly what would be removed. A refusal moves it back.
+    """
     if not os.path.lexists(out):
         os.replace(partial, out)
         return
@@ -324,6 +334,7 @@ def _swap(partial: Path, out: Path) -> None:
         old = out.parent / f"{old_prefix}{secrets.token_hex(6)}"
     os.replace(out, old)
     try:
+        refuse_foreign(old)
         os.replace(partial, out)
     except BaseException:
         if not os.path.lexists(out):
@@ -332,9 +343,8 @@ def _swap(partial: Path, out: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def write_folder(out: str | os.PathLike[str], fill: Callable[[Path], None], *,
-                 owned: Callable[[Path], Collection[str] | None], inputs: Iterable[Path] = (), what: str,
-                 kind: str) -> Path:
+def write_folder(out: str | os.PathLike[str], fill: Callable[[Path], None], *, owned: _Owned,
+                 inputs: Iterable[Path] = (), what: str, kind: str) -> Path:
     """Write the folder ``out`` all at once: ``fill(partial)`` writes the content, which then replaces ``out``.
 
     Args:
@@ -356,5 +366,5 @@ def write_folder(out: str | os.PathLike[str], fill: Callable[[Path], None], *,
         with folder_lock(target):
             _recover(target)
             _refuse_foreign(target, owned, what, kind)
-            _swap(partial, target)
+            _swap(partial, target, lambda aside: _refuse_foreign(aside, owned, what, kind, shown_as=target))
     return target
