@@ -52,8 +52,9 @@ class Mismatch(Exception):
 
 @dataclass(frozen=True)
 class _Deferred:
+    """A dim-expression axis waiting for :meth:`Binder.finish`."""
+
     name: str
-    declared: TensorType
     axis: int
     dim: Dim
     extent: int
@@ -92,7 +93,7 @@ class Binder:
             elif isinstance(d, DimVar):
                 self._bind_var(name, declared, d, n)
             else:
-                self._deferred.append(_Deferred(name, declared, axis, d, n))
+                self._deferred.append(_Deferred(name, axis, d, n))
         return value
 
     def _bind_var(self, name: str, declared: TensorType, d: DimVar, n: int) -> None:
