@@ -4,6 +4,7 @@
 # importing those layers here gives every user of tilefoundry a filled slot.
 from . import evaluator as _evaluator  # noqa: F401 - fills the evaluator slots
 from .dsl.decorators import func, module
+from .ir.types.dtype import DType
 from .runtime import prepare as _prepare  # noqa: F401 - fills the prepare slot
 
-__all__ = ["func", "module"]
+__all__ = ["DType", "func", "module"]

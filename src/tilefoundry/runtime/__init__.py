@@ -1,18 +1,50 @@
 """Runtime layer: runtime twins, function bodies and their ABI, and the weight resources they load from."""
 
 from .abi import EntryABI, ParamABI, entry_abi_of, param_abi_of
+from .check import (
+    PREDICATES,
+    AllClose,
+    Cosine,
+    Equal,
+    MaxAbs,
+    MaxRel,
+    NanInf,
+    Predicate,
+    RelL2,
+    Report,
+    Ulp,
+    check,
+)
 from .decorator import runtime_func, runtime_module
 from .errors import NotLoadedError, TwinDefinitionError
 from .function import RuntimeFunction
 from .module import RuntimeModule
+from .resource import Absolute, DictResource, Preprocessed, RuntimeResource, SafetensorsResource
 
 __all__ = [
+    "PREDICATES",
+    "Absolute",
+    "AllClose",
+    "Cosine",
+    "DictResource",
     "EntryABI",
+    "Equal",
+    "MaxAbs",
+    "MaxRel",
+    "NanInf",
     "NotLoadedError",
     "ParamABI",
+    "Predicate",
+    "Preprocessed",
+    "RelL2",
+    "Report",
     "RuntimeFunction",
     "RuntimeModule",
+    "RuntimeResource",
+    "SafetensorsResource",
     "TwinDefinitionError",
+    "Ulp",
+    "check",
     "entry_abi_of",
     "param_abi_of",
     "runtime_func",

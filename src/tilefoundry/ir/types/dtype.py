@@ -38,6 +38,17 @@ class DType:
         """True for the boolean type."""
         return self.kind == "bool"
 
+    @classmethod
+    def from_name(cls, name: str) -> DType:
+        """The dtype spelled ``name`` (``"bf16"``, ``"f32"``, ``"bfloat16"``...).
+
+        Raises:
+            TypeError: the name spells no dtype; the message lists the valid names.
+        """
+        if not isinstance(name, str):
+            raise TypeError(f"DType.from_name takes a dtype name (str), got {type(name).__name__} {name!r}")
+        return dtype_of(name)
+
     def __str__(self) -> str:
         return self.name
 

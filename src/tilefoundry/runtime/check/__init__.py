@@ -42,8 +42,26 @@ from .predicates import (
 )
 from .report import OutputCheck, Report
 
+# The predicate classes under their CamelCase spellings too (the same classes), as model sources import them.
+AllClose = allclose
+RelL2 = rel_l2
+Cosine = cosine
+Equal = equal
+Ulp = ulp
+MaxAbs = max_abs
+MaxRel = max_rel
+NanInf = nan_inf
+
 __all__ = [
     "PREDICATES",
+    "AllClose",
+    "Cosine",
+    "Equal",
+    "MaxAbs",
+    "MaxRel",
+    "NanInf",
+    "RelL2",
+    "Ulp",
     "CheckError",
     "OutputCheck",
     "Predicate",
