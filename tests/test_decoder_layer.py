@@ -34,11 +34,12 @@ def _layer(dt: str):
             n_new: Tensor[(), "i64"],
         ):
             h = tf.rms_norm(x, attn_norm, EPS)
-            q = tf.transpose(tf.reshape(tf.matmul(h, wq), (seq, H, D)), (1, 0, 2))
-            k = tf.transpose(tf.reshape(tf.matmul(h, wk), (seq, KV, D)), (1, 0, 2))
+            q = tf.reshape(tf.matmul(h, wq), (seq, H, D))
+            k = tf.reshape(tf.matmul(h, wk), (seq, KV, D))
             v = tf.reshape(tf.matmul(h, wv), (1, seq, KV, D))
             q, k = tf.rope(q, k, cos, sin, pos_ids)
-            k_new = tf.reshape(tf.transpose(k, (1, 0, 2)), (1, seq, KV, D))
+            q = tf.transpose(q, (1, 0, 2))
+            k_new = tf.reshape(k, (1, seq, KV, D))
             cache_k = tf.cache_update(cache_k, cur_pos, n_new, k_new)
             cache_v = tf.cache_update(cache_v, cur_pos, n_new, v)
             keys = tf.repeat_interleave(tf.transpose(tf.reshape(cache_k, (MAXLEN, KV, D)), (1, 2, 0)), H // KV, 0)

@@ -123,6 +123,7 @@ class Case:
     ref: Callable[..., Any]  # plain torch on the concrete inputs
     out: Callable[[Any], Any]  # S -> expected TensorType (or tuple of them)
     cmp: Any = EXACT
+    spelling: str | None = None  # the tf name the body calls, when it records another op (maximum -> max)
 
     @property
     def id(self) -> str:
@@ -132,8 +133,8 @@ class Case:
 CASES: list[Case] = []
 
 
-def case(op: str, label: str, ins, body, ref, out, cmp: Any = EXACT) -> None:  # noqa: ANN001
-    CASES.append(Case(op, label, ins, body, ref, out, cmp))
+def case(op: str, label: str, ins, body, ref, out, cmp: Any = EXACT, spelling: str | None = None) -> None:  # noqa: ANN001
+    CASES.append(Case(op, label, ins, body, ref, out, cmp, spelling))
 
 
 def f64(t: torch.Tensor) -> torch.Tensor:
@@ -397,10 +398,11 @@ MAX_POS = 16
 
 def _rope_ref(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, pos: torch.Tensor,
               wide: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rotate halves written out per half: [x1*c - x2*s, x2*c + x1*s] (c, s: the rows at pos)."""
-    c, s = cos.to(wide)[pos.long()], sin.to(wide)[pos.long()]
-    if pos.dim() == 2:  # (batch, seq, d) -> (batch, 1, seq, d): one row per batch, shared by heads
-        c, s = c[:, None], s[:, None]
+    """Rotate halves written out per half: [x1*c - x2*s, x2*c + x1*s] (c, s: the rows at pos).
+
+    q, k are (..., seq, heads, d): the (seq, d) rows broadcast over heads as (seq, 1, d).
+    """
+    c, s = cos.to(wide)[pos.long()][:, None], sin.to(wide)[pos.long()][:, None]
     h = q.shape[-1] // 2
 
     def rot(x: torch.Tensor) -> torch.Tensor:
@@ -412,16 +414,17 @@ def _rope_ref(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Te
 
 
 _CS = (A((MAX_POS, 8), const=True), A((MAX_POS, 8), const=True))
-case("rope", "pos_1d", lambda S: [A((4, S, 8)), A((2, S, 8)), *_CS, A((S,), "i64", below(MAX_POS))],
+case("rope", "seq_heads_dim", lambda S: [A((S, 4, 8)), A((S, 2, 8)), *_CS, A((S,), "i64", below(MAX_POS))],
      lambda q, k, c, s, p: tf.rope(q, k, c, s, p), lambda q, k, c, s, p: _rope_ref(q, k, c, s, p, torch.float32),
-     lambda S: (T((4, S, 8)), T((2, S, 8))))
-case("rope", "pos_2d", lambda S: [A((2, 4, S, 8)), A((2, 1, S, 8)), *_CS, A((2, S), "i32", below(MAX_POS))],
+     lambda S: (T((S, 4, 8)), T((S, 2, 8))))
+case("rope", "batch_seq_heads_dim",
+     lambda S: [A((2, S, 4, 8)), A((2, S, 1, 8)), *_CS, A((S,), "i32", below(MAX_POS))],
      lambda q, k, c, s, p: tf.rope(q, k, c, s, p), lambda q, k, c, s, p: _rope_ref(q, k, c, s, p, torch.float32),
-     lambda S: (T((2, 4, S, 8)), T((2, 1, S, 8))))
+     lambda S: (T((2, S, 4, 8)), T((2, S, 1, 8))))
 case("rope", "bf16_qk_f32_caches",
-     lambda S: [A((2, 4, S, 8), "bf16"), A((2, 2, S, 8), "bf16"), *_CS, A((2, S), "i64", below(MAX_POS))],
+     lambda S: [A((2, S, 4, 8), "bf16"), A((2, S, 2, 8), "bf16"), *_CS, A((S,), "i64", below(MAX_POS))],
      lambda q, k, c, s, p: tf.rope(q, k, c, s, p), lambda q, k, c, s, p: _rope_ref(q, k, c, s, p, torch.float64),
-     lambda S: (T((2, 4, S, 8), "bf16"), T((2, 2, S, 8), "bf16")), BF16)
+     lambda S: (T((2, S, 4, 8), "bf16"), T((2, S, 2, 8), "bf16")), BF16)
 
 # -- shape ops -----------------------------------------------------------------------------------------------
 
@@ -450,6 +453,12 @@ case("concat", "dimvar_plus_4", lambda S: [A((S, 8)), A((4, 8))], lambda x, y: t
      lambda x, y: torch.cat([x, y], 0), lambda S: T((S + 4, 8)))
 case("concat", "last_three", lambda S: [A((S, 8)), A((S, 3)), A((S, 1))], lambda x, y, z: tf.concat([x, y, z], -1),
      lambda x, y, z: torch.cat([x, y, z], -1), lambda S: T((S, 12)))
+case("concat", "variadic_default_last", lambda S: [A((S, 8)), A((S, 3)), A((S, 1))],
+     lambda x, y, z: tf.concat(x, y, z), lambda x, y, z: torch.cat([x, y, z], -1), lambda S: T((S, 12)))
+case("concat", "variadic_axis0", lambda S: [A((S, 2)), A((3, 2))], lambda x, y: tf.concat(x, y, axis=0),
+     lambda x, y: torch.cat([x, y], 0), lambda S: T((S + 3, 2)))
+case("concat", "list_default_last", lambda S: [A((S, 2)), A((S, 5))], lambda x, y: tf.concat([x, y]),
+     lambda x, y: torch.cat([x, y], -1), lambda S: T((S, 7)))
 case("concat", "dimvar_twice", lambda S: [A((S, 2)), A((S, 2))], lambda x, y: tf.concat([x, y], 0),
      lambda x, y: torch.cat([x, y]), lambda S: T((2 * S, 2)))
 case("stack", "middle", lambda S: [A((S, 8)), A((S, 8))], lambda x, y: tf.stack([x, y], axis=1),
@@ -584,6 +593,106 @@ case("arange", "fp8e4m3", lambda S: [A((S, 8))], lambda x: tf.arange(x.shape[0],
      lambda x: torch.arange(x.shape[0]).float().to(E4), lambda S: T((S,), "fp8e4m3"))
 
 
+# -- ops model sources written for the reference implementation call: edge values in every dtype accepted ------
+#
+# Inputs cycle through NaN, +-inf, .5 ties, signed zeros, negative operands and values around softplus's
+# threshold (20); the second operand of a binary op is the same cycle shifted, so signs and magnitudes pair up.
+# The reference is torch's own op on the same inputs (for 8-bit floats, on their f32 values rounded back once,
+# the evaluator's stated semantics for them); results are compared exactly, NaN matching NaN.
+
+F_EDGES = (math.nan, math.inf, -math.inf, 0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.0, -0.0, 3.0, -7.25, 19.5, 20.0, 21.0,
+           -21.0, 0.125, 100.0, -100.0, 1.0, -3.0, 6.0)
+I_EDGES = (-7, -3, -2, -1, 0, 1, 2, 3, 7, 100, -100, 5, -5)
+FLOAT_DTYPES = ("f32", "f16", "bf16", "fp8e4m3", "fp8e5m2", "f8e8m0")
+INT_DTYPES = ("i8", "i32", "i64")
+
+
+def edges(shift: int = 0, nonzero: bool = False) -> Callable[..., torch.Tensor]:
+    """The edge values (float or int by dtype), cycled over the shape starting at ``shift``."""
+
+    def gen(shape: tuple[int, ...], dt: torch.dtype, g: torch.Generator) -> torch.Tensor:
+        values = F_EDGES if dt.is_floating_point else tuple(v for v in I_EDGES if v or not nonzero)
+        n = math.prod(shape)
+        flat = [values[(i + shift) % len(values)] for i in range(n)]
+        if dt.is_floating_point:
+            return torch.tensor(flat, dtype=torch.float32).reshape(shape).to(dt)
+        return torch.tensor(flat, dtype=torch.int64).reshape(shape).to(dt)
+
+    return gen
+
+
+def _torch_dt(name: str) -> torch.dtype:
+    return TensorType((), name).dtype.torch_dtype
+
+
+def on_wide(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    """torch's ``fn`` on the operands; for 8-bit floats on their f32 values, the result rounded back once."""
+
+    def ref(*xs: torch.Tensor) -> torch.Tensor:
+        dt = xs[0].dtype
+        if dt in FP8:
+            out = fn(*(x.float() if x.dtype in FP8 else x for x in xs))
+            return out.to(dt) if out.is_floating_point() else out
+        return fn(*xs)
+
+    return ref
+
+
+for _dt in FLOAT_DTYPES:
+    for _name, _fn in (("softplus", F.softplus), ("exp2", torch.exp2), ("log2", torch.log2)):
+        case(_name, f"edges_{_dt}", lambda S, _dt=_dt: [A((S, 8), _dt, edges())],
+             lambda x, _name=_name: getattr(tf, _name)(x), on_wide(_fn), lambda S, _dt=_dt: T((S, 8), _dt))
+case("softplus", "beta_threshold", lambda S: [A((S, 8), "f32", edges())], lambda x: tf.softplus(x, 2.0, 10.0),
+     lambda x: F.softplus(x, beta=2.0, threshold=10.0), lambda S: T((S, 8)))
+for _dt in FLOAT_DTYPES + INT_DTYPES:
+    for _name, _fn in (("ceil", torch.ceil), ("floor", torch.floor), ("round", torch.round)):
+        case(_name, f"edges_{_dt}", lambda S, _dt=_dt: [A((S, 8), _dt, edges())],
+             lambda x, _name=_name: getattr(tf, _name)(x), on_wide(_fn), lambda S, _dt=_dt: T((S, 8), _dt))
+    for _name, _fn, _spell in (("floor_div", torch.floor_divide, None), ("mod", torch.remainder, None),
+                               ("max", torch.maximum, "maximum"), ("min", torch.minimum, "minimum")):
+        _tfname = _spell or _name
+        case(_name, f"{_tfname}_edges_{_dt}",
+             lambda S, _dt=_dt: [A((S, 8), _dt, edges()), A((S, 8), _dt, edges(shift=7, nonzero=True))],
+             lambda x, y, _tfname=_tfname: getattr(tf, _tfname)(x, y), on_wide(_fn),
+             lambda S, _dt=_dt: T((S, 8), _dt), spelling=_spell)
+    case("index_add", f"edges_{_dt}",
+         lambda S, _dt=_dt: [A((S, 8), _dt, edges()), A((3,), "i64", lambda sh, dt, g: torch.tensor([0, 2, 0])),
+                             A((3, 8), _dt, edges(shift=5))],
+         lambda x, i, src: tf.index_add(x, i, src),
+         on_wide(lambda x, i, src: torch.index_add(x, 0, i, src)), lambda S, _dt=_dt: T((S, 8), _dt))
+for _dt in FLOAT_DTYPES + INT_DTYPES + ("bool",):
+    case("index_copy", f"edges_{_dt}",
+         lambda S, _dt=_dt: [A((S, 8), _dt, edges() if _dt != "bool" else _default),
+                             A((3,), "i64", lambda sh, dt, g: torch.tensor([2, 0, 1])),
+                             A((3, 8), _dt, edges(shift=5) if _dt != "bool" else _default)],
+         lambda x, i, src: tf.index_copy(x, i, src),
+         lambda x, i, src: (torch.index_copy(x.view(torch.uint8), 0, i, src.view(torch.uint8)).view(x.dtype)
+                            if x.dtype in FP8 else torch.index_copy(x, 0, i, src)),
+         lambda S, _dt=_dt: T((S, 8), _dt))
+case("index_add", "torch_order_dim1_alpha", lambda S: [A((S, 8)), A((4,), "i64", lambda sh, dt, g: torch.tensor(
+     [7, 0, 3, 0])), A((S, 4))], lambda x, i, src: tf.index_add(x, 1, i, src, alpha=-2.0),
+     lambda x, i, src: torch.index_add(x, 1, i, src, alpha=-2.0), lambda S: T((S, 8)))
+case("index_copy", "dim_keyword", lambda S: [A((S, 8)), A((2,), "i32", lambda sh, dt, g: torch.tensor(
+     [5, 1], dtype=torch.int32)), A((S, 2))], lambda x, i, src: tf.index_copy(x, i, src, dim=-1),
+     lambda x, i, src: torch.index_copy(x, 1, i.long(), src), lambda S: T((S, 8)))
+for _name, _fn in (("logical_and", torch.logical_and), ("logical_or", torch.logical_or)):
+    case(_name, "bcast", lambda S: [A((S, 8), "bool"), A((8,), "bool")],
+         lambda x, y, _name=_name: getattr(tf, _name)(x, y), _fn, lambda S: T((S, 8), "bool"))
+case("logical_not", "", lambda S: [A((S, 8), "bool")], lambda x: tf.logical_not(x), torch.logical_not,
+     lambda S: T((S, 8), "bool"))
+case("logical_and", "op&", lambda S: [A((S, 8), "bool"), A((S, 8), "bool")], lambda x, y: x & y,
+     lambda x, y: x & y, lambda S: T((S, 8), "bool"))
+case("logical_or", "op|", lambda S: [A((S, 8), "bool"), A((S, 8), "bool")], lambda x, y: x | y,
+     lambda x, y: x | y, lambda S: T((S, 8), "bool"))
+case("logical_not", "op~", lambda S: [A((S, 8), "bool")], lambda x: ~x, lambda x: ~x, lambda S: T((S, 8), "bool"))
+case("floor_div", "op//", lambda S: [A((S, 8), "i32", edges()), A((S, 8), "i32", edges(3, nonzero=True))],
+     lambda x, y: x // y, torch.floor_divide, lambda S: T((S, 8), "i32"))
+case("mod", "op%_scalar", lambda S: [A((S, 8), "f32", edges())], lambda x: x % -2.5,
+     lambda x: torch.remainder(x, torch.tensor(-2.5)), lambda S: T((S, 8)))
+case("mod", "op%_rscalar", lambda S: [A((S, 8), "i64", edges(nonzero=True))], lambda x: 7 % x,
+     lambda x: torch.remainder(torch.tensor(7), x), lambda S: T((S, 8), "i64"))
+
+
 # -- the runner ----------------------------------------------------------------------------------------------
 
 
@@ -624,9 +733,11 @@ def assert_types(actual: Any, expected: Any) -> None:
 
 
 def identical(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """torch.equal; 8-bit floats (no torch.equal kernel) compare bit for bit."""
+    """torch.equal, NaN matching NaN; 8-bit floats (no torch.equal kernel) compare bit for bit."""
     if a.dtype in FP8 and b.dtype == a.dtype:
         return torch.equal(a.view(torch.uint8), b.view(torch.uint8))
+    if a.is_floating_point() and a.shape == b.shape and a.dtype == b.dtype:
+        return bool(((a == b) | (a.isnan() & b.isnan())).all())
     return torch.equal(a, b)
 
 
@@ -680,7 +791,7 @@ def test_case_ids_are_unique() -> None:
 def test_every_tf_op_has_a_case() -> None:
     import tilefoundry.dsl.tf as tf_module
 
-    covered = {c.op for c in CASES}
+    covered = {c.spelling or c.op for c in CASES}
     assert set(tf_module.__all__) <= covered, sorted(set(tf_module.__all__) - covered)
 
 

@@ -9,16 +9,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..ir.core.errors import IRTypeError
 from ..ir.core.graph import Value
+from ..ir.core.source import user_source
 from ..ir.core.tracer import emit, lift_scalars, require_trace
+from ..ir.ops.reduction import ReduceKind
 from ..ir.types.dim import Dim
 
 __all__ = [
-    "abs", "add", "arange", "argmax", "cache_update", "cast", "clamp", "concat", "div", "eq", "exp", "full_like",
-    "ge", "gelu", "gt", "index_select", "layer_norm", "le", "local", "log", "lt", "matmul", "max", "min", "mul",
-    "ne", "neg", "pow", "reduce", "relu", "repeat_interleave", "reshape", "reshard", "rms_norm", "rope", "rsqrt",
-    "sigmoid", "silu", "slice", "softmax", "split", "sqrt", "square", "stack", "sub", "tanh", "topk",
-    "transpose", "where", "zeros",
+    "abs", "add", "arange", "argmax", "cache_update", "cast", "ceil", "clamp", "concat", "div", "eq", "exp", "exp2",
+    "floor", "floor_div", "full_like", "ge", "gelu", "gt", "index_add", "index_copy", "index_select", "layer_norm",
+    "le", "local", "log", "log2", "logical_and", "logical_not", "logical_or", "lt", "matmul", "max", "maximum",
+    "min", "minimum", "mod", "mul", "ne", "neg", "pow", "reduce", "relu", "repeat_interleave", "reshape", "reshard",
+    "rms_norm", "rope", "round", "rsqrt", "sigmoid", "silu", "slice", "softmax", "softplus", "split", "sqrt",
+    "square", "stack", "sub", "tanh", "topk", "transpose", "where", "zeros",
 ]
 
 _builtin_slice = slice
@@ -59,9 +63,44 @@ def min(a: Any, b: Any) -> Value:  # noqa: A001 - the DSL spelling
     return _bin("min", a, b)
 
 
+def maximum(a: Any, b: Any) -> Value:
+    """Elementwise maximum, as ``torch.maximum`` (a NaN in either operand gives NaN); records ``max``."""
+    return _bin("max", a, b)
+
+
+def minimum(a: Any, b: Any) -> Value:
+    """Elementwise minimum, as ``torch.minimum`` (a NaN in either operand gives NaN); records ``min``."""
+    return _bin("min", a, b)
+
+
 def pow(a: Any, b: Any) -> Value:  # noqa: A001 - the DSL spelling
     """Elementwise ``a ** b``."""
     return _bin("pow", a, b)
+
+
+def floor_div(a: Any, b: Any) -> Value:
+    """Elementwise ``torch.floor_divide``: the quotient rounded toward -inf (``a // b``)."""
+    return _bin("floor_div", a, b)
+
+
+def mod(a: Any, b: Any) -> Value:
+    """Elementwise ``torch.remainder``: ``a - floor_div(a, b) * b``, with the sign of the divisor (``a % b``)."""
+    return _bin("mod", a, b)
+
+
+def logical_and(a: Any, b: Any) -> Value:
+    """Elementwise ``a and b`` of bool tensors (broadcasting)."""
+    return _bin("logical_and", a, b)
+
+
+def logical_or(a: Any, b: Any) -> Value:
+    """Elementwise ``a or b`` of bool tensors (broadcasting)."""
+    return _bin("logical_or", a, b)
+
+
+def logical_not(x: Value) -> Value:
+    """Elementwise ``not x`` of a bool tensor."""
+    return emit("logical_not", (x,))
 
 
 def lt(a: Any, b: Any) -> Value:
@@ -112,6 +151,36 @@ def exp(x: Value) -> Value:
 def log(x: Value) -> Value:
     """Natural logarithm."""
     return emit("log", (x,))
+
+
+def exp2(x: Value) -> Value:
+    """``2**x``."""
+    return emit("exp2", (x,))
+
+
+def log2(x: Value) -> Value:
+    """Base-2 logarithm."""
+    return emit("log2", (x,))
+
+
+def ceil(x: Value) -> Value:
+    """The least integer >= x (an integer tensor is returned unchanged)."""
+    return emit("ceil", (x,))
+
+
+def floor(x: Value) -> Value:
+    """The greatest integer <= x (an integer tensor is returned unchanged)."""
+    return emit("floor", (x,))
+
+
+def round(x: Value) -> Value:  # noqa: A001 - the DSL spelling
+    """x rounded to the nearest integer, ties to even (``torch.round``)."""
+    return emit("round", (x,))
+
+
+def softplus(x: Value, beta: float = 1.0, threshold: float = 20.0) -> Value:
+    """``log(1 + exp(beta * x)) / beta``, and x itself where ``beta * x > threshold`` (``torch.nn.functional``)."""
+    return emit("softplus", (x,), {"beta": beta, "threshold": threshold})
 
 
 def rsqrt(x: Value) -> Value:
@@ -171,8 +240,13 @@ def where(condition: Value, input: Any, other: Any) -> Value:  # noqa: A002 - th
     return emit("where", (condition, a, b))
 
 
-def reduce(x: Value, axes: int | Sequence[int] = (-1,), keepdim: bool = True, kind: str = "sum") -> Value:
-    """Reduce ``axes`` with ``kind`` in sum, mean, max, min, abs_max."""
+def reduce(x: Value, axes: int | Sequence[int] = (-1,), keepdim: bool = True,
+           kind: str | ReduceKind = "sum") -> Value:
+    """Reduce ``axes`` with ``kind``: sum, mean, max, min or abs_max (a name or a ReduceKind member).
+
+    Over an axis of extent 0 the result is the kind's identity: sum and abs_max 0, mean NaN, max -inf
+    (the dtype's lowest where it has no infinity), min +inf (the highest).
+    """
     return emit("reduce", (x,), {"axes": tuple(axes) if not isinstance(axes, int) else (axes,),
                                  "keepdim": keepdim, "kind": kind})
 
@@ -187,8 +261,12 @@ def softmax(x: Value, axis: int = -1) -> Value:
     return emit("softmax", (x,), {"axis": axis})
 
 
-def rms_norm(x: Value, weight: Value, eps: float) -> Value:
-    """RMSNorm over the last axis, in f32 through the weight multiply, returned in x's dtype."""
+def rms_norm(x: Value, weight: Value, eps: float = 1e-6) -> Value:
+    """RMSNorm over the last axis: normalised in f32, cast to the weight's dtype, times the weight, in x's dtype.
+
+    With a bf16 weight on bf16 x this rounds as Hugging Face's Llama / Qwen RMSNorm; an f32 weight keeps
+    the multiply in f32.
+    """
     return emit("rms_norm", (x, weight), {"eps": eps})
 
 
@@ -198,9 +276,11 @@ def layer_norm(x: Value, weight: Value, bias: Value, axis: int = -1, eps: float 
 
 
 def rope(q: Value, k: Value, cos_cache: Value, sin_cache: Value, pos_ids: Value) -> tuple[Value, Value]:
-    """Rotary embedding (rotate-half, f32 inside) of q and k at positions ``pos_ids``.
+    """Rotary embedding (rotate-half, f32 inside, results in q's dtype) of q and k at positions ``pos_ids``.
 
-    q, k: (..., seq, head_dim); caches: (max_pos, head_dim); pos_ids: (seq,) or (batch, seq).
+    q, k: ``(..., seq, heads, head_dim)`` (what ``q_proj(x).view(B, S, H, D)`` gives); caches:
+    ``(max_pos, head_dim)``; pos_ids: ``(seq,)`` integers. The cache rows at pos_ids broadcast over every
+    other axis, as Hugging Face's ``apply_rotary_pos_emb`` for Llama / Qwen.
     """
     return emit("rope", (q, k, cos_cache, sin_cache, pos_ids))
 
@@ -222,9 +302,31 @@ def slice(x: Value, starts: Sequence[Dim], sizes: Sequence[Dim],  # noqa: A001 -
                                 "strides": tuple(strides) if strides is not None else None})
 
 
-def concat(inputs: Sequence[Value], axis: int) -> Value:
-    """Join tensors along an existing axis."""
-    return emit("concat", tuple(inputs), {"axis": axis})
+def concat(*inputs: Any, axis: int | None = None) -> Value:
+    """Join tensors along an existing axis: ``concat(a, b, ..., axis=-1)`` or ``concat([a, b], axis)``.
+
+    ``axis`` defaults to -1 in both spellings.
+    """
+    if len(inputs) in (1, 2) and isinstance(inputs[0], (list, tuple)):
+        tensors = tuple(inputs[0])
+        if len(inputs) == 2:
+            if axis is not None:
+                raise IRTypeError("concat", _types(tensors), f"axis given twice ({inputs[1]!r} and axis={axis!r})",
+                                  user_source())
+            axis = inputs[1]
+    else:
+        tensors = inputs
+        for i, t in enumerate(tensors):
+            if not isinstance(t, Value):
+                raise IRTypeError(
+                    "concat", _types(tensors),
+                    f"argument {i} is {type(t).__name__} {t!r}: pass tensors, then axis= by keyword "
+                    "(concat(a, b, axis=-1)), or a list and the axis (concat([a, b], -1))", user_source())
+    return emit("concat", tensors, {"axis": -1 if axis is None else axis})
+
+
+def _types(values: Sequence[Any]) -> list[Any]:
+    return [v.type for v in values if isinstance(v, Value)]
 
 
 def stack(inputs: Sequence[Value], axis: int) -> Value:
@@ -240,6 +342,38 @@ def split(x: Value, axis: int, num_splits: int) -> tuple[Value, ...]:
 def index_select(x: Value, index: Value, dim: int = 0) -> Value:
     """Rows (along ``dim``) of ``x`` at the integer positions ``index`` (rank 1)."""
     return emit("index_select", (x, index), {"dim": dim})
+
+
+def _index_args(op: str, x: Value, args: tuple[Any, ...], dim: int | None) -> tuple[Value, Value, int]:
+    """(index, source, dim) from ``op(x, index, source, dim=0)`` or torch's order ``op(x, dim, index, source)``."""
+    if len(args) == 3 and isinstance(args[0], int) and not isinstance(args[0], bool) and dim is None:
+        return args[1], args[2], args[0]
+    if len(args) == 3 and dim is None:
+        return args[0], args[1], args[2]
+    if len(args) == 2:
+        return args[0], args[1], 0 if dim is None else dim
+    raise IRTypeError(op, _types((x, *args)), f"takes (x, index, source, dim=0) or torch's order (x, dim, index, "
+                      f"source); got {len(args) + 1} positional arguments{' and dim=' if dim is not None else ''}",
+                      user_source())
+
+
+def index_add(x: Value, *args: Any, dim: int | None = None, alpha: float | int = 1) -> Value:
+    """``torch.index_add``: x with ``alpha * source`` added at rows ``index`` of axis ``dim`` (repeats accumulate).
+
+    Spelled ``index_add(x, index, source, dim=0)`` or in torch's order ``index_add(x, dim, index, source)``;
+    index is (n,) integers and source x's shape with n on axis ``dim``.
+    """
+    index, source, d = _index_args("index_add", x, args, dim)
+    return emit("index_add", (x, index, source), {"dim": d, "alpha": alpha})
+
+
+def index_copy(x: Value, *args: Any, dim: int | None = None) -> Value:
+    """``torch.index_copy``: x with source written at rows ``index`` of axis ``dim``.
+
+    Spelled like :func:`index_add`. With repeated indices, which write wins is unspecified (as in torch).
+    """
+    index, source, d = _index_args("index_copy", x, args, dim)
+    return emit("index_copy", (x, index, source), {"dim": d})
 
 
 def repeat_interleave(x: Value, repeats: int, axis: int) -> Value:

@@ -79,9 +79,10 @@ def build_causal_lm(c: ModelConfig, max_len: int) -> Module:
                cos: Tensor[(MAXLEN, D), dt], sin: Tensor[(MAXLEN, D), dt],
                cache_k: Tensor[(1, MAXLEN, KV, D), dt], cache_v: Tensor[(1, MAXLEN, KV, D), dt],
                cur_pos: Tensor[(), "i64"], n_new: Tensor[(), "i64"], o_proj: ConstTensor[(HID, H * D), dt]):
-        q, k = tf.rope(tf.transpose(q, (1, 0, 2)), tf.transpose(k, (1, 0, 2)), cos, sin, pos_ids)
-        cache_k = tf.cache_update(cache_k, cur_pos, n_new, tf.reshape(tf.transpose(k, (1, 0, 2)), (1, seq, KV, D)))
+        q, k = tf.rope(q, k, cos, sin, pos_ids)  # (seq, heads, head_dim), rows of cos / sin at pos_ids
+        cache_k = tf.cache_update(cache_k, cur_pos, n_new, tf.reshape(k, (1, seq, KV, D)))
         cache_v = tf.cache_update(cache_v, cur_pos, n_new, tf.reshape(v, (1, seq, KV, D)))
+        q = tf.transpose(q, (1, 0, 2))  # (H, seq, D)
         keys = tf.reshape(tf.slice(cache_k, (0, 0, 0, 0), (1, ctx, KV, D)), (ctx, KV, D))
         vals = tf.reshape(tf.slice(cache_v, (0, 0, 0, 0), (1, ctx, KV, D)), (ctx, KV, D))
         keys = tf.repeat_interleave(tf.transpose(keys, (1, 2, 0)), H // KV, 0)  # (H, D, ctx)

@@ -18,11 +18,13 @@ from .config import ModelConfig
 
 
 def _rms(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm as tf.rms_norm: normalised in f32, cast to the weight's dtype, times the weight, in x's dtype."""
     xf = x.float()
-    return (xf * torch.rsqrt(xf.square().mean(-1, keepdim=True) + eps) * w.float()).to(x.dtype)
+    return ((xf * torch.rsqrt(xf.square().mean(-1, keepdim=True) + eps)).to(w.dtype) * w).to(x.dtype)
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate-half rotary embedding in f32 of x (seq, heads, head_dim) by cos / sin rows (seq, 1, head_dim)."""
     xf = x.float()
     half = x.shape[-1] // 2
     rotated = torch.cat((-xf[..., half:], xf[..., :half]), dim=-1)

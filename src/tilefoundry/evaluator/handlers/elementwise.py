@@ -32,12 +32,14 @@ def _div(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 _BINARY = {
     "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": _div, "max": torch.maximum,
     "min": torch.minimum, "pow": torch.pow, "lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge,
-    "eq": torch.eq, "ne": torch.ne,
+    "eq": torch.eq, "ne": torch.ne, "floor_div": torch.floor_divide, "mod": torch.remainder,
+    "logical_and": torch.logical_and, "logical_or": torch.logical_or,
 }
 _UNARY = {
     "neg": torch.neg, "abs": torch.abs, "exp": torch.exp, "log": torch.log, "rsqrt": torch.rsqrt,
     "sqrt": torch.sqrt, "square": torch.square, "sigmoid": torch.sigmoid, "tanh": torch.tanh, "silu": F.silu,
-    "relu": torch.relu,
+    "relu": torch.relu, "exp2": torch.exp2, "log2": torch.log2, "ceil": torch.ceil, "floor": torch.floor,
+    "round": torch.round, "logical_not": torch.logical_not,
 }
 
 
@@ -49,6 +51,12 @@ def _binary(node: Node, ins: list[torch.Tensor], ctx: EvalContext) -> torch.Tens
 @handles(*_UNARY)
 def _unary(node: Node, ins: list[torch.Tensor], ctx: EvalContext) -> torch.Tensor:
     return narrow(_UNARY[node.op](wide(ins[0])), ins[0])
+
+
+@handles("softplus")
+def _softplus(node: Node, ins: list[torch.Tensor], ctx: EvalContext) -> torch.Tensor:
+    a = node.attrs
+    return narrow(F.softplus(wide(ins[0]), beta=a["beta"], threshold=a["threshold"]), ins[0])
 
 
 @handles("gelu")

@@ -20,7 +20,7 @@ def _rms_norm(node: Node, ins: list[torch.Tensor], ctx: EvalContext) -> torch.Te
     x, w = ins
     xf = x.float()
     normed = xf * torch.rsqrt(xf.square().mean(dim=-1, keepdim=True) + node.attrs["eps"])
-    return (normed * w.float()).to(x.dtype)
+    return narrow(wide(normed.to(w.dtype)) * wide(w), w).to(x.dtype)
 
 
 @handles("layer_norm")
@@ -44,10 +44,13 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
 @handles("rope")
 def _rope(node: Node, ins: list[torch.Tensor], ctx: EvalContext) -> tuple[torch.Tensor, torch.Tensor]:
     q, k, cos_cache, sin_cache, pos = ins
-    cos = cos_cache.float()[pos.long()]
-    sin = sin_cache.float()[pos.long()]
-    if pos.dim() == 2:  # (batch, seq, dim) -> (batch, 1, seq, dim) to broadcast over heads
-        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+    index = pos.long()
+    if index.numel() and (int(index.min()) < 0 or int(index.max()) >= cos_cache.shape[0]):
+        raise ValueError(f"rope at {node.loc}: pos_ids [{int(index.min())}, {int(index.max())}] out of range for "
+                         f"{cos_cache.shape[0]} cache rows")
+    # (seq, head_dim) rows -> (seq, 1, head_dim): broadcast over heads and every leading axis.
+    cos = cos_cache.float()[index].unsqueeze(-2)
+    sin = sin_cache.float()[index].unsqueeze(-2)
     out = []
     for x in (q, k):
         xf = x.float()

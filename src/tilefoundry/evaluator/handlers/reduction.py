@@ -7,12 +7,40 @@ import torch
 from ...ir.core.graph import Node
 from ..context import EvalContext
 from ..registry import handles
-from .elementwise import narrow, wide
+from .elementwise import FP8, narrow, wide
 
 
 @handles("reduce")
 def _reduce(node: Node, ins: list[torch.Tensor], ctx: EvalContext) -> torch.Tensor:
-    return narrow(_reduce_wide(node, wide(ins[0])), ins[0])
+    x = ins[0]
+    if any(x.shape[a] == 0 for a in node.attrs["axes"]):
+        return _identity(node, x)
+    return narrow(_reduce_wide(node, wide(x)), x)
+
+
+def _identity(node: Node, x: torch.Tensor) -> torch.Tensor:
+    """A reduction over an empty axis: every result element is the kind's identity in x's dtype."""
+    axes, keep, kind = node.attrs["axes"], node.attrs["keepdim"], node.attrs["kind"]
+    shape = [1 if i in axes else n for i, n in enumerate(x.shape) if keep or i not in axes]
+    if kind in ("sum", "abs_max"):
+        value: float | int = 0
+    elif kind == "mean":
+        value = float("nan")
+    else:
+        value = _extreme(x.dtype, lowest=kind == "max")
+    return torch.full(shape, value, dtype=torch.float32 if x.dtype in FP8 else x.dtype, device=x.device).to(x.dtype)
+
+
+def _extreme(dtype: torch.dtype, *, lowest: bool) -> float | int:
+    """-inf / +inf, or the dtype's lowest / highest finite value where it has no infinity (integers, fp8 e4m3)."""
+    if not dtype.is_floating_point:
+        info = torch.iinfo(dtype)
+        return info.min if lowest else info.max
+    inf = float("-inf") if lowest else float("inf")
+    if torch.tensor(inf).to(dtype).float().isinf():
+        return inf
+    finfo = torch.finfo(dtype)
+    return finfo.min if lowest else finfo.max
 
 
 def _reduce_wide(node: Node, x: torch.Tensor) -> torch.Tensor:

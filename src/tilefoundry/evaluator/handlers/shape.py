@@ -7,6 +7,7 @@ import torch
 from ...ir.core.graph import Node
 from ..context import EvalContext
 from ..registry import handles
+from .elementwise import FP8, narrow, wide
 
 
 @handles("reshape")
@@ -47,14 +48,36 @@ def _split(node: Node, ins: list[torch.Tensor], ctx: EvalContext) -> tuple[torch
     return tuple(torch.chunk(ins[0], node.attrs["num_splits"], dim=node.attrs["axis"]))
 
 
+def _check_index(node: Node, x: torch.Tensor, index: torch.Tensor) -> None:
+    extent = x.shape[node.attrs["dim"]]
+    if index.numel() and (int(index.min()) < 0 or int(index.max()) >= extent):
+        raise ValueError(f"{node.op} at {node.loc}: indices [{int(index.min())}, {int(index.max())}] "
+                         f"out of range for extent {extent}")
+
+
 @handles("index_select")
 def _index_select(node: Node, ins: list[torch.Tensor], ctx: EvalContext) -> torch.Tensor:
     x, index = ins
-    extent = x.shape[node.attrs["dim"]]
-    if index.numel() and (int(index.min()) < 0 or int(index.max()) >= extent):
-        raise ValueError(f"index_select at {node.loc}: indices [{int(index.min())}, {int(index.max())}] "
-                         f"out of range for extent {extent}")
+    _check_index(node, x, index)
     return torch.index_select(x, node.attrs["dim"], index)
+
+
+@handles("index_add")
+def _index_add(node: Node, ins: list[torch.Tensor], ctx: EvalContext) -> torch.Tensor:
+    x, index, source = ins
+    _check_index(node, x, index)
+    out = torch.index_add(wide(x), node.attrs["dim"], index.long(), wide(source), alpha=node.attrs["alpha"])
+    return narrow(out, x)
+
+
+@handles("index_copy")
+def _index_copy(node: Node, ins: list[torch.Tensor], ctx: EvalContext) -> torch.Tensor:
+    x, index, source = ins
+    _check_index(node, x, index)
+    if x.dtype in FP8:  # torch has no CPU copy kernel for them: move their bytes, every bit kept
+        out = torch.index_copy(x.view(torch.uint8), node.attrs["dim"], index.long(), source.view(torch.uint8))
+        return out.view(x.dtype)
+    return torch.index_copy(x, node.attrs["dim"], index.long(), source)
 
 
 @handles("repeat_interleave")

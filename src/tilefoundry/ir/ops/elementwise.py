@@ -10,11 +10,15 @@ from ..types.dtype import bool_, dtype_of
 from ..types.tensor_type import TensorType
 from .rules import broadcast, require_float, same_dtype
 
-BINARY_ARITHMETIC = ("add", "sub", "mul", "div", "max", "min", "pow")
+# floor_div is torch.floor_divide (rounds toward -inf), mod is torch.remainder (the sign of the divisor).
+BINARY_ARITHMETIC = ("add", "sub", "mul", "div", "max", "min", "pow", "floor_div", "mod")
 COMPARISONS = ("lt", "le", "gt", "ge", "eq", "ne")
-UNARY_MATH = ("neg", "abs", "exp", "log", "rsqrt", "sqrt", "square", "sigmoid", "tanh", "silu", "relu")
+# ceil / floor / round (half to even) return an integer operand unchanged, as torch does.
+UNARY_MATH = ("neg", "abs", "exp", "log", "rsqrt", "sqrt", "square", "sigmoid", "tanh", "silu", "relu", "exp2",
+              "log2", "ceil", "floor", "round")
 # Unary ops that only make sense on floating-point values.
-_FLOAT_ONLY = {"exp", "log", "rsqrt", "sqrt", "sigmoid", "tanh", "silu"}
+_FLOAT_ONLY = {"exp", "log", "rsqrt", "sqrt", "sigmoid", "tanh", "silu", "exp2", "log2"}
+LOGICAL_BINARY = ("logical_and", "logical_or")
 
 
 def _binary_rule(types: tuple[TensorType, ...], attrs: dict[str, Any]) -> TensorType:
@@ -49,6 +53,33 @@ def _make_unary_rule(name: str):  # noqa: ANN202 - returns a TypeRule
 
 for _name in UNARY_MATH:
     register_op(_name, "math")(_make_unary_rule(_name))
+
+
+def _logical_rule(types: tuple[TensorType, ...], attrs: dict[str, Any]) -> TensorType:
+    for i, t in enumerate(types):
+        if not t.dtype.is_bool:
+            raise OpTypeError(f"operand {i} must be bool, got {t.dtype}; compare (x != 0) or tf.cast to bool first")
+    return TensorType(broadcast([t.shape for t in types]), bool_)
+
+
+for _name in LOGICAL_BINARY:
+    register_op(_name, "math")(_logical_rule)
+register_op("logical_not", "math")(_logical_rule)
+
+
+@register_op("softplus", "math")
+def _softplus(types: tuple[TensorType, ...], attrs: dict[str, Any]) -> TensorType:
+    """torch's softplus: ``log1p(exp(beta * x)) / beta``, and x itself where ``beta * x > threshold``."""
+    (x,) = types
+    require_float(x)
+    for key in ("beta", "threshold"):
+        v = attrs.get(key)
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise OpTypeError(f"{key} must be a number, got {v!r}")
+        attrs[key] = float(v)
+    if attrs["beta"] == 0:
+        raise OpTypeError("beta must not be 0")
+    return TensorType(x.shape, x.dtype)
 
 
 @register_op("gelu", "math")

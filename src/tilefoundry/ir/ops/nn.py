@@ -32,9 +32,14 @@ def _eps(attrs: dict[str, Any]) -> None:
 
 @register_op("rms_norm", "nn")
 def _rms_norm(types: tuple[TensorType, ...], attrs: dict[str, Any]) -> TensorType:
+    """x normalised over its last axis in f32, cast to the weight's dtype, times the weight, cast to x's dtype.
+
+    The weight may have another float dtype than x: a bf16 weight on bf16 x rounds as Hugging Face's
+    Llama / Qwen RMSNorm does (before the multiply), an f32 weight keeps the product in f32.
+    """
     x, w = types
     require_float(x)
-    same_dtype(types)
+    require_float(w, "weight")
     require_rank(w, 1, "weight")
     check_dims_equal(x.shape[-1], w.shape[0], "weight length vs the normalised (last) axis")
     _eps(attrs)
@@ -57,7 +62,11 @@ def _layer_norm(types: tuple[TensorType, ...], attrs: dict[str, Any]) -> TensorT
 
 @register_op("rope", "nn")
 def _rope(types: tuple[TensorType, ...], attrs: dict[str, Any]) -> tuple[TensorType, TensorType]:
-    """q, k: (..., seq, head_dim); cos/sin caches: (max_pos, head_dim); pos_ids: (seq,) or (batch, seq)."""
+    """q, k: (..., seq, heads, head_dim); cos/sin caches: (max_pos, head_dim); pos_ids: (seq,) integers.
+
+    The cache rows at pos_ids broadcast over every other axis (batch, heads); q and k may differ in their
+    head count and leading axes. The results keep q's and k's types.
+    """
     q, k, cos, sin, pos = types
     require_float(q, "q")
     same_dtype((q, k))
@@ -65,11 +74,12 @@ def _rope(types: tuple[TensorType, ...], attrs: dict[str, Any]) -> tuple[TensorT
     require_float(cos, "cos_cache")
     require_int(pos, "pos_ids")
     for name, t in (("q", q), ("k", k)):
-        if t.rank < 2:
-            raise OpTypeError(f"{name} needs rank >= 2 (..., seq, head_dim), got {t}")
+        if t.rank < 3:
+            raise OpTypeError(f"{name} must be laid out (..., seq, heads, head_dim), rank >= 3, got {t}")
     require_rank(cos, 2, "cos_cache")
     require_rank(sin, 2, "sin_cache")
-    require_rank(pos, (1, 2), "pos_ids")
+    if pos.rank != 1:
+        raise OpTypeError(f"pos_ids must be (seq,), one position per sequence entry, got {pos}")
     head_dim = q.shape[-1]
     check_dims_equal(k.shape[-1], head_dim, "k head_dim vs q head_dim")
     check_dims_equal(cos.shape[1], head_dim, "cos_cache columns vs head_dim")
@@ -78,9 +88,5 @@ def _rope(types: tuple[TensorType, ...], attrs: dict[str, Any]) -> tuple[TensorT
     if isinstance(head_dim, int) and head_dim % 2:
         raise OpTypeError(f"head_dim {head_dim} must be even to rotate halves")
     for name, t in (("q", q), ("k", k)):
-        check_dims_equal(t.shape[-2], pos.shape[-1], f"{name} seq axis vs pos_ids")
-        if pos.rank == 2:
-            if t.rank != 4:
-                raise OpTypeError(f"with (batch, seq) pos_ids, {name} must be (batch, heads, seq, dim)")
-            check_dims_equal(t.shape[0], pos.shape[0], f"{name} batch vs pos_ids batch")
+        check_dims_equal(t.shape[-3], pos.shape[0], f"{name} seq axis (-3 of (..., seq, heads, head_dim)) vs pos_ids")
     return TensorType(q.shape, q.dtype), TensorType(k.shape, k.dtype)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Any
 
 from ..core.errors import OpTypeError
@@ -10,15 +11,41 @@ from ..types.dtype import i64
 from ..types.tensor_type import TensorType
 from .rules import norm_axis, require_float
 
-REDUCE_KINDS = ("sum", "mean", "max", "min", "abs_max")
+
+class ReduceKind(str, Enum):
+    """How ``reduce`` combines the elements of its axes; ``tf.reduce(kind=...)`` takes these or their names.
+
+    Over an axis of extent 0 each kind gives its identity: sum 0, mean NaN (as torch), max the lowest value
+    (-inf, or the dtype's lowest where it has no infinity), min the highest, abs_max 0.
+    """
+
+    sum = "sum"
+    mean = "mean"
+    max = "max"
+    min = "min"
+    abs_max = "abs_max"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+REDUCE_KINDS = tuple(k.value for k in ReduceKind)
+
+
+def reduce_kind(kind: Any) -> str:
+    """The canonical attribute (the plain name) of a ReduceKind member or a kind name; OpTypeError otherwise."""
+    if isinstance(kind, ReduceKind):
+        return kind.value
+    if isinstance(kind, str) and kind in REDUCE_KINDS:
+        return kind
+    raise OpTypeError(f"unknown reduce kind {kind!r}; valid: {', '.join(REDUCE_KINDS)} (names or ReduceKind members)")
 
 
 @register_op("reduce", "reduction")
 def _reduce(types: tuple[TensorType, ...], attrs: dict[str, Any]) -> TensorType:
     (x,) = types
-    kind = attrs.get("kind")
-    if kind not in REDUCE_KINDS:
-        raise OpTypeError(f"unknown reduce kind {kind!r}; valid: {', '.join(REDUCE_KINDS)}")
+    kind = reduce_kind(attrs.get("kind"))
+    attrs["kind"] = kind
     if x.dtype.is_bool:
         raise OpTypeError("reduce is not defined on bool tensors")
     if kind == "mean":

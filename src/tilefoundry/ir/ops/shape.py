@@ -143,3 +143,41 @@ def _repeat_interleave(types: tuple[TensorType, ...], attrs: dict[str, Any]) -> 
     shape = list(x.shape)
     shape[axis] = product([shape[axis], repeats])
     return TensorType(tuple(shape), x.dtype)
+
+
+def _index_update(types: tuple[TensorType, ...], attrs: dict[str, Any], op: str) -> TensorType:
+    """x: any shape; index: (n,) integers; source: x's shape with n on axis ``dim``. The result is x's type."""
+    x, index, source = types
+    require_int(index, "index")
+    require_rank(index, 1, "index")
+    same_dtype((x, source))
+    if op == "index_add" and x.dtype.is_bool:
+        raise OpTypeError("index_add adds, which is not defined on bool tensors; index_copy writes bools")
+    dim = norm_axis(attrs.get("dim", 0), x.rank, "dim")
+    attrs["dim"] = dim
+    if source.rank != x.rank:
+        raise OpTypeError(f"source must have x's rank {x.rank}, got {source}")
+    check_dims_equal(source.shape[dim], index.shape[0], f"source axis {dim} vs the index length")
+    for i, (a, b) in enumerate(zip(x.shape, source.shape)):
+        if i != dim:
+            check_dims_equal(a, b, f"source axis {i} vs x axis {i}")
+    if op == "index_add":
+        alpha = attrs.get("alpha", 1)
+        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
+            raise OpTypeError(f"alpha must be a number, got {alpha!r}")
+        if isinstance(alpha, float) and not x.dtype.is_float:
+            raise OpTypeError(f"float alpha {alpha} on a {x.dtype} tensor")
+        attrs["alpha"] = alpha
+    return TensorType(x.shape, x.dtype)
+
+
+@register_op("index_add", "tensor")
+def _index_add(types: tuple[TensorType, ...], attrs: dict[str, Any]) -> TensorType:
+    """torch.index_add: x with ``alpha * source[i]`` added at position ``index[i]`` of axis ``dim``."""
+    return _index_update(types, attrs, "index_add")
+
+
+@register_op("index_copy", "tensor")
+def _index_copy(types: tuple[TensorType, ...], attrs: dict[str, Any]) -> TensorType:
+    """torch.index_copy: x with ``source[i]`` written at position ``index[i]`` of axis ``dim``."""
+    return _index_update(types, attrs, "index_copy")
