@@ -106,7 +106,7 @@ def test_prepare_writes_clean_keys_and_loads_back_bit_exact(tmp_path: Path) -> N
     assert torch.equal(loaded(ids), _expected(raw, ids))
     for key, tensor in stored.items():
         owner, _, name = key.rpartition(".")
-        reading = loaded.child_reading(owner) if owner else loaded
+        reading = loaded._child_reading(owner) if owner else loaded
         assert torch.equal(reading.constants[name], tensor) and reading.constants[name].dtype == tensor.dtype
     again = tmp_path / "again"
     Net.prepare(DictResource(raw, alias=ALIAS), str(again))

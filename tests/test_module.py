@@ -85,12 +85,12 @@ def test_children_from_attributes_and_tuples_with_methods_bound() -> None:
     assert Block.inner.name == "inner" and d.name == "Doubler", "the child is a renamed copy"
     x, g = torch.randn(2, 4), torch.randn(4)
     assert torch.equal(Block(x, g), 2 * (x * g * g * g))
-    assert Block.lookup("layer1") is Block.layer1
-    assert Block.lookup("layer1.scale") is Scale.functions["scale"]
-    assert Block.lookup("inner.double") is d.functions["double"]
+    assert Block._lookup("layer1") is Block.layer1
+    assert Block._lookup("layer1.scale") is Scale.functions["scale"]
+    assert Block._lookup("inner.double") is d.functions["double"]
     with pytest.raises(KeyError, match="no member 'nope'"):
-        Block.lookup("layer1.nope")
-    assert [p for p, _ in Block.walk()] == ["", "inner", "layer0", "layer1", "layer2"]
+        Block._lookup("layer1.nope")
+    assert [p for p, _ in Block._walk()] == ["", "inner", "layer0", "layer1", "layer2"]
 
 
 def test_refuses_empty_body() -> None:

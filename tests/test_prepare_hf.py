@@ -27,7 +27,7 @@ def test_prepared_directory_round_trips_bit_exactly(tmp_path: Path, family: str,
     out = tmp_path / "prepared"
     mod.prepare(raw, str(out))
     prepared = SafetensorsResource(str(out), device="cpu")
-    for path, node in mod.walk():
+    for path, node in mod._walk():
         raw_scope, clean_scope = raw, prepared
         for seg in path.split(".") if path else []:
             raw_scope, clean_scope = raw_scope.subtree(seg), clean_scope.subtree(seg)

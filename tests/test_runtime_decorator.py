@@ -8,6 +8,7 @@ import torch
 from tilefoundry import func, module
 from tilefoundry.dsl import ConstTensor, DimVar, Tensor, tf
 from tilefoundry.ir.core import Module
+from tilefoundry.ir.core.errors import ModuleDefinitionError
 from tilefoundry.runtime import (
     RuntimeFunction,
     RuntimeModule,
@@ -116,9 +117,10 @@ def test_a_semantic_module_naming_a_member_module_is_refused(kind: str) -> None:
     functions = {"module": module} if kind == "function" else {}
     children = (Proj.renamed("module"),) if kind == "child" else ()
     methods = {"module": lambda self: None} if kind == "method" else {}
-    sem = Module("Bad", functions, children, methods)
-    with pytest.raises(TwinDefinitionError, match=rf"Bad has a {kind} named 'module'.*reserved accessor twin.module"):
-        runtime_module(sem)
+    # The Module itself refuses the name (a LoadedModule answers .module too), so no twin can be generated for it.
+    with pytest.raises(ModuleDefinitionError, match=rf"@module Bad: {'child Module' if kind == 'child' else kind} "
+                                                    r"'module' takes the reserved name 'module'"):
+        Module("Bad", functions, children, methods)
 
 
 def test_a_twin_class_defining_module_is_refused() -> None:
@@ -237,15 +239,35 @@ def test_a_kernel_must_take_the_func_parameters_in_order() -> None:
 
             gate = ProjTwin.gate.impl
 
-    with pytest.raises(TwinDefinitionError, match=r"proj\(self, \*args\) must take"):
+    with pytest.raises(TwinDefinitionError, match=r"proj\(self, x, \*rest\) must take"):
 
         @runtime_module(Proj)
-        class Variadic:
+        class HalfVariadic:
             @runtime_func
-            def proj(self, *args):
-                return args[0]
+            def proj(self, x, *rest):
+                return x
 
             gate = ProjTwin.gate.impl
+
+
+def test_a_kernel_written_self_star_args_receives_the_parameters_in_order() -> None:
+    @runtime_module(Proj)
+    class Variadic:
+        @runtime_func
+        def proj(self, *args):
+            x, w = args
+            return x @ w
+
+        @runtime_func
+        def gate(self, *args):
+            return torch.sigmoid(args[0])
+
+    w = torch.randn(4, 4)
+    twin = Variadic(Proj).load(DictResource({"w": w}))  # ir given positionally
+    x = torch.randn(3, 4)
+    assert torch.equal(twin.proj(x), x @ w)
+    assert torch.equal(twin(x), x @ w)
+    assert twin.module is Proj
 
 
 def test_a_plain_method_named_like_a_function_must_be_tagged() -> None:

@@ -59,7 +59,7 @@ def test_structure_and_children_by_name() -> None:
     assert [c.name for c in pair.modules] == ["left", "right"]
     assert isinstance(pair.modules, tuple)
     assert pair.left is pair.modules[0] and pair.right is pair.modules[1]
-    assert [p for p, _ in pair.walk()] == ["", "left", "right"]
+    assert [p for p, _ in pair._walk()] == ["", "left", "right"]
     with pytest.raises(AttributeError, match=r"no attribute or child 'middle'; children: left, right"):
         _ = pair.middle
 
@@ -77,7 +77,7 @@ def test_load_recurses_with_subtree_and_base_holds_no_weights() -> None:
     bare = RuntimeModule("root", modules=(RuntimeModule("a", modules=(RuntimeModule("b"),)), RuntimeModule("c")))
     assert bare.load(Recording(log)) is bare
     assert log == ["a", "a.b", "c"]
-    assert not any(isinstance(v, torch.Tensor) for _, node in bare.walk() for v in vars(node).values())
+    assert not any(isinstance(v, torch.Tensor) for _, node in bare._walk() for v in vars(node).values())
     assert not any(k in vars(bare) for k in ("resource", "weights", "constants"))
 
 

@@ -96,7 +96,7 @@ def test_children_are_built_with_ir_and_report_their_authored_module() -> None:
     twin = BlockTwin()
     assert twin.module is Block and twin.name == "Block" and twin.entry is None
     assert [c.name for c in twin.modules] == ["inner", "outer"]
-    assert twin.inner.module is Block.child("inner"), "the child stands for the Module it was built with (ir=)"
+    assert twin.inner.module is Block._child("inner"), "the child stands for the Module it was built with (ir=)"
     assert twin.inner.name == "inner" and twin.inner.entry == "proj"
     assert twin.inner is not twin.outer and type(twin.inner) is ProjTwin
     renamed = ProjTwin(ir=Proj.renamed("head"))
@@ -325,6 +325,6 @@ def test_generated_and_hand_written_nodes_mix() -> None:
 
     twin = Partly().load(DictResource(_weights()))
     assert twin.inner.module is None, "a hand-written child stands for no authored Module"
-    assert twin.outer.module is Block.child("outer")
+    assert twin.outer.module is Block._child("outer")
     x = torch.randn(2, 4)
     assert torch.equal(twin(x), twin.outer(twin.norm(x)))

@@ -189,7 +189,7 @@ def model(model_file: Path) -> ModuleType:
 def _resource(model: ModuleType) -> DictResource:
     gen = torch.Generator().manual_seed(0)
     data = {}
-    for path, node in model.Model.walk():
+    for path, node in model.Model._walk():
         for name, ty in node.weights.items():
             data[f"{path}.{name}" if path else name] = torch.randn(*ty.shape, generator=gen) / 2
     return DictResource(data)
@@ -199,10 +199,10 @@ def _per_node(twin: RuntimeModule, loaded, seq: int = 5) -> dict[str, Report]:
     """check() on every kernel of every node, and on every node's forward, each on its own random inputs."""
     gen = torch.Generator().manual_seed(1)
     reports: dict[str, Report] = {}
-    for path, node in twin.walk():
+    for path, node in twin._walk():
         reading = loaded
         for name in path.split(".") if path else ():
-            reading = reading.child_reading(name)
+            reading = reading._child_reading(name)
         for fn_name, fn in node.module.functions.items():
             inputs = tuple(
                 torch.randint(0, 11, (seq,), generator=gen) if p.type.dtype.is_int

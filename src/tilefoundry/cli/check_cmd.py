@@ -399,12 +399,12 @@ def _node_items(sel: Selection, loaded: Any, twin_node: RuntimeModule | None, di
     once, as that kernel.
     """
     items = []
-    for rel, mod in sel.node.walk():
+    for rel, mod in sel.node._walk():
         parts = tuple(rel.split(".")) if rel else ()
         reading = loaded
         twin = twin_node
         for name in parts:
-            reading = reading.child_reading(name)
+            reading = reading._child_reading(name)
             if twin is not None:
                 twin = twin_child(twin, name)
         if twin is not None and twin.module is None:

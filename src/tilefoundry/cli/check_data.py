@@ -61,7 +61,7 @@ def generator(seed: int, label: str) -> torch.Generator:
 def tree_dimvars(node: Module, extra: Iterable[TensorType] = ()) -> dict[str, list[DimVar]]:
     """Every DimVar the node's tree declares (and ``extra`` types mention), by name."""
     found: dict[str, list[DimVar]] = {}
-    types = [p.type for _, mod in node.walk() for fn in mod.functions.values() for p in fn.params]
+    types = [p.type for _, mod in node._walk() for fn in mod.functions.values() for p in fn.params]
     for ty in [*types, *extra]:
         for var in sorted(ty.dimvars(), key=lambda v: v.name):
             same = found.setdefault(var.name, [])
@@ -156,7 +156,7 @@ def random_weights(node: Module, dims: Mapping[str, int], seed: int, int_range: 
     """Random values for every weight the node's tree declares, keyed by dotted path from the node."""
     gen = generator(seed, "weights")
     data: dict[str, torch.Tensor] = {}
-    for path, mod in node.walk():
+    for path, mod in node._walk():
         for name, ty in mod.weights.items():
             key = f"{path}.{name}" if path else name
             data[key] = random_tensor(ty, dims, gen, weight=True, int_range=int_range).to(device)

@@ -53,7 +53,7 @@ class Selection:
         """The semantic Module of the selected node."""
         node = self.sem_root
         for name in self.path:
-            node = node.child(name)
+            node = node._child(name)
         return node
 
     @property

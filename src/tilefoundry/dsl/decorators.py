@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..ir.core.errors import ModuleDefinitionError
-from ..ir.core.function import Converter, Function, enclosing_locals
+from ..ir.core.function import Converter, Function, Variant, _has_trivial_body, enclosing_locals
 from ..ir.core.module import Module
 from ..target import resolve_target
 
@@ -31,7 +31,8 @@ def func(fn: Callable[..., Any] | None = None, *, topologies: Any = None, target
         fn = Function(pyfunc, topologies=topologies, target=tgt, localns=enclosing_locals())
         if in_class:
             return fn
-        _ = fn.graph
+        if not _has_trivial_body(pyfunc):  # a body of `pass` dispatches to variants declared after it
+            _ = fn.graph
         if topologies is not None or target is not None:
             return Module(fn.name, {fn.name: fn}, entry=fn.name, target=tgt, topologies=topologies)
         return fn
@@ -55,14 +56,19 @@ def module(cls: type | None = None, *, entry: str | None = None, target: Any = N
     """
 
     def deco(klass: type) -> Module:
+        if "__call__" in klass.__dict__:
+            raise ModuleDefinitionError(
+                f"@module {klass.__name__}: the class body defines __call__, which has no effect: calling a Module "
+                "(or its reading, or its twin) runs its forward; define forward(self, ...) instead"
+            )
         functions: dict[str, Function] = {}
         children: list[Module] = []
         methods: dict[str, Callable[..., Any]] = {}
         for attr, value in klass.__dict__.items():
             if attr.startswith("__") and attr.endswith("__"):
                 continue
-            if isinstance(value, Converter):
-                continue
+            if isinstance(value, (Converter, Variant)):
+                continue  # registered on the function they convert for / specialise
             if isinstance(value, Function):
                 value.name = attr
                 functions[attr] = value
@@ -91,7 +97,7 @@ def module(cls: type | None = None, *, entry: str | None = None, target: Any = N
             target=resolve_target(target) if target is not None else None, topologies=topologies,
         )
         mod.__doc__ = klass.__doc__
-        mod.trace_all()
+        mod._trace_all()
         return mod
 
     if cls is not None:

@@ -17,7 +17,7 @@ class Reading(Protocol):
     @property
     def constants(self) -> Mapping[str, torch.Tensor]: ...
 
-    def child_reading(self, name: str) -> Reading: ...
+    def _child_reading(self, name: str) -> Reading: ...
 
 
 @dataclass
@@ -26,7 +26,8 @@ class EvalContext:
 
     device: torch.device
     bindings: dict[str, int] = field(default_factory=dict)
-    reading: Any = None  # Reading | None: supplies child weights for call_module nodes
+    reading: Any = None  # Reading | None: supplies child weights for call_module nodes and variants' weights
+    path: str = ""  # the dotted module path of ``reading``, for messages
 
     def dim(self, d: Dim) -> int:
         """The integer extent of a (possibly symbolic) dim under this call's bindings."""

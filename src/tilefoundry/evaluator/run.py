@@ -76,8 +76,10 @@ def bind_inputs(fn: Function, params: Sequence[Param], args: Sequence[Any], bind
 
 
 def run_function(fn: Function, args: Sequence[Any], ctx: EvalContext, params: Sequence[Param] | None = None) -> Any:
-    """Validate ``args`` against ``fn``'s params, then run its graph under ``ctx``."""
-    graph = fn.graph
+    """Validate ``args`` against ``fn``'s params, then run its graph under ``ctx``.
+
+    A function with variants runs the variant serving the extent its arguments bind.
+    """
     bindings: dict[str, int] = {}
     try:
         bind_inputs(fn, fn.params if params is None else params, args, bindings)
@@ -86,7 +88,10 @@ def run_function(fn: Function, args: Sequence[Any], ctx: EvalContext, params: Se
         if loc is None:
             raise
         raise type(e)(f"{e}\n  called at {loc}") from None
-    local = EvalContext(ctx.device, bindings, ctx.reading)
+    if fn.variants:
+        return _dispatch(fn, args, bindings, ctx)
+    graph = fn.graph
+    local = EvalContext(ctx.device, bindings, ctx.reading, ctx.path)
     values: dict[int, torch.Tensor] = {id(v): a for v, a in zip(graph.params, args)}
     for node in graph.nodes:
         ins = [values[id(v)] for v in node.inputs]
@@ -106,7 +111,7 @@ def run_function(fn: Function, args: Sequence[Any], ctx: EvalContext, params: Se
 
 def run_reading(fn: Function, args: Sequence[Any], device: torch.device, reading: Any) -> Any:
     """Run ``fn`` of the LoadedModule ``reading`` on ``device``; ``args`` hold every declared parameter."""
-    return run_function(fn, args, EvalContext(device, reading=reading))
+    return run_function(fn, args, EvalContext(device, reading=reading, path=reading.name))
 
 
 def _run_node(node: Node, ins: list[torch.Tensor], ctx: EvalContext) -> Any:
@@ -120,17 +125,57 @@ def _run_node(node: Node, ins: list[torch.Tensor], ctx: EvalContext) -> Any:
 
 
 def _call_child(node: Node, ins: list[torch.Tensor], ctx: EvalContext) -> Any:
+    from ..ir.core.loaded import child_reading
+
     child = node.attrs["child"]
-    fn = node.callee
     if ctx.reading is None:
         raise TypeError(
             f"{node.loc}: calls child Module {child!r}, whose weights come from a reading; load the root "
             "with Module.load(resource) and call the LoadedModule"
         )
-    reading = ctx.reading.child_reading(child)
+    reading = child_reading(ctx.reading, ctx.path or ctx.reading.name, child)
+    path = f"{ctx.path or ctx.reading.name}.{child}"
+    fn = node.callee.select(ins)
     it = iter(ins)
-    args = [reading.constants[p.name] if p.const else next(it) for p in fn.params]
-    return run_function(fn, args, EvalContext(ctx.device, {}, reading))
+    args = [_placed_constant(reading, path, p.name, fn.name, ctx.device) if p.const else next(it) for p in fn.params]
+    return run_function(fn, args, EvalContext(ctx.device, {}, reading, path))
+
+
+def _placed_constant(reading: Any, path: str, weight: str, user: str, device: torch.device) -> Any:
+    """A weight of ``reading`` for ``user``, which must sit on the run's device (named when it does not)."""
+    from ..ir.core.loaded import reading_constant
+
+    t = reading_constant(reading, path, weight, user)
+    if isinstance(t, torch.Tensor) and t.device != device:
+        raise ValueError(
+            f"{user} reads constant {path}.{weight} on {t.device}, but the call runs on {device}; nothing was "
+            "moved. Load every weight onto one device"
+        )
+    return t
+
+
+def _dispatch(fn: Function, args: Sequence[Any], bindings: dict[str, int], ctx: EvalContext) -> Any:
+    """Run the variant of ``fn`` serving the extent ``args`` bound; its weights come from ``args`` by name when
+    ``fn`` declares them, else from the reading, where they must sit on the run's device."""
+    from ..ir.core.dispatch import select_variant
+
+    dv = fn.dispatch_var()
+    assert dv is not None
+    variant = select_variant(fn, bindings[dv.name])
+    given = {p.name: a for p, a in zip(fn.params, args)}
+    out: list[Any] = []
+    for p in variant.params:
+        if p.name in given:
+            out.append(given[p.name])
+            continue
+        if ctx.reading is None:
+            raise TypeError(
+                f"{fn.name}: its variant {variant.name} needs the weight {p.name}, which {fn.name} does not declare; "
+                "call it through a reading (Module.load(resource)), or declare the weight on the base function"
+            )
+        out.append(_placed_constant(ctx.reading, ctx.path or ctx.reading.name, p.name, f"{fn.name} (variant "
+                                    f"{variant.name})", ctx.device))
+    return run_function(variant, out, ctx)
 
 
 def _check_result(node: Node, v: Value, t: Any, ctx: EvalContext) -> None:

@@ -23,8 +23,9 @@ generated twin): its members are not a class body the decorator can validate.
 
 * kernels: the ``@runtime_func`` methods and RuntimeFunction instances must be named exactly like sem's
   functions; a missing and an extra kernel are both named in the refusal. A ``@runtime_func`` takes the
-  ``@func``'s parameters, in order, after ``self``; a RuntimeFunction's ``type`` must equal
-  ``entry_abi_of`` of the function, and it is called with one argument per parameter.
+  ``@func``'s parameters, in order, after ``self`` (or ``self, *args``, receiving them positionally); a
+  RuntimeFunction's ``type`` must equal ``entry_abi_of`` of the function, and it is called with one argument
+  per parameter.
 * children: an attribute per sem child, named like it, holding a RuntimeModule subclass that accepts the
   ``ir=`` constructor keyword (every ``@runtime_module`` result does). A tuple of such classes covers, in
   order, the sem children no attribute names (the mirror of ``layers = tuple(Layer.renamed(...))``).
@@ -36,7 +37,7 @@ generated twin): its members are not a class body the decorator can validate.
   own if it defines one, else ``sem.methods["forward"]``, else a call of the entry kernel; with none of them,
   calling it is refused naming what to call instead.
 
-The generated ``__init__(*, ir=None)`` builds one child per ``ir.modules`` entry with
+The generated ``__init__(ir=None)`` (``ir`` positional or keyword) builds one child per ``ir.modules`` entry with
 ``child_cls(ir=<that child Module>)`` (``ir`` defaults to ``sem``; another ir must have sem's shape, e.g. a
 ``renamed`` copy). ``load(resource)`` reads every declared weight of the node by name, validates its shape and
 dtype against the declaration, recurses into the children, and binds the whole tree only if every read
@@ -118,10 +119,25 @@ def runtime_module(sem: Module) -> Callable[[type], type[RuntimeModule]]:
             "it in the semantic Module"
         )
 
+    internal = sorted(n for n in [*sem.functions, *(m.name for m in sem.modules), *sem.methods] if n in _TWIN_INTERNAL)
+    if internal:
+        raise TwinDefinitionError(
+            f"@runtime_module({sem.name}): {sem.name}'s member {', '.join(map(repr, internal))} clashes with an "
+            "internal attribute of the generated twin; rename it in the semantic Module"
+        )
+
     def deco(cls: type) -> type[RuntimeModule]:
         return _generate(sem, cls)
 
     return deco
+
+
+# Private names a generated twin holds itself (RuntimeModule's and the generated class's); the public ones are
+# reserved on the semantic Module already (tilefoundry.ir.core.module.RESERVED_NAMES).
+_TWIN_INTERNAL = frozenset(
+    {n for n in vars(RuntimeModule) if n.startswith("_") and not n.startswith("__")}
+    | {"_tf_sem", "_tf_kernels", "_tf_child_classes", "_tf_constants", "_tf_own_forward"}
+)
 
 
 def _accessor_clashes(sem: Module) -> list[str]:
@@ -225,7 +241,7 @@ def _generate(sem: Module, cls: type) -> type[RuntimeModule]:
 
     children = _match_children(sem, named_children, tuple_children, problems)
     for name, child_cls in children.items():
-        problem = _child_class_problem(sem.child(name), name, child_cls)
+        problem = _child_class_problem(sem._child(name), name, child_cls)
         if problem:
             problems.append(problem)
 
@@ -359,6 +375,8 @@ def _method_signature_problem(sem: Module, name: str, method: Callable[..., Any]
     params = list(inspect.signature(method).parameters.values())
     positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     variadic = [p.name for p in params if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    if len(positional) == 1 and [p.kind for p in params[1:]] == [inspect.Parameter.VAR_POSITIONAL]:
+        return None  # def k(self, *args): takes the parameters in order, whatever they are called
     if positional != expected or variadic:
         return (f"@runtime_func {name}({', '.join(positional + ['*' + v for v in variadic])}) must take the "
                 f"@func's parameters in order after self: {name}({', '.join(expected)})")
@@ -408,7 +426,7 @@ def _shape_difference(twin_of: Module, ir: Module) -> str | None:
     if twin_of.entry != ir.entry:
         return f"entry {twin_of.entry!r} vs {ir.entry!r}"
     for child in twin_of.modules:
-        difference = _shape_difference(child, ir.child(child.name))
+        difference = _shape_difference(child, ir._child(child.name))
         if difference:
             return f"in child {child.name}: {difference}"
     return None
@@ -418,7 +436,7 @@ def _shape_difference(twin_of: Module, ir: Module) -> str | None:
 
 
 def _make_init(sem: Module, child_classes: Mapping[str, type[RuntimeModule]]) -> Callable[..., None]:
-    def __init__(self: RuntimeModule, *, ir: Module | None = None) -> None:
+    def __init__(self: RuntimeModule, ir: Module | None = None) -> None:
         """Build this twin for ``ir`` (default: the Module the class was generated from) and its children."""
         cls_name = type(self).__name__
         if ir is None:
@@ -459,7 +477,7 @@ def _twin_load(self: RuntimeModule, resource: Any) -> RuntimeModule:
             f"{type(self).__name__}.load takes a RuntimeResource (DictResource, SafetensorsResource), got "
             f"{type(resource).__name__}"
         )
-    before = [(node, node.__dict__.get("_tf_constants")) for _, node in self.walk()]
+    before = [(node, node.__dict__.get("_tf_constants")) for _, node in self._walk()]
     try:
         _bind_own(self, resource)
         RuntimeModule.load(self, resource)

@@ -106,11 +106,11 @@ class RuntimeModule:
             child.load(resource.subtree(child.name))
         return self
 
-    def walk(self, path: str = "") -> Iterator[tuple[str, RuntimeModule]]:
+    def _walk(self, path: str = "") -> Iterator[tuple[str, RuntimeModule]]:
         """Every node of this tree with its dotted path ('' for this one), parents first."""
         yield path, self
         for child in self.modules:
-            yield from child.walk(f"{path}.{child.name}" if path else child.name)
+            yield from child._walk(f"{path}.{child.name}" if path else child.name)
 
     def _tree_path(self) -> str:
         """The dotted path of this node from the root of the tree it belongs to ('' for the root)."""

@@ -1,10 +1,12 @@
 """``Module.prepare``: a raw checkpoint resource -> the prepared folder ``Module.load`` reads (spec 1.1.2).
 
-For each node of the tree, parents first, and each weight it declares: fetch the weight's converter's
+For each node of the tree, children first, and each weight it declares: fetch the weight's converter's
 parameters from the raw resource by their raw names (a one-to-many alias is stacked with ``torch.stack``,
 prepare's only reshaping), run the converter on the reference evaluator, and hold the result to the
 declaration together with the node's other weights (:mod:`tilefoundry.ir.core.weights`). A weight with no
-converter is its raw (or stacked) value, held to the same check.
+converter is its raw (or stacked) value, held to the same check. A converter may call a child Module (by
+its bare name, or ``child.function``): the call reads the child's prepared weights, which is why children
+are prepared before their parent.
 
 Before anything is written, prepare refuses what would silently give a wrong model: a weight holding NaN or
 Inf, and raw tensors that no declared weight read (the config declares fewer layers or experts than the
@@ -25,9 +27,10 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from ..evaluator import evaluate
+from ..evaluator import EvalContext, run_function
 from ..ir.core import backends
 from ..ir.core.function import Converter
+from ..ir.core.loaded import LoadedModule
 from ..ir.core.module import Module, converters_of
 from ..ir.core.weights import NodeWeights, converter_hint
 from .resource import prepared
@@ -41,10 +44,10 @@ class PrepareError(ValueError):
 
 
 def _nodes(mod: Module, raw: Any, path: str) -> Iterator[tuple[str, Module, Any]]:
-    """(dotted path, node, the raw resource scoped to it) for every node, parents first."""
-    yield path, mod, raw
+    """(dotted path, node, the raw resource scoped to it) for every node, children before their parent."""
     for child in mod.modules:
         yield from _nodes(child, raw.subtree(child.name), f"{path}.{child.name}" if path else child.name)
+    yield path, mod, raw
 
 
 def _fetch(raw: Any, name: str) -> torch.Tensor:
@@ -55,12 +58,22 @@ def _fetch(raw: Any, name: str) -> torch.Tensor:
     return raw.load(name)
 
 
-def _produce(mod: Module, weight: str, key: str, conv: Converter | None, raw: Any, device: torch.device) -> Any:
+def _prepared_reading(mod: Module, path: str, prepared: dict[str, torch.Tensor], device: torch.device) -> Any:
+    """A reading of ``mod``'s tree over the weights prepared so far (every child's, as children come first)."""
+    prefix = f"{path}." if path else ""
+    constants = {w: prepared[prefix + w].to(device) for w in mod.weights if prefix + w in prepared}
+    children = tuple(_prepared_reading(c, f"{prefix}{c.name}", prepared, device) for c in mod.modules)
+    return LoadedModule(mod, constants, children)
+
+
+def _produce(mod: Module, weight: str, key: str, conv: Converter | None, raw: Any, device: torch.device,
+             path: str, prepared: dict[str, torch.Tensor]) -> Any:
     if conv is None:
         return _fetch(raw, weight)
     inputs = [_fetch(raw, p.name).to(device) for p in conv.params]
+    reading = _prepared_reading(mod, path, prepared, device)
     try:
-        return evaluate(conv, *inputs)
+        return run_function(conv, inputs, EvalContext(device, reading=reading, path=path or mod.name))
     except (TypeError, ValueError) as e:
         raise PrepareError(
             f"weight {key}: converter {converter_hint(mod, weight)} could not run on the raw tensors: {e}"
@@ -126,7 +139,7 @@ def prepare_module(mod: Module, raw: Any, out_dir: str | os.PathLike[str], *, de
                           kind="a prepared checkpoint directory")
 
     tensors: dict[str, torch.Tensor] = {}
-    total = sum(len(node.weights) for _, node in mod.walk())
+    total = sum(len(node.weights) for _, node in mod._walk())
     # The bar shows on a terminal (disable=None); progress=False silences it everywhere.
     with tqdm(total=total, desc=f"prepare {mod.name}", unit="weight", disable=None if progress else True) as bar:
         for path, node, scope in _nodes(mod, raw, ""):
@@ -134,7 +147,7 @@ def prepare_module(mod: Module, raw: Any, out_dir: str | os.PathLike[str], *, de
             converters = converters_of(node)
             for name in node.weights:
                 key = weights.key(name)
-                weights.add(name, _produce(node, name, key, converters.get(name), scope, dev))
+                weights.add(name, _produce(node, name, key, converters.get(name), scope, dev, path, tensors))
                 bar.update()
             for name, value in weights.finish().items():
                 key = weights.key(name)

@@ -1,9 +1,10 @@
 """IR core: graphs, the op registry, tracing, Function and Module."""
 
-from .errors import IRTypeError, ModuleDefinitionError
-from .function import Converter, Function, Param
+from .dispatch import DimVarRangePat
+from .errors import IRIndexError, IRTypeError, MissingWeightError, ModuleDefinitionError
+from .function import Converter, Function, Param, Variant
 from .graph import Graph, Node, Value
-from .module import Module
+from .module import RESERVED_NAMES, Module
 
-__all__ = ["Converter", "Function", "Graph", "IRTypeError", "Module", "ModuleDefinitionError", "Node", "Param",
-           "Value"]
+__all__ = ["RESERVED_NAMES", "Converter", "DimVarRangePat", "Function", "Graph", "IRIndexError", "IRTypeError",
+           "MissingWeightError", "Module", "ModuleDefinitionError", "Node", "Param", "Value", "Variant"]

@@ -25,5 +25,16 @@ class IRTypeError(TypeError):
         super().__init__(f"{op}: {reason}\n  operand types: {types}{where}")
 
 
+class IRIndexError(IRTypeError, IndexError):
+    """An index out of a static axis's bounds (or too many indices): an IndexError, as Python's own."""
+
+
 class ModuleDefinitionError(TypeError):
     """A ``@module`` or ``@func`` definition that cannot be accepted as written."""
+
+
+class MissingWeightError(KeyError):
+    """A reading (LoadedModule, twin) lacks a weight a call needs; the message names the module path and weight."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""

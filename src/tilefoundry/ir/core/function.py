@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import inspect
 import sys
+import textwrap
 import types as pytypes
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -13,12 +15,13 @@ from ..types.dim import Dim, DimVar, dims_equal, substitute
 from ..types.tensor_type import TensorType
 from . import backends
 from .annotation import TensorSpec
-from .errors import IRTypeError, ModuleDefinitionError
+from .dispatch import DimVarRangePat, check_overlap, check_partition, select_variant
+from .errors import IRTypeError, MissingWeightError, ModuleDefinitionError
 from .graph import Graph, Node, Value
 from .source import INTERNAL_DIRS as _FRAMEWORK
 from .source import SourceLoc, user_source
 from .tracer import TraceContext, current_trace, emit_node, tracing
-from .tree import flatten, unflatten
+from .tree import TreeSpec, flatten, unflatten
 
 
 @dataclass(frozen=True)
@@ -42,14 +45,17 @@ class Function:
     """
 
     def __init__(self, pyfunc: Callable[..., Any], *, name: str | None = None, topologies: Any = None,
-                 target: Any = None, localns: Mapping[str, Any] | None = None) -> None:
+                 target: Any = None, localns: Mapping[str, Any] | None = None,
+                 inherited: Mapping[str, Param] | None = None) -> None:
         self.pyfunc = pyfunc
         self.name = name or pyfunc.__name__
         self.topologies = topologies
         self.target = target
         self.loc = _definition_loc(pyfunc)
-        self.params: tuple[Param, ...] = _parse_params(pyfunc, self.name, localns)
+        self.params: tuple[Param, ...] = _parse_params(pyfunc, self.name, localns, inherited)
         self.converters: dict[str, Converter] = {}
+        # Dispatch variants (``@f.specialize(pattern)``); a function with variants has no body of its own.
+        self.variants: list[Variant] = []
         self._graph: Graph | None = None
         self._scope: dict[str, Any] = {}
         self._tracing = False
@@ -65,6 +71,25 @@ class Function:
         """The Tensor (non-weight) parameters, in declaration order."""
         return tuple(p for p in self.params if not p.const)
 
+    def declared_weights(self) -> list[tuple[Function, Param]]:
+        """Every weight this function and its variants declare, with the function declaring it."""
+        out = [(self, p) for p in self.weights]
+        for v in self.variants:
+            out.extend((v, p) for p in v.declared_params if p.const)
+        return out
+
+    def all_converters(self) -> dict[str, Converter]:
+        """The converters registered on this function and on its variants, by weight name (one each)."""
+        out: dict[str, Converter] = {}
+        for fn in (self, *self.variants):
+            for weight, conv in fn.converters.items():
+                if weight in out:
+                    raise ModuleDefinitionError(
+                        f"weight {weight!r} has two converters ({out[weight].owner.name}.converter at "
+                        f"{out[weight].loc} and {fn.name}.converter at {conv.loc}); one weight takes one converter"
+                    )
+                out[weight] = conv
+        return out
     def fill_weights(self, where: str, acts: tuple[Any, ...], constants: Mapping[str, Any]) -> list[Any]:
         """Every declared argument, from activations alone plus weights taken by name from ``constants``.
 
@@ -81,8 +106,74 @@ class Function:
             )
         if len(acts) != n_acts:
             raise TypeError(f"{where} takes {n_acts} activations ({act_names}), got {len(acts)}")
+        missing = [p.name for p in self.weights if p.name not in constants]
+        if missing:
+            held = ", ".join(sorted(constants)) or "none"
+            raise MissingWeightError(
+                f"{where} needs the weight{'s' if len(missing) > 1 else ''} {', '.join(missing)}, which this reading "
+                f"does not hold (it holds: {held}); read the Module with load(resource), or add "
+                f"{'them' if len(missing) > 1 else 'it'} to the reading's constants"
+            )
         it = iter(acts)
         return [constants[p.name] if p.const else next(it) for p in self.params]
+
+    def select(self, acts: tuple[Any, ...] | list[Any]) -> Function:
+        """The function a call with activations ``acts`` runs: itself, or the variant serving their extent.
+
+        With a wrong argument list, the first variant is returned so that its own checks name the mistake.
+        """
+        if not self.variants:
+            return self
+        check_partition(self)
+        dv = self.variants[0].pattern.dim_var
+        if len(acts) == len(self.activations):
+            for p, a in zip(self.activations, acts):
+                shape = getattr(a, "shape", None)
+                if shape is None or len(shape) != p.type.rank:
+                    continue
+                for d, n in zip(p.type.shape, shape):
+                    if isinstance(d, DimVar) and d == dv:
+                        return select_variant(self, int(n))
+        return self.variants[0]
+
+    def dispatch_var(self) -> DimVar | None:
+        """The DimVar the variants dispatch on (None without variants)."""
+        return self.variants[0].pattern.dim_var if self.variants else None
+
+    def specialize(self, pattern: DimVarRangePat) -> Callable[[Any], Variant]:
+        """Declare the decorated def as the body this function runs when ``pattern``'s DimVar lies in its range.
+
+        This function's own body must be ``pass``. The variant's parameters are this function's activations
+        (same names and order; an unannotated parameter takes this function's annotation) and any weights.
+        """
+        if not isinstance(pattern, DimVarRangePat):
+            raise TypeError(f"{self.name}.specialize takes a DimVarRangePat(dim_var, lo, hi), got {pattern!r}")
+        if isinstance(self, (Variant, Converter)):
+            raise ModuleDefinitionError(f"{self.name}.specialize: only a @func declares variants, not a "
+                                        f"{type(self).__name__.lower()}")
+        if not _has_trivial_body(self.pyfunc):
+            raise ModuleDefinitionError(
+                f"{self.name}.specialize: {self.name} has a body of its own; a function dispatching to variants "
+                f"is written with the body `pass` ({self.loc})"
+            )
+        dv = pattern.dim_var
+        if not any(isinstance(d, DimVar) and d == dv for p in self.activations for d in p.type.shape):
+            raise ModuleDefinitionError(
+                f"{self.name}.specialize: {dv!r} is no axis of {self.name}'s activations "
+                f"({', '.join(str(p) for p in self.activations) or 'none'}); a call dispatches on the extent an "
+                "activation binds"
+            )
+
+        def deco(body: Any) -> Variant:
+            pyfunc = body.pyfunc if isinstance(body, Function) else body
+            label = getattr(pyfunc, "__name__", "?")
+            check_overlap(self, pattern, label)
+            variant = Variant(pyfunc, base=self, pattern=pattern, localns=enclosing_locals())
+            variant.bind_scope(self._scope)
+            self.variants.append(variant)
+            return variant
+
+        return deco
 
     def signature(self) -> str:
         """``name(p: Tensor[...], w: ConstTensor[...])`` for messages."""
@@ -111,22 +202,61 @@ class Function:
 
     # -- body --------------------------------------------------------------------------------
     def bind_scope(self, scope: Mapping[str, Any]) -> None:
-        """Names (sibling Functions, child Modules) a class-body ``@func`` reaches by bare name."""
+        """Names (sibling Functions, child Modules) a class-body ``@func`` (its converters and variants too)
+        reaches by bare name."""
         self._scope = dict(scope)
         self._graph = None
+        for dependent in (*self.converters.values(), *self.variants):
+            dependent.bind_scope(scope)
 
     @property
     def graph(self) -> Graph:
-        """The traced HIR body (traced on first use)."""
+        """The traced HIR body (traced on first use). A function with variants has none: each variant has one."""
+        if self.variants:
+            raise ModuleDefinitionError(
+                f"{self.name} dispatches to its variants ({', '.join(v.name for v in self.variants)}) and has no "
+                f"body of its own; each variant's graph is {self.name}.variants[i].graph"
+            )
         if self._graph is None:
             self._graph = self._trace()
         return self._graph
 
+    def trace_now(self) -> None:
+        """Trace the body (or every variant, after checking they partition their DimVar) and the converters."""
+        if self.variants:
+            check_partition(self)
+            for v in self.variants:
+                v.trace_now()
+            self.result_types()
+        else:
+            _ = self.graph
+        for conv in self.converters.values():
+            _ = conv.graph
+
+    def result_types(self) -> tuple[list[TensorType], TreeSpec]:
+        """The result leaf types and the nesting spec; for variants, theirs (which must agree)."""
+        if not self.variants:
+            leaves, spec = flatten(self.graph.outputs, lambda v: isinstance(v, Value))
+            return [v.type for v in leaves], spec
+        check_partition(self)
+        first = self.variants[0]
+        types, spec = first.result_types()
+        for v in self.variants[1:]:
+            other, other_spec = v.result_types()
+            if other_spec != spec or len(other) != len(types) or not all(
+                    a.same_as(b) for a, b in zip(types, other)):
+                raise ModuleDefinitionError(
+                    f"{self.name}: variants {first.name} and {v.name} return different types "
+                    f"({', '.join(map(str, types))} vs {', '.join(map(str, other))}); a call's result type must not "
+                    "depend on the variant chosen"
+                )
+        return types, spec
+
     @property
     def output_types(self) -> Any:
         """Result types, nested like the result."""
-        leaves, spec = flatten(self.graph.outputs, lambda v: isinstance(v, Value))
-        return unflatten(spec, [v.type for v in leaves])
+        types, spec = self.result_types()
+        return unflatten(spec, types)
 
     def _trace(self) -> Graph:
         if self._tracing:
@@ -149,7 +279,9 @@ class Function:
         except TypeError as e:
             raise ModuleDefinitionError(f"@func {self.name} must return tensors or tuples of them: {e}") from None
         if not leaves:
-            raise ModuleDefinitionError(f"@func {self.name} returns nothing ({self.loc})")
+            hint = (f"; its body is `pass`: declare its variants with @{self.name}.specialize(DimVarRangePat(...)) "
+                    "or write the body") if _has_trivial_body(self.pyfunc) else ""
+            raise ModuleDefinitionError(f"@func {self.name} returns nothing ({self.loc}){hint}")
         graph.outputs = unflatten(spec, leaves)
         return graph
 
@@ -182,18 +314,74 @@ class Function:
             reason = _unify(p.type, a.type, binding)
             if reason:
                 raise IRTypeError(f"call {self.name}", arg_types, f"argument {p.name}: {reason}", loc)
-        leaves, spec = flatten(self.graph.outputs, lambda v: isinstance(v, Value))
-        out_types = tuple(
-            TensorType(tuple(substitute(d, binding) for d in v.type.shape), v.type.dtype, v.type.layout,
-                       v.type.storage)
-            for v in leaves
-        )
+        leaf_types, spec = self.result_types()
+        out_types = tuple(substituted(t, binding) for t in leaf_types)
         node = Node(op, tuple(args), dict(attrs, structure=spec), loc=loc, callee=self)
         emit_node(node, out_types)
         return unflatten(spec, list(node.outputs))
 
     def __repr__(self) -> str:
         return f"<Function {self.signature()}>"
+
+
+class Variant(Function):
+    """One specialised body of a dispatching ``@func``, serving the extents ``pattern`` covers.
+
+    Its parameters are the base's activations (same names, order and types; an unannotated one takes the
+    base's annotation) and its own weights. Inside it, the pattern's DimVar is narrowed to the pattern's
+    range (same name), so ``params`` carry the narrowed types and ``declared_params`` the authored ones.
+    """
+
+    def __init__(self, pyfunc: Callable[..., Any], *, base: Function, pattern: DimVarRangePat,
+                 localns: Mapping[str, Any] | None = None) -> None:
+        super().__init__(pyfunc, localns=localns, inherited={p.name: p for p in base.params})
+        self.base = base
+        self.pattern = pattern
+        self.declared_params = self.params
+        acts, base_acts = self.activations, base.activations
+        if [p.name for p in acts] != [p.name for p in base_acts]:
+            raise ModuleDefinitionError(
+                f"{base.name}.specialize: variant {self.name} takes the activations "
+                f"({', '.join(p.name for p in acts) or 'none'}), but {base.name} takes "
+                f"({', '.join(p.name for p in base_acts) or 'none'}); a variant takes the base's activations, in order "
+                "(its weights are its own)"
+            )
+        for p, q in zip(acts, base_acts):
+            if not p.type.same_as(q.type):
+                raise ModuleDefinitionError(
+                    f"{base.name}.specialize: variant {self.name} declares {p}, {base.name} declares {q}; an "
+                    "activation keeps the base's type (the variant's range narrows the DimVar by itself)"
+                )
+        narrowed = {pattern.dim_var: pattern.narrowed()}
+        self.params = tuple(Param(p.name, substituted(p.type, narrowed), p.const) for p in self.params)
+
+    def result_types(self) -> tuple[list[TensorType], TreeSpec]:
+        """The result types with the narrowed DimVar named back as the base's."""
+        types, spec = super().result_types()
+        back = {self.pattern.narrowed(): self.pattern.dim_var}
+        return [substituted(t, back) for t in types], spec
+
+
+def substituted(t: TensorType, mapping: Mapping[DimVar, Dim]) -> TensorType:
+    """``t`` with each DimVar in ``mapping`` replaced in its shape."""
+    return TensorType(tuple(substitute(d, mapping) for d in t.shape), t.dtype, t.layout, t.storage)
+
+
+def _has_trivial_body(pyfunc: Callable[..., Any]) -> bool:
+    """True when the function's body is only ``pass`` / ``...`` (after an optional docstring)."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(pyfunc)))
+    except (OSError, TypeError, SyntaxError):
+        return False
+    defs = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    if not defs:
+        return False
+    body = defs[0].body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and isinstance(
+            body[0].value.value, str):
+        body = body[1:]
+    return all(isinstance(n, ast.Pass) or (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)
+                                           and n.value.value is Ellipsis) for n in body)
 
 
 class Converter(Function):
@@ -254,7 +442,8 @@ def enclosing_locals() -> dict[str, Any]:
     return merged
 
 
-def _parse_params(pyfunc: Callable[..., Any], name: str, localns: Mapping[str, Any] | None) -> tuple[Param, ...]:
+def _parse_params(pyfunc: Callable[..., Any], name: str, localns: Mapping[str, Any] | None,
+                  inherited: Mapping[str, Param] | None = None) -> tuple[Param, ...]:
     if not callable(pyfunc) or not isinstance(pyfunc, pytypes.FunctionType):
         raise TypeError(f"@func decorates a Python function, got {type(pyfunc).__name__}")
     try:
@@ -266,6 +455,9 @@ def _parse_params(pyfunc: Callable[..., Any], name: str, localns: Mapping[str, A
         if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
             raise ModuleDefinitionError(f"@func {name}: parameter {p.name} must be positional (no *args/**kwargs)")
         ann = annotations.get(p.name)
+        if ann is None and inherited and p.name in inherited:
+            params.append(inherited[p.name])
+            continue
         if not isinstance(ann, TensorSpec):
             raise ModuleDefinitionError(
                 f"@func {name}: parameter {p.name} needs a Tensor[(dims), \"dtype\"] or "

@@ -65,6 +65,16 @@ class Value:
     def __pow__(self, o: Any) -> Value: return _binary("pow", self, o)
     def __rpow__(self, o: Any) -> Value: return _binary("pow", o, self)
     def __matmul__(self, o: Any) -> Value: return _binary("matmul", self, o)
+    def __floordiv__(self, o: Any) -> Value: return _binary("floor_div", self, o)
+    def __rfloordiv__(self, o: Any) -> Value: return _binary("floor_div", o, self)
+    def __mod__(self, o: Any) -> Value: return _binary("mod", self, o)
+    def __rmod__(self, o: Any) -> Value: return _binary("mod", o, self)
+    # On bool tensors & | ~ are the logical ops (there are no bitwise ops on other dtypes).
+    def __and__(self, o: Any) -> Value: return _binary("logical_and", self, o)
+    def __rand__(self, o: Any) -> Value: return _binary("logical_and", o, self)
+    def __or__(self, o: Any) -> Value: return _binary("logical_or", self, o)
+    def __ror__(self, o: Any) -> Value: return _binary("logical_or", o, self)
+    def __invert__(self) -> Value: return _unary("logical_not", self)
     def __neg__(self) -> Value: return _unary("neg", self)
     def __lt__(self, o: Any) -> Value: return _binary("lt", self, o)
     def __le__(self, o: Any) -> Value: return _binary("le", self, o)
@@ -73,6 +83,23 @@ class Value:
     def __eq__(self, o: Any) -> Value: return _binary("eq", self, o)  # type: ignore[override]
     def __ne__(self, o: Any) -> Value: return _binary("ne", self, o)  # type: ignore[override]
     __hash__ = object.__hash__
+
+    def __getitem__(self, key: Any) -> Value:
+        """``x[:, :K]``, ``x[..., a:b]``, ``x[:, i]`` (an int drops the axis), ``x[None]``: slice + reshape ops."""
+        from .indexing import index_value
+
+        return index_value(self, key)
+
+    def __len__(self) -> int:
+        """The static extent of axis 0 (as ``len`` of a torch tensor)."""
+        if not self.type.shape or not isinstance(self.type.shape[0], int):
+            raise TypeError(f"len() of {self.type} needs a static leading axis")
+        return self.type.shape[0]
+
+    def __iter__(self) -> Any:
+        """``x[0], x[1], ...`` over a static leading axis (as iterating a torch tensor)."""
+        n = len(self)
+        return (self[i] for i in range(n))
 
 
 def _binary(op: str, a: Any, b: Any) -> Value:
@@ -93,8 +120,8 @@ class Node:
     """One HIR operation: ``op`` applied to ``inputs`` with static ``attrs``.
 
     ``op == "call"`` invokes ``callee`` (a sibling Function) with every declared parameter;
-    ``op == "call_module"`` invokes the entry of the child Module named ``attrs["child"]`` with its
-    activations alone (its weights come from the reading that evaluates it).
+    ``op == "call_module"`` invokes the function ``attrs["function"]`` (``callee``) of the child Module named
+    ``attrs["child"]`` with its activations alone (its weights come from the reading that evaluates it).
     """
 
     op: str

@@ -10,6 +10,7 @@ import torch
 from tqdm import tqdm
 
 from . import backends
+from .errors import MissingWeightError
 from .function import Function
 from .module import Module
 from .weights import read_node_weights
@@ -33,12 +34,13 @@ class LoadedModule:
         """The Module's name."""
         return self.module.name
 
-    def child_reading(self, name: str) -> LoadedModule:
+    def _child_reading(self, name: str) -> LoadedModule:
         """The reading of child ``name``."""
         for m in self.modules:
             if m.name == name:
                 return m
-        raise KeyError(f"LoadedModule {self.name!r} has no child {name!r}")
+        raise KeyError(f"LoadedModule {self.name!r} has no reading of its child {name!r}; it holds readings of "
+                       f"{', '.join(m.name for m in self.modules) or 'no children'}")
 
     def __getattr__(self, attr: str) -> Any:
         if attr.startswith("__") or attr in ("module", "constants", "modules"):
@@ -81,24 +83,28 @@ class BoundFunction:
         self.function = function
 
     def __call__(self, *acts: Any) -> Any:
-        fn = self.function
-        args = fn.fill_weights(f"LoadedModule {self.reading.name!r}.{fn.name}", acts, self.reading.constants)
-        device = self._agree_placement(acts)
+        fn = self.function.select(acts)  # the variant serving these activations, or the function itself
+        args = fn.fill_weights(f"LoadedModule {self.reading.name!r}.{self.function.name}", acts,
+                               self.reading.constants)
+        device = self._agree_placement(fn, acts)
         return backends.run_reading(fn, args, device, self.reading)
 
-    def _agree_placement(self, acts: tuple[Any, ...]) -> torch.device:
-        """This reading's constants, the children's it reaches and the tensor activations must share one device.
+    def _agree_placement(self, fn: Function, acts: tuple[Any, ...]) -> torch.device:
+        """This reading's constants ``fn`` reaches, its children's, and the tensor activations share one device.
 
-        That device is where the run happens; a disagreement is refused naming what sits where.
+        That device is where the run happens; a disagreement is refused naming what sits where. Constants
+        of variants a nested call may select are checked when that call selects one.
         """
         placed: list[tuple[str, torch.device]] = []
-        for p, a in zip(self.function.activations, acts):
+        for p, a in zip(fn.activations, acts):
             if isinstance(a, torch.Tensor):
                 placed.append((f"activation {p.name}", a.device))
         name = self.reading.name
-        seen = {f"{name}.{k}" for k in self.reading.constants}
-        placed.extend((f"constant {name}.{k}", t.device) for k, t in self.reading.constants.items())
-        for key, t in reached_constants(self.function, self.reading, name):
+        # Every constant of this reading, less the weights of variants other than the one selected.
+        others = _variant_only_weights(self.reading.module) - {p.name for p in fn.weights}
+        seen = {f"{name}.{k}" for k in self.reading.constants if k not in others}
+        placed.extend((f"constant {name}.{k}", t.device) for k, t in self.reading.constants.items() if k not in others)
+        for key, t in reached_constants(fn, self.reading, name):
             if key not in seen:
                 seen.add(key)
                 placed.append((f"constant {key}", t.device))
@@ -115,16 +121,53 @@ class BoundFunction:
         return f"<bound {self.reading.name}.{self.function.signature()}>"
 
 
+def _variant_only_weights(mod: Module) -> set[str]:
+    """Names of the weights only variants declare (a reading needs them only when that variant runs)."""
+    plain: set[str] = set()
+    variant: set[str] = set()
+    for function in mod.functions.values():
+        for fn, p in function.declared_weights():
+            (variant if fn is not function else plain).add(p.name)
+    return variant - plain
+
+
 def reached_constants(fn: Function, reading: LoadedModule, path: str) -> list[tuple[str, torch.Tensor]]:
-    """Constants a call of ``fn`` under ``reading`` reads: its weights, its callees' and its children's."""
-    out = [(f"{path}.{p.name}", reading.constants[p.name]) for p in fn.weights]
+    """Constants a call of ``fn`` under ``reading`` reads: its weights, its callees' and its children's.
+
+    A callee with variants contributes its own declared weights only: which variant runs is known when it
+    is called. A weight the reading lacks is refused naming the module path and the weight.
+    """
+    out = [(f"{path}.{p.name}", reading_constant(reading, path, p.name, fn.name)) for p in fn.weights]
+    if fn.variants:
+        return out
     for node in fn.graph.nodes:
         if node.op == "call":
             out.extend(reached_constants(node.callee, reading, path))
         elif node.op == "call_module":
-            child = reading.child_reading(node.attrs["child"])
+            child = child_reading(reading, path, node.attrs["child"])
             out.extend(reached_constants(node.callee, child, f"{path}.{child.name}"))
     return out
+
+
+def reading_constant(reading: Any, path: str, weight: str, user: str) -> torch.Tensor:
+    """``reading.constants[weight]``, refused naming the module path and the weight when the reading lacks it."""
+    constants = reading.constants
+    if weight not in constants:
+        held = ", ".join(sorted(constants)) or "none"
+        raise MissingWeightError(
+            f"{path}.{weight}: the reading of {path} holds no constant {weight!r}, which {user} needs (it holds: "
+            f"{held}); read the Module with load(resource), or add {weight!r} to that reading's constants"
+        )
+    return constants[weight]
+
+
+def child_reading(reading: Any, path: str, child: str) -> Any:
+    """The reading of ``child`` under ``reading``, refused naming the module path when it has none."""
+    try:
+        return reading._child_reading(child)
+    except KeyError:
+        raise MissingWeightError(f"{path}.{child}: the reading of {path} holds no reading of its child {child!r}; "
+                                 "read the Module with load(resource), which reads every child") from None
 
 
 def load_module(mod: Module, resource: Any) -> LoadedModule:
@@ -132,7 +175,7 @@ def load_module(mod: Module, resource: Any) -> LoadedModule:
 
     A progress bar counts the weights read when standard error is a terminal.
     """
-    total = sum(len(node.weights) for _, node in mod.walk())
+    total = sum(len(node.weights) for _, node in mod._walk())
     with tqdm(total=total, desc=f"load {mod.name}", unit="weight", disable=None, leave=False) as bar:
         return _load_node(mod, resource, "", bar)
 

@@ -15,18 +15,35 @@ from .source import user_source
 if TYPE_CHECKING:
     from .loaded import LoadedModule
 
-# Names a member may not take: they are the Module's own API.
-RESERVED = frozenset(
-    {"name", "entry", "functions", "modules", "methods", "target", "topologies", "load", "prepare", "lookup",
-     "renamed", "weights", "module_path", "children", "walk"}
-)
+# The names a member (function, child or method) may not take: ``module`` (the accessor the spec reserves on
+# every twin) and the documented public attributes that a Module, a LoadedModule (one reading of it) and a
+# runtime twin answer themselves. This is the one list; docs/authoring.md shows it. ``forward`` is not here:
+# it is the orchestration method a Module may define (and only as a method). Internal helpers are private
+# (``_walk``, ``_child``, ...), so any other member name resolves to the member everywhere.
+RESERVED_NAMES: dict[str, str] = {
+    "module": "the authored Module a LoadedModule or twin stands for",
+    "name": "the node's name",
+    "entry": "the entry function's name",
+    "functions": "the @func kernels by name",
+    "modules": "the child Modules (readings, twins)",
+    "methods": "the orchestration methods by name",
+    "target": "the declared compile target",
+    "topologies": "the declared topology levels",
+    "weights": "every weight the node declares, by name",
+    "constants": "the weights one reading holds",
+    "load": "read the weights (Module, twin)",
+    "prepare": "convert a raw checkpoint",
+    "renamed": "the same Module under another name",
+}
+RESERVED = frozenset(RESERVED_NAMES)
 
 
 class ChildCall:
-    """What a child Module's attribute name means inside a parent ``@func`` body: a call of its entry.
+    """What a child Module's attribute name means inside a parent ``@func`` body (or a weight converter).
 
-    It takes the child entry's activations alone; the child's weights come from the reading
-    (LoadedModule) that evaluates the parent.
+    ``child(...)`` calls its entry function and ``child.<function>(...)`` one of its functions, each with its
+    activations alone: the child's weights come from the reading (LoadedModule) that evaluates the parent,
+    or, inside a converter, from the child's prepared weights.
     """
 
     def __init__(self, child: Module) -> None:
@@ -37,11 +54,25 @@ class ChildCall:
         if child.entry is None:
             raise IRTypeError(
                 f"call {child.name}", [], f"child Module {child.name!r} has no entry function; "
-                f"declare @module(entry=...) on it or call its functions from an orchestration method",
+                f"declare @module(entry=...) on it, call one of its functions ({child.name}.<function>(...)), or "
+                "call it from an orchestration method",
                 user_source(),
             )
-        fn = child.functions[child.entry]
-        return fn.record_call("call_module", args, fn.activations, {"child": child.name, "function": fn.name})
+        return _record_child_call(child, child.functions[child.entry], args)
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__") or attr == "child":
+            raise AttributeError(attr)
+        child = self.child
+        if attr not in child.functions:
+            raise AttributeError(f"child Module {child.name!r} has no function {attr!r}; its functions: "
+                                 f"{', '.join(child.functions) or 'none'}")
+        fn = child.functions[attr]
+        return lambda *args: _record_child_call(child, fn, args)
+
+
+def _record_child_call(child: Module, fn: Function, args: tuple[Any, ...]) -> Any:
+    return fn.record_call("call_module", args, fn.activations, {"child": child.name, "function": fn.name})
 
 
 class Module:
@@ -88,13 +119,15 @@ class Module:
                     f"{where}: the name {member!r} is used twice at one level ({seen[member]} and {kind}); "
                     "rename one (children in a tuple take their names from .renamed(...))"
                 )
-            if member in RESERVED:
-                raise ModuleDefinitionError(f"{where}: {kind} {member!r} uses a reserved name; rename it")
+            clash = reserved_clash(member)
+            if clash:
+                raise ModuleDefinitionError(f"{where}: {kind} {member!r} {clash}; rename the {kind}")
             seen[member] = kind
-        if "forward" in self.functions:
+        if "forward" in self.functions or any(m.name == "forward" for m in self.modules):
+            kind = "a @func" if "forward" in self.functions else "a child Module"
             raise ModuleDefinitionError(
-                f"{where}: a @func may not be named 'forward'; name the kernel and declare it with "
-                "@module(entry=...), or write forward as a plain method"
+                f"{where}: {kind} may not be named 'forward', the name of the step's orchestration method; name "
+                "the kernel and declare it with @module(entry=...), or write forward as a plain method"
             )
         if self.entry is not None and self.entry not in self.functions:
             raise ModuleDefinitionError(
@@ -111,8 +144,8 @@ class Module:
     def _collect_weights(self) -> dict[str, TensorType]:
         weights: dict[str, TensorType] = {}
         owner: dict[str, str] = {}
-        for fn in self.functions.values():
-            for p in fn.weights:
+        for function in self.functions.values():
+            for fn, p in function.declared_weights():
                 if p.name in weights and not weights[p.name].same_as(p.type):
                     raise ModuleDefinitionError(
                         f"@module {self.name}: weight {p.name!r} is declared {weights[p.name]} in "
@@ -122,14 +155,12 @@ class Module:
                 owner.setdefault(p.name, fn.name)
         return weights
 
-    def trace_all(self) -> None:
+    def _trace_all(self) -> None:
         """Trace every function (and child) now, so authoring errors surface at definition."""
         for fn in self.functions.values():
-            _ = fn.graph
-            for conv in fn.converters.values():
-                _ = conv.graph
+            fn.trace_now()
         for child in self.modules:
-            child.trace_all()
+            child._trace_all()
 
     def renamed(self, name: str) -> Module:
         """The same Module under another name (functions shared, children kept)."""
@@ -163,7 +194,7 @@ class Module:
             parts.append("methods " + ", ".join(self.methods))
         return "; ".join(parts) or "nothing"
 
-    def child(self, name: str) -> Module:
+    def _child(self, name: str) -> Module:
         """The child Module called ``name``."""
         for m in self.modules:
             if m.name == name:
@@ -171,7 +202,7 @@ class Module:
         raise KeyError(f"Module {self.name!r} has no child {name!r}; children: "
                        f"{', '.join(m.name for m in self.modules) or 'none'}")
 
-    def lookup(self, name: str) -> Function | Module | Callable[..., Any]:
+    def _lookup(self, name: str) -> Function | Module | Callable[..., Any]:
         """Resolve a dotted path (``"layer0.attn.qkv"``) to a child, a function or a bound method."""
         node: Module = self
         parts = name.split(".")
@@ -182,17 +213,17 @@ class Module:
             if last and part in node.methods:
                 return pytypes.MethodType(node.methods[part], node)
             try:
-                node = node.child(part)
+                node = node._child(part)
             except KeyError:
                 raise KeyError(f"{name!r}: {'.'.join(parts[:i]) or node.name} has no member {part!r}; "
                                f"it has {node._member_list()}") from None
         return node
 
-    def walk(self, path: str = "") -> Iterator[tuple[str, Module]]:
+    def _walk(self, path: str = "") -> Iterator[tuple[str, Module]]:
         """Every Module of the tree with its dotted path ('' for the root), parents first."""
         yield path, self
         for m in self.modules:
-            yield from m.walk(f"{path}.{m.name}" if path else m.name)
+            yield from m._walk(f"{path}.{m.name}" if path else m.name)
 
     # -- running -----------------------------------------------------------------------------
     def forward(self, *args: Any) -> Any:
@@ -231,19 +262,34 @@ class Module:
         return f"<Module {self.name}: {self._member_list()}>"
 
 
+def reserved_clash(name: str) -> str | None:
+    """Why a member may not be called ``name`` (None when it may): a reserved name, or an internal one."""
+    if name in RESERVED:
+        listed = ", ".join(RESERVED_NAMES)
+        return (f"takes the reserved name {name!r} ({RESERVED_NAMES[name]}); every Module, LoadedModule and twin "
+                f"answers these names itself: {listed}")
+    if name != "forward" and any(name in vars(cls) for cls in (Module, LoadedModule)):
+        return f"clashes with the internal attribute {name!r} of Module / LoadedModule"
+    return None
+
+
 def converters_of(mod: Module) -> dict[str, Converter]:
-    """Every weight converter registered on the Module's functions, by weight name.
+    """Every weight converter registered on the Module's functions (and their variants), by weight name.
 
     A weight shared by two functions is one weight, so converters registered for it on both are refused.
     """
     out: dict[str, Converter] = {}
     for fn in mod.functions.values():
-        for weight, conv in fn.converters.items():
+        try:
+            converters = fn.all_converters()
+        except ModuleDefinitionError as e:
+            raise ModuleDefinitionError(f"@module {mod.name}: {e}") from None
+        for weight, conv in converters.items():
             if weight in out:
                 raise ModuleDefinitionError(
                     f"@module {mod.name}: weight {weight!r} has two converters ({out[weight].owner.name}."
-                    f"converter at {out[weight].loc} and {fn.name}.converter at {conv.loc}); one weight takes one "
-                    "converter, so keep one"
+                    f"converter at {out[weight].loc} and {conv.owner.name}.converter at {conv.loc}); one weight takes "
+                    "one converter, so keep one"
                 )
             out[weight] = conv
     return out
@@ -253,4 +299,4 @@ def converters_of(mod: Module) -> dict[str, Converter]:
 # lives in loaded.py, which builds on Module, so it is imported after Module is defined.
 from .loaded import LoadedModule  # noqa: E402
 
-__all__ = ["ChildCall", "LoadedModule", "Module", "converters_of"]
+__all__ = ["RESERVED_NAMES", "ChildCall", "LoadedModule", "Module", "converters_of", "reserved_clash"]

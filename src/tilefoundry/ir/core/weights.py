@@ -25,9 +25,15 @@ class WeightMismatchError(ValueError):
 
 
 def converter_hint(mod: Module, weight: str) -> str:
-    """``@<function>.converter('<weight>')``: the converter that would change ``weight`` of ``mod``."""
-    owner = next(fn.name for fn in mod.functions.values() if any(p.name == weight for p in fn.weights))
-    return f"@{owner}.converter({weight!r})"
+    """``@<function>.converter('<weight>')``: the converter that would change ``weight`` of ``mod``.
+
+    The function is the one declaring the weight: a function of the Module, or a dispatch variant of one.
+    """
+    for function in mod.functions.values():
+        for fn, p in function.declared_weights():
+            if p.name == weight:
+                return f"@{fn.name}.converter({weight!r})"
+    return f"a converter for {weight!r}"
 
 
 class NodeWeights:

@@ -346,3 +346,43 @@ def substitute(d: Dim, mapping: Mapping[DimVar, Dim]) -> Dim:
             term = term._mul(DimExpr.lift(repl))
         out = out._add(term)
     return out.simplify()
+
+
+def dim_range(d: Dim) -> tuple[int, int] | None:
+    """Bounds ``(least, greatest)`` every value of ``d`` lies within, from its DimVars' ranges; None when unknown.
+
+    Interval arithmetic over the canonical form (every atom is non-negative), so the bounds are sound but
+    may be loose for expressions mentioning one DimVar in several monomials.
+    """
+    if isinstance(d, int):
+        return d, d
+    lo_total, hi_total = 0, 0
+    for mono, coef in DimExpr.lift(d)._terms.items():
+        lo, hi = 1, 1
+        for atom in mono:
+            r = _atom_range(atom)
+            if r is None:
+                return None
+            lo, hi = lo * r[0], hi * r[1]
+        if coef >= 0:
+            lo_total, hi_total = lo_total + coef * lo, hi_total + coef * hi
+        else:
+            lo_total, hi_total = lo_total + coef * hi, hi_total + coef * lo
+    return lo_total, hi_total
+
+
+def _atom_range(atom: DimAtom) -> tuple[int, int] | None:
+    if isinstance(atom, DimVar):
+        return atom.lo, atom.hi - 1
+    if isinstance(atom, FloorDiv):
+        num, den = dim_range(atom.num.simplify()), dim_range(atom.den.simplify())
+        if num is None or den is None or num[0] < 0 or den[0] < 1:
+            return None
+        return num[0] // den[1], num[1] // den[0]
+    return None  # pragma: no cover - no other atom kinds exist
+
+
+def provably_nonnegative(d: Dim) -> bool:
+    """True when ``d >= 0`` for every binding of its DimVars within their ranges."""
+    r = dim_range(d)
+    return r is not None and r[0] >= 0
