@@ -107,7 +107,8 @@ def check_partition(base: Function) -> None:
 
 
 def select_variant(base: Function, extent: int) -> Function:
-    """The variant whose range holds ``extent``."""
+    """The variant whose range holds ``extent`` (after checking the variants partition the range)."""
+    check_partition(base)
     for v in base.variants:
         if v.pattern.contains(extent):
             return v
