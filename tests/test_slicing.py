@@ -177,3 +177,14 @@ def test_an_out_of_range_int_index_is_an_index_error() -> None:
         @func
         def f(x: Tensor[(4, 6), "f32"]):
             return x[9]
+
+
+def test_integer_like_indices_count_as_ints() -> None:
+    import numpy as np
+
+    @func
+    def f(x: Tensor[(4, 6), "f32"]):
+        return x[np.int64(1), np.int32(2):]
+
+    x = torch.randn(4, 6)
+    assert torch.equal(f(x), x[1, 2:])

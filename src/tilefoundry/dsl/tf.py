@@ -331,6 +331,8 @@ def _types(values: Sequence[Any]) -> list[Any]:
 
 def stack(inputs: Sequence[Value], axis: int) -> Value:
     """Join equal-shape tensors along a new axis."""
+    if isinstance(inputs, Value):
+        raise IRTypeError("stack", [inputs.type], "takes a list or tuple of tensors, got one tensor", user_source())
     return emit("stack", tuple(inputs), {"axis": axis})
 
 

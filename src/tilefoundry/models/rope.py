@@ -34,6 +34,8 @@ def rope_tables(rope: RopeConfig, head_dim: int, length: int, dtype: torch.dtype
                 device: torch.device | str) -> tuple[torch.Tensor, torch.Tensor]:
     """(cos, sin), each (length, head_dim) in ``dtype``; halves duplicated (rotate-half convention).
 
+    These are the ``[max_pos, D]`` caches ``tf.rope`` gathers rows of, for q / k laid out ``[..., S, H, D]``.
+
     Tables are pure functions of their arguments, so they are memoised per device.
     """
     key = (rope, head_dim, length, dtype, str(torch.device(device)))

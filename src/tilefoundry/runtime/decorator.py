@@ -375,7 +375,8 @@ def _method_signature_problem(sem: Module, name: str, method: Callable[..., Any]
     params = list(inspect.signature(method).parameters.values())
     positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     variadic = [p.name for p in params if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
-    if len(positional) == 1 and [p.kind for p in params[1:]] == [inspect.Parameter.VAR_POSITIONAL]:
+    if len(positional) == 1 and [p.kind for p in params[1:]] in (
+            [inspect.Parameter.VAR_POSITIONAL], [inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD]):
         return None  # def k(self, *args): takes the parameters in order, whatever they are called
     if positional != expected or variadic:
         return (f"@runtime_func {name}({', '.join(positional + ['*' + v for v in variadic])}) must take the "

@@ -43,6 +43,18 @@ def _is_bound(v: Any) -> bool:
     return v is None or (isinstance(v, (int, DimExpr)) and not isinstance(v, bool))
 
 
+def _as_int(it: Any) -> Any:
+    """An integer-like index or slice bound (numpy ints, ...) as a Python int; anything else unchanged."""
+    if isinstance(it, builtins.slice):
+        return builtins.slice(_as_int(it.start), _as_int(it.stop), _as_int(it.step))
+    if isinstance(it, (int, bool, Value, DimExpr)) or it is None or it is Ellipsis:
+        return it
+    index = getattr(type(it), "__index__", None)
+    if index is None or type(it).__module__.startswith("torch"):
+        return it
+    return int(index(it))
+
+
 def index_value(x: Value, key: Any) -> Value:
     """``x[key]`` recorded in the active trace: one slice (when any axis is narrowed) and one reshape (when an
     int index drops an axis or None adds one). ``x[...]`` / ``x[:]`` record nothing and return ``x``."""
@@ -54,7 +66,7 @@ def index_value(x: Value, key: Any) -> Value:
     def refuse(reason: str, exc: type[IRTypeError] = IRTypeError) -> IRTypeError:
         return exc("slice", [x.type], f"{text}: {reason}", loc)
 
-    items = list(key) if isinstance(key, tuple) else [key]
+    items = [_as_int(it) for it in (key if isinstance(key, tuple) else (key,))]
     for it in items:
         if isinstance(it, Value):
             raise refuse("a traced (data-dependent) index cannot be sliced statically; gather with "

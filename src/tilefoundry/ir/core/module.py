@@ -47,10 +47,10 @@ class ChildCall:
     """
 
     def __init__(self, child: Module) -> None:
-        self.child = child
+        self._module = child
 
     def __call__(self, *args: Any) -> Any:
-        child = self.child
+        child = self._module
         if child.entry is None:
             raise IRTypeError(
                 f"call {child.name}", [], f"child Module {child.name!r} has no entry function; "
@@ -61,9 +61,9 @@ class ChildCall:
         return _record_child_call(child, child.functions[child.entry], args)
 
     def __getattr__(self, attr: str) -> Any:
-        if attr.startswith("__") or attr == "child":
+        if attr.startswith("__") or attr == "_module":
             raise AttributeError(attr)
-        child = self.child
+        child = self._module
         if attr not in child.functions:
             raise AttributeError(f"child Module {child.name!r} has no function {attr!r}; its functions: "
                                  f"{', '.join(child.functions) or 'none'}")
