@@ -267,3 +267,34 @@ def test_variants_returning_different_types_are_refused() -> None:
             @f.specialize(DimVarRangePat(S, 2, 16))
             def b(x):
                 return tf.reduce(x, kind="sum")
+
+
+def test_load_and_prepare_pass_over_a_variant_weight_the_checkpoint_lacks(weights, tmp_path) -> None:  # noqa: ANN001
+    from tilefoundry.runtime import SafetensorsResource
+
+    Model = _model()
+    only_w = DictResource({"w": weights["w"]})
+    x1, x3 = torch.randn(1, 4), torch.randn(3, 4)
+    loaded = Model.load(only_w)
+    assert set(loaded.constants) == {"w"}
+    assert torch.equal(loaded(x3), x3 @ weights["w"])
+    with pytest.raises(MissingWeightError, match=r"needs the weight w_last"):
+        loaded(x1)
+
+    @runtime_module(Model)
+    class Twin:
+        @runtime_func
+        def step(self, x, w):
+            return x @ w
+
+        @runtime_func
+        def twice(self, x, w):
+            return x @ w * 2.0
+
+    assert torch.equal(Twin().load(only_w)(x3), x3 @ weights["w"])
+
+    Model.prepare(only_w, str(tmp_path / "prepared"))
+    assert torch.equal(Model.load(SafetensorsResource(str(tmp_path / "prepared"), device="cpu"))(x3),
+                       x3 @ weights["w"])
+    with pytest.raises(KeyError, match=r"'w'"):
+        Model.load(DictResource({"w_last": weights["w_last"]}))  # a weight the base declares stays required

@@ -31,7 +31,7 @@ from ..evaluator import EvalContext, run_function
 from ..ir.core import backends
 from ..ir.core.function import Converter
 from ..ir.core.loaded import LoadedModule
-from ..ir.core.module import Module, converters_of
+from ..ir.core.module import Module, converters_of, variant_only_weights
 from ..ir.core.weights import NodeWeights, converter_hint
 from .resource import prepared
 
@@ -145,9 +145,16 @@ def prepare_module(mod: Module, raw: Any, out_dir: str | os.PathLike[str], *, de
         for path, node, scope in _nodes(mod, raw, ""):
             weights = NodeWeights(node, path)
             converters = converters_of(node)
+            optional = variant_only_weights(node)
             for name in node.weights:
                 key = weights.key(name)
-                weights.add(name, _produce(node, name, key, converters.get(name), scope, dev, path, tensors))
+                try:
+                    value = _produce(node, name, key, converters.get(name), scope, dev, path, tensors)
+                except KeyError:
+                    if name not in optional:  # a variant's weight the checkpoint lacks: that variant cannot run
+                        raise
+                else:
+                    weights.add(name, value)
                 bar.update()
             for name, value in weights.finish().items():
                 key = weights.key(name)

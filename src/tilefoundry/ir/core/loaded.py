@@ -12,7 +12,7 @@ from tqdm import tqdm
 from . import backends
 from .errors import MissingWeightError
 from .function import Function
-from .module import Module
+from .module import Module, variant_only_weights
 from .weights import read_node_weights
 
 
@@ -101,7 +101,7 @@ class BoundFunction:
                 placed.append((f"activation {p.name}", a.device))
         name = self.reading.name
         # Every constant of this reading, less the weights of variants other than the one selected.
-        others = _variant_only_weights(self.reading.module) - {p.name for p in fn.weights}
+        others = variant_only_weights(self.reading.module) - {p.name for p in fn.weights}
         seen = {f"{name}.{k}" for k in self.reading.constants if k not in others}
         placed.extend((f"constant {name}.{k}", t.device) for k, t in self.reading.constants.items() if k not in others)
         for key, t in reached_constants(fn, self.reading, name):
@@ -119,16 +119,6 @@ class BoundFunction:
 
     def __repr__(self) -> str:
         return f"<bound {self.reading.name}.{self.function.signature()}>"
-
-
-def _variant_only_weights(mod: Module) -> set[str]:
-    """Names of the weights only variants declare (a reading needs them only when that variant runs)."""
-    plain: set[str] = set()
-    variant: set[str] = set()
-    for function in mod.functions.values():
-        for fn, p in function.declared_weights():
-            (variant if fn is not function else plain).add(p.name)
-    return variant - plain
 
 
 def reached_constants(fn: Function, reading: LoadedModule, path: str) -> list[tuple[str, torch.Tensor]]:

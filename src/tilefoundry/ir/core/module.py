@@ -273,6 +273,17 @@ def reserved_clash(name: str) -> str | None:
     return None
 
 
+def variant_only_weights(mod: Module) -> frozenset[str]:
+    """Names of the weights only dispatch variants declare: a reading needs one only when its variant runs, so
+    reading, loading and preparing take them when the checkpoint holds them and pass over them otherwise."""
+    plain: set[str] = set()
+    variant: set[str] = set()
+    for function in mod.functions.values():
+        for fn, p in function.declared_weights():
+            (variant if fn is not function else plain).add(p.name)
+    return frozenset(variant - plain)
+
+
 def converters_of(mod: Module) -> dict[str, Converter]:
     """Every weight converter registered on the Module's functions (and their variants), by weight name.
 
@@ -299,4 +310,5 @@ def converters_of(mod: Module) -> dict[str, Converter]:
 # lives in loaded.py, which builds on Module, so it is imported after Module is defined.
 from .loaded import LoadedModule  # noqa: E402
 
-__all__ = ["RESERVED_NAMES", "ChildCall", "LoadedModule", "Module", "converters_of", "reserved_clash"]
+__all__ = ["RESERVED_NAMES", "ChildCall", "LoadedModule", "Module", "converters_of", "reserved_clash",
+           "variant_only_weights"]

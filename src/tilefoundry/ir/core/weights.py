@@ -71,7 +71,10 @@ class NodeWeights:
 
         An expression only activations can bind stays for the call to check.
         """
-        missing = [n for n in self.mod.weights if n not in self._tensors]
+        from .module import variant_only_weights
+
+        optional = variant_only_weights(self.mod)
+        missing = [n for n in self.mod.weights if n not in self._tensors and n not in optional]
         if missing:
             raise KeyError(f"weights {', '.join(self.key(n) for n in missing)} were never read")
         try:
@@ -100,11 +103,22 @@ def read_node_weights(mod: Module, resource: Any, path: str,
 
     ``resource`` is scoped to the node already (``resource.subtree`` per child); ``on_read`` is called
     after each read (a progress bar). Raises KeyError for an absent weight, WeightMismatchError (naming
-    ``path.weight`` and its converter) for a shape or dtype that differs from the declaration.
+    ``path.weight`` and its converter) for a shape or dtype that differs from the declaration. A weight only
+    dispatch variants declare is read when the resource holds it and passed over when not: only the variant
+    a call selects needs its weights, and that call names a missing one.
     """
+    from .module import variant_only_weights
+
+    optional = variant_only_weights(mod)
     node = NodeWeights(mod, path)
     for name in mod.weights:
-        node.add(name, resource.load(name))
+        try:
+            tensor = resource.load(name)
+        except KeyError:
+            if name not in optional:
+                raise
+        else:
+            node.add(name, tensor)
         if on_read is not None:
             on_read()
     return node.finish()
