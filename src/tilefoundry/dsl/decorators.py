@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..ir.core.errors import ModuleDefinitionError
-from ..ir.core.function import Converter, Function, Variant, _has_trivial_body, enclosing_locals
+from ..ir.core.function import Converter, Function, Variant, enclosing_locals, has_pass_body
 from ..ir.core.module import Module
 from ..target import resolve_target
 
@@ -31,7 +31,7 @@ def func(fn: Callable[..., Any] | None = None, *, topologies: Any = None, target
         fn = Function(pyfunc, topologies=topologies, target=tgt, localns=enclosing_locals())
         if in_class:
             return fn
-        if not _has_trivial_body(pyfunc):  # a body of `pass` dispatches to variants declared after it
+        if not has_pass_body(pyfunc):  # a body of `pass` dispatches to variants declared after it
             _ = fn.graph
         if topologies is not None or target is not None:
             return Module(fn.name, {fn.name: fn}, entry=fn.name, target=tgt, topologies=topologies)

@@ -90,6 +90,7 @@ class Function:
                     )
                 out[weight] = conv
         return out
+
     def fill_weights(self, where: str, acts: tuple[Any, ...], constants: Mapping[str, Any]) -> list[Any]:
         """Every declared argument, from activations alone plus weights taken by name from ``constants``.
 
@@ -151,7 +152,7 @@ class Function:
         if isinstance(self, (Variant, Converter)):
             raise ModuleDefinitionError(f"{self.name}.specialize: only a @func declares variants, not a "
                                         f"{type(self).__name__.lower()}")
-        if not _has_trivial_body(self.pyfunc):
+        if not has_pass_body(self.pyfunc):
             raise ModuleDefinitionError(
                 f"{self.name}.specialize: {self.name} has a body of its own; a function dispatching to variants "
                 f"is written with the body `pass` ({self.loc})"
@@ -280,7 +281,7 @@ class Function:
             raise ModuleDefinitionError(f"@func {self.name} must return tensors or tuples of them: {e}") from None
         if not leaves:
             hint = (f"; its body is `pass`: declare its variants with @{self.name}.specialize(DimVarRangePat(...)) "
-                    "or write the body") if _has_trivial_body(self.pyfunc) else ""
+                    "or write the body") if has_pass_body(self.pyfunc) else ""
             raise ModuleDefinitionError(f"@func {self.name} returns nothing ({self.loc}){hint}")
         graph.outputs = unflatten(spec, leaves)
         return graph
@@ -367,7 +368,7 @@ def substituted(t: TensorType, mapping: Mapping[DimVar, Dim]) -> TensorType:
     return TensorType(tuple(substitute(d, mapping) for d in t.shape), t.dtype, t.layout, t.storage)
 
 
-def _has_trivial_body(pyfunc: Callable[..., Any]) -> bool:
+def has_pass_body(pyfunc: Callable[..., Any]) -> bool:
     """True when the function's body is only ``pass`` / ``...`` (after an optional docstring)."""
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(pyfunc)))
