@@ -104,13 +104,21 @@ def test_allclose_nan_in_candidate_where_reference_finite_fails() -> None:
     assert "over the 2 elements finite on both sides" in result.note
 
 
-def test_allclose_same_nonfinite_on_both_sides_counts_as_equal() -> None:
+def test_allclose_same_infinities_count_as_equal_and_nan_needs_equal_nan() -> None:
     c = t([NAN, -INF, INF, 2.0])
     r = t([NAN, -INF, INF, 2.0])
-    result = run(allclose(atol=0.0, rtol=0.0), c, r)
-    assert result.passed
-    assert result.values == {"violations": 0.0, "max_abs": 0.0}
-    assert result.note is not None and "3 of 4 elements are the same NaN/Inf on both sides" in result.note
+    strict = run(allclose(atol=0.0, rtol=0.0), c, r)
+    assert not strict.passed
+    assert strict.values == {"violations": 0.0, "max_abs": 0.0, "nonfinite_mismatches": 1.0}
+    assert strict.note is not None
+    assert "non-finite elements: 3 of 4 in the candidate, 3 in the reference" in strict.note
+    assert "2 pairs count as equal (same-sign Inf" in strict.note
+    assert "1 pair fails" in strict.note and "equal_nan" in strict.note and "first at [0]" in strict.note
+    lenient = run(allclose(atol=0.0, rtol=0.0, equal_nan=True), c, r)
+    assert lenient.passed and lenient.values == {"violations": 0.0, "max_abs": 0.0}
+    assert lenient.note is not None and "3 pairs count as equal" in lenient.note
+    infs_only = run(allclose(atol=0.0, rtol=0.0), t([-INF, INF, 2.0]), t([-INF, INF, 2.0]))
+    assert infs_only.passed
 
 
 def test_allclose_opposite_infinities_and_inf_against_finite_fail() -> None:
@@ -159,8 +167,10 @@ def test_max_abs_f16_subnormal_and_bf16() -> None:
 
 def test_max_abs_when_nothing_is_finite_or_empty() -> None:
     all_nan = run(max_abs(max=0.0), t([NAN, NAN]), t([NAN, NAN]))
-    assert all_nan.values == {} and all_nan.passed
+    assert all_nan.values == {"nonfinite_mismatches": 2.0} and not all_nan.passed
     assert all_nan.note is not None and "max_abs was not measured" in all_nan.note
+    all_nan_equal = run(max_abs(max=0.0, equal_nan=True), t([NAN, NAN]), t([NAN, NAN]))
+    assert all_nan_equal.values == {} and all_nan_equal.passed
     empty = run(max_abs(max=0.0), torch.zeros(0, 3), torch.zeros(0, 3))
     assert empty.values == {} and empty.passed
     assert empty.note is not None and "empty output" in empty.note
@@ -348,8 +358,10 @@ def test_ulp_nonfinite_rule() -> None:
     inf_vs_max = run(ulp(max=10), t([INF]), t([big]))
     assert inf_vs_max.values == {"nonfinite_mismatches": 1.0} and not inf_vs_max.passed
     both_nan = run(ulp(max=0), t([NAN, 1.0]), t([NAN, 1.0]))
-    assert both_nan.values == {"max_ulp": 0.0} and both_nan.passed
-    assert both_nan.note is not None and "count as equal" in both_nan.note
+    assert both_nan.values == {"max_ulp": 0.0, "nonfinite_mismatches": 1.0} and not both_nan.passed
+    both_nan_equal = run(ulp(max=0, equal_nan=True), t([NAN, 1.0]), t([NAN, 1.0]))
+    assert both_nan_equal.values == {"max_ulp": 0.0} and both_nan_equal.passed
+    assert both_nan_equal.note is not None and "1 pair counts as equal" in both_nan_equal.note
 
 
 def test_ulp_refuses_integers_and_unknown_float_formats() -> None:
@@ -373,6 +385,9 @@ def test_equal_on_bools_and_floats() -> None:
     bools = run(equal(), t([True, False], torch.bool), t([True, True], torch.bool))
     assert bools.values == {"mismatches": 1.0} and not bools.passed
     result = run(equal(), t([NAN, -0.0, INF, 1.0]), t([NAN, 0.0, INF, 1.0]))
+    assert result.values == {"mismatches": 1.0} and not result.passed
+    assert result.note is not None and "non-finite elements: 2 of 4 in the candidate" in result.note
+    result = run(equal(equal_nan=True), t([NAN, -0.0, INF, 1.0]), t([NAN, 0.0, INF, 1.0]))
     assert result.values == {"mismatches": 0.0} and result.passed
     nan_vs_number = run(equal(), t([NAN, -INF]), t([1.0, INF]))
     assert nan_vs_number.values == {"mismatches": 2.0} and not nan_vs_number.passed

@@ -105,7 +105,8 @@ def test_table_shows_every_part() -> None:
     assert nan_row.rstrip().endswith("FAIL")
 
     note = lines[4]  # an output's notes follow all its rows
-    assert note.startswith("    note (allclose): 1 of 6 elements are NaN/Inf on one side only")
+    assert note.startswith("    note (allclose): non-finite elements: 1 of 6 in the candidate, 0 in the reference; "
+                           "1 pair fails (first at [0, 1]: candidate nan, reference 2): a NaN on either side")
     assert "[0, 1]: candidate nan, reference 2" in note
 
     rel = lines[5]
@@ -146,11 +147,12 @@ def test_json_round_trips_to_the_dict_form() -> None:
         "predicate": "allclose",
         "spec": "allclose:atol=1e-05,rtol=0.001",
         "bounds": {"atol": 1e-05, "rtol": 0.001},
+        "equal_nan": False,
         "values": {"violations": 0.0, "max_abs": 0.0, "nonfinite_mismatches": 1.0},
         "passed": False,
         "note": allclose_result["note"],
     }
-    assert "NaN/Inf on one side only" in allclose_result["note"]
+    assert "a NaN on either side fails" in allclose_result["note"]
     assert nan_result["values"] == {"nan": 1.0, "inf": 0.0} and nan_result["note"] is None
     assert second["passed"] is True and second["ref_norm"] == 0.0
     assert second["results"][0]["values"]["abs_l2"] == pytest.approx(3**0.5 * 1e-3)

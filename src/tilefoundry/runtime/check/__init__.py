@@ -14,13 +14,19 @@ cosine     min          ``<c, r> / (||c|| ||r||) >= min`` (both all zeros passes
 ulp        max          distance in units in the last place of the output's dtype ``<= max``
 max_abs    max          ``max |c - r| <= max``
 max_rel    max          ``max |c - r| / |r| <= max`` (``|c - r|`` where ``r == 0``)
-equal      -            every element equal (``-0.0 == 0.0``, NaN == NaN); for integers/bools
+equal      -            every element equal (``-0.0 == 0.0``); for integers/bools
 nan_inf    -            the candidate holds no NaN/Inf; needs no reference
 ========== ============ ====================================================================
 
-Continuous measures run in float64; a pair that is the same NaN/Inf on both sides counts as equal, a pair
-non-finite on one side only fails. Refusals raise :class:`CheckError` (a ``ValueError``) or ``TypeError``
-for arguments of the wrong kind.
+NaN and Inf, for every predicate but ``nan_inf``: a NaN on either side fails, unless the predicate is
+given ``equal_nan`` (``allclose(atol=1e-3, rtol=1e-3, equal_nan=True)``, in text
+``allclose:atol=1e-3,rtol=1e-3,equal_nan``), which counts NaNs at the same positions on both sides as
+equal; an Inf of the same sign at the same position on both sides counts as equal (as
+``torch.testing.assert_close``), any other Inf fails. The note says how many non-finite elements there
+were. ``nan_inf`` is the way to assert finiteness alone.
+
+Continuous measures run in float64 over the pairs finite on both sides. Refusals raise
+:class:`CheckError` (a ``ValueError``) or ``TypeError`` for arguments of the wrong kind.
 """
 
 from .check import check

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 import torch
 
 from .dtypes import dtype_name, is_discrete_dtype
+from .text import value_text
 
 __all__ = ["Predicate", "PredicateResult"]
 
@@ -22,14 +23,22 @@ class Predicate:
     A concrete predicate is a subclass naming itself and its bound fields in class variables; an
     instance carries one value per bound as an attribute, given by keyword at construction
     (``allclose(atol=1e-5, rtol=1e-3)`` has ``.atol`` and ``.rtol``). Instances are immutable, compare
-    equal when name and bounds agree, and print in the text form :meth:`parse` reads back
-    (``str(rel_l2(max=0.01)) == "rel_l2:max=0.01"``).
+    equal when name, bounds and ``equal_nan`` agree, and print in the text form :meth:`parse` reads back
+    (``str(rel_l2(max=0.01)) == "rel_l2:max=0.01"``,
+    ``str(allclose(atol=0.001, rtol=0.001, equal_nan=True)) == "allclose:atol=0.001,rtol=0.001,equal_nan"``).
+
+    NaN and Inf: a comparison predicate fails on a NaN on either side unless it is given ``equal_nan=True``,
+    which counts NaNs at the same positions on both sides as equal; an infinity of the same sign at the same
+    position on both sides counts as equal, any other Inf fails (as ``torch.testing.assert_close``). The
+    ``equal_nan`` flag is taken by every predicate that compares against a reference; ``nan_inf``, which
+    asserts finiteness alone, refuses it.
 
     Class variables:
         name: how the predicate is named (in ``PREDICATES``, reports and the text form).
         bounds: the bound fields it takes, in order.
         needs_reference: False when it judges the candidate alone (usable with ``reference=None``).
         discrete: True when it is meaningful on integer and boolean outputs.
+        takes_equal_nan: True when it accepts the ``equal_nan`` flag (every comparison predicate).
 
     A subclass implements :meth:`measure` (tensors -> measured values and an optional note) and
     :meth:`judge` (measured values -> verdict against the bounds). The verdict of a
@@ -40,10 +49,12 @@ class Predicate:
     bounds: ClassVar[tuple[str, ...]]
     needs_reference: ClassVar[bool]
     discrete: ClassVar[bool]
+    takes_equal_nan: ClassVar[bool] = True
 
+    equal_nan: bool = False
     _frozen: bool = False
 
-    def __init__(self, *args: Any, **bounds: Any) -> None:
+    def __init__(self, *args: Any, equal_nan: bool = False, **bounds: Any) -> None:
         cls = type(self)
         if not hasattr(cls, "name"):
             raise TypeError(
@@ -73,6 +84,15 @@ class Predicate:
             if problem is not None:
                 raise ValueError(f"{cls.name}: bound {bound}={value!r} {problem}")
             object.__setattr__(self, bound, value)
+        if not isinstance(equal_nan, bool):
+            raise TypeError(f"{cls.name}: equal_nan must be True or False, got {type(equal_nan).__name__} "
+                            f"{equal_nan!r}")
+        if equal_nan and not cls.takes_equal_nan:
+            raise TypeError(
+                f"{cls.name} takes no equal_nan: it judges finiteness alone (a NaN always fails it); "
+                "equal_nan belongs to the predicates that compare against a reference"
+            )
+        object.__setattr__(self, "equal_nan", equal_nan)
         object.__setattr__(self, "_frozen", True)
 
     # -- description -------------------------------------------------------------------------------
@@ -81,6 +101,14 @@ class Predicate:
     def signature(cls) -> str:
         """How to construct this predicate, e.g. ``"allclose(atol=..., rtol=...)"``."""
         return f"{cls.name}(" + ", ".join(f"{b}=..." for b in cls.bounds) + ")"
+
+    @property
+    def bound_text(self) -> str:
+        """The bounds as a report prints them (``"atol=0.001 rtol=0.001 equal_nan"``), or ``"-"``."""
+        parts = [f"{k}={value_text(v)}" for k, v in self.bound_values.items()]
+        if self.equal_nan:
+            parts.append("equal_nan")
+        return " ".join(parts) or "-"
 
     @classmethod
     def _bound_problem(cls, bound: str, value: float) -> str | None:
@@ -103,21 +131,25 @@ class Predicate:
         object.__setattr__(self, key, value)
 
     def __repr__(self) -> str:
-        inner = ", ".join(f"{b}={v!r}" for b, v in self.bound_values.items())
-        return f"{self.name}({inner})"
+        inner = [f"{b}={v!r}" for b, v in self.bound_values.items()]
+        if self.equal_nan:
+            inner.append("equal_nan=True")
+        return f"{self.name}({', '.join(inner)})"
 
     def __str__(self) -> str:
-        if not self.bounds:
-            return self.name
-        return self.name + ":" + ",".join(f"{b}={v!r}" for b, v in self.bound_values.items())
+        parts = [f"{b}={v!r}" for b, v in self.bound_values.items()]
+        if self.equal_nan:
+            parts.append("equal_nan")
+        return self.name + (":" + ",".join(parts) if parts else "")
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Predicate):
             return NotImplemented
-        return type(self) is type(other) and self.bound_values == other.bound_values
+        return (type(self) is type(other) and self.bound_values == other.bound_values
+                and self.equal_nan == other.equal_nan)
 
     def __hash__(self) -> int:
-        return hash((type(self), tuple(self.bound_values.items())))
+        return hash((type(self), tuple(self.bound_values.items()), self.equal_nan))
 
     @classmethod
     def parse(cls, text: str) -> Predicate:

@@ -4,10 +4,13 @@ Shared semantics (see :mod:`.pairs` for the non-finite rule):
 
 * continuous predicates (``allclose``, ``rel_l2``, ``cosine``, ``ulp``, ``max_abs``, ``max_rel``) compare
   the candidate with the reference elementwise over the flattened output, in float64 (every float dtype
-  converts to float64 exactly). A pair that is the same NaN/Inf on both sides counts as equal and is left
-  out of the measure; a pair non-finite on one side only fails the predicate, and is counted in the
-  value ``nonfinite_mismatches`` (present only when non-zero). They are refused on integer, boolean and
-  complex outputs.
+  converts to float64 exactly). They are refused on integer, boolean and complex outputs.
+* NaN and Inf, for all seven comparison predicates (the six above and ``equal``): a NaN on either side
+  fails, unless the predicate is given ``equal_nan``, which counts NaNs at the same positions on both sides
+  as equal; an Inf of the same sign at the same position on both sides counts as equal; any other Inf
+  fails. A pair that counts as equal is left out of the measure; a failing pair is counted in the value
+  ``nonfinite_mismatches`` (``mismatches`` for ``equal``), and the note says how many non-finite elements
+  each side held. ``nan_inf`` asserts finiteness of the candidate alone and takes no ``equal_nan``.
 * bounds are inclusive: ``max=`` passes at a measured value equal to it, ``min=`` likewise.
 * ``equal`` and ``nan_inf`` are ``discrete``: they apply to every dtype.
 * values that are counts are floats holding whole numbers.
@@ -21,7 +24,7 @@ from types import MappingProxyType
 import torch
 
 from .dtypes import dtype_name
-from .pairs import Pairs, compute_device, join_notes
+from .pairs import NonFinite, Pairs, compute_device, join_notes
 from .predicate import Predicate
 from .text import value_text
 
@@ -60,7 +63,7 @@ class _Continuous(Predicate):
     def measure(self, candidate: torch.Tensor, reference: torch.Tensor | None) -> _Measured:
         """The predicate's measure over the finite pairs, the non-finite mismatches, and the notes."""
         assert reference is not None
-        pairs = Pairs.of(candidate, reference)
+        pairs = Pairs.of(candidate, reference, equal_nan=self.equal_nan)
         values, note = self.measure_pairs(pairs, candidate, reference)
         values.update(pairs.mismatch_values())
         return values, join_notes(pairs.note(self.name), note)
@@ -351,9 +354,9 @@ class ulp(_Continuous):
 class equal(Predicate):
     """Exact equality, elementwise, in the output's own dtype (no conversion, so int64 stays exact).
 
-    Value equality: ``-0.0`` equals ``0.0``, and a NaN equals a NaN at the same position whatever its
-    payload; equal infinities are equal. Discrete: meaningful on every dtype, and the comparison to use on
-    integer and boolean outputs.
+    Value equality: ``-0.0`` equals ``0.0``; infinities of the same sign are equal. A NaN is a mismatch,
+    unless ``equal_nan`` is given: then a NaN equals a NaN at the same position whatever its payload.
+    Discrete: meaningful on every dtype, and the comparison to use on integer and boolean outputs.
 
     Values: ``mismatches`` (elements that differ). Passes iff there are none.
     """
@@ -367,12 +370,11 @@ class equal(Predicate):
         """Count the elements that differ."""
         assert reference is not None
         device = compute_device(reference)
-        c = candidate.detach().to(device)
-        r = reference.detach()
-        same = c == r
-        if c.is_floating_point() or c.is_complex():
-            same = same | (torch.isnan(c) & torch.isnan(r))
-        note = "empty output: no elements, nothing measured" if c.numel() == 0 else None
+        c = candidate.detach().to(device).reshape(-1)
+        r = reference.detach().reshape(-1)
+        nonfinite, agreed = NonFinite.of(c, r, tuple(reference.shape), self.equal_nan)
+        same = (c == r) | agreed
+        note = "empty output: no elements, nothing measured" if c.numel() == 0 else nonfinite.note()
         return {"mismatches": float((~same).sum().item())}, note
 
     def judge(self, values: Mapping[str, float]) -> bool:
@@ -383,6 +385,8 @@ class equal(Predicate):
 class nan_inf(Predicate):
     """The candidate holds no NaN and no infinity. Judges the candidate alone (no reference needed).
 
+    It is the way to assert finiteness alone, so it takes no ``equal_nan``.
+
     Values: ``nan`` and ``inf`` (counts; ``inf`` counts both signs). Integer and boolean outputs hold
     neither, and pass. Complex elements count when either part is non-finite.
     """
@@ -391,6 +395,7 @@ class nan_inf(Predicate):
     bounds = ()
     needs_reference = False
     discrete = True
+    takes_equal_nan = False
 
     def measure(self, candidate: torch.Tensor, reference: torch.Tensor | None) -> tuple[dict[str, float], str | None]:
         """Count NaN and infinite elements of the candidate."""

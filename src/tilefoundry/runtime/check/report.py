@@ -45,6 +45,7 @@ def _result_dict(result: PredicateResult) -> dict[str, Any]:
         "predicate": predicate.name,
         "spec": str(predicate),
         "bounds": {k: _json_float(v) for k, v in predicate.bound_values.items()},
+        "equal_nan": predicate.equal_nan,
         "values": {k: _json_float(v) for k, v in result.values.items()},
         "passed": result.passed,
         "note": result.note,
@@ -162,13 +163,13 @@ class Report:
             output_notes: list[str] = []
             for i, result in enumerate(output.results):
                 predicate = result.predicate
-                bound = " ".join(f"{k}={value_text(v)}" for k, v in predicate.bound_values.items())
+                bound = predicate.bound_text
                 measured = " ".join(f"{k}={value_text(v)}" for k, v in result.values.items())
                 head: tuple[str, ...] = ("",) * 4
                 if i == 0:
                     ref_norm = "-" if output.ref_norm is None else value_text(output.ref_norm)
                     head = (output.path, str(output.shape), output.dtype, ref_norm)
-                rows.append((*head, predicate.name, bound or "-", measured or "-", _verdict(result.passed)))
+                rows.append((*head, predicate.name, bound, measured or "-", _verdict(result.passed)))
                 if result.note:
                     output_notes.append(f"note ({predicate.name}): {result.note}")
             if output_notes:
