@@ -370,10 +370,17 @@ def test_refusals_of_the_selection(model: Path, capsys: pytest.CaptureFixture[st
     err = refused(capsys, f"{model}:Hand", "--expect", TOL)
     assert "Hand (Hand) stands for no authored Module (its module is None)" in err
     assert "is a dict; select a @runtime_module class" in refused(capsys, f"{model}:ALIAS")
+
+
+def test_a_model_file_that_raises_at_import_fails(model: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = model.parent / "broken.py"
     bad.write_text("raise ImportError('cannot import this')\n")
-    err = refused(capsys, f"{bad}:X")
-    assert f"importing {bad} raised ImportError: cannot import this" in err
+    status, out, err = run(capsys, f"{bad}:X")
+    assert status == 1 and err == ""
+    row = next(line for line in out.splitlines() if line.startswith(f"import {bad}"))
+    assert row.split()[-3:] == ["raised", "ImportError", "FAIL"]
+    assert "the model file raised ImportError: cannot import this" in out
+    assert out.rstrip().splitlines()[-1] == f"FAIL: 1 checked callable raised (import {bad})"
 
 
 def test_refusals_of_the_predicates(model: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -389,9 +396,11 @@ def test_refusals_of_the_predicates(model: Path, capsys: pytest.CaptureFixture[s
     assert "is not PATH=PRED" in refused(capsys, f"{model}:NetTwin", "--expect", "rel_l2")
 
 
-def test_a_kernel_that_raises_is_a_refusal_naming_the_side(model: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    err = refused(capsys, f"{model}:RaisingTwin", "--expect", TOL)
-    assert "forward: the twin raised RuntimeError: boom in the kernel" in err
+def test_a_kernel_that_raises_is_a_failure_naming_the_side(model: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = run(capsys, f"{model}:RaisingTwin", "--expect", TOL)
+    assert status == 1 and err == ""
+    assert "note: the twin raised RuntimeError: boom in the kernel" in out
+    assert out.rstrip().splitlines()[-1] == "FAIL: 1 checked callable raised (forward)"
 
 
 def test_a_hand_written_node_on_the_way_is_refused(model: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,9 +11,20 @@ from typing import Any
 import torch
 
 from ..ir.core.module import Module
-from ..runtime.check import CheckError, OutputCheck, Predicate, Report, check, equal, nan_inf, parse_predicate
+from ..runtime.check import (
+    CheckError,
+    OutputCheck,
+    Predicate,
+    Report,
+    ResultMismatchError,
+    check,
+    equal,
+    nan_inf,
+    parse_predicate,
+)
 from ..runtime.check.dtypes import is_discrete_dtype
 from ..runtime.check.flatten import clone_leaves, flatten
+from ..runtime.check.report import render_table
 from ..runtime.module import RuntimeModule
 from .check_data import (
     DEFAULT_EXTENT,
@@ -28,15 +38,21 @@ from .check_data import (
     step_params,
     tree_dimvars,
 )
-from .check_target import Selection, resolve, twin_child
+from .check_target import Selection, UserCodeError, exception_text, resolve, twin_child
+from .options import SEED, add_device_option
 from .refusal import Refusal
 
 NAME = "check"
 HELP = "judge a runtime twin against the evaluator on its Module, output by output, with stated predicates"
 DESCRIPTION = f"""\
 Run a runtime twin and the reference evaluator on the same weights and inputs, and judge every output
-with the predicates you state. Prints a table (or --json); exit status 0 when every predicate passes,
-1 when one fails, 2 when the check is refused (the reason goes to stderr).
+with the predicates you state. Prints a table (or --json); exit status 0 only when every predicate of the
+printed report passes, 1 when one fails or the code under check fails, 2 when the check is refused (one
+line on stderr, `tilefoundry check: refused: ...`, names what to fix).
+
+Code under check that raises (any exception, SystemExit included: importing FILE.py, building the twin,
+running a twin kernel, a method or the reference) is that callable's failure: a FAIL row names it and the
+exception, and the other callables are still judged.
 
 target: FILE.py:Name[.child...][.member]
   Name     a global of FILE.py:
@@ -64,7 +80,8 @@ inputs: random (seeded by --seed and the checked callable's name) or --inputs FI
   each one's type is its Tensor[...] annotation, else the type of the activation of the same name in the
   node's functions (its own first, then its children's, breadth first). Without a type, give --inputs.
   --inputs FILE  .safetensors keyed by parameter name (a tuple argument as name.0, name.1, ...), or .pt
-                 holding a tuple of arguments, a dict by parameter name, or one tensor.
+                 holding a tuple of arguments, a dict by parameter name, or one tensor. Each tensor is
+                 validated against its parameter's type (dtype, shape, DimVar ranges) before anything runs.
   --dim NAME=N   the extent of DimVar NAME (repeatable); default {DEFAULT_EXTENT} clamped into the DimVar's [lo, hi).
 
 predicates: --expect PATH=PRED, repeatable; every output needs at least one.
@@ -74,6 +91,10 @@ predicates: --expect PATH=PRED, repeatable; every output needs at least one.
          callable's output (labels as printed, e.g. layer1.ffn.mlp:output).
   PRED   allclose:atol=A,rtol=R  rel_l2:max=M  cosine:min=M  ulp:max=M  max_abs:max=M  max_rel:max=M
          equal  nan_inf. Repeat a PATH to give it several predicates.
+  NaN/Inf  every PRED but nan_inf fails on a NaN on either side, unless it is given equal_nan
+         (allclose:atol=1e-3,rtol=1e-3,equal_nan; equal:equal_nan), which counts NaNs at the same
+         positions as equal; an Inf of the same sign at the same position on both sides counts as equal,
+         any other Inf fails; the note counts the non-finite elements. nan_inf asserts finiteness alone.
   With a reference there is no default; without one the default is '*=nan_inf'.
 
 --per-node also checks the step of every node under the selection and every kernel, each on its own random
@@ -115,27 +136,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     alias.add_argument("--alias", metavar="NAME", help="the global of FILE.py holding the alias table")
     alias.add_argument("--no-alias", action="store_true", help="read --ckpt names as they are")
     parser.add_argument("--inputs", metavar="FILE", help=".safetensors or .pt file of inputs (default: random)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of random weights and inputs (default 0)")
+    parser.add_argument("--seed", type=SEED, default=0,
+                        help="seed of random weights and inputs, in [0, 2**64) (default 0)")
     parser.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="a DimVar extent; repeatable")
     parser.add_argument("--int-range", default=f"{DEFAULT_INT_RANGE[0]}:{DEFAULT_INT_RANGE[1]}", metavar="LO:HI",
                         help="range of random integers, half-open (default %(default)s)")
-    parser.add_argument("--device", default="cpu", help="where weights and inputs are placed (default cpu)")
+    add_device_option(parser, "where weights and inputs are placed")
     parser.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the check; 0 pass, 1 fail, 2 refused (reason on stderr)."""
+    """Run the check; 0 pass, 1 fail (a predicate, or the code under check), 2 refused (raises Refusal)."""
     try:
         outcome = _check(args)
-    except Refusal as refusal:
-        print(f"tilefoundry check: refused: {refusal}", file=sys.stderr)
-        return 2
+    except UserCodeError as failure:  # the model file or the twin's construction failed: nothing to judge
+        outcome = _Outcome(None, [_Raised(failure.label, failure.side, failure.error, failure.kind)],
+                           _bare_setup(args))
+    except (KeyboardInterrupt, Refusal, Exception):
+        raise
+    except BaseException as error:  # noqa: BLE001 - SystemExit & co from code under check that escaped
+        outcome = _Outcome(None, [_Raised(args.target, "code under check", exception_text(error),
+                                          type(error).__name__)], _bare_setup(args))
     if args.json:
-        print(json.dumps({**outcome.setup, **outcome.report.to_dict()}, indent=2, allow_nan=False))
+        print(json.dumps({**outcome.setup, **outcome.to_dict()}, indent=2, allow_nan=False))
     else:
         print(outcome.header())
-        print(outcome.report.table())
-    return 0 if outcome.report.passed else 1
+        print(outcome.table())
+    return 0 if outcome.passed else 1
 
 
 # -- the run ---------------------------------------------------------------------------------------------------
@@ -151,10 +178,62 @@ class _Item:
     inputs: tuple[Any, ...]
 
 
+@dataclass(frozen=True)
+class _Raised:
+    """A checked callable (or the import / build before it) whose code failed: it raised, or returned a result
+    that is not the reference's kind. Either way a FAIL row of that callable."""
+
+    label: str
+    side: str
+    error: str  # one line
+    kind: str | None = None  # the exception's type name; None when the side returned a wrong result
+
+    def row(self) -> tuple[tuple[str, ...], list[str]]:
+        """The table row and its note."""
+        measured = f"raised {self.kind}" if self.kind else "wrong result"
+        what = f"raised {self.error}" if self.kind else f"returned a wrong result: {self.error}"
+        note = f"note: the {self.side} {what}; the code under check failed, so there is no output to judge"
+        return (self.label, "-", "-", "-", "-", "-", measured, "FAIL"), [note]
+
+    def to_dict(self) -> dict[str, str | None]:
+        """The JSON form."""
+        return {"label": self.label, "side": self.side, "exception": self.kind, "error": self.error}
+
+
 @dataclass
 class _Outcome:
-    report: Report
+    """What the command prints: the report of the outputs judged, and the callables that raised."""
+
+    report: Report | None
+    raised: list[_Raised]
     setup: dict[str, Any]
+
+    @property
+    def passed(self) -> bool:
+        return self.report is not None and self.report.passed and not self.raised
+
+    def summary(self) -> str:
+        if not self.raised:
+            assert self.report is not None
+            return self.report.summary()
+        n = len(self.raised)
+        text = (f"FAIL: {n} checked callable{'s' if n != 1 else ''} raised "
+                f"({', '.join(r.label for r in self.raised)})")
+        if self.report is not None:
+            failed = self.report.failed
+            total = len(self.report.outputs)
+            text += (f"; {len(failed)} of {total} outputs judged failed ({', '.join(o.path for o in failed)})"
+                     if failed else f"; all {total} outputs judged meet their predicates")
+        return text
+
+    def table(self) -> str:
+        rows = self.report.rows() if self.report is not None else []
+        rows += [r.row() for r in self.raised]
+        return render_table(rows, self.summary())
+
+    def to_dict(self) -> dict[str, Any]:
+        outputs = self.report.to_dict()["outputs"] if self.report is not None else []
+        return {"passed": self.passed, "outputs": outputs, "raised": [r.to_dict() for r in self.raised]}
 
     def header(self) -> str:
         s = self.setup
@@ -168,6 +247,12 @@ class _Outcome:
             f"  dims:      {dims}{s['dims_note']}",
             "",
         ])
+
+
+def _bare_setup(args: argparse.Namespace) -> dict[str, Any]:
+    """The setup when nothing could be set up (the file or the twin failed first)."""
+    return {"target": args.target, "candidate": "-", "reference": "-", "weights": "-", "inputs": "-", "dims": {},
+            "dims_note": "", "seed": args.seed}
 
 
 @dataclass
@@ -284,7 +369,7 @@ def _check(args: argparse.Namespace) -> _Outcome:
     items = [_selected_item(sel, loaded, twin_node, inputs)]
     if args.per_node and sel.member_kind != "function":
         items += _node_items(sel, loaded, twin_node, dims, args.seed, int_range, args.device)
-    report = _judge(items, expectations, prefixed=args.per_node)
+    report, raised = _judge(items, expectations, prefixed=args.per_node)
     setup = {
         "target": sel.text,
         "candidate": _candidate_text(sel, twin_node),
@@ -295,7 +380,7 @@ def _check(args: argparse.Namespace) -> _Outcome:
         "dims_note": dims_note,
         "seed": args.seed,
     }
-    return _Outcome(report, setup)
+    return _Outcome(report, raised, setup)
 
 
 def _candidate_text(sel: Selection, twin_node: RuntimeModule | None) -> str:
@@ -375,6 +460,10 @@ def _load_twin(twin: RuntimeModule, resource: Any, args: argparse.Namespace) -> 
         twin.load(resource)
     except (KeyError, ValueError, TypeError, OSError, RuntimeError) as error:
         raise Refusal(f"loading the twin {type(twin).__name__}: {_reason(error)}{_ckpt_hint(args)}") from None
+    except KeyboardInterrupt:
+        raise
+    except BaseException as error:  # noqa: BLE001 - SystemExit & co: the twin's own load code failed
+        raise UserCodeError(f"{type(twin).__name__}.load", "twin", error) from None
 
 
 def _ckpt_hint(args: argparse.Namespace) -> str:
@@ -448,41 +537,71 @@ class _Replay:
         return self.result
 
 
+class _SideRaised(Exception):
+    """One side of an item raised (or returned no tensors): the item fails; carries the row to print."""
+
+    def __init__(self, raised: _Raised) -> None:
+        super().__init__(raised.error)
+        self.raised = raised
+
+
 def _run_side(item: _Item, side: str, fn: Callable[..., Any]) -> tuple[Any, list[tuple[str, torch.Tensor]]]:
+    """Run one side on its own clone of the inputs; anything it raises (SystemExit too) is its failure."""
     try:
         with torch.no_grad():
             result = fn(*clone_leaves(item.inputs))
-    except Exception as error:  # noqa: BLE001 - a side that cannot run is a refusal naming the side and why
-        raise Refusal(f"{item.label}: the {side} raised {type(error).__name__}: {error}") from None
+    except KeyboardInterrupt:
+        raise
+    except BaseException as error:  # noqa: BLE001 - the code under check failed: that item's FAIL row
+        raise _SideRaised(_Raised(item.label, side, exception_text(error), type(error).__name__)) from None
     try:
         leaves = flatten(result, "output")
     except TypeError as error:
-        raise Refusal(f"{item.label}: the {side}'s result: {error}") from None
+        raise _SideRaised(_Raised(item.label, side, f"its result is not tensors: {error}")) from None
+    if not leaves:
+        raise _SideRaised(_Raised(item.label, side, f"its result holds no tensor ({result!r})"))
     return result, leaves
 
 
-def _judge(items: Sequence[_Item], expectations: _Expectations, *, prefixed: bool) -> Report:
-    """Run every item's sides once, resolve its predicates against what it produced, and check it."""
+def _judge(items: Sequence[_Item], expectations: _Expectations, *,
+           prefixed: bool) -> tuple[Report | None, list[_Raised]]:
+    """Run every item's sides once, resolve its predicates against what it produced, and check it.
+
+    An item whose code raised (either side) or whose result differs from the reference's in structure,
+    shape or dtype is a failure row; the other items are still judged.
+    """
     outputs: list[OutputCheck] = []
+    raised: list[_Raised] = []
     produced: list[str] = []
     for item in items:
-        candidate, leaves = _run_side(item, "twin" if item.reference is not None else "evaluator", item.candidate)
-        reference = None
-        if item.reference is not None:
-            reference, _ = _run_side(item, "evaluator", item.reference)
+        try:
+            candidate, leaves = _run_side(item, "twin" if item.reference is not None else "evaluator",
+                                          item.candidate)
+            reference = None
+            if item.reference is not None:
+                reference, _ = _run_side(item, "evaluator", item.reference)
+        except _SideRaised as failure:
+            raised.append(failure.raised)
+            continue
         expect = expectations.for_outputs(item.label, leaves)
         produced += [f"{item.label}:{path}" for path, _ in leaves]
         try:
             report = check(_Replay(candidate), None if item.reference is None else _Replay(reference), item.inputs,
                            expect=expect)
+        except ResultMismatchError as error:
+            raised.append(_Raised(item.label, "twin", " ".join(str(error).split())))
+            continue
         except (CheckError, TypeError) as error:
             raise Refusal(f"{item.label}: {error}") from None
         for out in report.outputs:
             path = f"{item.label}:{out.path}" if prefixed else out.path
             outputs.append(OutputCheck(path, out.shape, out.dtype, out.ref_norm, out.results))
-    unused = [f"{label}:{path}" for label, path in expectations.qualified if (label, path) not in expectations.used]
-    unused += [path for path in expectations.plain if path not in expectations.used]
+    failed_labels = {r.label for r in raised}
+    unused = [f"{label}:{path}" for label, path in expectations.qualified
+              if (label, path) not in expectations.used and label not in failed_labels]
+    if not raised:  # a failed item may be the one that would have produced a plain path
+        unused += [path for path in expectations.plain if path not in expectations.used]
     if unused:
         raise Refusal(f"--expect names {', '.join(unused)}, which no checked callable produced; produced: "
                       f"{', '.join(produced)}")
-    return Report(tuple(outputs))
+    return (Report(tuple(outputs)) if outputs else None), raised

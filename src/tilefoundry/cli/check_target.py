@@ -21,7 +21,32 @@ from ..ir.core.module import Module
 from ..runtime.module import RuntimeModule
 from .refusal import Refusal
 
-__all__ = ["Selection", "import_file", "resolve", "twin_child"]
+__all__ = ["Selection", "UserCodeError", "exception_text", "import_file", "resolve", "twin_child"]
+
+
+class UserCodeError(Exception):
+    """Code of the file under check raised while it was imported or built: that step fails (exit 1), the
+    command goes on to print its report. Any exception counts, ``SystemExit`` included; only
+    ``KeyboardInterrupt`` stops the command.
+
+    Attributes:
+        label: what failed, as the report names it (``import net.py``, ``NetTwin()``).
+        side: whose code it was (``model file``, ``twin``).
+        error: the exception, one line (``SystemExit: 0``).
+    """
+
+    def __init__(self, label: str, side: str, error: BaseException) -> None:
+        super().__init__(f"{label}: the {side} raised {exception_text(error)}")
+        self.label = label
+        self.side = side
+        self.error = exception_text(error)
+        self.kind = type(error).__name__
+
+
+def exception_text(error: BaseException) -> str:
+    """``"SystemExit: 0"``, ``"RuntimeError: boom"``: an exception as one line."""
+    message = " ".join(str(error).split())
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__
 
 
 @dataclass(frozen=True)
@@ -88,9 +113,11 @@ def import_file(file: str) -> pytypes.ModuleType:
     sys.path.insert(0, folder)
     try:
         spec.loader.exec_module(module)
-    except Exception as error:  # noqa: BLE001 - any failure importing the user's file is reported as such
+    except KeyboardInterrupt:
+        raise
+    except BaseException as error:  # noqa: BLE001 - SystemExit too: the file under check failed, not the command
         sys.modules.pop(name, None)
-        raise Refusal(f"importing {file} raised {type(error).__name__}: {error}") from error
+        raise UserCodeError(f"import {file}", "model file", error) from None
     finally:
         if folder in sys.path:
             sys.path.remove(folder)
@@ -144,11 +171,15 @@ def _root(name: str, root: Any) -> tuple[RuntimeModule | None, Module]:
     if isinstance(root, type) and issubclass(root, RuntimeModule):
         try:
             twin = root()
-        except Exception as error:  # noqa: BLE001 - a class that cannot be built without arguments is refused
+        except TypeError as error:  # a class that cannot be built without arguments is refused
             raise Refusal(
                 f"{name} is a RuntimeModule subclass that cannot be constructed without arguments "
                 f"({type(error).__name__}: {error}); select a @runtime_module class, or a module-level instance"
             ) from error
+        except KeyboardInterrupt:
+            raise
+        except BaseException as error:  # noqa: BLE001 - its own code failed while building the twin
+            raise UserCodeError(f"{name}()", "twin", error) from None
         return twin, _authored(name, twin)
     if isinstance(root, RuntimeModule):
         return root, _authored(name, root)

@@ -1,23 +1,45 @@
 """Entry point of the ``tilefoundry`` command.
 
 Each subcommand lives in its own module exposing ``NAME``, ``HELP``, ``add_arguments(parser)`` and
-``run(args) -> int``; this file only assembles them.
+``run(args) -> int``; this file only assembles them. Whatever a subcommand refuses (a bad option, a bad file,
+an argparse error) ends here as exit status 2 and one line on stderr, ``tilefoundry <subcommand>: refused:
+...`` (see :mod:`.refusal`). The command never touches the network: the Hugging Face libraries are put in
+offline mode before any subcommand runs.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
+
+from .options import CommandParser, UsageError
+from .refusal import Refusal, refusal_line
 
 # Subcommand modules, in the order --help lists them.
 SUBCOMMANDS = ("prepare", "generate", "check", "models")
 
+# Environment that keeps the Hugging Face libraries (tokenizers, configs) off the network and quiet.
+_OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1"}
+
+
+def stay_offline() -> None:
+    """Put the Hugging Face hub libraries in offline mode, for this process and any it starts.
+
+    Set before transformers is imported; a hub library imported earlier (in the same process) is switched too.
+    """
+    os.environ.update(_OFFLINE)
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    constants = sys.modules.get("huggingface_hub.constants")
+    if constants is not None:
+        constants.HF_HUB_OFFLINE = True  # type: ignore[attr-defined]
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every available subcommand."""
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="tilefoundry",
         description="Author a model once, prepare its weights, run it on the reference evaluator or a fast "
         "runtime twin, and check the two against each other.",
@@ -33,13 +55,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse ``argv`` and run the chosen subcommand; returns its exit status."""
+    """Parse ``argv`` and run the chosen subcommand; returns its exit status (2: refused, reason on stderr)."""
+    stay_offline()
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as error:
+        print(error, file=sys.stderr)
+        return 2
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
-    return int(args._run(args) or 0)
+    try:
+        return int(args._run(args) or 0)
+    except Refusal as refusal:
+        print(refusal_line(args.command, str(refusal)), file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

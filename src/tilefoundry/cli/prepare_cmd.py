@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
+
+from .options import add_device_option
+from .refusal import Refusal
 
 NAME = "prepare"
 HELP = "convert a Hugging Face checkpoint folder into a prepared folder (clean keys, stacked experts)"
@@ -30,23 +32,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """--ckpt, --out, --device, --allow-unused."""
     parser.add_argument("--ckpt", required=True, help="the Hugging Face checkpoint folder (config.json + safetensors)")
     parser.add_argument("--out", required=True, help="the folder to write (must not exist, or be an earlier output)")
-    parser.add_argument("--device", default="cpu", help="where weight converters run (default: cpu)")
+    add_device_option(parser, "where weight converters run")
     parser.add_argument("--allow-unused", action="store_true",
                         help="accept checkpoint tensors no declared weight reads (refused by default)")
 
 
 def run(args: argparse.Namespace) -> int:
-    """Prepare; exit 0 on success, 2 with the reason on a refusal."""
-    from ..models.checkpoint import prepare_hf_folder
+    """Prepare; exit 0 on success, 2 (Refusal) with the reason named."""
+    from ..models.checkpoint import checkpoint_folder, prepare_hf_folder
     from ..runtime.resource.prepared import is_prepared
 
-    ckpt = Path(args.ckpt).resolve()
     try:
+        ckpt = checkpoint_folder(args.ckpt)
         if is_prepared(ckpt):
             raise ValueError(f"{ckpt} is already a prepared folder; generate can read it as is")
         config = prepare_hf_folder(ckpt, args.out, device=args.device, allow_unused=args.allow_unused)
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        print(f"tilefoundry prepare: {e}", file=sys.stderr)
-        return 2
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError) as e:
+        raise Refusal(str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)) from None
     print(f"prepared {config.family} ({config.num_layers} layers) into {Path(args.out).resolve()}")
     return 0

@@ -3,11 +3,12 @@ tables, the generation loop and runtime twins."""
 
 from .aliases import hf_alias_table
 from .checkpoint import OpenedCheckpoint, open_checkpoint
-from .config import ARCHITECTURES, ModelConfig, UnsupportedModelError, parse_config, read_config
+from .config import ARCHITECTURES, ConfigFieldError, ModelConfig, UnsupportedModelError, parse_config, read_config
 from .decoder import build_causal_lm
-from .generation import GenerationResult, Sampling, generate
+from .generation import GenerationResult, NonFiniteLogitsError, Sampling, generate
 
 __all__ = [
-    "ARCHITECTURES", "GenerationResult", "ModelConfig", "OpenedCheckpoint", "Sampling", "UnsupportedModelError",
+    "ARCHITECTURES", "ConfigFieldError", "GenerationResult", "ModelConfig", "NonFiniteLogitsError", "OpenedCheckpoint",
+    "Sampling", "UnsupportedModelError",
     "build_causal_lm", "generate", "hf_alias_table", "open_checkpoint", "parse_config", "read_config",
 ]

@@ -21,11 +21,11 @@ from ..runtime.resource.checkpoint_index import read_checkpoint_layout
 from ..runtime.resource.prepared import cache_root, is_prepared
 from ..runtime.resource.shard_file import read_shard_header
 from .aliases import hf_alias_table, hf_known_extras, needs_prepare
-from .config import ModelConfig, read_config
+from .config import ConfigFieldError, ModelConfig, read_config
 from .decoder import build_causal_lm
 
-__all__ = ["CHECKPOINT_COMPANIONS", "OpenedCheckpoint", "checkpoint_keys", "is_prepared", "open_checkpoint",
-           "prepare_hf_folder", "prepared_cache_dir"]
+__all__ = ["CHECKPOINT_COMPANIONS", "OpenedCheckpoint", "check_sizes", "checkpoint_folder", "checkpoint_keys",
+           "checkpoint_shapes", "is_prepared", "open_checkpoint", "prepare_hf_folder", "prepared_cache_dir"]
 
 # Files of a Hugging Face folder that describe the model rather than hold weights; prepare copies them.
 CHECKPOINT_COMPANIONS = (
@@ -64,21 +64,41 @@ class OpenedCheckpoint:
             resource.refuse_unread(self.extras)
 
 
+def checkpoint_folder(folder: str | os.PathLike[str]) -> Path:
+    """``folder`` as a resolved local folder; anything else is refused (a checkpoint is never downloaded).
+
+    Raises:
+        FileNotFoundError: ``folder`` does not exist or is not a folder; the message names it and the way out.
+    """
+    text = os.fspath(folder)
+    path = Path(text).expanduser()
+    if path.is_dir():
+        return path.resolve()
+    what = "is a file, not a folder" if path.exists() else "does not exist"
+    hint = "pass the folder holding config.json and the safetensors files"
+    if not path.exists() and text.count("/") == 1 and not text.startswith((".", "/", "~")):
+        hint = (f"TileFoundry reads local folders only and never downloads: fetch it first (e.g. `hf download "
+                f"{text} --local-dir DIR`) and pass DIR")
+    raise FileNotFoundError(f"checkpoint folder {text!r} {what}; {hint}")
+
+
 def open_checkpoint(folder: str | os.PathLike[str], *, max_len: int, progress: bool = True,
-                    allow_unused: bool = False) -> OpenedCheckpoint:
+                    allow_unused: bool = False, config: ModelConfig | None = None) -> OpenedCheckpoint:
     """Read ``folder``'s config, build its Module for ``max_len`` positions and choose the weight source.
 
+    The config's sizes are checked against the checkpoint's tensor headers before the Module is built.
     ``allow_unused`` accepts checkpoint tensors no declared weight reads (see OpenedCheckpoint.refuse_unread).
+    ``config`` is the folder's config when the caller has read it already.
     """
-    path = Path(folder).resolve()
-    if not path.is_dir():
-        raise FileNotFoundError(f"checkpoint folder {path} does not exist")
-    config = read_config(path)
-    mod = build_causal_lm(config, max_len)
+    path = checkpoint_folder(folder)
+    config = config or read_config(path)
     if is_prepared(path):
-        return OpenedCheckpoint(path, config, mod, path, None, allow_unused=allow_unused)
-    keys = checkpoint_keys(path)
-    alias = hf_alias_table(config, keys)
+        check_sizes(config, checkpoint_shapes(path), None, path / "config.json")
+        return OpenedCheckpoint(path, config, build_causal_lm(config, max_len), path, None, allow_unused=allow_unused)
+    shapes = checkpoint_shapes(path)
+    alias = hf_alias_table(config, shapes)
+    check_sizes(config, shapes, alias, path / "config.json")
+    mod = build_causal_lm(config, max_len)
     if not needs_prepare(alias):
         return OpenedCheckpoint(path, config, mod, path, alias, hf_known_extras(config), allow_unused)
     cached = prepared_cache_dir(path)
@@ -94,13 +114,18 @@ def prepare_hf_folder(folder: Path, out: str | os.PathLike[str], *, config: Mode
                       progress: bool = True, allow_unused: bool = False) -> ModelConfig:
     """Prepare the Hugging Face checkpoint ``folder`` into ``out``, config.json and tokenizer files beside.
 
-    ``config``, ``mod`` and ``alias`` are derived from the folder unless the caller already has them.
+    ``config``, ``mod`` and ``alias`` are derived from the folder unless the caller already has them; the
+    config's sizes are then checked against the checkpoint's tensors before the Module is built.
     Checkpoint tensors no declared weight reads are refused, except the family's known extras, unless
     ``allow_unused``.
     """
-    config = config or read_config(folder)
+    folder = checkpoint_folder(folder)
+    if config is None or alias is None:
+        config = config or read_config(folder)
+        shapes = checkpoint_shapes(folder)
+        alias = alias or hf_alias_table(config, shapes)
+        check_sizes(config, shapes, alias, folder / "config.json")
     mod = mod or build_causal_lm(config, config.max_position_embeddings)
-    alias = alias or hf_alias_table(config, checkpoint_keys(folder))
     prepare_module(mod, SafetensorsResource(str(folder), device="cpu", alias=alias), out, device=device,
                    allow_unused=True if allow_unused else hf_known_extras(config), progress=progress,
                    companions=[folder / n for n in CHECKPOINT_COMPANIONS if (folder / n).is_file()])
@@ -108,14 +133,76 @@ def prepare_hf_folder(folder: Path, out: str | os.PathLike[str], *, config: Mode
 
 
 def checkpoint_keys(folder: Path) -> set[str]:
-    """Every raw tensor key the checkpoint holds (from the index, or the single shard's header)."""
+    """Every raw tensor key the checkpoint holds (the index's, or the single shard's)."""
+    return set(checkpoint_shapes(folder))
+
+
+def checkpoint_shapes(folder: Path) -> dict[str, tuple[int, ...]]:
+    """Every tensor key the checkpoint holds with its shape, read from the shard headers alone."""
     layout = read_checkpoint_layout(folder)
+    shapes: dict[str, tuple[int, ...]] = {}
+    for shard in dict.fromkeys(layout.shards.values()):
+        for key, entry in read_shard_header(shard).items():
+            shapes[key] = tuple(int(d) for d in entry["shape"])
     if layout.weight_map is not None:
-        return set(layout.weight_map)
-    keys: set[str] = set()
-    for shard in layout.shards.values():
-        keys |= {k for k in read_shard_header(shard) if k != "__metadata__"}
-    return keys
+        shapes = {k: shapes[k] for k in layout.weight_map if k in shapes}
+    return shapes
+
+
+def _raw_key(alias: dict[str, AliasValue] | None, *parts: str) -> str | None:
+    """The raw key of a canonical dotted path under ``alias`` (None where it is no single plain name)."""
+    if alias is None:
+        return ".".join(parts)
+    names = [alias.get(part, part) for part in parts]
+    return ".".join(names) if all(isinstance(n, str) for n in names) else None  # type: ignore[arg-type]
+
+
+def check_sizes(config: ModelConfig, shapes: dict[str, tuple[int, ...]], alias: dict[str, AliasValue] | None,
+                source: Path) -> None:
+    """Refuse a config whose sizes disagree with the checkpoint's tensors, naming the fields, before any build.
+
+    Checked: every declared layer has tensors (``num_hidden_layers``); the embedding (``vocab_size``,
+    ``hidden_size``); layer 0's q / k projections (``num_attention_heads``, ``num_key_value_heads``,
+    ``head_dim``); the first dense MLP (``intermediate_size``) and the first router (``num_experts``).
+    A tensor the checkpoint lacks is left to the load, which names it.
+
+    Raises:
+        ConfigFieldError: the message names ``source`` (config.json), the fields and the tensor.
+    """
+    prefixes = {key.rsplit(".", n)[0] for key in shapes for n in range(1, key.count(".") + 1)}
+    missing = [i for i in range(config.num_layers) if _raw_key(alias, f"layer{i}") not in prefixes]
+    if missing:
+        held = config.num_layers - len(missing)
+        raise ConfigFieldError(
+            f"{source}: num_hidden_layers is {config.num_layers}, but the checkpoint holds no tensors for layer "
+            f"{missing[0]} ({_raw_key(alias, f'layer{missing[0]}')}.*); it holds {held} of the layers declared. "
+            "Use the config.json the checkpoint was saved with"
+        )
+    c = config
+    d = c.head_dim
+    dense = next((i for i in range(c.num_layers) if i not in set(c.moe_layers)), None)
+    checks: list[tuple[tuple[str, ...], tuple[int, ...], str]] = [
+        (("embed_tokens",), (c.vocab_size, c.hidden_size), f"vocab_size {c.vocab_size} and hidden_size "
+         f"{c.hidden_size}"),
+        (("layer0", "q_proj"), (c.num_heads * d, c.hidden_size), f"num_attention_heads {c.num_heads} x head_dim {d}"
+         f" and hidden_size {c.hidden_size}"),
+        (("layer0", "k_proj"), (c.num_kv_heads * d, c.hidden_size), f"num_key_value_heads {c.num_kv_heads} x "
+         f"head_dim {d} and hidden_size {c.hidden_size}"),
+    ]
+    if dense is not None:
+        checks.append(((f"layer{dense}", "gate_proj"), (c.intermediate_size, c.hidden_size),
+                       f"intermediate_size {c.intermediate_size} and hidden_size {c.hidden_size}"))
+    if c.moe_layers:
+        checks.append(((f"layer{c.moe_layers[0]}", "router"), (c.num_experts, c.hidden_size),
+                       f"num_experts {c.num_experts} and hidden_size {c.hidden_size}"))
+    for parts, want, fields in checks:
+        key = _raw_key(alias, *parts)
+        got = shapes.get(key) if key is not None else None
+        if got is not None and got != want:
+            raise ConfigFieldError(
+                f"{source}: {fields} make {'.'.join(parts)} {want}, but the checkpoint's {key} is {got}; "
+                "use the config.json the checkpoint was saved with"
+            )
 
 
 def prepared_cache_dir(folder: Path) -> Path:

@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .config_schema import (
+    CONFIG_FIELDS,
+    GENERATION_FIELDS,
+    ROPE_FIELDS,
+    ConfigFieldError,
+    UnsupportedModelError,
+    read_fields,
+)
 
-class UnsupportedModelError(ValueError):
-    """The checkpoint's architecture or one of its settings is not supported; the message names it."""
+__all__ = [
+    "ARCHITECTURES", "ConfigFieldError", "ModelConfig", "RopeConfig", "UnsupportedModelError", "parse_config",
+    "read_config", "read_json_object",
+]
 
 
 # Architecture names in config.json -> our family names.
@@ -69,105 +80,171 @@ class ModelConfig:
         return bool(self.moe_layers)
 
 
+def read_json_object(path: Path) -> dict[str, Any]:
+    """The JSON object stored in ``path``; every way the file can be unreadable is refused naming it.
+
+    Raises:
+        FileNotFoundError / OSError: the file cannot be read.
+        UnsupportedModelError: the file is not UTF-8, not JSON, or holds something other than an object.
+    """
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise type(e)(f"cannot read {path}: {e.strerror or e}") from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise UnsupportedModelError(
+            f"{path} is not UTF-8 text ({e.reason} at byte {e.start}); restore it from the checkpoint's source"
+        ) from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UnsupportedModelError(
+            f"{path} is not valid JSON ({e.msg} at line {e.lineno}, column {e.colno}); restore it from the "
+            "checkpoint's source"
+        ) from None
+    if not isinstance(doc, dict):
+        kind = {list: "list", str: "string", int: "number", float: "number", bool: "boolean"}.get(type(doc), "null")
+        raise UnsupportedModelError(
+            f"{path} holds a JSON {kind}; it must hold a JSON object of fields, e.g. "
+            '{"architectures": ["LlamaForCausalLM"], "hidden_size": 2048, ...}'
+        )
+    return doc
+
+
 def read_config(ckpt_dir: str | Path) -> ModelConfig:
-    """Parse ``<ckpt_dir>/config.json`` (and ``generation_config.json`` for stop tokens)."""
+    """Parse ``<ckpt_dir>/config.json`` (and ``generation_config.json`` for stop tokens), validating every field.
+
+    Raises:
+        FileNotFoundError: there is no config.json.
+        UnsupportedModelError: either file is unreadable, or a field is of the wrong type, out of range or
+            unsupported (:class:`ConfigFieldError` for the first two); the message names the file and field.
+    """
     path = Path(ckpt_dir) / "config.json"
     if not path.is_file():
         raise FileNotFoundError(f"{path} is missing: a Hugging Face checkpoint folder holds its config.json")
-    try:
-        raw = json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise UnsupportedModelError(f"{path} is not valid JSON: {e}") from None
+    raw = read_json_object(path)
     gen_path = Path(ckpt_dir) / "generation_config.json"
-    gen = json.loads(gen_path.read_text()) if gen_path.is_file() else {}
-    return parse_config(raw, gen, source=str(path))
+    gen = read_json_object(gen_path) if gen_path.is_file() else None
+    return parse_config(raw, gen, source=str(path), generation_source=str(gen_path))
 
 
-def parse_config(raw: dict[str, Any], generation: dict[str, Any] | None = None, *,
-                 source: str = "config.json") -> ModelConfig:
-    """Build a ModelConfig from config.json contents, refusing what the families cannot run."""
-    arch = (raw.get("architectures") or [None])[0]
+def parse_config(raw: Mapping[str, Any], generation: Mapping[str, Any] | None = None, *,
+                 source: str = "config.json", generation_source: str = "generation_config.json") -> ModelConfig:
+    """Build a ModelConfig from config.json contents, refusing what the families cannot run.
+
+    Every field is read through the schema of :mod:`.config_schema`; ``source`` and ``generation_source``
+    name the two files in messages.
+
+    Raises:
+        UnsupportedModelError: an unsupported architecture or setting; :class:`ConfigFieldError` (a subclass)
+            for a field of the wrong type or out of range, or fields that contradict each other.
+    """
+    for doc, where in ((raw, source), (generation, generation_source)):
+        if doc is not None and not isinstance(doc, Mapping):
+            raise ConfigFieldError(f"{where} holds a {type(doc).__name__}; it must be a JSON object of fields")
+    v = read_fields(raw, CONFIG_FIELDS, source)
+    archs = v["architectures"]
+    arch = archs[0] if archs else None
     if arch is None:  # configs saved without a model class still say which model they describe
-        arch = next((a for a, fam in ARCHITECTURES.items() if fam == raw.get("model_type")), None)
+        arch = next((a for a, fam in ARCHITECTURES.items() if fam == v["model_type"]), None)
     if arch not in ARCHITECTURES:
         raise UnsupportedModelError(
-            f"{source}: architecture {arch or raw.get('model_type')!r} is not supported; supported: "
+            f"{source}: architecture {arch or v['model_type']!r} is not supported; supported: "
             f"{', '.join(sorted(ARCHITECTURES))} (see `tilefoundry models`)"
         )
     family = ARCHITECTURES[arch]
-
-    def need(key: str) -> Any:
-        if key not in raw:
-            raise UnsupportedModelError(f"{source}: {arch} config lacks {key!r}")
-        return raw[key]
-
-    act = raw.get("hidden_act", "silu")
-    if act != "silu":
-        raise UnsupportedModelError(f"{source}: hidden_act {act!r} is not supported (the families use silu)")
-    if raw.get("mlp_bias"):
-        raise UnsupportedModelError(f"{source}: mlp_bias=true is not supported")
-    if raw.get("use_sliding_window"):
-        raise UnsupportedModelError(f"{source}: use_sliding_window=true is not supported")
-    heads = int(need("num_attention_heads"))
-    hidden = int(need("hidden_size"))
-    layers = int(need("num_hidden_layers"))
-    dtype_name = raw.get("dtype") or raw.get("torch_dtype") or "float32"
-    if dtype_name not in _DTYPES:
-        raise UnsupportedModelError(f"{source}: dtype {dtype_name!r} is not supported; use one of {list(_DTYPES)}")
+    if v["hidden_act"] != "silu":
+        raise UnsupportedModelError(f"{source}: hidden_act {v['hidden_act']!r} is not supported (the families use "
+                                    "silu)")
+    for flag in ("mlp_bias", "use_sliding_window"):
+        if v[flag]:
+            raise UnsupportedModelError(f"{source}: {flag}=true is not supported")
+    heads, hidden, layers = v["num_attention_heads"], v["hidden_size"], v["num_hidden_layers"]
+    kv_heads = v["num_key_value_heads"] or heads
+    if heads % kv_heads:
+        raise ConfigFieldError(f"{source}: num_attention_heads {heads} is not a multiple of num_key_value_heads "
+                               f"{kv_heads}; grouped attention shares each key/value head among whole groups")
+    head_dim = v["head_dim"]
+    if head_dim is None:
+        if hidden % heads:
+            raise ConfigFieldError(f"{source}: hidden_size {hidden} is not a multiple of num_attention_heads "
+                                   f"{heads}, and no head_dim is given")
+        head_dim = hidden // heads
+    if head_dim % 2:
+        raise ConfigFieldError(f"{source}: head_dim {head_dim} must be even (rotary embeddings rotate its halves)")
     moe_layers: tuple[int, ...] = ()
-    experts = 0
+    experts = per_token = moe_inter = 0
     if family == "qwen3_moe":
-        # transformers 5 writes num_local_experts; checkpoints saved earlier say num_experts.
-        experts = int(raw["num_local_experts"] if "num_local_experts" in raw else need("num_experts"))
-        step = int(raw.get("decoder_sparse_step", 1)) or 1
-        dense = set(raw.get("mlp_only_layers") or [])
-        moe_layers = tuple(i for i in range(layers) if i not in dense and experts > 0 and (i + 1) % step == 0)
-    gen = generation or {}
-    eos = gen.get("eos_token_id", raw.get("eos_token_id"))
-    eos_ids = tuple(eos) if isinstance(eos, list) else ((eos,) if isinstance(eos, int) else ())
+        experts, per_token, moe_inter, moe_layers = _moe(v, layers, source)
+    gen = read_fields(generation or {}, GENERATION_FIELDS, generation_source)
+    eos = gen["eos_token_id"] if gen["eos_token_id"] is not None else v["eos_token_id"]
     return ModelConfig(
         family=family,
-        vocab_size=int(need("vocab_size")),
+        vocab_size=v["vocab_size"],
         hidden_size=hidden,
-        intermediate_size=int(need("intermediate_size")),
+        intermediate_size=v["intermediate_size"],
         num_layers=layers,
         num_heads=heads,
-        num_kv_heads=int(raw.get("num_key_value_heads") or heads),
-        head_dim=int(raw.get("head_dim") or hidden // heads),
-        rms_norm_eps=float(raw.get("rms_norm_eps", 1e-6)),
-        rope=_rope(raw, source),
-        max_position_embeddings=int(raw.get("max_position_embeddings", 2048)),
-        tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),
-        dtype=_DTYPES[dtype_name],
-        attention_bias=family == "qwen2" or bool(raw.get("attention_bias", False)),
+        num_kv_heads=kv_heads,
+        head_dim=head_dim,
+        rms_norm_eps=v["rms_norm_eps"],
+        rope=_rope(v, source),
+        max_position_embeddings=v["max_position_embeddings"],
+        tie_word_embeddings=v["tie_word_embeddings"],
+        dtype=_DTYPES[v["dtype"] or v["torch_dtype"] or "float32"],
+        attention_bias=family == "qwen2" or v["attention_bias"],
         qk_norm=family in ("qwen3", "qwen3_moe"),
         num_experts=experts,
-        num_experts_per_tok=int(raw.get("num_experts_per_tok", 0)),
-        moe_intermediate_size=int(raw.get("moe_intermediate_size", 0)),
-        norm_topk_prob=bool(raw.get("norm_topk_prob", False)),
+        num_experts_per_tok=per_token,
+        moe_intermediate_size=moe_inter,
+        norm_topk_prob=v["norm_topk_prob"],
         moe_layers=moe_layers,
-        eos_token_ids=eos_ids,
-        bos_token_id=raw.get("bos_token_id"),
-        raw=raw,
+        eos_token_ids=tuple(eos),
+        bos_token_id=v["bos_token_id"],
+        raw=dict(raw),
     )
 
 
-def _rope(raw: dict[str, Any], source: str) -> RopeConfig:
-    params = dict(raw.get("rope_parameters") or {})
-    legacy = raw.get("rope_scaling") or {}
-    params = {**legacy, **params}
-    theta = float(params.get("rope_theta", raw.get("rope_theta", 10000.0)))
-    rope_type = params.get("rope_type", params.get("type", "default"))
+def _moe(v: Mapping[str, Any], layers: int, source: str) -> tuple[int, int, int, tuple[int, ...]]:
+    """(experts, experts per token, expert width, routed layers) of a qwen3_moe config."""
+    experts = v["num_local_experts"] if v["num_local_experts"] is not None else v["num_experts"]
+    for key, value in (("num_experts", experts), ("num_experts_per_tok", v["num_experts_per_tok"]),
+                       ("moe_intermediate_size", v["moe_intermediate_size"])):
+        if value is None:
+            raise ConfigFieldError(f"{source}: a routed-expert model needs {key} (a positive integer); it is missing")
+    if v["num_experts_per_tok"] > experts:
+        raise ConfigFieldError(f"{source}: num_experts_per_tok {v['num_experts_per_tok']} exceeds the "
+                               f"{experts} experts")
+    dense = set(v["mlp_only_layers"])
+    outside = sorted(i for i in dense if i >= layers)
+    if outside:
+        raise ConfigFieldError(f"{source}: mlp_only_layers names layer {outside[0]}, but num_hidden_layers is "
+                               f"{layers} (layers 0..{layers - 1})")
+    step = v["decoder_sparse_step"]
+    routed = tuple(i for i in range(layers) if i not in dense and (i + 1) % step == 0)
+    return experts, v["num_experts_per_tok"], v["moe_intermediate_size"], routed
+
+
+def _rope(v: Mapping[str, Any], source: str) -> RopeConfig:
+    """The rotary parameters: rope_parameters (transformers 5) over rope_scaling (earlier), then rope_theta."""
+    scaling, parameters = v["rope_scaling"] or {}, v["rope_parameters"] or {}
+    key = " / ".join(k for k, d in (("rope_scaling", scaling), ("rope_parameters", parameters)) if d)
+    where = f"{source} ({key})" if key else source
+    p = read_fields({**scaling, **parameters}, ROPE_FIELDS, where)
+    theta = p["rope_theta"] if p["rope_theta"] is not None else v["rope_theta"]
+    rope_type = p["rope_type"] or p["type"] or "default"
     if rope_type == "default":
         return RopeConfig(theta)
+    if p["factor"] is None:
+        raise ConfigFieldError(f"{where}: a {rope_type} rope_type needs factor (a finite number > 0); it is missing")
     if rope_type == "linear":
-        return RopeConfig(theta, "linear", factor=float(params["factor"]))
-    if rope_type == "llama3":
-        return RopeConfig(
-            theta, "llama3", factor=float(params["factor"]),
-            low_freq_factor=float(params.get("low_freq_factor", 1.0)),
-            high_freq_factor=float(params.get("high_freq_factor", 4.0)),
-            original_max_position=int(params.get("original_max_position_embeddings", 8192)),
-        )
-    raise UnsupportedModelError(f"{source}: rope_type {rope_type!r} is not supported; supported: default, "
-                                "linear, llama3")
+        return RopeConfig(theta, "linear", factor=p["factor"])
+    if p["high_freq_factor"] <= p["low_freq_factor"]:
+        raise ConfigFieldError(f"{where}: high_freq_factor {p['high_freq_factor']} must exceed low_freq_factor "
+                               f"{p['low_freq_factor']}")
+    return RopeConfig(
+        theta, "llama3", factor=p["factor"], low_freq_factor=p["low_freq_factor"],
+        high_freq_factor=p["high_freq_factor"], original_max_position=p["original_max_position_embeddings"],
+    )

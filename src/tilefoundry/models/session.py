@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..runtime.resource.device import resolve_device
-from .checkpoint import OpenedCheckpoint, open_checkpoint
+from ..runtime.resource.device import resolve_run_device
+from .checkpoint import OpenedCheckpoint, checkpoint_folder, open_checkpoint
+from .config import read_config
 from .generation import GenerationResult, Sampling, generate
 
 
@@ -55,17 +56,36 @@ class TextSession:
              chat: bool, allow_unused: bool = False) -> TextSession:
         """Tokenize ``prompt``, open ``ckpt`` sized for it and load the chosen backend on ``device``.
 
-        Checkpoint tensors no declared weight reads are refused unless ``allow_unused``.
+        Everything cheap is checked before anything is loaded: the backend, the token budget, the device,
+        the folder (a local one: nothing is ever downloaded), its config, the prompt. Checkpoint tensors no
+        declared weight reads are refused unless ``allow_unused``.
+
+        Raises:
+            ValueError / FileNotFoundError / UnsupportedModelError: the message names what is wrong.
         """
         if backend not in ("reference", "twin"):
             raise ValueError(f"backend must be 'reference' or 'twin', got {backend!r}")
-        if max_new_tokens < 1:
-            raise ValueError(f"--max-new-tokens must be >= 1, got {max_new_tokens}")
-        resolve_device(device)  # refuses an unknown or absent device before any work
+        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
+        if not isinstance(prompt, str) or not prompt:
+            raise ValueError("the prompt is empty; give the text to continue (or to answer, with chat)")
+        resolve_run_device(device)  # refuses an unknown, absent or data-less device before any work
+        folder = checkpoint_folder(ckpt)
+        config = read_config(folder)
         start = time.perf_counter()
-        tokenizer = load_tokenizer(ckpt)
+        tokenizer = load_tokenizer(folder)
         ids = encode_prompt(tokenizer, prompt, chat)
-        opened = open_checkpoint(ckpt, max_len=len(ids) + max_new_tokens, allow_unused=allow_unused)
+        if not ids:
+            raise ValueError(f"the prompt {prompt!r} gives no tokens with this checkpoint's tokenizer")
+        limit = config.max_position_embeddings
+        needed = len(ids) + max_new_tokens
+        if needed > limit:
+            raise ValueError(
+                f"the prompt ({len(ids)} tokens) and max_new_tokens ({max_new_tokens}) need {needed} "
+                f"positions, more than the model's {limit} (max_position_embeddings in {folder / 'config.json'}); "
+                f"ask for at most {max(limit - len(ids), 0)} new tokens"
+            )
+        opened = open_checkpoint(folder, max_len=needed, config=config, allow_unused=allow_unused)
         model = load_backend(opened, backend, device)
         return cls(opened, model, tokenizer, ids, max_new_tokens, device, time.perf_counter() - start)
 

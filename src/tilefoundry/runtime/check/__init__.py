@@ -31,7 +31,7 @@ Continuous measures run in float64 over the pairs finite on both sides. Refusals
 
 from .check import check
 from .dtypes import dtype_name
-from .errors import CheckError
+from .errors import CheckError, ResultMismatchError
 from .parse import parse_predicate
 from .predicate import Predicate, PredicateResult
 from .predicates import (
@@ -73,6 +73,7 @@ __all__ = [
     "Predicate",
     "PredicateResult",
     "Report",
+    "ResultMismatchError",
     "allclose",
     "check",
     "cosine",

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from .dtypes import dtype_name
-from .errors import CheckError
+from .errors import CheckError, ResultMismatchError
 from .flatten import clone_leaves, first_structure_difference, flatten
 from .pairs import compute_device
 from .predicate import Predicate
@@ -48,9 +48,9 @@ def check(
             Predicate instances; an input or result leaf is not a tensor (the message names its path).
         CheckError: the request breaks the contract (a ``ValueError``): a predicate needing a reference
             without one; a result holding no tensor; candidate and reference differing in structure,
-            shape or dtype at a path; an output without predicates; a path in ``expect`` that was not
-            produced; a continuous predicate on an integer/boolean output (use ``equal()``), or a
-            predicate that cannot judge the output's dtype.
+            shape or dtype at a path (:class:`ResultMismatchError`, a subclass); an output without
+            predicates; a path in ``expect`` that was not produced; a continuous predicate on an
+            integer/boolean output (use ``equal()``), or a predicate that cannot judge the output's dtype.
     """
     if not callable(candidate):
         raise TypeError(f"candidate must be callable, got {type(candidate).__name__}")
@@ -177,19 +177,19 @@ def _refuse_structure_difference(
     difference = first_structure_difference(produced, expected, "output")
     if difference is not None:
         path, on_candidate, on_reference = difference
-        raise CheckError(
+        raise ResultMismatchError(
             f"{path}: the candidate's result has a different structure from the reference's: candidate "
             f"returns {on_candidate}, reference returns {on_reference}; make the candidate return the same "
             "nesting of tuples as the reference"
         )
     for (path, c), (_, r) in zip(candidate_leaves, reference_leaves, strict=True):
         if c.shape != r.shape:
-            raise CheckError(
+            raise ResultMismatchError(
                 f"{path}: shape differs: candidate {tuple(c.shape)}, reference {tuple(r.shape)}; the "
                 "candidate must produce the reference's shape"
             )
         if c.dtype != r.dtype:
-            raise CheckError(
+            raise ResultMismatchError(
                 f"{path}: dtype differs: candidate {dtype_name(c.dtype)}, reference {dtype_name(r.dtype)}; "
                 "the candidate must produce the reference's dtype (cast inside the candidate if needed)"
             )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["CheckError"]
+__all__ = ["CheckError", "ResultMismatchError"]
 
 
 class CheckError(ValueError):
@@ -14,4 +14,12 @@ class CheckError(ValueError):
     continuous measure is asked of an integer or boolean output. The message names the output path and
     the way out. Arguments of the wrong kind (a non-tensor leaf, a non-callable) raise :class:`TypeError`
     instead.
+    """
+
+
+class ResultMismatchError(CheckError):
+    """The candidate's result differs from the reference's in structure, shape or dtype at a path.
+
+    Unlike the other refusals, this one says the candidate is wrong rather than the request: a caller
+    judging a candidate (``tilefoundry check``) reports it as the candidate's failure.
     """

@@ -20,9 +20,10 @@ from typing import Any
 from .predicate import PredicateResult
 from .text import value_text
 
-__all__ = ["OutputCheck", "Report"]
+__all__ = ["COLUMNS", "OutputCheck", "Report", "render_table"]
 
-_COLUMNS = ("path", "shape", "dtype", "ref_norm", "predicate", "bound", "measured", "verdict")
+COLUMNS = ("path", "shape", "dtype", "ref_norm", "predicate", "bound", "measured", "verdict")
+"""The columns of a report table."""
 
 
 def _json_float(value: float | None) -> float | str | None:
@@ -155,36 +156,46 @@ class Report:
         failed = self.failed
         return f"FAIL: {len(failed)} of {outputs} failed ({', '.join(o.path for o in failed)})"
 
-    def table(self) -> str:
-        """The report as an aligned text table, each output's notes under its rows, the verdict line last."""
-        rows: list[tuple[str, ...]] = []
-        notes: dict[int, list[str]] = {}
+    def rows(self) -> list[tuple[tuple[str, ...], list[str]]]:
+        """The table's rows: per predicate result, its cells (:data:`COLUMNS`) and the notes printed under it.
+
+        An output's notes follow its last row; a continuation row leaves the path columns empty.
+        """
+        rows: list[tuple[tuple[str, ...], list[str]]] = []
         for output in self.outputs:
             output_notes: list[str] = []
             for i, result in enumerate(output.results):
                 predicate = result.predicate
-                bound = predicate.bound_text
                 measured = " ".join(f"{k}={value_text(v)}" for k, v in result.values.items())
                 head: tuple[str, ...] = ("",) * 4
                 if i == 0:
                     ref_norm = "-" if output.ref_norm is None else value_text(output.ref_norm)
                     head = (output.path, str(output.shape), output.dtype, ref_norm)
-                rows.append((*head, predicate.name, bound, measured or "-", _verdict(result.passed)))
+                rows.append(((*head, predicate.name, predicate.bound_text, measured or "-", _verdict(result.passed)),
+                             []))
                 if result.note:
                     output_notes.append(f"note ({predicate.name}): {result.note}")
-            if output_notes:
-                notes[len(rows) - 1] = output_notes
-        widths = [max(len(c), *(len(r[k]) for r in rows)) for k, c in enumerate(_COLUMNS)]
+            rows[-1][1].extend(output_notes)
+        return rows
 
-        def line(cells: tuple[str, ...]) -> str:
-            return "  ".join(cell.ljust(w) for cell, w in zip(cells, widths, strict=True)).rstrip()
-
-        lines = [line(_COLUMNS), line(tuple("-" * w for w in widths))]
-        for k, row in enumerate(rows):
-            lines.append(line(row))
-            lines.extend(f"    {text}" for text in notes.get(k, ()))
-        lines.append(self.summary())
-        return "\n".join(lines)
+    def table(self) -> str:
+        """The report as an aligned text table, each output's notes under its rows, the verdict line last."""
+        return render_table(self.rows(), self.summary())
 
     def __str__(self) -> str:
         return self.table()
+
+
+def render_table(rows: list[tuple[tuple[str, ...], list[str]]], summary: str) -> str:
+    """Rows of :data:`COLUMNS` cells (each with the notes printed under it) as an aligned table, ``summary`` last."""
+    widths = [max([len(c), *(len(cells[k]) for cells, _ in rows)]) for k, c in enumerate(COLUMNS)]
+
+    def line(cells: tuple[str, ...]) -> str:
+        return "  ".join(cell.ljust(w) for cell, w in zip(cells, widths, strict=True)).rstrip()
+
+    lines = [line(COLUMNS), line(tuple("-" * w for w in widths))]
+    for cells, notes in rows:
+        lines.append(line(cells))
+        lines.extend(f"    {text}" for text in notes)
+    lines.append(summary)
+    return "\n".join(lines)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["resolve_device"]
+__all__ = ["resolve_device", "resolve_run_device"]
 
 
 def resolve_device(device: str | torch.device) -> torch.device:
@@ -39,4 +39,22 @@ def resolve_device(device: str | torch.device) -> torch.device:
         torch.empty(0, device=dev)
     except (RuntimeError, NotImplementedError) as exc:
         raise ValueError(f"device {str(device)!r} cannot hold a tensor on this machine: {exc}") from None
+    return dev
+
+
+def resolve_run_device(device: str | torch.device) -> torch.device:
+    """Return ``device`` as a ``torch.device`` a model can run on here: the CPU or a present CUDA device.
+
+    Weights, inputs and caches are real tensors, so a device that holds no data (``meta``) or one this
+    project does not run on is refused, as is one :func:`resolve_device` refuses.
+
+    Raises:
+        TypeError / ValueError: as :func:`resolve_device`; ValueError also for a device of another type.
+    """
+    dev = resolve_device(device)
+    if dev.type not in ("cpu", "cuda"):
+        raise ValueError(
+            f"device {str(device)!r} is not one a model runs on (it holds no data, or is not supported); "
+            "use cpu, cuda or cuda:N"
+        )
     return dev
