@@ -47,3 +47,15 @@ def folder_digest(folder: Path) -> dict[str, str]:
     """sha256 of every file below ``folder``, by relative path: equal digests mean nothing was written."""
     return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def add_tokenizer(folder: Path) -> None:
+    """Save a byte-level tokenizer of 256 tokens (one per byte, no merges) into ``folder``: enough for generate."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {ch: i for i, ch in enumerate(sorted(pre_tokenizers.ByteLevel.alphabet()))}
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    PreTrainedTokenizerFast(tokenizer_object=tok).save_pretrained(str(folder))

@@ -107,8 +107,8 @@ def read_json_object(path: Path) -> dict[str, Any]:
     if not isinstance(doc, dict):
         kind = {list: "list", str: "string", int: "number", float: "number", bool: "boolean"}.get(type(doc), "null")
         raise UnsupportedModelError(
-            f"{path} holds a JSON {kind}; it must hold a JSON object of fields, e.g. "
-            '{"architectures": ["LlamaForCausalLM"], "hidden_size": 2048, ...}'
+            f"{path} holds a JSON {kind}; it must hold a JSON object of fields, "
+            '{"name": value, ...}, as Hugging Face writes it'
         )
     return doc
 
