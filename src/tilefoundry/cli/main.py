@@ -59,7 +59,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     stay_offline()
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # named with the subcommand they were given to
+            command = getattr(args, "command", None) or ""
+            where = f"tilefoundry {command}".strip()
+            raise UsageError(refusal_line(command, f"unrecognized arguments: {' '.join(extra)} (see {where} --help)"))
     except UsageError as error:
         print(error, file=sys.stderr)
         return 2
