@@ -126,6 +126,8 @@ def _result_problem(value: Any, declared: Any, path: str, bindings: dict[str, in
 
 
 def _kind(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return "a tensor"
     if isinstance(value, tuple):
         return f"a tuple of {len(value)}"
     if value is None:
