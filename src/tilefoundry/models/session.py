@@ -14,11 +14,11 @@ from .generation import GenerationResult, Sampling, generate
 
 
 def load_tokenizer(folder: str | Path) -> Any:
-    """The Hugging Face tokenizer saved in the checkpoint folder."""
+    """The Hugging Face tokenizer saved in the checkpoint folder (read locally: nothing is downloaded)."""
     from transformers import AutoTokenizer
 
     try:
-        return AutoTokenizer.from_pretrained(str(folder))
+        return AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
     except (OSError, ValueError) as e:
         raise ValueError(f"{folder} holds no usable tokenizer (tokenizer.json / tokenizer_config.json): {e}") from None
 

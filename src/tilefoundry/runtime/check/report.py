@@ -140,7 +140,7 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict: ``{"passed", "outputs": [{"path", "shape", "dtype", "ref_norm", "passed",
-        "results": [{"predicate", "spec", "bounds", "values", "passed", "note"}]}]}``."""
+        "results": [{"predicate", "spec", "bounds", "equal_nan", "values", "passed", "note"}]}]}``."""
         return {"passed": self.passed, "outputs": [output.to_dict() for output in self.outputs]}
 
     def to_json(self, indent: int | None = 2) -> str:
