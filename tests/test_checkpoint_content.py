@@ -17,8 +17,7 @@ from safetensors.torch import load_file, save_file
 from tilefoundry import func, module
 from tilefoundry.cli.main import main
 from tilefoundry.dsl import ConstTensor, Tensor, tf
-from tilefoundry.ir.core.weights import WeightMismatchError
-from tilefoundry.models import generate, open_checkpoint
+from tilefoundry.models import ConfigFieldError, generate, open_checkpoint
 from tilefoundry.models.session import load_backend
 from tilefoundry.runtime.prepare import PrepareError
 from tilefoundry.runtime.resource import DictResource, SafetensorsResource
@@ -146,7 +145,8 @@ def test_generate_refuses_a_checkpoint_with_more_layers_than_its_config(tmp_path
 
 @pytest.mark.parametrize(("change", "error", "match"), [
     ({"num_hidden_layers": 2}, UnreadTensorsError, r"'model\.layers\.2\.input_layernorm\.weight'"),
-    ({"num_experts": 3, "num_local_experts": 3}, WeightMismatchError, r"weight layer0\.router: .*\(4, 64\)"),
+    ({"num_experts": 3, "num_local_experts": 3}, ConfigFieldError,
+     r"config\.json: num_experts 3 .*model\.layers\.0\.mlp\.gate\.weight is \(4, 64\)"),
 ], ids=["fewer_layers", "fewer_experts"])
 def test_a_smaller_moe_config_is_refused_before_caching(tmp_path: Path, monkeypatch, change: dict,
                                                         error: type[Exception], match: str) -> None:

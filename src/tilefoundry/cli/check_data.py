@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from ..ir.core.annotation import TensorSpec
+from ..ir.core.binding import Binder, Mismatch
 from ..ir.core.module import Module
 from ..ir.types.dim import DimVar
 from ..ir.types.tensor_type import TensorType
@@ -292,28 +293,20 @@ def read_inputs(file: str, params: Sequence[StepParam], device: str) -> tuple[An
     return tuple(_to_device(a, device) for a in args)
 
 
-class _Source:
-    """What the binding routine names in its messages: here the inputs file rather than a function."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-
 def _validate_inputs(file: str, params: Sequence[StepParam], args: Sequence[Any]) -> None:
-    """Hold every argument of a parameter whose type is known to that type, as the reference runner would.
-
-    The evaluator's own binding routine checks dtype, rank, static extents and DimVar ranges and agreement,
-    so a file the reference would refuse is refused here, naming the file, the parameter and its declaration,
-    before either side runs.
+    """Hold every argument of a parameter whose type is known to that type, by the rule the reference runner binds
+    its arguments with (:class:`~tilefoundry.ir.core.binding.Binder`: dtype, rank, static extents, DimVar ranges and
+    agreement), so a file the reference would refuse is refused here, naming the file, the parameter and its
+    declaration, before either side runs.
     """
-    from ..evaluator.run import bind_inputs
-    from ..ir.core.function import Param
-
-    typed = [(Param(p.name, p.type, False), a) for p, a in zip(params, args) if p.type is not None]
+    binder = Binder("argument")
     try:
-        bind_inputs(_Source(f"--inputs {file}"), [p for p, _ in typed], [a for _, a in typed], {})  # type: ignore[arg-type]
-    except (TypeError, ValueError) as error:
-        raise Refusal(f"{error}; store tensors of the declared types") from None
+        for p, a in zip(params, args):
+            if p.type is not None:
+                binder.bind(p.name, a, p.type)
+        binder.finish(complete=False)
+    except Mismatch as mismatch:
+        raise Refusal(f"--inputs {file}: {mismatch}; store tensors of the declared types") from None
 
 
 def _by_name(file: str, stored: dict[str, Any], names: Sequence[str]) -> tuple[Any, ...]:
