@@ -113,6 +113,24 @@ class PairOneExits:
     second = Good
 
 
+@runtime_module(Pair)
+class PairWrongNesting:
+    first = Good
+    second = Good
+
+    def forward(self, x):
+        return (self.first(x),)
+
+
+@runtime_module(Pair)
+class PairReturnsText:
+    first = Good
+    second = Good
+
+    def forward(self, x):
+        return "done"
+
+
 @runtime_module(ExitingReference)
 class ExitingReferenceTwin:
     first = Good
@@ -182,6 +200,18 @@ def test_sys_exit_at_import_of_the_model_file_fails_with_exit_1(model: Path,
     assert status == 1 and data["passed"] is False and data["outputs"] == []
     assert data["raised"] == [{"label": f"import {exiting}", "side": "model file", "exception": "SystemExit",
                                "error": "SystemExit: 0"}]
+
+
+@pytest.mark.parametrize(("target", "words"), [
+    ("PairWrongNesting", "returned a wrong result: output: the candidate's result has a different structure"),
+    ("PairReturnsText", "returned a wrong result: its result is not tensors: output is a value of type str"),
+])
+def test_a_twin_step_returning_the_wrong_kind_of_result_fails(model: Path, capsys: pytest.CaptureFixture[str],
+                                                              target: str, words: str) -> None:
+    status, out, err = run(capsys, f"{model}:{target}", "--expect", TOL)
+    assert status == 1 and err == ""
+    assert failed_row(out, "forward")[-3:] == ["wrong", "result", "FAIL"]
+    assert f"note: the twin {words}" in out
 
 
 def test_sys_exit_in_the_reference_fails_with_exit_1(model: Path, capsys: pytest.CaptureFixture[str]) -> None:
