@@ -54,7 +54,6 @@ def checked(convert: Callable[[str], Any], check: Callable[[Any], Any] | None = 
                 value = result
         return value
 
-    parse.__name__ = what
     return parse
 
 
