@@ -24,7 +24,7 @@ from tilefoundry.models import (
     read_config,
 )
 from tilefoundry.models.checkpoint import is_prepared
-from tilefoundry.runtime.resource import CheckpointError, SafetensorsResource
+from tilefoundry.runtime.resource import CheckpointError, DictResource, SafetensorsResource
 
 from .hf_models import add_tokenizer, folder_digest, make_checkpoint
 from .refusals import refused
@@ -278,3 +278,11 @@ def test_module_prepare_into_a_folder_with_a_non_utf8_index_is_refused_by_name(t
     with pytest.raises(FileExistsError, match="is not a prepared checkpoint directory"):
         Tiny.prepare(SafetensorsResource(str(raw), device="cpu"), str(out))
     assert folder_digest(out) == before
+
+
+@pytest.mark.parametrize("device", ["meta", *([] if torch.cuda.is_available() else ["cuda"])])
+def test_module_prepare_refuses_a_device_it_cannot_run_on(tmp_path: Path, device: str) -> None:
+    raw = DictResource({"w": torch.ones(4)})
+    with pytest.raises(ValueError, match=rf"prepare: device '{device}'"):
+        Tiny.prepare(raw, str(tmp_path / "out"), device=device)
+    assert not (tmp_path / "out").exists()

@@ -34,6 +34,7 @@ from ..ir.core.loaded import LoadedModule
 from ..ir.core.module import Module, converters_of, variant_only_weights
 from ..ir.core.weights import NodeWeights, converter_hint
 from .resource import prepared
+from .resource.device import resolve_run_device
 
 __all__ = ["PrepareError", "prepare_module"]
 
@@ -131,6 +132,10 @@ def prepare_module(mod: Module, raw: Any, out_dir: str | os.PathLike[str], *, de
         dev = torch.device(device)
     except (RuntimeError, TypeError) as e:
         raise ValueError(f"prepare: torch does not know the device {device!r}: {e}") from None
+    try:
+        resolve_run_device(dev)  # absent (CUDA without a GPU) or data-less (meta): refused, not ignored
+    except ValueError as e:
+        raise ValueError(f"prepare: {e}") from None
     patterns = _unused_patterns(allow_unused)
     files = getattr(raw, "files", None)
     inputs = [*(files() if callable(files) else ()), *map(Path, companions)]
