@@ -54,6 +54,23 @@ void refused() {
   ops::reduce<ops::sum_op, cute::seq<0, 1> >(xs, ys);
 #elif defined(CASE_GRID_SYNC_ON_CPU)
   ops::sync<ops::SyncKind::grid>(nullptr);
+#elif defined(CASE_COPY_BOTH_NAMESPACES)
+  // tilefoundry::copy (whole tensor) and ops::copy (local view) both visible: no silent pick.
+  using namespace tilefoundry::ops;
+  float x[4], y[4];
+  auto layout = cute::make_layout(cute::make_shape(cute::Int<4>{}));
+  auto mesh = make_mesh<TS::cta>(cute::make_layout(cute::make_shape(4)));
+  auto sl = make_shard_layout(layout, cute::make_tuple(shard::S<0>{}), mesh);
+  auto xs = make_shard_tensor(cute::make_tensor(&x[0], layout), layout, sl);
+  auto ys = make_shard_tensor(cute::make_tensor(&y[0], layout), layout, sl);
+  copy(xs, ys);
+#elif defined(CASE_WHOLE_COPY_OF_PLAIN_TENSORS)
+  float x[4], y[4];
+  tilefoundry::copy(cute::make_tensor(&x[0], cute::make_shape(4)),
+                    cute::make_tensor(&y[0], cute::make_shape(4)));
+#elif defined(CASE_SHARD_PARTITION_OF_PLAIN_TENSOR)
+  float x[4];
+  shard_partition(cute::make_tensor(&x[0], cute::make_shape(4)));
 #elif defined(CASE_MESH_MISMATCH)
   auto mesh = make_mesh<TS::cta, TS::thread>(
       cute::make_layout(cute::make_shape(cute::Int<4>{}, cute::Int<3>{})));

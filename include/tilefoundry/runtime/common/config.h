@@ -37,3 +37,12 @@
 
 // Program queries back the host-device view helpers (local(), Mesh::local_index).
 #define TILEFOUNDRY_PROGRAM_QUERY TILEFOUNDRY_HOST_DEVICE
+
+// A namespace-scope function object usable from host and device code (tilefoundry::copy). nvcc's
+// device pass needs the object in device memory, where a namespace-scope constexpr object has
+// internal linkage; the host pass and g++ see an ordinary inline variable.
+#if defined(__CUDA_ARCH__)
+#define TILEFOUNDRY_GLOBAL_CONSTANT __device__ constexpr
+#else
+#define TILEFOUNDRY_GLOBAL_CONSTANT inline constexpr
+#endif

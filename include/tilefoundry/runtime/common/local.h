@@ -1,4 +1,5 @@
-// local() and shard_partition (spec 2.10, 3.3): the view one execution instance owns.
+// local() and shard_partition (spec 2.10, 3.3): the view one execution instance owns, of a
+// ShardTensor or of a cute::Tensor whose layout is a ShardLayout (spec 2.9).
 #pragma once
 
 #include <tilefoundry/runtime/common/config.h>
@@ -79,14 +80,11 @@ CUTE_HOST_DEVICE constexpr auto shard_layout_local_shape(ShardLayout<L, A, M> co
 
 namespace detail {
 
-template <class Iterator, class E, class GL, class SL>
-CUTE_HOST_DEVICE auto project(Iterator base, ShardTensor<E, GL, SL> const& t) {
-  auto const& sl = t.shard_layout;
-  static_assert(attr_count<decltype(sl.attrs)> == std::remove_reference_t<decltype(sl.mesh)>::rank,
-                "ShardLayout: one shard attribute per mesh axis");
+template <class Iterator, class L, class A, class M>
+CUTE_HOST_DEVICE auto project(Iterator base, ShardLayout<L, A, M> const& sl) {
+  static_assert(attr_count<A> == M::rank, "ShardLayout: one shard attribute per mesh axis");
   auto coord = sl.mesh.local_index();
-  auto offset =
-      local_offset(sl, coord, std::make_integer_sequence<int, attr_count<decltype(sl.attrs)>>{});
+  auto offset = local_offset(sl, coord, std::make_integer_sequence<int, attr_count<A>>{});
   return cute::make_tensor(base + offset, cute::make_layout(shard_layout_local_shape(sl),
                                                             cute::wrap(sl.layout.stride())));
 }
@@ -99,13 +97,25 @@ CUTE_HOST_DEVICE auto project(Iterator base, ShardTensor<E, GL, SL> const& t) {
  */
 template <class E, class GL, class SL>
 CUTE_HOST_DEVICE auto local(ShardTensor<E, GL, SL> const& t) noexcept {
-  return detail::project(t.engine.data(), t);
+  return detail::project(t.engine.data(), t.shard_layout);
 }
 
 // A shard tensor that owns its storage (a register fragment) projects to a writable view.
 template <class E, class GL, class SL>
 CUTE_HOST_DEVICE auto local(ShardTensor<E, GL, SL>& t) noexcept {
-  return detail::project(t.engine.data(), t);
+  return detail::project(t.engine.data(), t.shard_layout);
+}
+
+// A cute::Tensor whose layout is a ShardLayout is distributed (spec 2.9): its engine is what the
+// current instance holds, its layout the canonical one, so it projects by the same formula.
+template <class E, class L, class A, class M>
+CUTE_HOST_DEVICE auto local(cute::Tensor<E, ShardLayout<L, A, M>> const& t) noexcept {
+  return detail::project(t.data(), t.layout());
+}
+
+template <class E, class L, class A, class M>
+CUTE_HOST_DEVICE auto local(cute::Tensor<E, ShardLayout<L, A, M>>& t) noexcept {
+  return detail::project(t.data(), t.layout());
 }
 
 /**

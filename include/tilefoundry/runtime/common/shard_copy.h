@@ -1,11 +1,20 @@
-// tilefoundry::copy (spec 2.8): the full tensor between a ShardTensor and a plain tensor. "Full"
-// means the shard tensor's whole engine, not this instance's local() view; elements pair up by
-// their 1-D index and convert to the destination's element type.
+// tilefoundry::copy (spec 2.8): the full tensor between a distributed tensor (a ShardTensor, or a
+// cute::Tensor whose layout is a ShardLayout) and a plain one. "Full" means the whole engine, not
+// this instance's local() view; elements pair up by their 1-D index and convert to the
+// destination's element type.
+//
+// tilefoundry::copy is a function object, not a set of function templates, so that
+// argument-dependent lookup never finds it: an unqualified copy(a, b) on ShardTensors under
+// `using namespace tilefoundry::ops` means ops::copy, which copies this instance's local views,
+// and an overload found through the arguments' namespace would silently copy whole tensors
+// instead (it is the better match for a ShardTensor). Called as tilefoundry::copy(...), or
+// unqualified under `using namespace tilefoundry`, it is exactly the spec's entry; with both
+// namespaces open, an unqualified copy is ambiguous and does not compile.
 #pragma once
 
 #include <tilefoundry/runtime/common/config.h>
+#include <tilefoundry/runtime/common/distributed.h>
 #include <tilefoundry/runtime/common/numeric.h>
-#include <tilefoundry/runtime/common/shard_tensor.h>
 
 namespace tilefoundry {
 namespace detail {
@@ -21,32 +30,25 @@ CUTE_HOST_DEVICE void copy_full(S const& src, D&& dst) {
   for (int i = 0; i < int(cute::size(dst)); ++i) dst(i) = convert<V>(src(i));
 }
 
+struct whole_tensor_copy {
+  /**
+   * @brief Copy the full tensor, shard -> plain, plain -> shard (or shard -> shard).
+   * @param src the source: a ShardTensor, a distributed cute tensor or a plain cute tensor
+   * @param dst the destination, likewise; at least one of the two is distributed
+   */
+  template <class Src, class Dst>
+  CUTE_HOST_DEVICE void operator()(Src const& src, Dst&& dst) const {
+    static_assert(is_distributed_v<Src> || is_distributed_v<Dst>,
+                  "tilefoundry::copy copies a whole distributed tensor (a ShardTensor, or a "
+                  "tensor whose layout is a ShardLayout) to or from a plain one; between two "
+                  "plain tensors call ops::copy or cute::copy");
+    copy_full(whole_of(src), whole_of(dst));
+  }
+};
+
 }  // namespace detail
 
-/**
- * @brief Copy the full tensor, shard -> plain.
- * @param src the shard-tensor source
- * @param dst the plain destination tensor
- */
-template <class T, class GL, class SL, class DT, class = std::enable_if_t<!is_shard_tensor_v<DT>>>
-CUTE_HOST_DEVICE void copy(ShardTensor<T, GL, SL> const& src, DT&& dst) {
-  detail::copy_full(src.engine, dst);
-}
-
-/**
- * @brief Copy the full tensor, plain -> shard.
- * @param src the plain source tensor
- * @param dst the shard-tensor destination
- */
-template <class ST, class T, class GL, class SL, class = std::enable_if_t<!is_shard_tensor_v<ST>>>
-CUTE_HOST_DEVICE void copy(ST const& src, ShardTensor<T, GL, SL>& dst) {
-  detail::copy_full(src, dst.engine);
-}
-
-/// Shard -> shard, so that two shard tensors are not an ambiguous call.
-template <class T, class GL, class SL, class U, class GM, class SM>
-CUTE_HOST_DEVICE void copy(ShardTensor<T, GL, SL> const& src, ShardTensor<U, GM, SM>& dst) {
-  detail::copy_full(src.engine, dst.engine);
-}
+/// The full-tensor copy between a distributed tensor and a plain one (spec 2.8).
+TILEFOUNDRY_GLOBAL_CONSTANT detail::whole_tensor_copy copy{};
 
 }  // namespace tilefoundry

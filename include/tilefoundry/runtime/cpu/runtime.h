@@ -3,6 +3,7 @@
 #pragma once
 
 #include <tilefoundry/runtime/common/config.h>
+#include <tilefoundry/runtime/common/cute_algorithms.h>
 #include <tilefoundry/runtime/common/topology.h>
 #include <tilefoundry/runtime/cpu/program.h>
 #include <tilefoundry/runtime/common/numeric.h>
@@ -10,6 +11,7 @@
 #include <tilefoundry/runtime/common/shard_layout.h>
 #include <tilefoundry/runtime/common/mesh.h>
 #include <tilefoundry/runtime/common/shard_tensor.h>
+#include <tilefoundry/runtime/common/distributed.h>
 #include <tilefoundry/runtime/common/local.h>
 #include <tilefoundry/runtime/common/shard_copy.h>
 #include <tilefoundry/runtime/cpu/ops/fill.h>

@@ -1,9 +1,11 @@
-// How an op entry reads its operands: a ShardTensor through the view this instance owns
-// (local()), a plain CuTe tensor as a non-owning view of itself. Views keep the iterator, so the
-// residency tag (gmem / smem / rmem) survives into the op.
+// How an op entry reads its operands: a distributed tensor (a ShardTensor, or a cute::Tensor whose
+// layout is a ShardLayout) through the view this instance owns (local()), a plain CuTe tensor as
+// a non-owning view of itself. Views keep the iterator, so the residency tag (gmem / smem / rmem)
+// survives into the op.
 #pragma once
 
 #include <tilefoundry/runtime/common/config.h>
+#include <tilefoundry/runtime/common/distributed.h>
 #include <tilefoundry/runtime/common/local.h>
 #include <tilefoundry/runtime/common/numeric.h>
 
@@ -16,7 +18,7 @@ using namespace ::tilefoundry::detail;
 
 template <class T>
 CUTE_HOST_DEVICE auto view_of(T&& t) {
-  if constexpr (is_shard_tensor_v<T>) {
+  if constexpr (is_distributed_v<T>) {
     return local(t);
   } else {
     static_assert(cute::is_tensor<cute::remove_cvref_t<T>>::value,
@@ -27,7 +29,7 @@ CUTE_HOST_DEVICE auto view_of(T&& t) {
 
 template <class T>
 constexpr bool is_tensor_operand_v =
-    is_shard_tensor_v<T> || cute::is_tensor<cute::remove_cvref_t<T>>::value;
+    is_distributed_v<T> || cute::is_tensor<cute::remove_cvref_t<T>>::value;
 
 }  // namespace detail
 }  // namespace ops

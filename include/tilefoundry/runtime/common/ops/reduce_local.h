@@ -65,8 +65,8 @@ CUTE_HOST_DEVICE auto reduced_count(Shape const& shape) {
 
 template <class Src>
 CUTE_HOST_DEVICE auto full_shape(Src const& src) {
-  if constexpr (is_shard_tensor_v<Src>) {
-    return src.shard_layout.layout.shape();
+  if constexpr (is_distributed_v<Src>) {
+    return shard_layout_of(src).layout.shape();
   } else {
     return src.shape();
   }

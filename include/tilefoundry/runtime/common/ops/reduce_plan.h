@@ -207,8 +207,8 @@ constexpr bool is_pow2(long x) { return x > 0 && (x & (x - 1)) == 0; }
 template <class Op, class Axes, class Src, class Dst>
 struct reduce_plan {
   static_assert(sizeof(Src) == 0,
-                "ops::reduce: src and dst are both ShardTensors over one Mesh type, or both plain "
-                "CuTe tensors");
+                "ops::reduce: src and dst are both distributed (ShardTensors, or tensors whose "
+                "layout is a ShardLayout) over one Mesh type, or both plain CuTe tensors");
 };
 
 // Plain operands: the thread reduces what it holds.
@@ -236,10 +236,9 @@ struct plain_reduce_plan {
   static constexpr int dst_broadcast_axis = -1;
 };
 
-template <class Op, class Axes, class SE, class SG, class SLay, class SAttrs, class MeshT, class DE,
-          class DG, class DLay, class DAttrs>
-struct reduce_plan<Op, Axes, ShardTensor<SE, SG, ShardLayout<SLay, SAttrs, MeshT>>,
-                   ShardTensor<DE, DG, ShardLayout<DLay, DAttrs, MeshT>>> {
+// Distributed operands: the plan reads only their shard layouts.
+template <class Op, class Axes, class SLay, class SAttrs, class MeshT, class DLay, class DAttrs>
+struct reduce_plan<Op, Axes, ShardLayout<SLay, SAttrs, MeshT>, ShardLayout<DLay, DAttrs, MeshT>> {
   static constexpr int rank = cute::tuple_size<decltype(cute::wrap(SLay{}.shape()))>::value;
   static constexpr int dst_rank = cute::tuple_size<decltype(cute::wrap(DLay{}.shape()))>::value;
   using split = axis_split<rank, Axes>;
@@ -385,11 +384,22 @@ struct reduce_plan<Op, Axes, ShardTensor<SE, SG, ShardLayout<SLay, SAttrs, MeshT
   }();
 };
 
+// What the plan of a distributed operand is keyed on: its shard layout. A plain operand beside a
+// distributed one stays itself, which no specialisation matches (refused above).
+template <class T, bool = is_distributed_v<T>>
+struct plan_key {
+  using type = cute::remove_cvref_t<T>;
+};
+template <class T>
+struct plan_key<T, true> {
+  using type = shard_layout_t<T>;
+};
+
 template <class Op, class Axes, class Src, class Dst>
-using reduce_plan_t =
-    std::conditional_t<is_shard_tensor_v<Src> || is_shard_tensor_v<Dst>,
-                       reduce_plan<Op, Axes, cute::remove_cvref_t<Src>, cute::remove_cvref_t<Dst>>,
-                       plain_reduce_plan<Op, Axes, Src, Dst>>;
+using reduce_plan_t = std::conditional_t<
+    is_distributed_v<Src> || is_distributed_v<Dst>,
+    reduce_plan<Op, Axes, typename plan_key<Src>::type, typename plan_key<Dst>::type>,
+    plain_reduce_plan<Op, Axes, Src, Dst>>;
 
 }  // namespace detail
 }  // namespace ops

@@ -14,11 +14,11 @@ namespace detail {
 // per instance, so every instance stores its own.
 template <class Plan, class DstView, class Dst, std::size_t... I>
 TILEFOUNDRY_DEVICE bool stores_result(Dst const& dst, std::index_sequence<I...>) {
-  if constexpr (!is_shard_tensor_v<Dst> || is_rmem_view_v<DstView> || sizeof...(I) == 0) {
+  if constexpr (!is_distributed_v<Dst> || is_rmem_view_v<DstView> || sizeof...(I) == 0) {
     (void)dst;
     return true;
   } else {
-    auto const coord = dst.shard_layout.mesh.local_index();
+    auto const coord = shard_layout_of(dst).mesh.local_index();
     return ((cute::get<Plan::template dst_broadcast_axis<I>>(coord) == 0) && ...);
   }
 }
