@@ -6,6 +6,7 @@
 #include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/ops/binary_ops.h>
 #include <tilefoundry/runtime/common/ops/broadcast.h>
+#include <tilefoundry/runtime/common/ops/fast_path.h>
 
 namespace tilefoundry {
 namespace ops {
@@ -39,26 +40,34 @@ struct element_type<cute::Tensor<E, L>> {
   using type = detail::value_t<cute::Tensor<E, L>>;
 };
 
-template <class Op>
-struct Binary {
-  template <class A, class B, class Out>
-  static TILEFOUNDRY_DEVICE void run(Op const& op, A const& a, B const& b, Out const& out) {
-    using D = detail::value_t<Out>;
-    using C = std::common_type_t<detail::compute_t<typename element_type<A>::type>,
-                                 detail::compute_t<typename element_type<B>::type>>;
-    auto va = operand(a, out.shape());
-    auto vb = operand(b, out.shape());
-    int const n = static_cast<int>(cute::size(out));
-    CUTE_UNROLL
-    for (int i = 0; i < n; ++i) {
-      C const x = static_cast<C>(detail::to_compute(element(va, i)));
-      C const y = static_cast<C>(detail::to_compute(element(vb, i)));
-      out(i) = detail::convert<D>(op(x, y));
-    }
+// The elementwise function: op on the common compute type C of the two operands.
+template <class Op, class C>
+struct on_compute {
+  Op const& op;
+  template <class X, class Y>
+  TILEFOUNDRY_DEVICE auto operator()(X const& x, Y const& y) const {
+    return op(static_cast<C>(detail::to_compute(x)), static_cast<C>(detail::to_compute(y)));
   }
 };
 
-// A ShardTensor operand is read through its local view; a scalar is no tensor and passes as is.
+template <class A, class B>
+using compute_of_t = std::common_type_t<detail::compute_t<typename element_type<A>::type>,
+                                        detail::compute_t<typename element_type<B>::type>>;
+
+template <class Op>
+struct Binary {
+  // a and b are already broadcast to out's shape (or scalars).
+  template <class A, class B, class Out>
+  static TILEFOUNDRY_DEVICE void run(Op const& op, A const& a, B const& b, Out const& out) {
+    using D = detail::value_t<Out>;
+    on_compute<Op, compute_of_t<A, B>> const f{op};
+    int const n = static_cast<int>(cute::size(out));
+    CUTE_UNROLL
+    for (int i = 0; i < n; ++i) out(i) = detail::convert<D>(f(element(a, i), element(b, i)));
+  }
+};
+
+// A distributed operand is read through its local view; a scalar is no tensor and passes as is.
 template <class X>
 TILEFOUNDRY_DEVICE auto entry_operand(X const& x) {
   if constexpr (detail::is_tensor_operand_v<X>) {
@@ -68,9 +77,15 @@ TILEFOUNDRY_DEVICE auto entry_operand(X const& x) {
   }
 }
 
-template <class Op, class A, class B, class Out>
-TILEFOUNDRY_DEVICE void apply(Op const& op, A const& a, B const& b, Out&& out) {
-  Binary<Op>::run(op, entry_operand(a), entry_operand(b), detail::view_of(out));
+template <class Op, class A, class B, class Out, class Fast = detail::no_fast_path>
+TILEFOUNDRY_DEVICE void apply(Op const& op, A const& a, B const& b, Out&& out,
+                              Fast const& fast = {}) {
+  auto const o = detail::view_of(out);
+  auto const va = operand(entry_operand(a), o.shape());
+  auto const vb = operand(entry_operand(b), o.shape());
+  using C = compute_of_t<cute::remove_cvref_t<decltype(va)>, cute::remove_cvref_t<decltype(vb)>>;
+  if (fast(on_compute<Op, C>{op}, o, va, vb)) return;
+  Binary<Op>::run(op, va, vb, o);
 }
 
 }  // namespace binary_impl

@@ -3,12 +3,23 @@
 #pragma once
 
 #include <tilefoundry/runtime/common/config.h>
+#include <tilefoundry/runtime/common/ops/fast_path.h>
 #include <tilefoundry/runtime/common/ops/operand.h>
 #include <tilefoundry/runtime/common/ops/unary_ops.h>
 
 namespace tilefoundry {
 namespace ops {
 namespace unary_impl {
+
+// The elementwise function: op on the compute type (float for 16-bit storage).
+template <class Op>
+struct on_compute {
+  Op const& op;
+  template <class X>
+  TILEFOUNDRY_DEVICE auto operator()(X const& x) const {
+    return op(detail::to_compute(x));
+  }
+};
 
 template <class Op>
 struct Unary {
@@ -24,21 +35,28 @@ struct Unary {
       static_assert(decltype(cute::size(src))::value == decltype(cute::size(dst))::value,
                     "ops::unary: source and destination sizes differ");
     }
+    on_compute<Op> const f{op};
     int const n = static_cast<int>(cute::size(dst));
     CUTE_UNROLL
     for (int i = 0; i < n; ++i) {
       if constexpr (counted) {
         if (i >= op.n) break;
       }
-      dst(i) = detail::convert<D>(op(detail::to_compute(src(i))));
+      dst(i) = detail::convert<D>(f(src(i)));
     }
   }
 };
 
-// The entry's operands may be ShardTensors; the skeleton reads views.
-template <class Op, class Src, class Dst>
-TILEFOUNDRY_DEVICE void apply(Op const& op, Src const& src, Dst&& dst) {
-  Unary<Op>::run(op, detail::view_of(src), detail::view_of(dst));
+// The entry's operands may be distributed; the skeleton reads views. A counted copy (copy_n_op)
+// stops part way, so it never takes the fast path.
+template <class Op, class Src, class Dst, class Fast = detail::no_fast_path>
+TILEFOUNDRY_DEVICE void apply(Op const& op, Src const& src, Dst&& dst, Fast const& fast = {}) {
+  auto const s = detail::view_of(src);
+  auto const d = detail::view_of(dst);
+  if constexpr (!std::is_base_of_v<copy_n_op, Op>) {
+    if (fast(on_compute<Op>{op}, d, s)) return;
+  }
+  Unary<Op>::run(op, s, d);
 }
 
 }  // namespace unary_impl

@@ -1,11 +1,14 @@
-// ops::copy on the CUDA target: elementwise through the unary skeleton, or 16/8/4-byte words when
-// the views allow it (vector.cuh). A small static copy loads every word before storing any, so
-// all its loads are in flight together.
+// ops::copy on the CUDA target. Between two memory (gmem / smem) views of one element type it
+// moves 16-, 8- or 4-byte words when the views allow it (vector.cuh), bit for bit; a small static
+// copy loads every word before storing any, so all its loads are in flight together. Any other
+// copy, converting ones (bf16 -> float) and those into or out of registers included, is the
+// unary family's identity, with its 16-byte vector path (common/ops/vector_groups.h).
 #pragma once
 
 #include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/ops/unary_impl.h>
 #include <tilefoundry/runtime/cuda/ops/vector.cuh>
+#include <tilefoundry/runtime/common/ops/vector_groups.h>
 
 namespace tilefoundry {
 namespace ops {
@@ -27,6 +30,10 @@ __device__ __forceinline__ void copy_words(S const& s, D const& d) {
   }
 }
 
+template <class V>
+constexpr bool is_memory_view_v =
+    !cute::is_rmem<cute::remove_cvref_t<decltype(std::declval<V const&>().data())>>::value;
+
 }  // namespace detail
 
 /// dst(i) = src(i), converting the element type; sizes must match.
@@ -34,11 +41,13 @@ template <class Src, class Dst>
 __device__ void copy(Src const& src, Dst&& dst) {
   auto const s = detail::view_of(src);
   auto const d = detail::view_of(dst);
-  auto words = [](auto const& vs, auto const& vd) { detail::copy_words(vs, vd); };
-  if (detail::with_vectors<16>(s, d, words)) return;
-  if (detail::with_vectors<8>(s, d, words)) return;
-  if (detail::with_vectors<4>(s, d, words)) return;
-  unary_impl::Unary<identity_op>::run(identity_op{}, s, d);
+  if constexpr (detail::is_memory_view_v<decltype(s)> && detail::is_memory_view_v<decltype(d)>) {
+    auto words = [](auto const& vs, auto const& vd) { detail::copy_words(vs, vd); };
+    if (detail::with_vectors<16>(s, d, words)) return;
+    if (detail::with_vectors<8>(s, d, words)) return;
+    if (detail::with_vectors<4>(s, d, words)) return;
+  }
+  unary_impl::apply(identity_op{}, s, d, detail::vector_path{});
 }
 
 }  // namespace ops
