@@ -118,7 +118,15 @@ CUTE_HOST_DEVICE constexpr auto group_coord(Shape const& s, Stride const& d, Id 
   } else {
     auto unit = group_unit<B, E>(s, d, no_stride_yet{});
     auto strides = cute::transform(cute::take<B, E>(d), [&](auto x) { return x / unit; });
-    return cute::idx2crd(id, cute::take<B, E>(s), strides);
+    if constexpr (E == B + 1 &&
+                  cute::is_constant<1,
+                                    cute::remove_cvref_t<decltype(cute::get<0>(strides))>>::value) {
+      // The level's one axis spans its device count, so the id is the coordinate: no modulo
+      // (a division when the extent is launch-provided).
+      return cute::make_tuple(id);
+    } else {
+      return cute::idx2crd(id, cute::take<B, E>(s), strides);
+    }
   }
 }
 

@@ -15,7 +15,9 @@
 // Exchange axes of extent 1 are no exchange at all. An exchange axis on the cta level is refused
 // ("a reduction whose reduced axis crosses CTA boundaries is not supported"). On the thread level
 // an axis is a lane axis when its instances lie in one warp at power-of-two lane distances, a
-// warp axis when its stride is a whole number of warps. The tier follows:
+// warp axis when its stride is a whole number of warps, and both when it runs through whole warps
+// at a stride that divides 32 (one axis of 256 threads: shuffles within each warp, then across the
+// 8 warps). The tier follows:
 //   no exchange -> plain;  lane axes only -> intra_warp;  warp axes only -> cross_warp;
 //   both -> intra_cta.
 // Plain operands (no ShardLayout) always take the plain tier: each thread reduces what it holds.
@@ -318,6 +320,12 @@ struct reduce_plan<Op, Axes, ShardLayout<SLay, SAttrs, MeshT>, ShardLayout<DLay,
         for (long b = 1; b < e; b <<= 1) x.lane_masks[x.n_lane_masks++] = static_cast<int>(d * b);
       } else if (d % 32 == 0) {
         x.warp_axes[x.n_warp_axes++] = exchange_axis{m, d, e};
+      } else if (32 % d == 0 && (d * e) % 32 == 0) {
+        // Spans whole warps (256 threads as one axis): lanes within each warp, then the warps.
+        for (long b = 1; b < 32 / d; b <<= 1) {
+          x.lane_masks[x.n_lane_masks++] = static_cast<int>(d * b);
+        }
+        x.warp_axes[x.n_warp_axes++] = exchange_axis{m, 32, d * e / 32};
       } else {
         x.error = exchange_error::straddles_warp;
         return x;

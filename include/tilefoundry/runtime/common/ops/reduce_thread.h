@@ -33,17 +33,30 @@ TILEFOUNDRY_DEVICE constexpr void check_sizes() {
   }
 }
 
+// How a tier reads its source before folding it: as it is (no_staging), or, on the CUDA target, a
+// small static source in memory first copied into registers through the 16-byte vector path, so
+// that the fold does not load one element at a time. Both fold the same elements in the same
+// order.
+struct no_staging {
+  template <class View>
+  TILEFOUNDRY_DEVICE View const& operator()(View const& v) const {
+    return v;
+  }
+};
+
 // The tiers that keep every partial in registers (plain, intra_warp) differ only in how a
 // thread's own fold is completed before it is stored: not at all, or by lane shuffles. One body
 // serves both, so that they cannot disagree on sizes, the mean's count or which instance stores.
-template <class Op, class Axes, class Src, class Dst, class Complete>
-TILEFOUNDRY_DEVICE void reduce_in_registers(Src const& src, Dst&& dst, Complete const& complete) {
+template <class Op, class Axes, class Src, class Dst, class Stage, class Complete>
+TILEFOUNDRY_DEVICE void reduce_in_registers(Src const& src, Dst&& dst, Stage const& stage,
+                                            Complete const& complete) {
   using Plan = reduce_plan_t<Op, Axes, Src, Dst>;
-  auto const s = view_of(src);
+  auto const view = view_of(src);
   auto const d = view_of(dst);
-  check_sizes<Plan, decltype(s), decltype(d)>();
-  using Acc = compute_t<value_t<decltype(s)>>;
+  check_sizes<Plan, decltype(view), decltype(d)>();
+  using Acc = compute_t<value_t<decltype(view)>>;
   using D = value_t<decltype(d)>;
+  auto const& s = stage(view);
   auto const count = reduced_count<typename Plan::split>(full_shape(src));
   auto const dl = dst_kept_layout<Plan>(d);
   bool const store =
@@ -55,9 +68,9 @@ TILEFOUNDRY_DEVICE void reduce_in_registers(Src const& src, Dst&& dst, Complete 
   }
 }
 
-template <class Op, class Axes, class Src, class Dst>
-TILEFOUNDRY_DEVICE void reduce_plain_tier(Src const& src, Dst&& dst) {
-  reduce_in_registers<Op, Axes>(src, dst, [](auto acc) { return acc; });
+template <class Op, class Axes, class Src, class Dst, class Stage = no_staging>
+TILEFOUNDRY_DEVICE void reduce_plain_tier(Src const& src, Dst&& dst, Stage const& stage = {}) {
+  reduce_in_registers<Op, Axes>(src, dst, stage, [](auto acc) { return acc; });
 }
 
 }  // namespace detail
