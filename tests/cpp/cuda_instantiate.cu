@@ -53,6 +53,7 @@ __device__ void every_tier(T const* x, float* y, float* ws_raw) {
   Rows<T const> rows{x};
   auto xs = rows.shard(shard::S<0>{}, shard::S<1>{}, shard::S<2>{});
   auto ws = cute::make_tensor(cute::make_smem_ptr(ws_raw), cute::make_shape(Int<256>{}));
+  auto ws2 = cute::make_tensor(cute::make_smem_ptr(ws_raw), cute::make_shape(Int<512>{}));
   int const g = gridDim.x;
   Out<T> out{y};
   // plain: each thread reduces its own pair
@@ -82,6 +83,10 @@ __device__ void every_tier(T const* x, float* y, float* ws_raw) {
   static_assert(reduce_plan_t<Op, seq<1, 2, 3>, decltype(xs), decltype(yc)>::tier ==
                 reduce_tier::intra_cta);
   ops::reduce<Op, seq<1, 2, 3>>(xs, yc, ws);
+  // the same two through a reduce_workspace: one barrier each, halves alternating
+  auto dw = ops::make_reduce_workspace(ws2);
+  ops::reduce<Op, seq<1>>(xs, yx, dw);
+  ops::reduce<Op, seq<1, 2, 3>>(xs, yc, dw);
   // plain operands
   ops::reduce<Op, seq<0>>(cute::make_tensor(x, cute::make_shape(Int<8>{})),
                           cute::make_tensor(y, cute::make_shape(Int<1>{})));
@@ -90,7 +95,7 @@ __device__ void every_tier(T const* x, float* y, float* ws_raw) {
 }  // namespace
 
 __global__ void reduce_kernels(float const* xf, bf16 const* xb, float* y) {
-  __shared__ float ws[256];
+  __shared__ float ws[512];
   every_tier<ops::sum_op>(xf, y, ws);
   every_tier<ops::mean_op>(xf, y, ws);
   every_tier<ops::max_op>(xf, y, ws);
@@ -101,6 +106,60 @@ __global__ void reduce_kernels(float const* xf, bf16 const* xb, float* y) {
   every_tier<ops::max_op>(xb, y, ws);
   every_tier<ops::min_op>(xb, y, ws);
   every_tier<ops::absmax_op>(xb, y, ws);
+}
+
+// 128 threads as one mesh axis: lanes within each warp, then the 4 warps; a bf16 row of 1024 in
+// strips of 8 per thread, reduced from gmem through the vector path into registers.
+__global__ void one_thread_axis_kernel(bf16 const* x, float* y) {
+  __shared__ float ws[256];
+  int const g = gridDim.x;
+  auto mesh = make_mesh<TS::cta, TS::thread>(
+      cute::make_layout(cute::make_shape(g, Int<128>{}), cute::make_stride(Int<1>{}, Int<1>{})));
+  auto xl = cute::make_layout(cute::make_shape(g, Int<128>{}, Int<8>{}),
+                              cute::make_stride(Int<1024>{}, Int<8>{}, Int<1>{}));
+  auto yl = cute::make_layout(cute::make_shape(g, Int<1>{}, Int<1>{}),
+                              cute::make_stride(Int<1>{}, Int<0>{}, Int<0>{}));
+  auto xs = tilefoundry::make_tensor(
+      cute::make_gmem_ptr(x),
+      make_shard_layout(xl, cute::make_tuple(shard::S<0>{}, shard::S<1>{}), mesh));
+  auto ys = tilefoundry::make_tensor(
+      cute::make_gmem_ptr(y),
+      make_shard_layout(yl, cute::make_tuple(shard::S<0>{}, shard::B{}), mesh));
+  using Plan = reduce_plan_t<ops::sum_op, seq<1, 2>, decltype(xs), decltype(ys)>;
+  static_assert(Plan::tier == reduce_tier::intra_cta && Plan::n_lane_masks == 5);
+  static_assert(Plan::lane_mask<0> == 1 && Plan::lane_mask<4> == 16);
+  static_assert(Plan::n_warp_axes == 1 && Plan::warp_stride<0> == 32 && Plan::warp_extent<0> == 4);
+  static_assert(Plan::peer_count == 4 && Plan::peer_offset<3> == 96);
+  auto w = ops::make_reduce_workspace(
+      cute::make_tensor(cute::make_smem_ptr(&ws[0]), cute::make_shape(Int<256>{})));
+  ops::reduce<ops::sum_op, seq<1, 2>>(xs, ys, w);
+  ops::reduce<ops::max_op, seq<1, 2>>(xs, ys, w);
+}
+
+// Device code in the spec's own style (spec 2.9, 3.1, 3.2, 3.3): CuTe's algorithms and a cute
+// tensor whose layout is a ShardLayout. (An unqualified copy under using namespace
+// tilefoundry::ops needs a translation unit that does not open tilefoundry: tests/gpu/
+// test_spec_style.cu, compiled by its own check.)
+__global__ void spec_style_kernels(bf16 const* x, bf16* y, float* z) {
+  auto g8 = [](auto* p) {
+    return cute::make_tensor(cute::make_gmem_ptr(p), cute::make_shape(Int<8>{}));
+  };
+  auto frag = cute::make_tensor<float>(cute::make_shape(Int<8>{}));
+  cute::copy(g8(x), frag);
+  cute::copy(frag, g8(y));
+  cute::fill(frag, 0.5f);
+  cute::fill(g8(z), 0.5f);
+  Rows<bf16 const> rows{x};
+  auto sl = rows.shard(shard::S<0>{}, shard::S<1>{}, shard::S<2>{}).shard_layout;
+  auto xt = tilefoundry::make_tensor(cute::make_gmem_ptr(x), sl);
+  auto yt = tilefoundry::make_tensor(cute::make_gmem_ptr(y), sl);
+  auto mine = shard_partition(xt);
+  auto same = local(xt);
+  ops::unary(ops::silu_op{}, xt, yt);
+  ops::binary(ops::mul_op{}, xt, mine, yt);
+  ops::copy(same, yt);
+  auto whole = cute::make_tensor(cute::make_gmem_ptr(y), sl.layout);
+  tilefoundry::copy(xt, whole);
 }
 
 namespace {
@@ -160,8 +219,12 @@ __device__ void every_binary(T const* a, T const* b, T* o) {
 __global__ void elementwise_kernels(float const* xf, float* yf, bf16 const* xb, bf16* yb, f16* yh) {
   every_unary(xf, yf);
   every_unary(xb, yb);
+  every_unary(static_cast<f16 const*>(yh), yh);
   every_binary(xf, xf + 64, yf);
   every_binary(xb, xb + 64, yb);
+  every_binary(static_cast<f16 const*>(yh), static_cast<f16 const*>(yh) + 64, yh);
+  ops::fill(cute::make_tensor(cute::make_gmem_ptr(yh), cute::make_shape(Int<16>{})), 0.5f);
+  ops::fill(cute::make_tensor(cute::make_gmem_ptr(yf), cute::make_shape(Int<16>{})), 0.5f);
   Rows<float> rows{yf};
   auto s = rows.shard(shard::S<0>{}, shard::S<1>{}, shard::S<2>{});
   ops::fill(s, 1.0f);

@@ -26,7 +26,8 @@ command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,m
 
 flags=(-std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -DTILEFOUNDRY_TARGET_CUDA -Iinclude
        -isystem "$cute" -Werror all-warnings -Xcompiler -Wall,-Wextra)
-tests=(test_topology test_elementwise test_reduce test_sync test_copy_async)
+tests=(test_topology test_elementwise test_reduce test_sync test_copy_async test_vector_path test_spec_style
+       test_row_kernels)
 
 # Build everything at once: each nvcc is single-threaded.
 declare -A pids
@@ -41,7 +42,29 @@ declare -A status
 for k in "${!pids[@]}"; do
   if wait "${pids[$k]}"; then status[$k]=built; else status[$k]="BUILD FAILED"; cat "$build/$k.build.log"; fi
 done
-[[ ${TF_GPU_BUILD_ONLY:-0} == 1 ]] && { for k in "${!status[@]}"; do echo "$k: ${status[$k]}"; done; exit 0; }
+# The row kernels (RMSNorm, residual + RMSNorm, softmax, SwiGLU on bf16) must load and store gmem
+# 16 bytes at a time and never spill to local memory; check_sass.sh prints their counts. No GPU is
+# needed for this, so it runs in a build-only call too.
+echo "=== sass of the row kernels"
+if [[ ${status[test_row_kernels]} != "BUILD FAILED" ]]; then
+  tests/gpu/check_sass.sh "$build/test_row_kernels" 'rms_norm|softmax|swiglu'
+  case $? in
+    0) status[sass]=passed ;;
+    77) status[sass]="skipped (no cuobjdump)" ;;
+    *) status[sass]=FAILED ;;
+  esac
+else
+  status[sass]="not built"
+fi
+
+if [[ ${TF_GPU_BUILD_ONLY:-0} == 1 ]]; then
+  bad=0
+  for k in "${!status[@]}"; do
+    echo "$k: ${status[$k]}"
+    [[ ${status[$k]} == built || ${status[$k]} == passed* ]] || bad=1
+  done
+  exit $bad
+fi
 
 for t in "${tests[@]}"; do
   [[ ${status[$t]} == built ]] || continue
@@ -49,8 +72,8 @@ for t in "${tests[@]}"; do
   if timeout 300 "$build/$t"; then status[$t]=passed; else status[$t]="FAILED (exit $?)"; fi
 done
 
-# What the compiler made of the fast paths: 16-byte loads and stores in the copy, cp.async (LDGSTS)
-# in the staging test, shuffles and barriers in the reduce tiers.
+# What the compiler made of the other fast paths: 16-byte loads and stores in the copy, cp.async
+# (LDGSTS) in the staging test, shuffles and barriers in the reduce tiers.
 if command -v cuobjdump >/dev/null; then
   for f in libtf_copy.so:'LDG.E.128|STG.E.128' test_copy_async:'LDGSTS' test_reduce:'SHFL.BFLY|BAR.SYNC'; do
     bin=${f%%:*}; pat=${f#*:}
@@ -82,7 +105,7 @@ else status[decode]=FAILED; fi
 
 echo "=== summary"
 fail=0
-for k in "${tests[@]}" bench models decode; do
+for k in "${tests[@]}" sass bench models decode; do
   echo "$k: ${status[$k]}"
   [[ ${status[$k]} == passed* ]] || fail=1
 done

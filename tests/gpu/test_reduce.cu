@@ -1,5 +1,7 @@
 // ops::reduce on the GPU: every Op (sum, mean, max, min, absmax) in every tier (plain,
-// intra-warp, cross-warp, intra-CTA), f32 and bf16 sources, against host references in double.
+// intra-warp, cross-warp, intra-CTA), f32 and bf16 sources, against host references in double;
+// the cross-warp tiers with a plain shared-memory workspace (two barriers) and with a
+// reduce_workspace (one barrier, reused back to back).
 // The tier is chosen by the runtime from the operand shard layouts; each case asserts at compile
 // time which tier that is.
 #include <tilefoundry/runtime.h>
@@ -134,6 +136,80 @@ __global__ void lane_group_tier(T const* x, float* y) {
   using Plan = reduce_plan_t<Op, seq<3, 4>, decltype(xs), decltype(ys)>;
   static_assert(Plan::tier == reduce_tier::intra_warp && Plan::n_lane_masks == 3);
   ops::reduce<Op, seq<3, 4>>(xs, ys);
+}
+
+// The cross-warp tier through a reduce_workspace (one barrier): twice, so the halves alternate.
+template <class Op, class T>
+__global__ void cross_warp_double_buffered(T const* x, float* y, float* y2) {
+  __shared__ float ws[2 * kV * kThreads];
+  int const g = program_dim<TS::cta>();
+  auto xs = src_rows(x);
+  auto shape = cute::make_shape(g, Int<1>{}, Int<32>{}, Int<kV>{});
+  auto stride = cute::make_stride(Int<128>{}, Int<0>{}, Int<kV>{}, Int<1>{});
+  auto ys = dst_of(y, shape, stride, shard::S<0>{}, shard::B{}, shard::S<2>{});
+  auto ys2 = dst_of(y2, shape, stride, shard::S<0>{}, shard::B{}, shard::S<2>{});
+  auto w = ops::make_reduce_workspace(
+      cute::make_tensor(cute::make_smem_ptr(&ws[0]), cute::make_shape(Int<2 * kV * kThreads>{})));
+  ops::reduce<Op, seq<1>>(xs, ys, w);
+  ops::reduce<Op, seq<1>>(xs, ys2, w);
+}
+
+// 128 threads as one mesh axis (lanes, then the 4 warps), the row read from gmem through the
+// vector path, reduced with one barrier into gmem and into every thread's registers.
+template <class Op, class T>
+__global__ void one_thread_axis(T const* x, float* y, float* every) {
+  __shared__ float ws[2 * kThreads];
+  int const g = program_dim<TS::cta>();
+  auto mesh = make_mesh<TS::cta, TS::thread>(cute::make_layout(
+      cute::make_shape(g, Int<kThreads>{}), cute::make_stride(Int<1>{}, Int<1>{})));
+  auto xl = cute::make_layout(cute::make_shape(g, Int<kThreads>{}, Int<kV>{}),
+                              cute::make_stride(Int<512>{}, Int<kV>{}, Int<1>{}));
+  auto xs = tilefoundry::make_tensor(
+      cute::make_gmem_ptr(x),
+      make_shard_layout(xl, cute::make_tuple(shard::S<0>{}, shard::S<1>{}), mesh));
+  auto yl = cute::make_layout(cute::make_shape(g, Int<1>{}, Int<1>{}),
+                              cute::make_stride(Int<1>{}, Int<0>{}, Int<0>{}));
+  auto sl = make_shard_layout(yl, cute::make_tuple(shard::S<0>{}, shard::B{}), mesh);
+  auto ys = tilefoundry::make_tensor(cute::make_gmem_ptr(y), sl);
+  auto rl = cute::make_layout(cute::make_shape(g, Int<1>{}, Int<1>{}),
+                              cute::make_stride(Int<0>{}, Int<0>{}, Int<0>{}));
+  auto frag = tilefoundry::make_tensor<float>(
+      make_shard_layout(rl, cute::make_tuple(shard::S<0>{}, shard::B{}), mesh));
+  using Plan = reduce_plan_t<Op, seq<1, 2>, decltype(xs), decltype(ys)>;
+  static_assert(Plan::tier == reduce_tier::intra_cta && Plan::n_lane_masks == 5 &&
+                Plan::n_warp_axes == 1);
+  auto w = ops::make_reduce_workspace(
+      cute::make_tensor(cute::make_smem_ptr(&ws[0]), cute::make_shape(Int<2 * kThreads>{})));
+  ops::reduce<Op, seq<1, 2>>(xs, ys, w);
+  ops::reduce<Op, seq<1, 2>>(xs, frag, w);
+  every[program_id<TS::cta>() * kThreads + program_id<TS::thread>()] = frag.data()[0];
+}
+
+// kRounds reduces back to back through one reduce_workspace, round k of the row scaled by k + 1:
+// were a reduce to overwrite partials another thread has not read yet, rows would mix.
+constexpr int kRounds = 24;
+
+template <class T>
+__global__ void back_to_back(T const* x, float* y) {
+  __shared__ float ws[2 * kThreads];
+  int const g = program_dim<TS::cta>();
+  auto xs = src_rows(x);
+  auto rl = cute::make_layout(cute::make_shape(g, Int<4>{}, Int<32>{}, Int<kV>{}),
+                              cute::make_stride(Int<0>{}, Int<0>{}, Int<0>{}, Int<1>{}));
+  auto rsl = make_shard_layout(rl, cute::make_tuple(shard::S<0>{}, shard::S<1>{}, shard::S<2>{}),
+                               warp_lane_mesh());
+  auto xr = tilefoundry::make_tensor<float>(rsl);
+  ops::copy(xs, xr);
+  auto w = ops::make_reduce_workspace(
+      cute::make_tensor(cute::make_smem_ptr(&ws[0]), cute::make_shape(Int<2 * kThreads>{})));
+  for (int k = 0; k < kRounds; ++k) {
+    auto scaled = tilefoundry::make_tensor<float>(rsl);
+    ops::binary(ops::mul_op{}, xr, float(k + 1), scaled);
+    auto ys = dst_of(y + k * g, cute::make_shape(g, Int<1>{}, Int<1>{}, Int<1>{}),
+                     cute::make_stride(Int<1>{}, Int<0>{}, Int<0>{}, Int<0>{}), shard::S<0>{},
+                     shard::B{}, shard::B{});
+    ops::reduce<ops::sum_op, seq<1, 2, 3>>(scaled, ys, w);
+  }
 }
 
 template <class Op>
@@ -313,6 +389,41 @@ void every_tier(tfgpu::Suite& suite, Kind kind, char const* op_name) {
                 "reduce " + label + " intra-CTA into registers: all 128 threads hold the result");
   }
   {
+    tfgpu::DeviceBuffer<float> dy(G * 128), dy2(G * 128);
+    dy.poison();
+    dy2.poison();
+    cross_warp_double_buffered<Op><<<G, kThreads>>>(dx.ptr, dy.ptr, dy2.ptr);
+    TF_LAUNCHED();
+    auto gather = [&](int i) {
+      std::vector<double> v;
+      for (int w = 0; w < 4; ++w) v.push_back(at(i / 128, w, (i % 128) / kV, i % kV));
+      return v;
+    };
+    bool ok = compare(dy.download(), ref, G * 128, gather, note) &&
+              compare(dy2.download(), ref, G * 128, gather, note);
+    suite.check(ok, "reduce " + label + " cross-warp tier through a reduce_workspace, twice", note);
+  }
+  {
+    tfgpu::DeviceBuffer<float> dy(G), de(G * kThreads);
+    dy.poison();
+    de.poison();
+    one_thread_axis<Op><<<G, kThreads>>>(dx.ptr, dy.ptr, de.ptr);
+    TF_LAUNCHED();
+    auto row = [&](int c) {
+      return std::vector<double>(x.begin() + c * 512, x.begin() + (c + 1) * 512);
+    };
+    auto y = dy.download();
+    bool ok = compare(y, ref, G, row, note);
+    auto every = de.download();
+    for (int i = 0; i < G * kThreads && ok; ++i) {
+      ok = every[i] == y[i / kThreads] || (std::isnan(every[i]) && std::isnan(y[i / kThreads]));
+    }
+    suite.check(ok,
+                "reduce " + label +
+                    " over 128 threads as one mesh axis (one barrier), into gmem and registers",
+                note);
+  }
+  {
     tfgpu::DeviceBuffer<float> dy(G);
     dy.poison();
     partial_to_broadcast<Op><<<G, kThreads>>>(dx.ptr, dy.ptr);
@@ -362,6 +473,42 @@ void nan_propagates(tfgpu::Suite& suite) {
 }
 
 template <class T>
+void rounds_back_to_back(tfgpu::Suite& suite) {
+  int const n = G * 512;
+  auto xv = narrow<T>(suite.uniform(n));
+  tfgpu::DeviceBuffer<T> dx(n);
+  tfgpu::DeviceBuffer<float> dy(kRounds * G);
+  dx.upload(xv);
+  dy.poison();
+  back_to_back<<<G, kThreads>>>(dx.ptr, dy.ptr);
+  TF_LAUNCHED();
+  auto y = dy.download();
+  bool ok = true;
+  std::string note;
+  for (int k = 0; k < kRounds && ok; ++k) {
+    for (int c = 0; c < G && ok; ++c) {
+      double want = 0, mag = 0;
+      for (int i = 0; i < 512; ++i) {
+        double const v = double(float(xv[c * 512 + i])) * (k + 1);
+        want += v;
+        mag += std::fabs(v);
+      }
+      ok = std::fabs(y[k * G + c] - want) <= 4e-6 * mag;
+      if (!ok) {
+        note = "round " + std::to_string(k) + " cta " + std::to_string(c) + ": got " +
+               std::to_string(y[k * G + c]) + " want " + std::to_string(want);
+      }
+    }
+  }
+  suite.check(ok,
+              std::string("reduce sum ") + (sizeof(T) == 2 ? "bf16" : "f32") + ": " +
+                  std::to_string(kRounds) +
+                  " intra-CTA reduces back to back through one "
+                  "reduce_workspace",
+              note);
+}
+
+template <class T>
 void all_ops(tfgpu::Suite& suite) {
   every_tier<ops::sum_op, T>(suite, Kind::sum, "sum");
   every_tier<ops::mean_op, T>(suite, Kind::mean, "mean");
@@ -369,6 +516,7 @@ void all_ops(tfgpu::Suite& suite) {
   every_tier<ops::min_op, T>(suite, Kind::min, "min");
   every_tier<ops::absmax_op, T>(suite, Kind::absmax, "absmax");
   nan_propagates<T>(suite);
+  rounds_back_to_back<T>(suite);
 }
 
 int main() {
