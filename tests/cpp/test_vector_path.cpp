@@ -1,9 +1,9 @@
 // The 16-byte vector path the CUDA target puts behind fill / copy / unary / binary (and the
 // reduce's load), run here on the host: its plan (which views it takes, the group size), its
-// run-time refusals (misaligned bases, strides that break alignment), and its results, which must
-// equal the scalar body's bit for bit. The device build differs only in the pair conversions
-// (packed intrinsics there, CuTLASS's scalar conversions here; both round to nearest even), which
-// tests/gpu/test_elementwise.cu checks on the GPU.
+// run-time alignment check (misaligned bases and strides move element by element), and its
+// results, which must equal the scalar body's bit for bit. The device build differs only in the
+// pair conversions (packed intrinsics there, CuTLASS's scalar conversions here; both round to
+// nearest even), which tests/gpu/test_elementwise.cu checks on the GPU.
 #include <tilefoundry/runtime.h>
 // The CPU target's entries do not use the vector path; this test reaches it after the umbrella.
 #include <tilefoundry/runtime/common/ops/vector_groups.h>
@@ -119,21 +119,38 @@ TEST(VectorPath, Bf16RowIntoFloatRegistersAndBack) {
     for (int e = 0; e < 8; ++e) EXPECT_EQ(float(y.base[8 * 5 + 2048 * s + e]), regs(0, s, 0, e));
 }
 
-TEST(VectorPath, MisalignedBaseOrStrideFallsBack) {
+TEST(VectorPath, MisalignedBasesAndStridesMoveElementByElement) {
+  tftest::Random rnd;
+  SCOPED_TRACE(rnd.trace());
   Buffer<bf16> x(64), y(64);
+  auto xv = narrow<bf16>(rnd.floats(64));
+  std::copy(xv.begin(), xv.end(), x.base);
   auto l = cute::make_layout(cute::make_shape(Int<16>{}));
   auto id = [](float v) { return v; };
-  EXPECT_TRUE(elementwise_groups(id, y.gmem(l), x.gmem(l)));
-  EXPECT_FALSE(elementwise_groups(id, y.gmem(l), x.gmem(l, 1)));  // 2 bytes off
-  EXPECT_FALSE(elementwise_groups(id, y.gmem(l, 4), x.gmem(l)));  // 8 bytes off
+  EXPECT_TRUE(ops::detail::groups_aligned(y.gmem(l), x.gmem(l)));
+  EXPECT_FALSE(ops::detail::groups_aligned(y.gmem(l), x.gmem(l, 1)));  // 2 bytes off
+  EXPECT_FALSE(ops::detail::groups_aligned(y.gmem(l, 4), x.gmem(l)));  // 8 bytes off
   // A launch-provided row stride is checked at run time: 24 keeps every row's group aligned, 20
   // does not.
   auto rows = [](int stride) {
     return cute::make_layout(cute::make_shape(Int<2>{}, Int<8>{}),
                              cute::make_stride(stride, Int<1>{}));
   };
-  EXPECT_TRUE(elementwise_groups(id, y.gmem(rows(24)), x.gmem(rows(24))));
-  EXPECT_FALSE(elementwise_groups(id, y.gmem(rows(20)), x.gmem(rows(24))));
+  EXPECT_TRUE(ops::detail::groups_aligned(y.gmem(rows(24)), x.gmem(rows(24))));
+  EXPECT_FALSE(ops::detail::groups_aligned(y.gmem(rows(20)), x.gmem(rows(24))));
+  // Either way the groups move, and move right.
+  for (int offset : {1, 3}) {
+    std::fill(y.base, y.base + 64, bf16(-1.0f));
+    ASSERT_TRUE(elementwise_groups(id, y.gmem(l, offset), x.gmem(l, 2 * offset)));
+    for (int i = 0; i < 64; ++i) {
+      bool const inside = i >= offset && i < offset + 16;
+      EXPECT_EQ(float(y.base[i]), inside ? float(xv[i - offset + 2 * offset]) : -1.0f) << i;
+    }
+  }
+  std::fill(y.base, y.base + 64, bf16(-1.0f));
+  ASSERT_TRUE(elementwise_groups(id, y.gmem(rows(20)), x.gmem(rows(24))));
+  for (int r = 0; r < 2; ++r)
+    for (int e = 0; e < 8; ++e) EXPECT_EQ(float(y.base[20 * r + e]), float(xv[24 * r + e]));
 }
 
 template <class T>
@@ -161,12 +178,13 @@ void check_apply_matches_scalar(tftest::Random& rnd, int offset) {
     }
   };
   // The aligned views take the vector path (the misaligned ones are refused at run time).
-  ops::mul_op const mul{};
   auto const o = ops::detail::view_of(tf_);
-  bool const taken = elementwise_groups(ops::binary_impl::on_compute<ops::mul_op, float>{mul}, o,
-                                        ops::binary_impl::operand(ta, o.shape()),
-                                        ops::binary_impl::operand(trow, o.shape()));
-  EXPECT_EQ(taken, offset * sizeof(T) % 16 == 0);
+  using Plan = group_plan<decltype(o), decltype(ops::binary_impl::operand(ta, o.shape())),
+                          decltype(ops::binary_impl::operand(trow, o.shape()))>;
+  static_assert(Plan::ok);
+  EXPECT_EQ(ops::detail::groups_aligned(o, ops::binary_impl::operand(ta, o.shape()),
+                                        ops::binary_impl::operand(trow, o.shape())),
+            offset * sizeof(T) % 16 == 0);
   ops::binary_impl::apply(ops::mul_op{}, ta, trow, tf_, vector_path{});
   ops::binary_impl::apply(ops::mul_op{}, ta, trow, ts);
   same("binary with a row broadcast");
@@ -191,7 +209,7 @@ void check_apply_matches_scalar(tftest::Random& rnd, int offset) {
 TEST(VectorPath, EveryBodyMatchesTheScalarPathBitForBit) {
   tftest::Random rnd;
   SCOPED_TRACE(rnd.trace());
-  for (int offset : {0, 1, 4, 8}) {  // aligned, misaligned for 16-bit types, ...
+  for (int offset : {0, 1, 4, 8}) {  // 16-byte aligned for every type at 0 and 8, f32 at 4
     SCOPED_TRACE(offset);
     check_apply_matches_scalar<bf16>(rnd, offset);
     check_apply_matches_scalar<half>(rnd, offset);

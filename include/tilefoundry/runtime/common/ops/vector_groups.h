@@ -14,10 +14,11 @@
 //   - its extent is a multiple of G;
 //   - every contiguous memory operand holds float, bf16 or f16, every register operand computes
 //     in float (float, bf16, f16) with static strides;
-// and, checked at run time where the types leave it open, every contiguous memory operand's base
-// is 16-byte aligned and its other strides keep each group 16-byte aligned. A contiguous memory
-// operand then moves as 16-byte words (packed.h), register operands element by element (static
-// indices keep them in registers), a scalar is itself. Otherwise the entry runs its scalar body.
+// A contiguous memory operand then moves as 16-byte words (packed.h), register operands element
+// by element (static indices keep them in registers), a scalar is itself; where the views do not
+// qualify, the entry runs its scalar body. Whether the words are 16-byte aligned (every
+// contiguous memory operand's base, and its other strides where they are launch-provided) is
+// checked at run time; if not, the same groups move element by element.
 //
 // Groups go in batches, all loads of a batch before its first store, so that loads are in flight
 // together even where an output may alias an input.
@@ -180,8 +181,8 @@ constexpr group_plan_value<N> plan_groups(cute::array<operand_facts, N> f) {
 template <class Out, class... Ins>
 struct group_plan {
   static constexpr std::size_t count = 1 + sizeof...(Ins);
-  static constexpr auto value =
-      plan_groups<count>(cute::array<operand_facts, count>{{facts_of<Out>(), facts_of<Ins>()...}});
+  static constexpr auto value = plan_groups<count>(cute::array<operand_facts, count>{
+      {facts_of<cute::remove_cvref_t<Out>>(), facts_of<cute::remove_cvref_t<Ins>>()...}});
   static constexpr bool ok = value.mode >= 0;
   static constexpr int mode = value.mode;
   static constexpr int G = value.group;
@@ -271,12 +272,18 @@ constexpr group_access access_v = Plan::template access<K>;
 
 // s is the input's staged<> (an empty one is handed over by value by cute::get).
 template <class Plan, int K, int B, class S, class In, class L>
-TILEFOUNDRY_DEVICE void stage_input(S&& s, In const& in, L const& l, int first) {
+TILEFOUNDRY_DEVICE void stage_input(S&& s, In const& in, L const& l, int first, bool words) {
   constexpr group_access a = access_v<Plan, K>;
   if constexpr (a == group_access::words) {
     CUTE_UNROLL
     for (int b = 0; b < B; ++b) {
-      load_group(cute::raw_pointer_cast(in.data()) + l(first + b), s.v[b]);
+      auto const* p = cute::raw_pointer_cast(in.data()) + l(first + b);
+      if (words) {
+        load_group(p, s.v[b]);
+      } else {
+        CUTE_UNROLL
+        for (int e = 0; e < Plan::G; ++e) s.v[b][e] = to_compute(p[e]);
+      }
     }
   } else if constexpr (a == group_access::broadcast) {
     CUTE_UNROLL
@@ -286,6 +293,7 @@ TILEFOUNDRY_DEVICE void stage_input(S&& s, In const& in, L const& l, int first) 
     (void)in;
     (void)l;
     (void)first;
+    (void)words;
   }
 }
 
@@ -344,22 +352,42 @@ struct grouped_step<Mode, G, X, false> {
 template <int Mode, int G, class X>
 using grouped_step_t = typename grouped_step<Mode, G, X>::type;
 
+// The run-time part of the plan: every operand that moves as words is 16-byte aligned, base and
+// strides.
+template <class Plan, class Out, class... Ins, std::size_t... K>
+TILEFOUNDRY_DEVICE bool groups_aligned_as(Out const& out, std::index_sequence<K...>,
+                                          Ins const&... ins) {
+  constexpr int G = Plan::G;
+  constexpr int mode = Plan::mode;
+  bool aligned = access_v<Plan, 0> != group_access::words || grouped_aligned<mode, G>(out);
+  ((aligned =
+        aligned && (access_v<Plan, K + 1> != group_access::words || grouped_aligned<mode, G>(ins))),
+   ...);
+  return aligned;
+}
+
+/// Whether the views the vector path takes (group_plan) move as 16-byte words here: false where
+/// an operand is misaligned, and where the plan does not take the views at all.
+template <class Out, class... Ins>
+TILEFOUNDRY_DEVICE bool groups_aligned(Out const& out, Ins const&... ins) {
+  using Plan = group_plan<Out, Ins...>;
+  if constexpr (!Plan::ok) {
+    return false;
+  } else {
+    return groups_aligned_as<Plan>(out, std::index_sequence_for<Ins...>{}, ins...);
+  }
+}
+
 template <class Plan, class Out, class F, class... Ins, std::size_t... K>
 TILEFOUNDRY_DEVICE bool run_groups(Out const& out, F const& f, std::index_sequence<K...>,
                                    Ins const&... ins) {
   constexpr int G = Plan::G;
   constexpr int B = Plan::batch;
   constexpr int mode = Plan::mode;
-  // The run-time part of the plan: alignment of every operand that moves as words.
-  bool aligned = true;
-  if constexpr (access_v<Plan, 0> == group_access::words) {
-    aligned = grouped_aligned<mode, G>(out);
-  }
-  ((aligned =
-        aligned && (access_v<Plan, K + 1> != group_access::words || grouped_aligned<mode, G>(ins))),
-   ...);
-  if (!aligned) return false;
-
+  // Misaligned views take the same groups element by element: one path for the registers either
+  // way (two paths writing one register array in different branches can push it into local
+  // memory).
+  bool const aligned = groups_aligned_as<Plan>(out, std::index_sequence<K...>{}, ins...);
   auto const lo = grouped_layout<mode, G>(out);
   auto const li = cute::make_tuple(grouped_layout<mode, G>(ins)...);
   (void)li;  // unused when there is no input (fill)
@@ -368,7 +396,7 @@ TILEFOUNDRY_DEVICE bool run_groups(Out const& out, F const& f, std::index_sequen
   for (int first = 0; first < Plan::groups; first += B) {
     auto stage = cute::make_tuple(staged<access_v<Plan, K + 1>, G, B>{}...);
     (void)stage;
-    (stage_input<Plan, K + 1, B>(cute::get<K>(stage), ins, cute::get<K>(li), first), ...);
+    (stage_input<Plan, K + 1, B>(cute::get<K>(stage), ins, cute::get<K>(li), first, aligned), ...);
     CUTE_UNROLL
     for (int b = 0; b < B; ++b) {
       int const g = first + b;
@@ -379,7 +407,13 @@ TILEFOUNDRY_DEVICE bool run_groups(Out const& out, F const& f, std::index_sequen
                                           grouped_step_t<mode, G, Ins>{})...);
       }
       if constexpr (access_v<Plan, 0> == group_access::words) {
-        store_group(cute::raw_pointer_cast(out.data()) + lo(g), r);
+        auto* p = cute::raw_pointer_cast(out.data()) + lo(g);
+        if (aligned) {
+          store_group(p, r);
+        } else {
+          CUTE_UNROLL
+          for (int e = 0; e < G; ++e) p[e] = convert<D>(r[e]);
+        }
       } else {
         constexpr grouped_step_t<mode, G, Out> step{};
         CUTE_UNROLL
@@ -390,9 +424,10 @@ TILEFOUNDRY_DEVICE bool run_groups(Out const& out, F const& f, std::index_sequen
   return true;
 }
 
-/// out(i) = f(ins(i)...) through the vector path; false, with nothing written, where the plan or
-/// the run-time alignment rules it out. f takes float for a tensor input (its compute type) and a
-/// scalar input as it is; the path is taken only where f returns float.
+/// out(i) = f(ins(i)...) through the vector path; false, with nothing written, where the plan
+/// rules it out (at compile time). Views that turn out misaligned at run time take the same groups
+/// element by element. f takes float for a tensor input (its compute type) and a scalar input as
+/// it is; the path is taken only where f returns float.
 template <class F, class Out, class... Ins>
 TILEFOUNDRY_DEVICE bool elementwise_groups(F const& f, Out const& out, Ins const&... ins) {
   using Plan = group_plan<Out, Ins...>;
