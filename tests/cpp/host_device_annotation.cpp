@@ -7,7 +7,7 @@
 // fails the build. CASE_VIEW_HELPER uses local(), which must stay CUTE_HOST_DEVICE: CMakeLists.txt
 // expects that refusal, which proves the redefinition reaches the runtime's declarations. The
 // same file is compiled by g++ for the CPU target and by nvcc for the CUDA target.
-#include <cute/tensor_impl.hpp>
+#include <cute/tensor.hpp>
 
 #undef CUTE_HOST_DEVICE
 #if defined(__CUDACC__)

@@ -89,8 +89,8 @@ TEST(CuteAlgorithms, CopyConvertsIntoATemporaryView) {
 TEST(DistributedCuteTensor, LocalAndShardPartitionAreTheShardTensorsView) {
   auto buf = iota(32);
   auto t = tf::make_tensor(cute::make_gmem_ptr(buf.data()), rows_shard_layout());
-  static_assert(std::is_same_v<cute::remove_cvref_t<decltype(t.layout())>,
-                               decltype(rows_shard_layout())>);
+  static_assert(
+      std::is_same_v<cute::remove_cvref_t<decltype(t.layout())>, decltype(rows_shard_layout())>);
   static_assert(tf::is_distributed_v<decltype(t)>);
   auto s = rows_shard_tensor(buf.data());
   std::vector<float const*> seen(4, nullptr);
