@@ -83,13 +83,17 @@ struct DeviceBuffer {
   void poison() { TF_CUDA(cudaMemset(ptr, 0xFF, n * sizeof(T))); }
 };
 
-// Largest |got - want| / (atol + rtol |want|); <= 1 passes. NaN anywhere it is not expected fails.
+// Largest |got - want| / (atol + rtol |want|); <= 1 passes; a zero tolerance asks for equality.
+// NaN anywhere it is not expected fails.
 inline double worst_error(std::vector<double> const& got, std::vector<double> const& want,
                           double rtol, double atol) {
   double worst = 0;
   for (std::size_t i = 0; i < want.size(); ++i) {
     if (std::isnan(want[i]) != std::isnan(got[i])) return INFINITY;
     if (std::isnan(want[i])) continue;
+    // Equal values (infinities included) are no error, also under a zero tolerance (an exact
+    // check), where the quotient below would be 0 / 0.
+    if (got[i] == want[i]) continue;
     double const e = std::fabs(got[i] - want[i]) / (atol + rtol * std::fabs(want[i]));
     if (!(e <= worst)) worst = e;
   }
