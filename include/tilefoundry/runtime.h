@@ -19,3 +19,9 @@
 #else
 #include <tilefoundry/runtime/cpu/runtime.h>
 #endif
+
+// A translation unit that exports host entries through tvm-ffi (what codegen emits) also gets the
+// argument checks those entries run; the build defines the macro and puts tvm-ffi on the path.
+#if defined(TILEFOUNDRY_HOST_ENTRY)
+#include <tilefoundry/runtime/common/host_entry.h>
+#endif

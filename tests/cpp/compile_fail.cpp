@@ -11,6 +11,8 @@
 
 #if defined(CASE_MESH_MISMATCH)
 TILEFOUNDRY_STATIC_PROGRAM_SHAPE(cta, 6);
+#elif defined(CASE_THREAD_SHAPE_ON_CPU)
+TILEFOUNDRY_STATIC_PROGRAM_SHAPE(thread, 128);
 #endif
 
 using namespace tilefoundry;

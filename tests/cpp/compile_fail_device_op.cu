@@ -21,6 +21,8 @@ void host_calls_a_device_op(float* p, float* q) {
   ops::unary(ops::relu_op{}, x, y);
 #elif defined(CASE_BINARY)
   ops::binary(ops::add_op{}, x, x, y);
+#elif defined(CASE_TERNARY)
+  ops::ternary(ops::select_op{}, x, x, x, y);
 #elif defined(CASE_REDUCE)
   auto r = cute::make_tensor(cute::make_gmem_ptr(q), cute::make_shape(Int<1>{}));
   ops::reduce<ops::sum_op, cute::seq<0> >(x, r);

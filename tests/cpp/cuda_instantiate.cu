@@ -214,6 +214,22 @@ __device__ void every_binary(T const* a, T const* b, T* o) {
   binary_on(ops::pow_op{}, a, b, o);
 }
 
+template <class T>
+__device__ void every_comparison_and_select(T const* a, T const* b, bool* k, T* o) {
+  auto ta = cute::make_tensor(cute::make_gmem_ptr(a), cute::make_shape(Int<4>{}, Int<8>{}));
+  auto tb = cute::make_tensor(cute::make_gmem_ptr(b), cute::make_shape(Int<4>{}, Int<8>{}));
+  auto tk = cute::make_tensor(cute::make_gmem_ptr(k), cute::make_shape(Int<4>{}, Int<8>{}));
+  auto to = cute::make_tensor(cute::make_gmem_ptr(o), cute::make_shape(Int<4>{}, Int<8>{}));
+  ops::binary(ops::lt_op{}, ta, tb, tk);
+  ops::binary(ops::le_op{}, ta, tb, tk);
+  ops::binary(ops::gt_op{}, ta, tb, tk);
+  ops::binary(ops::ge_op{}, ta, tb, tk);
+  ops::binary(ops::eq_op{}, ta, tb, tk);
+  ops::binary(ops::ne_op{}, ta, 2.0f, tk);
+  ops::ternary(ops::select_op{}, tk, ta, tb, to);
+  ops::ternary(ops::select_op{}, tk, ta, T(0.5f), to);
+}
+
 }  // namespace
 
 __global__ void elementwise_kernels(float const* xf, float* yf, bf16 const* xb, bf16* yb, f16* yh) {
@@ -225,6 +241,8 @@ __global__ void elementwise_kernels(float const* xf, float* yf, bf16 const* xb, 
   every_binary(static_cast<f16 const*>(yh), static_cast<f16 const*>(yh) + 64, yh);
   ops::fill(cute::make_tensor(cute::make_gmem_ptr(yh), cute::make_shape(Int<16>{})), 0.5f);
   ops::fill(cute::make_tensor(cute::make_gmem_ptr(yf), cute::make_shape(Int<16>{})), 0.5f);
+  every_comparison_and_select(xf, xf + 64, reinterpret_cast<bool*>(yh), yf);
+  every_comparison_and_select(xb, xb + 64, reinterpret_cast<bool*>(yh), yb);
   Rows<float> rows{yf};
   auto s = rows.shard(shard::S<0>{}, shard::S<1>{}, shard::S<2>{});
   ops::fill(s, 1.0f);

@@ -211,6 +211,54 @@ TEST(Binary, Bf16OperandsComputeInFloat) {
   for (int i = 0; i < 8; ++i) EXPECT_EQ(float(o[i]), float(bf16(float(a[i]) * float(b[i]))));
 }
 
+TEST(Binary, ComparisonsYieldBoolAndNanComparesUnequal) {
+  float const nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> a{1.0f, 2.0f, 3.0f, nan}, b{2.0f, 2.0f, 2.0f, nan};
+  auto ta = cute::make_tensor(a.data(), cute::make_shape(Int<4>{}));
+  auto tb = cute::make_tensor(b.data(), cute::make_shape(Int<4>{}));
+  bool o[4];
+  auto to = cute::make_tensor(&o[0], cute::make_shape(Int<4>{}));
+  auto expect = [&](std::vector<bool> want) {
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(o[i], want[i]) << i;
+  };
+  ops::binary(ops::lt_op{}, ta, tb, to);
+  expect({true, false, false, false});
+  ops::binary(ops::le_op{}, ta, tb, to);
+  expect({true, true, false, false});
+  ops::binary(ops::gt_op{}, ta, tb, to);
+  expect({false, false, true, false});
+  ops::binary(ops::ge_op{}, ta, tb, to);
+  expect({false, true, true, false});
+  ops::binary(ops::eq_op{}, ta, tb, to);
+  expect({false, true, false, false});
+  ops::binary(ops::ne_op{}, ta, tb, to);
+  expect({true, false, true, true});
+  ops::binary(ops::lt_op{}, ta, 2.5f, to);  // a scalar operand
+  expect({true, true, false, false});
+}
+
+// ---------------------------------------------------------------- ternary family
+
+TEST(Ternary, SelectBroadcastsEveryOperand) {
+  bool cond[6] = {true, false, true, false, false, true};
+  std::vector<bf16> a = cast_all<bf16>({1, 2, 3, 4, 5, 6});
+  std::vector<bf16> col = cast_all<bf16>({-1, -2});
+  std::vector<bf16> o(6);
+  auto tc = cute::make_tensor(&cond[0], cute::make_layout(cute::make_shape(Int<2>{}, Int<3>{}),
+                                                          cute::make_stride(Int<3>{}, Int<1>{})));
+  auto ta = cute::make_tensor(a.data(), cute::make_layout(cute::make_shape(Int<2>{}, Int<3>{}),
+                                                          cute::make_stride(Int<3>{}, Int<1>{})));
+  auto tcol = cute::make_tensor(col.data(), cute::make_shape(Int<2>{}, Int<1>{}));
+  auto to = cute::make_tensor(o.data(), cute::make_layout(cute::make_shape(Int<2>{}, Int<3>{}),
+                                                          cute::make_stride(Int<3>{}, Int<1>{})));
+  ops::ternary(ops::select_op{}, tc, ta, tcol, to);
+  float const want[6] = {1, -1, 3, -2, -2, 6};
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(float(o[i]), want[i]) << i;
+  ops::ternary(ops::select_op{}, tc, ta, bf16(0.5f), to);  // a scalar branch in the storage type
+  float const want2[6] = {1, 0.5f, 3, 0.5f, 0.5f, 6};
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(float(o[i]), want2[i]) << i;
+}
+
 // ---------------------------------------------------------------- reduce family
 
 using Kind = tftest::ReduceKind;

@@ -8,11 +8,16 @@
 
 #include <tilefoundry/runtime/common/topology.h>
 
-// The thread level is static 1 on this target; generated code states only the CTA level.
+// The thread level is static 1 on this target, whatever the translation unit declares; generated
+// code states it as on every target, TILEFOUNDRY_STATIC_PROGRAM_SHAPE(thread, 1), and any other
+// extent is refused there (topology.h).
 template <>
 struct tilefoundry::static_program_shape<tilefoundry::TopologyScope::thread> {
   using type = cute::Shape<cute::Int<1>>;
 };
+template <>
+struct tilefoundry::target_fixed_extent<tilefoundry::TopologyScope::thread>
+    : std::integral_constant<long, 1> {};
 
 namespace tilefoundry {
 namespace cpu {

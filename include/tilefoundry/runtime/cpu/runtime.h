@@ -18,6 +18,7 @@
 #include <tilefoundry/runtime/cpu/ops/copy.h>
 #include <tilefoundry/runtime/cpu/ops/unary.h>
 #include <tilefoundry/runtime/cpu/ops/binary.h>
+#include <tilefoundry/runtime/cpu/ops/ternary.h>
 #include <tilefoundry/runtime/cpu/ops/reduce.h>
 #include <tilefoundry/runtime/cpu/ops/sync.h>
 #include <tilefoundry/runtime/cpu/ops/copy_async.h>

@@ -17,6 +17,7 @@
 #include <tilefoundry/runtime/cuda/ops/copy.cuh>
 #include <tilefoundry/runtime/cuda/ops/unary.cuh>
 #include <tilefoundry/runtime/cuda/ops/binary.cuh>
+#include <tilefoundry/runtime/cuda/ops/ternary.cuh>
 #include <tilefoundry/runtime/cuda/ops/reduce.cuh>
 #include <tilefoundry/runtime/cuda/ops/sync.cuh>
 #include <tilefoundry/runtime/cuda/ops/copy_async.cuh>

@@ -1,5 +1,6 @@
 // Tags of the binary family, functors on the compute type. max_op and min_op double as
-// reduction tags (reduce_ops.h gives them their identities).
+// reduction tags (reduce_ops.h gives them their identities). The comparison tags yield bool, so
+// their destination is a bool tensor; NaN compares unequal to everything, as in torch.
 #pragma once
 
 #include <tilefoundry/runtime/common/config.h>
@@ -49,6 +50,44 @@ struct pow_op {
   TILEFOUNDRY_DEVICE T operator()(T a, T b) const {
     static_assert(detail::is_float_compute_v<T>, "pow_op needs floating-point operands");
     return detail::pow_(a, b);
+  }
+};
+
+
+struct lt_op {
+  template <class T>
+  TILEFOUNDRY_DEVICE bool operator()(T a, T b) const {
+    return a < b;
+  }
+};
+struct le_op {
+  template <class T>
+  TILEFOUNDRY_DEVICE bool operator()(T a, T b) const {
+    return a <= b;
+  }
+};
+struct gt_op {
+  template <class T>
+  TILEFOUNDRY_DEVICE bool operator()(T a, T b) const {
+    return b < a;
+  }
+};
+struct ge_op {
+  template <class T>
+  TILEFOUNDRY_DEVICE bool operator()(T a, T b) const {
+    return b <= a;
+  }
+};
+struct eq_op {
+  template <class T>
+  TILEFOUNDRY_DEVICE bool operator()(T a, T b) const {
+    return a == b;
+  }
+};
+struct ne_op {
+  template <class T>
+  TILEFOUNDRY_DEVICE bool operator()(T a, T b) const {
+    return a != b;
   }
 };
 
