@@ -15,6 +15,7 @@ from .check import (
     Ulp,
     check,
 )
+from .compiled import CompiledModule
 from .decorator import runtime_func, runtime_module
 from .errors import NotLoadedError, TwinDefinitionError
 from .function import RuntimeFunction
@@ -25,6 +26,7 @@ __all__ = [
     "PREDICATES",
     "Absolute",
     "AllClose",
+    "CompiledModule",
     "Cosine",
     "DictResource",
     "EntryABI",

@@ -34,6 +34,7 @@ RESERVED_NAMES: dict[str, str] = {
     "load": "read the weights (Module, twin)",
     "prepare": "convert a raw checkpoint",
     "renamed": "the same Module under another name",
+    "effective_topologies": "the topology hierarchy the node runs under (its own, else its owner's)",
 }
 RESERVED = frozenset(RESERVED_NAMES)
 
@@ -100,7 +101,9 @@ class Module:
         self.entry = entry
         self.target = target
         self.topologies = tuple(topologies) if topologies is not None else None
+        self._owners: list[Module] = []
         self._validate()
+        self._adopt_children()
         self._bind_function_scopes()
         self.weights: dict[str, TensorType] = self._collect_weights()
         converters_of(self)  # refuses two converters for one weight now, not at prepare time
@@ -135,6 +138,18 @@ class Module:
                 f"{', '.join(self.functions) or 'none'}"
             )
 
+    def _adopt_children(self) -> None:
+        for child in self.modules:
+            child._owners.append(self)
+
+    def effective_topologies(self) -> tuple[Any, ...] | None:
+        """The topology hierarchy this Module runs under: its own, else its owner's (None: neither declares one)."""
+        if self.topologies is not None:
+            return self.topologies
+        for owner in self._owners:
+            return owner.effective_topologies()
+        return None
+
     def _bind_function_scopes(self) -> None:
         scope: dict[str, Any] = dict(self.functions)
         scope.update({m.name: ChildCall(m) for m in self.modules})
@@ -167,6 +182,7 @@ class Module:
         clone = object.__new__(Module)
         clone.__dict__.update(self.__dict__)
         clone.name = name
+        clone._owners = []
         return clone
 
     # -- access ------------------------------------------------------------------------------

@@ -1,0 +1,66 @@
+"""C++ for the CPU target.
+
+The kernel is a plain function; ``cpu::launch`` runs it once per CTA, spreading CTAs over OpenMP
+threads. Register buffers with a static local size stay register arrays (on the stack of the CTA's
+host thread) while their total stays small; a buffer whose size is a DimVar, or any buffer once the
+total is large, lives in ``cpu::scratch`` storage allocated once per CTA.
+"""
+
+from __future__ import annotations
+
+from ...ir.types.storage import Storage
+from ...tir.buffer import Buffer
+from ...tir.function import PrimFunc, TirModule
+from ...tir.stmt import Alloc, MeshScope, RowLoop, Stmt
+from .. import cxx
+from ..host import HostEmitter
+from ..kernel import KernelEmitter
+from ..unit import translation_unit
+
+# Register arrays of one CTA beyond this many bytes go to heap scratch instead of the host stack.
+STACK_BYTES = 48 * 1024
+
+
+class CpuKernel(KernelEmitter):
+    target_label = "cpu"
+    qualifier = "void"
+
+    def __init__(self, fn: PrimFunc) -> None:
+        super().__init__(fn)
+        static = [b for b in _allocs(fn.body) if isinstance(b.local_size(), int)]
+        total = sum(b.local_size() * b.dtype.bits // 8 for b in static)
+        self.on_stack = total <= STACK_BYTES
+
+    def alloc(self, b: Buffer, ind: str) -> list[str]:
+        if b.storage is Storage.rmem and isinstance(b.local_size(), int) and self.on_stack:
+            return super().alloc(b, ind)
+        layout = self.layout(b.layout, b.storage, ind)
+        name = self.buffer(b)
+        storage = self.names(("storage", id(b)), f"{name}_storage")
+        size = cxx.dim_expr(b.local_size(), self.dims)
+        ctype = cxx.cxx_type(b.dtype)
+        return [f"cpu::scratch<{ctype}> {storage}({size});",
+                f"auto {name} = make_shard_view({storage}.data(), {layout});"]
+
+
+class CpuHost(HostEmitter):
+    device_type = "kDLCPU"
+    device_label = "cpu"
+
+    def launch(self, args: str) -> list[str]:
+        return [f"cpu::launch(static_cast<int>(grid), [&] {{ {self.kernel.kernel_name}({args}); }});"]
+
+
+def _allocs(body: list[Stmt]) -> list[Buffer]:
+    out: list[Buffer] = []
+    for s in body:
+        if isinstance(s, Alloc):
+            out.append(s.buffer)
+        elif isinstance(s, (MeshScope, RowLoop)):
+            out += _allocs(s.body)
+    return out
+
+
+def emit_cpu(mod: TirModule) -> str:
+    """The translation unit of ``mod`` for the CPU target."""
+    return translation_unit(mod, CpuKernel, CpuHost, "TILEFOUNDRY_TARGET_CPU")

@@ -1,0 +1,87 @@
+"""The host entry of a PrimFunction: checks every argument, then launches the kernel.
+
+Shared by every target: the checks (``host::ArgChecker``, runtime/common/host_entry.h) run in
+declaration order, per parameter device, dtype, rank and static extents, binding each DimVar at its
+first plain axis (in range); then every other DimVar axis and expression must agree, every tensor be
+contiguous, and no output share memory with an input. A target supplies the device it runs on and
+the launch statement.
+"""
+
+from __future__ import annotations
+
+from ..ir.types.dim import DimVar
+from ..tir.function import PrimFunc
+from . import cxx
+from .kernel import KernelEmitter
+
+
+class HostEmitter:
+    """Emits one PrimFunction's host entry; a target overrides ``device`` and ``launch``."""
+
+    device_type = "kDLCPU"
+    device_label = "cpu"
+
+    def __init__(self, fn: PrimFunc, kernel: KernelEmitter) -> None:
+        self.fn = fn
+        self.kernel = kernel
+        self.names = cxx.Names(("check", "grid"))
+        self.views = {p.name: self.names(("view", p.name), p.name) for p in fn.params}
+        self.pointers = {p.name: self.names(("ptr", p.name), f"{p.name}_ptr") for p in fn.params}
+        self.dims = {b.dimvar.name: self.names(("dim", b.dimvar.name), b.dimvar.name) for b in fn.dimvars}
+
+    @property
+    def entry_name(self) -> str:
+        return self.names(("entry", self.fn.name), f"{self.fn.name}_entry")
+
+    def emit(self) -> list[str]:
+        """The entry function's lines."""
+        fn = self.fn
+        params = ", ".join(f"tvm::ffi::TensorView {self.views[p.name]}" for p in fn.params)
+        body = [f"host::ArgChecker check({cxx.string(fn.name)});"]
+        binding = {(b.param, b.axis): b for b in fn.dimvars}
+        bound_by = {b.dimvar.name: b.param for b in fn.dimvars}
+        later: list[str] = []
+        for p in fn.params:
+            v, name, decl = self.views[p.name], cxx.string(p.name), cxx.string(_declared(p))
+            code, bits = cxx.CXX_TYPES[p.type.dtype.name][1:]
+            body.append(f"// {p.name}: {_declared(p)}{' (output)' if p.is_output else ''}")
+            body += self.device(v, name)
+            body.append(f"check.dtype({v}, {name}, {code}, {bits}, {decl});")
+            body.append(f"check.rank({v}, {name}, {p.type.rank}, {decl});")
+            for axis, d in enumerate(p.type.shape):
+                if isinstance(d, int):
+                    body.append(f"check.extent({v}, {name}, {axis}, {d}, {decl});")
+                elif isinstance(d, DimVar) and (p.name, axis) in binding:
+                    body.append(f"int64_t const {self.dims[d.name]} = check.bind({v}, {name}, {axis}, "
+                                f"{cxx.string(d.name)}, {d.lo}, {d.hi}, {decl});")
+                else:
+                    src = bound_by[next(iter(sorted(dv.name for dv in d.dimvars())))] if d.dimvars() else "?"
+                    later.append(f"check.agree({v}, {name}, {axis}, {cxx.dim_expr(d, self.dims)}, "
+                                 f"{cxx.string(str(d))}, {cxx.string(src)}, {decl});")
+        body += later
+        for p in fn.params:
+            body.append(f"check.contiguous({self.views[p.name]}, {cxx.string(p.name)});")
+        for o in fn.outputs:
+            for i in fn.inputs:
+                body.append(f"check.disjoint({self.views[o.name]}, {cxx.string(o.name)}, {self.views[i.name]}, "
+                            f"{cxx.string(i.name)});")
+        for p in fn.params:
+            const = "" if p.is_output else " const"
+            ctype = cxx.cxx_type(p.type.dtype)
+            body.append(f"auto* const {self.pointers[p.name]} = host::data<{ctype}{const}>({self.views[p.name]});")
+        body.append(f"int64_t const grid = {cxx.dim_expr(fn.schedule.grid, self.dims)};")
+        body += self.launch(self.kernel.call_args(self.pointers, self.dims))
+        return [f"void {self.entry_name}({params}) {{", *("  " + line for line in body), "}"]
+
+    def device(self, view: str, name: str) -> list[str]:
+        """The device check of one argument."""
+        return [f"check.device({view}, {name}, {self.device_type}, {cxx.string(self.device_label)});"]
+
+    def launch(self, args: str) -> list[str]:  # pragma: no cover - every target overrides it
+        raise NotImplementedError
+
+
+def _declared(p: object) -> str:
+    t = p.type  # type: ignore[attr-defined]
+    kind = "Tensor"
+    return f"{kind}{str(t)[len('Tensor'):]}"

@@ -1,0 +1,209 @@
+"""The kernel body of a PrimFunction as C++ on the runtime headers, shared by every target.
+
+One statement per TIR statement: buffers are declared by name (``make_shard_view`` over a parameter's
+memory, ``make_rmem_shard_tensor`` for registers), each op is one call of its family's ``ops::`` entry,
+and a comment gives the source line of the HIR ops that follow it. A target subclasses
+:class:`KernelEmitter` for what differs: the kernel's qualifier and the storage of buffers whose size
+is known only at launch.
+"""
+
+from __future__ import annotations
+
+from ..ir.types.dim import DimVar
+from ..ir.types.storage import Storage
+from ..tir.buffer import Buffer, Literal, Operand
+from ..tir.function import PrimFunc
+from ..tir.layout import TLayout
+from ..tir.stmt import AliasView, Alloc, GmemView, MeshScope, OpCall, Origin, RowLoop, Stmt, Sync
+from . import cxx
+
+
+class KernelEmitter:
+    """Emits one PrimFunction's kernel function."""
+
+    target_label = "?"
+    qualifier = "void"
+
+    def __init__(self, fn: PrimFunc, names: cxx.Names | None = None) -> None:
+        self.fn = fn
+        self.names = names or cxx.Names(("row", "row_begin", "row_end"))
+        self.dims: dict[str, str] = {b.dimvar.name: self.names(("dim", b.dimvar.name), b.dimvar.name)
+                                     for b in fn.dimvars}
+        self.pointers = {p.name: self.names(("ptr", p.name), f"{p.name}_ptr") for p in fn.params}
+        self.layouts: dict[TLayout, str] = {}
+        self.meshes: dict[str, str] = {}
+        self.lines: list[str] = []
+        self._last_loc: object = None
+
+    # -- names --------------------------------------------------------------------------------
+    @property
+    def kernel_name(self) -> str:
+        return self.names(("kernel", self.fn.name), f"{self.fn.name}_kernel")
+
+    def buffer(self, b: Buffer) -> str:
+        return self.names(("buffer", id(b)), b.name)
+
+    def operand(self, o: Operand) -> str:
+        return cxx.literal(o) if isinstance(o, Literal) else self.buffer(o)
+
+    # -- signature ----------------------------------------------------------------------------
+    def signature_params(self) -> list[str]:
+        """The kernel's parameters: a typed pointer per tensor (inputs const), then the DimVars."""
+        out = []
+        for p in self.fn.params:
+            const = "" if p.is_output else " const"
+            out.append(f"{cxx.cxx_type(p.type.dtype)}{const}* {self.pointers[p.name]}")
+        out += [f"int64_t {self.dims[b.dimvar.name]}" for b in self.fn.dimvars]
+        return out
+
+    def call_args(self, pointer_names: dict[str, str], dim_names: dict[str, str]) -> str:
+        """The arguments a host entry passes, given its own names for pointers and DimVars."""
+        args = [pointer_names[p.name] for p in self.fn.params] + [dim_names[b.dimvar.name] for b in self.fn.dimvars]
+        return ", ".join(args)
+
+    # -- body ---------------------------------------------------------------------------------
+    def emit(self) -> list[str]:
+        """The kernel function's lines."""
+        s = self.fn.schedule
+        head = [f"// {self.fn.name}: schedule {s}"]
+        if self.fn.loc is not None:
+            head.insert(0, f"// from @func {self.fn.name} at {_short(self.fn.loc.filename)}:{self.fn.loc.lineno}")
+        self.lines = []
+        for stmt in self.fn.body:
+            self.stmt(stmt, "  ")
+        sig = ", ".join(self.signature_params())
+        return head + [f"{self.qualifier} {self.kernel_name}({sig}) {{", *self.lines, "}"]
+
+    def stmt(self, s: Stmt, ind: str) -> None:
+        if isinstance(s, MeshScope):
+            self.mesh_scope(s, ind)
+        elif isinstance(s, Alloc):
+            self.lines += [ind + line for line in self.alloc(s.buffer, ind)]
+        elif isinstance(s, GmemView):
+            self.gmem_view(s, ind)
+        elif isinstance(s, AliasView):
+            self.alias_view(s, ind)
+        elif isinstance(s, OpCall):
+            self.call(s, ind)
+        elif isinstance(s, Sync):
+            self.lines.append(f"{ind}ops::sync<ops::SyncKind::{s.kind}>();")
+        elif isinstance(s, RowLoop):
+            self.row_loop(s, ind)
+        else:  # pragma: no cover - every TIR statement is handled above
+            raise TypeError(f"no C++ for TIR statement {type(s).__name__}")
+
+    def mesh_scope(self, s: MeshScope, ind: str) -> None:
+        mesh = s.mesh
+        name = self.names(("mesh", mesh.name), mesh.name)
+        self.meshes[mesh.name] = name
+        levels = ", ".join(f"TopologyScope::{lv}" for lv in mesh.levels)
+        layout = cxx.mesh_layout(tuple(a.extent for a in mesh.axes), tuple(a.stride for a in mesh.axes))
+        self.lines.append(f"{ind}// {mesh}")
+        self.lines.append(f"{ind}auto const {name} = make_mesh<{levels}>({layout});")
+        for b in _buffers(s.body):
+            self.layout(b.layout, b.storage, ind)
+        for stmt in s.body:
+            self.stmt(stmt, ind)
+
+    def layout(self, layout: TLayout, storage: Storage, ind: str) -> str:
+        """The name of a shard layout, declared on first use."""
+        key = layout
+        if key not in self.layouts:
+            scalar = all(d == 1 for d in layout.shape)
+            base = "one_element" if scalar else f"{storage.value}_layout"
+            name = self.names(("layout", key), base)
+            self.layouts[key] = name
+            mesh = self.meshes[layout.mesh.name] if layout.mesh is not None else "?"
+            self.lines.append(f"{ind}auto const {name} = {cxx.shard_layout(layout, mesh, self.dims)};")
+        return self.layouts[key]
+
+    def alloc(self, b: Buffer, ind: str) -> list[str]:
+        """Declares an rmem (or smem) buffer; the base class handles static register buffers."""
+        layout = self.layout(b.layout, b.storage, ind)
+        return [f"auto {self.buffer(b)} = make_rmem_shard_tensor<{cxx.cxx_type(b.dtype)}>({layout});"]
+
+    def gmem_view(self, s: GmemView, ind: str) -> None:
+        layout = self.layout(s.buffer.layout, Storage.gmem, ind)
+        ptr = self.pointers[s.param]
+        offset = self.offset_expr(s)
+        at = f"{ptr} + {offset}" if offset != "0" else ptr
+        self.lines.append(f"{ind}auto {self.buffer(s.buffer)} = make_shard_view(cute::make_gmem_ptr({at}), {layout});")
+
+    def offset_expr(self, s: GmemView) -> str:
+        parts = []
+        for div, mod, stride in s.offset.terms:
+            t = "row" if div == 1 else f"(row / {cxx.dim_expr(div, self.dims)})"
+            if mod is not None:
+                t = f"({t} % {cxx.dim_expr(mod, self.dims)})"
+            if stride != 1:
+                st = cxx.dim_expr(stride, self.dims)
+                t = f"{t} * {st if isinstance(stride, int) or isinstance(stride, DimVar) else '(' + st + ')'}"
+            parts.append(t)
+        return " + ".join(parts) or "0"
+
+    def alias_view(self, s: AliasView, ind: str) -> None:
+        layout = self.layout(s.buffer.layout, s.buffer.storage, ind)
+        src = self.buffer(s.source)
+        self.lines.append(f"{ind}auto {self.buffer(s.buffer)} = make_shard_view({src}.engine.data(), {layout});")
+
+    def call(self, s: OpCall, ind: str) -> None:
+        self.comment(s.origin, ind)
+        out = self.buffer(s.out)
+        args = [self.operand(o) for o in s.operands]
+        if s.family == "fill":
+            line = f"ops::fill({out}, {args[0]});"
+        elif s.family == "reduce":
+            axes = ", ".join(str(a) for a in s.axes)
+            ws = f", {self.buffer(s.workspace)}" if s.workspace is not None else ""
+            line = f"ops::reduce<ops::{s.tag.name}, cute::seq<{axes}>>({args[0]}, {out}{ws});"
+        else:
+            line = f"ops::{s.family}({self.tag(s)}, {', '.join(args)}, {out});"
+        self.lines.append(ind + line)
+
+    def tag(self, s: OpCall) -> str:
+        tag = s.tag
+        if tag.name == "clamp_op":
+            src = s.operands[0]
+            ctype = cxx.COMPUTE_TYPES[src.dtype.name]
+            bounds = ", ".join(cxx.literal(a, compute=True) for a in tag.args)
+            return f"ops::clamp_op<{ctype}>{{{bounds}}}"
+        return f"ops::{tag.name}{{}}"
+
+    def comment(self, origin: Origin, ind: str) -> None:
+        if origin.loc == self._last_loc:
+            return
+        self._last_loc = origin.loc
+        if origin.loc is None:
+            self.lines.append(f"{ind}// {origin.op}")
+            return
+        via = f" [{origin.composite}]" if origin.composite else ""
+        self.lines.append(f"{ind}// {_short(origin.loc.filename)}:{origin.loc.lineno}: {origin.loc.text}{via}")
+
+    def row_loop(self, s: RowLoop, ind: str) -> None:
+        sched = self.fn.schedule
+        per = cxx.dim_expr(sched.rows_per_cta, self.dims)
+        rows = cxx.dim_expr(sched.rows, self.dims)
+        self._last_loc = None
+        self.lines += [
+            f"{ind}int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * ({per});",
+            f"{ind}int64_t const row_end = row_begin + ({per}) < ({rows}) ? row_begin + ({per}) : ({rows});",
+            f"{ind}for (int64_t row = row_begin; row < row_end; ++row) {{",
+        ]
+        for stmt in s.body:
+            self.stmt(stmt, ind + "  ")
+        self.lines.append(f"{ind}}}")
+
+
+def _buffers(body: list[Stmt]) -> list[Buffer]:
+    """Every buffer a scope declares, in order (nested loops included, nested meshes not)."""
+    out: list[Buffer] = []
+    for s in body:
+        if isinstance(s, (Alloc, GmemView, AliasView)):
+            out.append(s.buffer)
+        elif isinstance(s, RowLoop):
+            out += _buffers(s.body)
+    return out
+
+
+def _short(filename: str) -> str:
+    return filename.rsplit("/", 1)[-1]

@@ -1,0 +1,40 @@
+"""CompilerOptions: what the build step may be told, and its canonical text (part of the jit key)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+
+@dataclass(frozen=True)
+class CompilerOptions:
+    """Options of the build step.
+
+    Attributes:
+        opt_level: the ``-O`` level.
+        compiler: the compiler executable (a name on PATH or a path); None takes ``$TILEFOUNDRY_CXX``
+            (CPU target) or ``$TILEFOUNDRY_NVCC`` (CUDA target), else ``g++`` / ``nvcc``.
+        cpu_arch: ``"native"`` builds for the instruction set of this machine's CPU (the x86-64 level
+            it supports, e.g. ``x86-64-v3``), ``"generic"`` for any x86-64, or a ``-march`` value.
+        extra_flags: appended to the compiler's command line.
+    """
+
+    opt_level: int = 3
+    compiler: str | None = None
+    cpu_arch: str = "native"
+    extra_flags: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if isinstance(self.opt_level, bool) or self.opt_level not in (0, 1, 2, 3):
+            raise ValueError(f"CompilerOptions.opt_level must be 0, 1, 2 or 3, got {self.opt_level!r}")
+        if self.compiler is not None and (not isinstance(self.compiler, str) or not self.compiler):
+            raise TypeError(f"CompilerOptions.compiler must be an executable name or path, got {self.compiler!r}")
+        if not isinstance(self.cpu_arch, str) or not self.cpu_arch:
+            raise TypeError(f"CompilerOptions.cpu_arch must be 'native', 'generic' or a -march value, got "
+                            f"{self.cpu_arch!r}")
+        if isinstance(self.extra_flags, str) or not all(isinstance(f, str) for f in self.extra_flags):
+            raise TypeError(f"CompilerOptions.extra_flags must be a tuple of strings, got {self.extra_flags!r}")
+        object.__setattr__(self, "extra_flags", tuple(self.extra_flags))
+
+    def canonical_text(self) -> str:
+        """Every field, in declaration order, as ``name=repr(value)``."""
+        return "CompilerOptions(" + ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self)) + ")"

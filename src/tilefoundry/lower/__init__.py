@@ -1,0 +1,80 @@
+"""Lowering: a HIR Module to TIR, one PrimFunction per ``@func`` kernel.
+
+The passes, in order (each a small function over a printable form):
+
+1. ``flatten_function``: the function's ops, calls of sibling functions inlined (``program.py``);
+2. ``expand_composites``: rms_norm, layer_norm and softmax as the primitives they compute (``expand.py``);
+3. placement: the function's own ``with Mesh(...)`` placement when it has one (``meshwise.py``), else
+   the automatic row-wise placement (``rows.py``, ``schedule.py``, ``layouts.py``);
+4. materialisation: buffers, views and runtime-op calls (``rowwise.py`` / ``meshwise.py``).
+
+An op that cannot be compiled is refused with a :class:`LoweringError` naming it, the function and the
+source line.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..ir.core.function import Function
+from ..ir.core.module import Module
+from ..target import Target, resolve_target
+from ..tir.function import PrimFunc, TirModule
+from .errors import LoweringError
+from .expand import expand_composites
+from .program import Program, flatten_function
+from .rowwise import lower_rows
+from .schedule import Declared
+from .topology import declared_topologies
+
+__all__ = ["LoweringError", "as_module", "lower", "lower_function", "target_for"]
+
+
+def as_module(fn_or_mod: Any, verb: str = "lower") -> Module:
+    """A Module from a Function (an implicit one-function Module declaring no execution context)."""
+    if isinstance(fn_or_mod, Module):
+        return fn_or_mod
+    if isinstance(fn_or_mod, Function):
+        return Module(fn_or_mod.name, {fn_or_mod.name: fn_or_mod}, entry=fn_or_mod.name, target=fn_or_mod.target,
+                      topologies=fn_or_mod.topologies)
+    if callable(fn_or_mod):
+        name = getattr(fn_or_mod, "__name__", type(fn_or_mod).__name__)
+        raise TypeError(f"{verb} takes TileFoundry IR (a @func Function or a @module Module); {name} is a plain "
+                        f"Python callable: decorate it with @func first")
+    raise TypeError(f"{verb} takes a @func Function or a @module Module, got {type(fn_or_mod).__name__}")
+
+
+def target_for(mod: Module, target: str | Target | None, verb: str) -> Target:
+    """The target to compile for: the one asked, which must be of the kind the Module declares."""
+    declared = mod.target
+    if target is None:
+        return declared if declared is not None else resolve_target("cuda")
+    asked = resolve_target(target)
+    if declared is not None and declared.kind != asked.kind:
+        raise ValueError(f"{verb}: Module {mod.name!r} declares target {declared} ({declared.kind}), but target "
+                         f"{asked} ({asked.kind}) was asked; ask for {declared.kind!r} or drop the Module's target=")
+    if declared is not None and declared != asked and declared.kind == asked.kind:
+        return asked
+    return asked
+
+
+def lower_function(fn: Function, target: Target, declared: Declared) -> PrimFunc:
+    """One function's PrimFunction."""
+    prog: Program = expand_composites(flatten_function(fn))
+    return lower_rows(prog, target, declared)
+
+
+def lower(fn_or_mod: Any, target: str | Target | None = None) -> TirModule:
+    """Lower a Module (or a Function) to TIR for ``target`` (default: the Module's, else ``"cuda"``).
+
+    Raises:
+        TypeError: not TileFoundry IR (a raw Python function: decorate it with @func).
+        ValueError: the Module declares a target of another kind than ``target``.
+        LoweringError: an op (or placement) the compiler cannot handle, naming the op, function and line.
+    """
+    mod = as_module(fn_or_mod)
+    tgt = target_for(mod, target, "lower")
+    declared = declared_topologies(mod)
+    functions = {name: lower_function(fn, tgt, declared) for name, fn in mod.functions.items()}
+    entry = mod.entry if mod.entry is not None else next(iter(functions), "")
+    return TirModule(mod.name, tgt, functions, entry)

@@ -1,0 +1,111 @@
+"""Composite ops (rms_norm, layer_norm, softmax) rewritten as the primitive ops they compute.
+
+Each expansion computes in the op's compute dtype and follows the evaluator's order of operations,
+so the compiled kernel rounds where the reference rounds. Every primitive is typed by its own type
+rule and keeps the composite's source line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..ir.types.dtype import DType, f32
+from .errors import LoweringError
+from .program import Op, Program, Val, make_op
+
+
+def compute_dtype(op: Op) -> DType:
+    """The dtype a composite computes in: its ``compute_dtype`` attribute, else f32."""
+    dt = op.attrs.get("compute_dtype")
+    return dt if isinstance(dt, DType) else f32
+
+
+def _cast(prog: Program, v: Val, dtype: DType, like: Op, role: str) -> Val:
+    if v.type.dtype == dtype:
+        return v
+    return make_op(prog, "cast", (v,), {"dtype": dtype}, like, role)
+
+
+def _const(prog: Program, value: float, dtype: DType, like: Op, role: str) -> Val:
+    return make_op(prog, "constant", (), {"value": value, "dtype": dtype}, like, role)
+
+
+def _last_axis(prog: Program, op: Op, axis: int) -> None:
+    if axis != op.inputs[0].type.rank - 1:
+        raise LoweringError(op.op, prog.name, f"along axis {axis}: compiled {op.op} runs along the last axis only",
+                            op.loc)
+
+
+def _rms_norm(prog: Program, op: Op) -> Val:
+    x, w = op.inputs
+    cd = compute_dtype(op)
+    last = x.type.rank - 1
+    xf = _cast(prog, x, cd, op, "x")
+    sq = make_op(prog, "square", (xf,), {}, op, "square")
+    ms = make_op(prog, "reduce", (sq,), {"axes": (last,), "keepdim": True, "kind": "mean"}, op, "mean_square")
+    eps = _const(prog, op.attrs["eps"], cd, op, "eps")
+    var = make_op(prog, "add", (ms, eps), {}, op, "plus_eps")
+    inv = make_op(prog, "rsqrt", (var,), {}, op, "rstd")
+    normed = make_op(prog, "mul", (xf, inv), {}, op, "normed")
+    wf = _cast(prog, w, cd, op, "weight")
+    y = make_op(prog, "mul", (normed, wf), {}, op, "scaled")
+    return _cast(prog, y, x.type.dtype, op, "out")
+
+
+def _layer_norm(prog: Program, op: Op) -> Val:
+    x, w, b = op.inputs
+    _last_axis(prog, op, op.attrs["axis"])
+    cd = compute_dtype(op)
+    last = x.type.rank - 1
+    xf = _cast(prog, x, cd, op, "x")
+    mean = make_op(prog, "reduce", (xf,), {"axes": (last,), "keepdim": True, "kind": "mean"}, op, "mean")
+    xc = make_op(prog, "sub", (xf, mean), {}, op, "centred")
+    sq = make_op(prog, "square", (xc,), {}, op, "square")
+    var = make_op(prog, "reduce", (sq,), {"axes": (last,), "keepdim": True, "kind": "mean"}, op, "var")
+    eps = _const(prog, op.attrs["eps"], cd, op, "eps")
+    inv = make_op(prog, "rsqrt", (make_op(prog, "add", (var, eps), {}, op, "plus_eps"),), {}, op, "rstd")
+    normed = make_op(prog, "mul", (xc, inv), {}, op, "normed")
+    scaled = make_op(prog, "mul", (normed, _cast(prog, w, cd, op, "weight")), {}, op, "scaled")
+    y = make_op(prog, "add", (scaled, _cast(prog, b, cd, op, "bias")), {}, op, "shifted")
+    return _cast(prog, y, x.type.dtype, op, "out")
+
+
+def _softmax(prog: Program, op: Op) -> Val:
+    (x,) = op.inputs
+    _last_axis(prog, op, op.attrs["axis"])
+    cd = compute_dtype(op)
+    last = x.type.rank - 1
+    xf = _cast(prog, x, cd, op, "x")
+    mx = make_op(prog, "reduce", (xf,), {"axes": (last,), "keepdim": True, "kind": "max"}, op, "max")
+    shifted = make_op(prog, "sub", (xf, mx), {}, op, "shifted")
+    e = make_op(prog, "exp", (shifted,), {}, op, "exp")
+    total = make_op(prog, "reduce", (e,), {"axes": (last,), "keepdim": True, "kind": "sum"}, op, "sum")
+    y = make_op(prog, "div", (e, total), {}, op, "probs")
+    return _cast(prog, y, x.type.dtype, op, "out")
+
+
+EXPANSIONS: dict[str, Callable[[Program, Op], Val]] = {
+    "rms_norm": _rms_norm,
+    "layer_norm": _layer_norm,
+    "softmax": _softmax,
+}
+
+
+def expand_composites(prog: Program) -> Program:
+    """The program with every composite op replaced by its primitives (its result keeps its name)."""
+    ops, prog.ops = prog.ops, []
+    replaced: dict[int, Val] = {}
+    for op in ops:
+        op.inputs = tuple(replaced.get(id(v), v) for v in op.inputs)
+        expand = EXPANSIONS.get(op.op)
+        if expand is None:
+            prog.ops.append(op)
+            continue
+        result = expand(prog, op)
+        (out,) = op.outputs
+        if result.producer is not None and result.type == out.type:
+            prog.namer.taken.discard(result.name)
+            result.name = out.name
+        replaced[id(out)] = result
+    prog.outputs = tuple(replaced.get(id(v), v) for v in prog.outputs)
+    return prog

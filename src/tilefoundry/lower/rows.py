@@ -1,0 +1,142 @@
+"""Is a program row-wise, and what is each value per row?
+
+A row-wise program iterates over ``rows = product(lead)`` rows of ``H`` elements: the leading axes of
+its widest values are the row index, their last axis the row. Every value is, per row, either a
+*vector* (the row's H elements) or a *scalar* (one element: a reduction's result, a ``[rows, 1]``
+input), and *invariant* when it does not depend on the row (a weight, a constant). Elementwise ops
+(with broadcasting), casts, comparisons, ``where``, constants and reductions along the last axis
+keep a program row-wise; anything else is refused, naming the op.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ir.types.dim import Dim, dims_equal, product
+from .errors import LoweringError
+from .program import Op, Program, Val
+
+# Ops whose result is aligned with their operands by broadcasting (right-aligned axes).
+ELEMENTWISE = frozenset({
+    "add", "sub", "mul", "div", "max", "min", "pow", "lt", "le", "gt", "ge", "eq", "ne",
+    "neg", "abs", "exp", "log", "rsqrt", "sqrt", "square", "sigmoid", "tanh", "silu", "relu", "gelu",
+    "cast", "clamp", "where", "full_like", "reshard", "local",
+})
+
+
+@dataclass(frozen=True)
+class RowForm:
+    """A value per row.
+
+    Attributes:
+        vector: it spans the row (H elements per row); else one element per row.
+        lead: for each of the value's axes except its row axis, the lead axis it walks (None: extent 1,
+            repeated along that lead axis).
+        invariant: it is the same for every row.
+    """
+
+    vector: bool
+    lead: tuple[int | None, ...]
+    invariant: bool
+
+
+@dataclass
+class RowSpace:
+    """The iteration space: lead extents (rows = their product), the row length H, each value's form."""
+
+    lead: tuple[Dim, ...]
+    row: Dim
+    forms: dict[int, RowForm]
+    axis_maps: dict[int, tuple[int, ...]]
+
+    @property
+    def rows(self) -> Dim:
+        """The number of rows."""
+        return product(self.lead)
+
+    def form(self, v: Val) -> RowForm:
+        """The form of value ``v``."""
+        return self.forms[id(v)]
+
+
+def analyze_rows(prog: Program) -> RowSpace:
+    """The row space of ``prog``, or a LoweringError naming the first op that is not row-wise."""
+    values = list(prog.params) + [v for op in prog.ops for v in op.outputs]
+    depth = max((v.type.rank for v in values), default=0)
+    row_axis = depth - 1  # the iteration axis of the row (-1: no axes at all)
+    maps: dict[int, tuple[int, ...]] = {}
+    for p in prog.params:
+        maps[id(p)] = tuple(range(depth - p.type.rank, depth))
+    for op in prog.ops:
+        _map_op(prog, op, maps, row_axis)
+    extents = _extents(prog, values, maps, depth)
+    lead, row = tuple(extents[:-1]), (extents[-1] if depth else 1)
+    forms = {id(v): _form(v, maps[id(v)], row_axis, extents) for v in values}
+    return RowSpace(lead, row, forms, maps)
+
+
+def _refuse(prog: Program, op: Op, reason: str) -> LoweringError:
+    return LoweringError(op.op, prog.name, reason, op.loc)
+
+
+def _map_op(prog: Program, op: Op, maps: dict[int, tuple[int, ...]], row_axis: int) -> None:
+    if op.op == "constant":
+        maps[id(op.outputs[0])] = ()
+        return
+    if op.op == "reduce":
+        (x,) = op.inputs
+        xm = maps[id(x)]
+        if op.attrs["axes"] != (x.type.rank - 1,) or not xm or xm[-1] != row_axis:
+            raise _refuse(prog, op, f"over axes {op.attrs['axes']} of {x.type}: a compiled row-wise program "
+                                    "reduces along the last axis only")
+        maps[id(op.outputs[0])] = xm if op.attrs["keepdim"] else xm[:-1]
+        return
+    if op.op not in ELEMENTWISE:
+        raise _refuse(prog, op, _why_not(op))
+    out = op.outputs[0]
+    widest = [maps[id(v)] for v in op.inputs if v.type.rank == out.type.rank]
+    result = widest[0] if widest else tuple(range(row_axis + 1 - out.type.rank, row_axis + 1))
+    for v in op.inputs:
+        vm = maps[id(v)]
+        if vm != result[len(result) - len(vm):]:
+            raise _refuse(prog, op, f"its operands {', '.join(str(i.type) for i in op.inputs)} broadcast across "
+                                    "different iteration axes (a per-row value meets the row axis); this is not a "
+                                    "row-wise program")
+    maps[id(out)] = result
+
+
+def _why_not(op: Op) -> str:
+    if op.op == "matmul":
+        return "matmul is not compiled yet (the row-wise compiler covers elementwise ops and reductions)"
+    if op.op in ("rope", "topk", "argmax", "index_select", "cache_update"):
+        return f"{op.op} reads across rows or gathers; the row-wise compiler covers elementwise ops and reductions"
+    return (f"{op.op} changes the shape of the data; the row-wise compiler covers elementwise ops, casts, "
+            "comparisons, where, constants and reductions along the last axis")
+
+
+def _extents(prog: Program, values: list[Val], maps: dict[int, tuple[int, ...]], depth: int) -> list[Dim]:
+    extents: list[Dim] = [1] * depth
+    seen: list[Val | None] = [None] * depth
+    for v in values:
+        for d, axis in zip(v.type.shape, maps[id(v)]):
+            if dims_equal(d, 1):
+                continue
+            if seen[axis] is None:
+                extents[axis], seen[axis] = d, v
+            elif not dims_equal(extents[axis], d):
+                op = v.producer
+                what = f"{v.producer.op}" if op is not None else f"parameter {v.param}"
+                raise LoweringError(
+                    what, prog.name, f"iteration axis {axis} has extent {extents[axis]} in {seen[axis].type} "
+                    f"and {d} in {v.type}", op.loc if op is not None else prog.function.loc)
+    return extents
+
+
+def _form(v: Val, axis_map: tuple[int, ...], row_axis: int, extents: list[Dim]) -> RowForm:
+    shape = v.type.shape
+    has_row = bool(axis_map) and axis_map[-1] == row_axis
+    vector = has_row and not dims_equal(shape[-1], 1) and not dims_equal(extents[row_axis], 1)
+    lead_axes = axis_map[:-1] if has_row else axis_map
+    lead_dims = shape[:-1] if has_row else shape
+    lead = tuple(None if dims_equal(d, 1) else a for d, a in zip(lead_dims, lead_axes))
+    return RowForm(vector, lead, all(a is None for a in lead))

@@ -1,0 +1,202 @@
+"""Automatic placement of a row-wise program, and its TIR: leading axes over CTAs, the row over threads.
+
+The kernel body is one mesh scope over the thread mesh. Buffers for per-row intermediates are
+allocated once per CTA (rmem), views of row-independent parameters and the ops computing
+row-independent values come next (hoisted out of the loop), then the loop over this CTA's rows: the
+rows' views of the parameters and outputs, and one runtime-op call per HIR op. An op whose result is
+an output writes the output's memory directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..ir.types.dim import Dim, product
+from ..ir.types.storage import Storage
+from ..target import Target
+from ..tir.buffer import Buffer, Literal, Operand
+from ..tir.function import KernelParam, PrimFunc
+from ..tir.stmt import Alloc, GmemView, MeshScope, OpCall, Origin, RowLoop, RowOffset, Stmt, Tag
+from .errors import LoweringError
+from .layouts import RowLayouts
+from .opmap import BINARY_TAGS, COMPILED_DTYPES, REDUCE_TAGS, UNARY_TAGS, literal, unary_tag
+from .params import bind_dimvars, output_params
+from .program import Op, Program, Val
+from .rows import RowForm, RowSpace, analyze_rows
+from .schedule import Declared, row_schedule
+
+_UNARY = frozenset(UNARY_TAGS) | {"cast", "gelu", "clamp"}
+_ALIASES = frozenset({"reshard", "local"})
+
+
+@dataclass
+class _Sections:
+    """Where statements go: once per CTA (allocations, row-independent work) or once per row."""
+
+    allocs: list[Stmt] = field(default_factory=list)
+    invariant: list[Stmt] = field(default_factory=list)
+    rows: list[Stmt] = field(default_factory=list)
+
+    def of(self, invariant: bool) -> list[Stmt]:
+        return self.invariant if invariant else self.rows
+
+
+class _RowLowering:
+    def __init__(self, prog: Program, space: RowSpace, layouts: RowLayouts) -> None:
+        self.prog = prog
+        self.space = space
+        self.layouts = layouts
+        self.sec = _Sections()
+        self.operand: dict[int, Operand] = {}
+        self.roots: dict[int, Val] = {}
+
+    # -- values -------------------------------------------------------------------------------
+    def form(self, v: Val) -> RowForm:
+        return self.space.form(v)
+
+    def layout(self, v: Val, storage: Storage):  # noqa: ANN201 - TLayout
+        return self.layouts.vector(storage) if self.form(v).vector else self.layouts.scalar()
+
+    def row_shape(self, v: Val) -> tuple[Dim, ...]:
+        return (self.space.row,) if self.form(v).vector else (1,)
+
+    def gmem(self, name: str, v: Val, param: str) -> Buffer:
+        buf = Buffer(name, v.type.dtype, Storage.gmem, self.row_shape(v), self.layout(v, Storage.gmem))
+        self.sec.of(self.form(v).invariant).append(GmemView(buf, param, self._offset(v)))
+        return buf
+
+    def rmem(self, v: Val, name: str | None = None) -> Buffer:
+        buf = Buffer(name or v.name, v.type.dtype, Storage.rmem, self.row_shape(v), self.layout(v, Storage.rmem))
+        self.sec.allocs.append(Alloc(buf))
+        return buf
+
+    def _offset(self, v: Val) -> RowOffset:
+        shape = v.type.shape
+        lead = self.space.lead
+        strides = [product(shape[j + 1:]) for j in range(len(shape))]
+        terms = []
+        for j, axis in enumerate(self.form(v).lead):
+            if axis is None:
+                continue
+            div = product(lead[axis + 1:])
+            mod = lead[axis] if axis > 0 else None
+            terms.append((div, mod, strides[j]))
+        return RowOffset(tuple(terms))
+
+    def buffer_of(self, v: Val, origin: Origin) -> Buffer:
+        """The operand of ``v`` as a buffer: a literal is first filled into one."""
+        o = self.operand[id(v)]
+        if isinstance(o, Buffer):
+            return o
+        buf = self.rmem(v)
+        self.sec.invariant.append(OpCall("fill", None, (o,), buf, origin))
+        self.operand[id(v)] = buf
+        return buf
+
+    # -- program ------------------------------------------------------------------------------
+    def params(self) -> None:
+        used = {id(v) for op in self.prog.ops for v in op.inputs} | {id(v) for v in self.prog.outputs}
+        for p in self.prog.params:
+            if id(p) in used:
+                self.operand[id(p)] = self.gmem(p.name, p, p.name)
+
+    def outputs(self, names: list[str]) -> list[tuple[Buffer, Val]]:
+        """Output views; an op result returned (first time) is written there directly."""
+        claimed: set[int] = set()
+        pending = []
+        for name, v in zip(names, self.prog.outputs):
+            buf = self.gmem(name, v, name)
+            root = self.root(v)
+            if root.producer is not None and root.producer.op != "constant" and id(root) not in claimed:
+                claimed.add(id(root))
+                self.operand[id(root)] = buf
+            else:
+                pending.append((buf, v))
+        return pending
+
+    def root(self, v: Val) -> Val:
+        while v.producer is not None and v.producer.op in _ALIASES:
+            v = v.producer.inputs[0]
+        return v
+
+    def op(self, op: Op) -> None:
+        origin = Origin(op.op, op.loc, op.composite)
+        for v in (*op.inputs, *op.outputs):
+            if v.type.dtype.name not in COMPILED_DTYPES:
+                raise LoweringError(op.op, self.prog.name, f"dtype {v.type.dtype} is not compiled yet (compiled: "
+                                    f"{', '.join(sorted(COMPILED_DTYPES))})", op.loc)
+        (out,) = op.outputs if len(op.outputs) == 1 else (None,)
+        if op.op == "constant":
+            self.operand[id(out)] = literal(op.attrs["value"], op.attrs["dtype"])
+            return
+        if op.op in _ALIASES:
+            self.operand[id(out)] = self.operand[id(op.inputs[0])]
+            return
+        where = self.sec.of(self.form(out).invariant)
+        if op.op == "full_like":
+            where.append(OpCall("fill", None, (literal(op.attrs["value"], out.type.dtype),), self.result(out),
+                                origin))
+        elif op.op in _UNARY:
+            src = self.buffer_of(op.inputs[0], origin)
+            where.append(OpCall("unary", unary_tag(op.op, op.attrs, op.inputs[0].type.dtype), (src,),
+                                self.result(out), origin))
+        elif op.op in BINARY_TAGS:
+            self._refuse_integer(op)
+            a, b = (self.operand[id(v)] for v in op.inputs)
+            where.append(OpCall("binary", Tag(BINARY_TAGS[op.op]), (a, b), self.result(out), origin))
+        elif op.op == "where":
+            c, a, b = (self.operand[id(v)] for v in op.inputs)
+            where.append(OpCall("ternary", Tag("select_op"), (c, a, b), self.result(out), origin))
+        elif op.op == "reduce":
+            src = self.buffer_of(op.inputs[0], origin)
+            where.append(OpCall("reduce", Tag(REDUCE_TAGS[op.attrs["kind"]]), (src,), self.result(out), origin,
+                                axes=self.layouts.reduced_axes()))
+        else:  # pragma: no cover - analyze_rows admits no other op
+            raise LoweringError(op.op, self.prog.name, "no runtime op computes it", op.loc)
+
+    def _refuse_integer(self, op: Op) -> None:
+        if op.op in ("div", "pow") and not op.inputs[0].type.dtype.is_float:
+            raise LoweringError(op.op, self.prog.name, f"{op.op} on {op.inputs[0].type.dtype} is not compiled (an "
+                                "integer division by zero would stop the process); cast to a float dtype first",
+                                op.loc)
+
+    def result(self, v: Val) -> Buffer:
+        o = self.operand.get(id(v))
+        if isinstance(o, Buffer):
+            return o  # an output view claimed for this value
+        buf = self.rmem(v)
+        self.operand[id(v)] = buf
+        return buf
+
+    def copy_outputs(self, pending: list[tuple[Buffer, Val]]) -> None:
+        for buf, v in pending:
+            o = self.operand[id(self.root(v))]
+            origin = Origin("return", self.prog.function.loc)
+            where = self.sec.of(self.form(v).invariant)
+            if isinstance(o, Literal):
+                where.append(OpCall("fill", None, (o,), buf, origin))
+            else:
+                where.append(OpCall("unary", Tag("cast_op"), (o,), buf, origin))
+
+
+def lower_rows(prog: Program, target: Target, declared: Declared) -> PrimFunc:
+    """The PrimFunction of a row-wise program with automatic placement."""
+    space = analyze_rows(prog)
+    dtypes = {v.type.dtype for v in (*prog.params, *prog.outputs)}
+    invariant_out = any(space.form(v).invariant for v in prog.outputs)
+    sched, mesh = row_schedule(target, prog.name, space.rows, space.row, dtypes, declared, invariant_out)
+    layouts = RowLayouts(mesh, sched.vector_width, space.row)
+    outs = output_params(prog)
+    low = _RowLowering(prog, space, layouts)
+    low.params()
+    pending = low.outputs([p.name for p in outs])
+    for op in prog.ops:
+        low.op(op)
+    low.copy_outputs(pending)
+    sec = low.sec
+    body: list[Stmt] = [*sec.allocs, *sec.invariant]
+    if sec.rows:
+        body.append(RowLoop("row", sec.rows))
+    params = tuple(KernelParam(p.name, p.type, False) for p in prog.params) + outs
+    return PrimFunc(prog.name, params, len(outs), bind_dimvars(prog, params), sched, [MeshScope(mesh, body)],
+                    prog.function.loc)

@@ -1,0 +1,106 @@
+"""CompiledModule: the RuntimeModule a compiled entry is bound to, calling it by the out-param
+convention (spec 1.1.3, 1.2)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..ir.types.dim import DimVar, evaluate_dim
+from .abi import EntryABI
+from .module import RuntimeModule
+
+__all__ = ["CompiledModule"]
+
+
+class CompiledModule(RuntimeModule):
+    """A compiled entry as a RuntimeModule: ``name`` and ``entry`` are the entry's name, ``module`` is None.
+
+    ``forward(*args)`` follows the out-param calling convention (spec 1.2):
+
+    * auto-alloc, ``len(args) == type.input_count``: every input a torch.Tensor; the outputs are
+      allocated on the first input's device with the dtype and shape of ``type.output_params`` (DimVar
+      extents read from the inputs), the entry is called and the outputs returned;
+    * pre-alloc, ``len(args) == len(type.params)``: the caller's outputs are written and returned
+      (any DLPack-compatible tensors);
+    * any other count between the two (some outputs only) is a TypeError.
+
+    One output comes back bare, several as a tuple. The entry itself checks every argument (device,
+    dtype, rank, extents, DimVars, contiguity) and raises TypeError / ValueError naming the parameter.
+
+    Attributes:
+        type: the entry's EntryABI.
+        fn: the bound tvm-ffi function.
+        source: the generated source the library was built from.
+        library: the shared library's path.
+        tir: the printed TIR the source was generated from.
+    """
+
+    def __init__(self, type: EntryABI, fn: Callable[..., Any], *, source: str = "",  # noqa: A002 - spec 1.1.3
+                 library: Path | None = None, tir: str = "", keep_alive: Any = None) -> None:
+        if not isinstance(type, EntryABI):
+            raise TypeError(f"CompiledModule(type=...) takes the entry's EntryABI, got {type.__class__.__name__}")
+        if not callable(fn):
+            raise TypeError(f"CompiledModule(fn=...) takes the bound entry function, got {fn.__class__.__name__}")
+        super().__init__(type.name, entry=type.name)
+        self.type = type
+        self.fn = fn
+        self.source = source
+        self.library = library
+        self.tir = tir
+        self._keep_alive = keep_alive  # the loaded library, so the function stays valid
+
+    def forward(self, *args: Any) -> Any:
+        """Run the entry by the out-param convention (see the class docstring)."""
+        abi = self.type
+        n_in, n_all = abi.input_count, len(abi.params)
+        if len(args) == n_in:
+            outputs = self._allocate(args)
+            self.fn(*args, *outputs)
+        elif len(args) == n_all:
+            outputs = tuple(args[n_in:])
+            self.fn(*args)
+        elif n_in < len(args) < n_all:
+            given = ", ".join(p.name for p in abi.output_params[: len(args) - n_in])
+            missing = ", ".join(p.name for p in abi.output_params[len(args) - n_in:])
+            raise TypeError(f"{abi.name}: {len(args) - n_in} of {abi.output_count} outputs given ({given}); pass "
+                            f"every output ({missing} missing) or none (then they are allocated)")
+        else:
+            raise TypeError(f"{abi.name} takes its {n_in} inputs ({_names(abi.input_params)}), optionally followed "
+                            f"by its {abi.output_count} outputs ({_names(abi.output_params)}); got {len(args)} "
+                            "arguments")
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def _allocate(self, args: tuple[Any, ...]) -> tuple[torch.Tensor, ...]:
+        abi = self.type
+        for p, a in zip(abi.input_params, args):
+            if not isinstance(a, torch.Tensor):
+                raise TypeError(f"{abi.name}: input {p.name} is a {type(a).__name__}; allocating the outputs needs "
+                                f"torch tensors (auto-alloc is torch-only): pass torch.Tensor inputs, or pass the "
+                                f"outputs too ({_names(abi.output_params)})")
+        device = args[0].device if args else torch.device("cpu")
+        bindings: dict[str, int] = {}
+        for p, a in zip(abi.input_params, args):
+            if a.dim() != p.type.rank:
+                continue  # the entry refuses the rank, naming the parameter
+            for d, n in zip(p.type.shape, a.shape):
+                if isinstance(d, DimVar):
+                    bindings.setdefault(d.name, int(n))
+        outputs = []
+        for p in abi.output_params:
+            try:
+                shape = tuple(max(0, evaluate_dim(d, bindings)) for d in p.type.shape)
+            except KeyError:
+                shape = (0,) * p.type.rank  # some input is malformed: the entry refuses it before this output
+            outputs.append(torch.empty(shape, dtype=p.type.dtype.torch_dtype, device=device))
+        return tuple(outputs)
+
+    def __repr__(self) -> str:
+        return f"<CompiledModule {self.type}>"
+
+
+def _names(params: tuple[Any, ...]) -> str:
+    return ", ".join(p.name for p in params) or "none"

@@ -1,0 +1,106 @@
+"""PrimFunc (one kernel), its parameters, DimVar bindings and schedule; TirModule (a lowered Module)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..ir.core.source import SourceLoc
+from ..ir.types.dim import Dim, DimVar
+from ..ir.types.tensor_type import TensorType
+from .stmt import Stmt
+
+
+@dataclass(frozen=True)
+class KernelParam:
+    """One entry parameter: a whole tensor in gmem; outputs trail the inputs."""
+
+    name: str
+    type: TensorType
+    is_output: bool
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.type}"
+
+
+@dataclass(frozen=True)
+class DimBinding:
+    """Where a DimVar is read from: the first parameter axis declared exactly as it."""
+
+    dimvar: DimVar
+    param: str
+    axis: int
+
+    def __str__(self) -> str:
+        d = self.dimvar
+        return f"{d.name} in [{d.lo}, {d.hi}) from {self.param}.shape[{self.axis}]"
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """How a kernel's work is spread, chosen by the placement pass (and only there).
+
+    Attributes:
+        placement: ``"rows"`` (automatic: leading axes over CTAs, the last axis over threads) or
+            ``"mesh"`` (the function's own ``with Mesh(...)`` placement).
+        grid: the CTA count; an int is static, an expression of DimVars is provided at launch.
+        threads_per_cta: the thread level's extent (1 on the CPU target).
+        rows: the row count of a ``rows`` schedule (1 for a mesh schedule).
+        rows_per_cta: rows each CTA runs, one after the other.
+        vector_width: elements a thread holds contiguously along the last axis (16 bytes' worth is what
+            a GPU loads in one instruction).
+    """
+
+    placement: str
+    grid: Dim
+    threads_per_cta: int
+    rows: Dim = 1
+    rows_per_cta: Dim = 1
+    vector_width: int = 1
+
+    def __str__(self) -> str:
+        return (f"placement={self.placement} grid={self.grid} threads_per_cta={self.threads_per_cta} "
+                f"rows={self.rows} rows_per_cta={self.rows_per_cta} vector_width={self.vector_width}")
+
+
+@dataclass(eq=False)
+class PrimFunc:
+    """One kernel: parameters (inputs, then ``output_count`` outputs), DimVar bindings, schedule, body."""
+
+    name: str
+    params: tuple[KernelParam, ...]
+    output_count: int
+    dimvars: tuple[DimBinding, ...]
+    schedule: Schedule
+    body: list[Stmt] = field(default_factory=list)
+    loc: SourceLoc | None = None
+
+    @property
+    def inputs(self) -> tuple[KernelParam, ...]:
+        """The leading, input parameters."""
+        return self.params[: len(self.params) - self.output_count]
+
+    @property
+    def outputs(self) -> tuple[KernelParam, ...]:
+        """The trailing, output parameters."""
+        return self.params[len(self.params) - self.output_count:]
+
+    def __str__(self) -> str:
+        from .printer import print_function
+
+        return print_function(self)
+
+
+@dataclass(eq=False)
+class TirModule:
+    """A lowered Module: its PrimFunctions by name, the entry among them and the target lowered for."""
+
+    name: str
+    target: Any
+    functions: dict[str, PrimFunc]
+    entry: str
+
+    def __str__(self) -> str:
+        from .printer import print_module
+
+        return print_module(self)

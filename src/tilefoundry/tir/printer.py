@@ -1,0 +1,67 @@
+"""The text form of TIR: one line per statement, indented by scope, each call with its HIR origin."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .buffer import Buffer, Literal, Operand
+from .stmt import AliasView, Alloc, GmemView, MeshScope, OpCall, RowLoop, Stmt, Sync
+
+if TYPE_CHECKING:
+    from .function import PrimFunc, TirModule
+
+
+def _operand(o: Operand) -> str:
+    return o.name if isinstance(o, Buffer) else str(o)
+
+
+def _stmt(s: Stmt, indent: str, lines: list[str]) -> None:
+    if isinstance(s, Alloc):
+        lines.append(f"{indent}alloc {s.buffer}")
+    elif isinstance(s, GmemView):
+        lines.append(f"{indent}view {s.buffer} = {s.param}[{s.offset}:]")
+    elif isinstance(s, AliasView):
+        lines.append(f"{indent}view {s.buffer} = {s.source.name}")
+    elif isinstance(s, OpCall):
+        tmpl = []
+        if s.tag is not None:
+            tmpl.append(str(s.tag))
+        if s.axes:
+            tmpl.append(f"axes=({', '.join(str(a) for a in s.axes)})")
+        ins = ", ".join(_operand(o) for o in s.operands)
+        ws = f", workspace={s.workspace.name}" if s.workspace is not None else ""
+        lines.append(f"{indent}{s.out.name} <- {s.family}<{', '.join(tmpl)}>({ins}{ws})  # {s.origin}")
+    elif isinstance(s, Sync):
+        lines.append(f"{indent}sync<{s.kind}>" + (f"  # {s.origin}" if s.origin else ""))
+    elif isinstance(s, MeshScope):
+        lines.append(f"{indent}with {s.mesh}:")
+        for t in s.body:
+            _stmt(t, indent + "  ", lines)
+    elif isinstance(s, RowLoop):
+        lines.append(f"{indent}for {s.var} in rows of this cta:")
+        for t in s.body:
+            _stmt(t, indent + "  ", lines)
+    else:  # pragma: no cover - every statement kind is printed above
+        lines.append(f"{indent}{s!r}")
+
+
+def print_function(fn: PrimFunc) -> str:
+    """The text of one PrimFunction."""
+    ins = ", ".join(str(p) for p in fn.inputs)
+    outs = ", ".join(str(p) for p in fn.outputs)
+    lines = [f"prim_func {fn.name}({ins}) -> ({outs})"]
+    for b in fn.dimvars:
+        lines.append(f"  dimvar {b}")
+    lines.append(f"  schedule {fn.schedule}")
+    for s in fn.body:
+        _stmt(s, "  ", lines)
+    return "\n".join(lines)
+
+
+def print_module(mod: TirModule) -> str:
+    """The text of a lowered Module: its target, entry and every PrimFunction."""
+    head = f"tir_module {mod.name} target={mod.target} entry={mod.entry}"
+    return "\n\n".join([head] + [print_function(f) for f in mod.functions.values()])
+
+
+__all__ = ["Literal", "print_function", "print_module"]

@@ -1,0 +1,127 @@
+"""TIR statements: allocations, views, runtime-op calls, barriers, mesh scopes and the row loop."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..ir.core.source import SourceLoc
+from ..ir.types.dim import Dim
+from .buffer import Buffer, Literal, Operand
+from .mesh import TMesh
+
+
+class Stmt:
+    """Base of every TIR statement."""
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a statement comes from: the HIR op, the composite it was expanded from, the source line."""
+
+    op: str
+    loc: SourceLoc | None
+    composite: str | None = None
+
+    def __str__(self) -> str:
+        what = f"{self.composite}/{self.op}" if self.composite else self.op
+        where = f"{self.loc.filename.rsplit('/', 1)[-1]}:{self.loc.lineno}" if self.loc is not None else "?"
+        return f"{what} @ {where}"
+
+
+@dataclass(eq=False)
+class Alloc(Stmt):
+    """Declare ``buffer`` (rmem or smem) in the current scope."""
+
+    buffer: Buffer
+
+
+@dataclass(frozen=True)
+class RowOffset:
+    """The element offset of row ``row`` in a parameter: sum of ``((row // div) % mod) * stride`` terms.
+
+    ``mod`` None means no modulo (the outermost leading axis). An empty offset is 0.
+    """
+
+    terms: tuple[tuple[Dim, Dim | None, Dim], ...] = ()
+
+    def __str__(self) -> str:
+        parts = []
+        for div, mod, stride in self.terms:
+            t = "row" if div == 1 else f"(row / {div})"
+            if mod is not None:
+                t = f"({t} % {mod})"
+            parts.append(t if stride == 1 else f"{t} * {stride}")
+        return " + ".join(parts) or "0"
+
+
+@dataclass(eq=False)
+class GmemView(Stmt):
+    """``buffer`` views parameter ``param``'s memory from element ``offset`` on, with ``buffer.layout``."""
+
+    buffer: Buffer
+    param: str
+    offset: RowOffset = field(default_factory=RowOffset)
+
+
+@dataclass(eq=False)
+class AliasView(Stmt):
+    """``buffer`` views ``source``'s memory with another layout (a broadcast or reduce-shaped view)."""
+
+    buffer: Buffer
+    source: Buffer
+
+
+@dataclass(frozen=True)
+class Tag:
+    """A runtime op tag (``exp_op``, ``clamp_op``) and the literal fields it is built with."""
+
+    name: str
+    args: tuple[Literal, ...] = ()
+
+    def __str__(self) -> str:
+        return self.name + (f"{{{', '.join(str(a) for a in self.args)}}}" if self.args else "")
+
+
+@dataclass(eq=False)
+class OpCall(Stmt):
+    """One call of a runtime op family entry: ``ops::<family>(tag, operands..., out)``.
+
+    ``axes`` are the reduced flat modes of a reduce; ``workspace`` its shared-memory buffer when the
+    reduction crosses warps (never on the CPU). ``fill`` takes its value as the one literal operand.
+    """
+
+    family: str
+    tag: Tag | None
+    operands: tuple[Operand, ...]
+    out: Buffer
+    origin: Origin
+    axes: tuple[int, ...] = ()
+    workspace: Buffer | None = None
+
+
+@dataclass(eq=False)
+class Sync(Stmt):
+    """A barrier among the instances of ``kind`` (``cta``: the threads of one CTA)."""
+
+    kind: str
+    origin: Origin | None = None
+
+
+@dataclass(eq=False)
+class MeshScope(Stmt):
+    """Statements run by every instance of ``mesh``; buffers declared inside may be distributed over it."""
+
+    mesh: TMesh
+    body: list[Stmt] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class RowLoop(Stmt):
+    """The rows of this CTA, per the function's schedule: ``row`` from ``cta * rows_per_cta`` on."""
+
+    var: str
+    body: list[Stmt] = field(default_factory=list)
+
+
+__all__ = ["Alloc", "AliasView", "GmemView", "Literal", "MeshScope", "OpCall", "Origin", "RowLoop", "RowOffset",
+           "Stmt", "Sync", "Tag"]
