@@ -22,7 +22,7 @@ def test_models_lists_every_family(capsys) -> None:
         assert arch in out
 
 
-@pytest.mark.parametrize("command", ["prepare", "generate", "check", "models"])
+@pytest.mark.parametrize("command", ["prepare", "generate", "check", "models", "cache"])
 def test_every_subcommand_has_help_with_an_example(command: str, capsys) -> None:
     with pytest.raises(SystemExit) as info:
         main([command, "--help"])

@@ -19,7 +19,7 @@ from .options import CommandParser, UsageError
 from .refusal import Refusal, refusal_line
 
 # Subcommand modules, in the order --help lists them.
-SUBCOMMANDS = ("prepare", "generate", "check", "models")
+SUBCOMMANDS = ("prepare", "generate", "check", "models", "cache")
 
 # Environment that keeps the Hugging Face libraries (tokenizers, configs) off the network and quiet.
 _OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1"}

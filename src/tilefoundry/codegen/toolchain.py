@@ -158,12 +158,15 @@ def cutlass_include_dir() -> Path:
 
 
 def cuda_include_dirs() -> list[Path]:
-    """The CUDA toolkit's include folder (and its cccl folder): CuTe includes them even on the host."""
-    candidates = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")]
+    """The CUDA toolkit's include folder (and its cccl folder): CuTe includes them even on the host.
+
+    Looked for in ``$CUDA_HOME``, ``$CUDA_PATH``, ``/usr/local/cuda``, then beside ``nvcc`` on PATH, in that
+    order and without resolving links, so that two processes with different PATHs build with one flag set.
+    """
+    candidates = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
     nvcc = shutil.which("nvcc")
     if nvcc is not None:
-        candidates.append(str(Path(nvcc).resolve().parent.parent))
-    candidates.append("/usr/local/cuda")
+        candidates.append(str(Path(nvcc).parent.parent))
     for root in candidates:
         if root and (Path(root) / "include" / "cuda_runtime_api.h").is_file():
             inc = Path(root) / "include"
