@@ -529,7 +529,7 @@ case("cache_update", "write_nothing",
 case("reshard", "to_smem", lambda S: [A((S, 8))], lambda x: tf.reshard(x, None, "smem"), lambda x: x.clone(),
      lambda S: T((S, 8), storage="smem"))
 case("reshard", "same_shape_rmem", lambda S: [A((S, 8), "bf16")],
-     lambda x: tf.reshard(x, x.shape, storage="rmem") * 2.0, lambda x: x * 2, lambda S: T((S, 8), "bf16"))
+     lambda x: tf.reshard(x, x.shape, storage="rmem") * 2.0, lambda x: x * 2, lambda S: T((S, 8), "bf16", "rmem"))
 case("reshard", "host", lambda S: [A((S, 8), "i32")], lambda x: tf.reshard(x, storage="host"),
      lambda x: x.clone(), lambda S: T((S, 8), "i32", storage="host"))
 case("local", "", lambda S: [A((S, 8))], lambda x: tf.local(x), lambda x: x.clone(), lambda S: T((S, 8)))

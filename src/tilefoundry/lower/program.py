@@ -148,10 +148,7 @@ def _inline(fn: Function, nodes: list[Node], env: dict[int, Val], prog: Program,
 
 def node_meshes(node: Node) -> tuple[MeshSpec, ...]:
     """The mesh scopes a node was traced in, outermost first."""
-    meshes = getattr(node, "meshes", None)
-    if meshes is not None:
-        return tuple(meshes)
-    return (node.mesh,) if node.mesh is not None else ()
+    return node.meshes
 
 
 def _name_by_source(prog: Program, namer: Namer) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..types.shard import ShardLayout, has_splits
 from ..types.tensor_type import TensorType
 from .source import user_source
 
@@ -30,7 +31,10 @@ def parse_spec(item: object, const: bool) -> TensorSpec:
         shape = (shape,)
     storage = item[2] if len(item) == 3 else "gmem"
     try:
-        return TensorSpec(TensorType(tuple(shape), dtype, storage=storage), const)
+        layout = None
+        if has_splits(tuple(shape)):
+            shape, layout = ShardLayout.from_shape(tuple(shape))
+        return TensorSpec(TensorType(tuple(shape), dtype, layout=layout, storage=storage), const)
     except (TypeError, ValueError) as e:
         loc = user_source()
         where = f"{loc}: " if loc is not None else ""

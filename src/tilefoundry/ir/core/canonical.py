@@ -20,7 +20,7 @@ from ..types.dtype import DType
 from ..types.shard import MeshAxis, MeshSpec
 from ..types.storage import Storage
 from ..types.tensor_type import TensorType
-from .graph import Graph, Node, Value
+from .graph import Graph, Value
 from .tree import flatten
 
 if TYPE_CHECKING:
@@ -64,29 +64,22 @@ def canonical_type(t: TensorType) -> str:
     return f"[({dims}), {t.dtype.name}{storage}{layout}]"
 
 
-def _node_meshes(node: Node) -> tuple[MeshSpec, ...]:
-    meshes = getattr(node, "meshes", None)
-    if meshes is not None:
-        return tuple(meshes)
-    return (node.mesh,) if node.mesh is not None else ()
-
-
 def canonical_graph(fn: Function, graph: Graph, callees: dict[str, Function]) -> list[str]:
     """The lines of one function: signature, ops, results."""
     params = ", ".join(f"%{p.name}: {'ConstTensor' if p.const else 'Tensor'}{canonical_type(p.type)}"
                        for p in fn.params)
     lines = [f"func {fn.name}({params})"]
     names: dict[int, str] = {id(v): f"%{v.param}" for v in graph.params}
-    for i, node in enumerate(graph.nodes):
+    for node in graph.nodes:
         for k, v in enumerate(node.outputs):
-            names[id(v)] = f"%{i}" if len(node.outputs) == 1 and not node.returns_tuple else f"%{i}.{k}"
+            names[id(v)] = f"%{node.id}" if len(node.outputs) == 1 and not node.returns_tuple else f"%{node.id}.{k}"
         outs = ", ".join(names[id(v)] for v in node.outputs)
         ins = ", ".join(names[id(v)] for v in node.inputs)
         attrs = {k: a for k, a in node.attrs.items() if k != "structure"}
         if node.callee is not None:
             callees.setdefault(node.callee.name, node.callee)
         text = ", ".join(f"{k}={canonical_value(a)}" for k, a in attrs.items())
-        meshes = _node_meshes(node)
+        meshes = node.meshes
         scope = f" in {' / '.join(canonical_value(m) for m in meshes)}" if meshes else ""
         types = ", ".join(canonical_type(v.type) for v in node.outputs)
         lines.append(f"  {outs} = {node.op}({ins}) {{{text}}}{scope} : {types}")

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..types.dim import Dim, DimVar, dims_equal, substitute
+from ..types.shard import validate_topologies
 from ..types.tensor_type import TensorType
 from . import backends
 from .annotation import TensorSpec
@@ -49,7 +50,7 @@ class Function:
                  inherited: Mapping[str, Param] | None = None) -> None:
         self.pyfunc = pyfunc
         self.name = name or pyfunc.__name__
-        self.topologies = topologies
+        self.topologies = validate_topologies(topologies, f"@func {self.name}")
         self.target = target
         self.loc = _definition_loc(pyfunc)
         self.params: tuple[Param, ...] = _parse_params(pyfunc, self.name, localns, inherited)

@@ -122,6 +122,8 @@ class Node:
     ``op == "call"`` invokes ``callee`` (a sibling Function) with every declared parameter;
     ``op == "call_module"`` invokes the function ``attrs["function"]`` (``callee``) of the child Module named
     ``attrs["child"]`` with its activations alone (its weights come from the reading that evaluates it).
+    ``meshes`` are the ``with Mesh(...)`` scopes open around the op, outermost first; ``id`` is its position
+    in its graph.
     """
 
     op: str
@@ -129,9 +131,15 @@ class Node:
     attrs: dict[str, Any]
     outputs: tuple[Value, ...] = ()
     loc: SourceLoc | None = None
-    mesh: MeshSpec | None = None
+    meshes: tuple[MeshSpec, ...] = ()
     callee: Function | None = None
     returns_tuple: bool = False
+    id: int = -1
+
+    @property
+    def mesh(self) -> MeshSpec | None:
+        """The innermost mesh scope around the op (None outside every scope)."""
+        return self.meshes[-1] if self.meshes else None
 
     def __repr__(self) -> str:
         outs = ", ".join(str(v.type) for v in self.outputs)
@@ -152,12 +160,13 @@ class Graph:
             names[id(v)] = f"%{v.param}"
         lines = []
         for node in self.nodes:
-            for v in node.outputs:
-                names[id(v)] = f"%{len(names)}"
+            for k, v in enumerate(node.outputs):
+                names[id(v)] = f"%{node.id}" if len(node.outputs) == 1 else f"%{node.id}.{k}"
             outs = ", ".join(names[id(v)] for v in node.outputs)
             ins = ", ".join(names.get(id(v), "?") for v in node.inputs)
             target = f" @{node.callee.name}" if node.callee is not None else ""
             attrs = f" {node.attrs}" if node.attrs else ""
             types = ", ".join(str(v.type) for v in node.outputs)
-            lines.append(f"  {outs} = {node.op}{target}({ins}){attrs} : {types}")
+            scope = f" in {' / '.join(str(m) for m in node.meshes)}" if node.meshes else ""
+            lines.append(f"  {outs} = {node.op}{target}({ins}){attrs}{scope} : {types}")
         return "\n".join(lines)

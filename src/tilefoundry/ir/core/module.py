@@ -6,6 +6,7 @@ import types as pytypes
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..types.shard import MeshSpec, ShardLayout, Topology, validate_topologies
 from ..types.tensor_type import TensorType
 from . import backends
 from .errors import IRTypeError, ModuleDefinitionError
@@ -100,13 +101,14 @@ class Module:
         self.methods: dict[str, Callable[..., Any]] = dict(methods or {})
         self.entry = entry
         self.target = target
-        self.topologies = tuple(topologies) if topologies is not None else None
+        self.topologies = validate_topologies(topologies, f"@module {name}")
         self._owners: list[Module] = []
         self._validate()
         self._adopt_children()
         self._bind_function_scopes()
         self.weights: dict[str, TensorType] = self._collect_weights()
         converters_of(self)  # refuses two converters for one weight now, not at prepare time
+        self._check_placement()
 
     # -- construction ------------------------------------------------------------------------
     def _validate(self) -> None:
@@ -141,14 +143,41 @@ class Module:
     def _adopt_children(self) -> None:
         for child in self.modules:
             child._owners.append(self)
+            child.effective_topologies()  # two owners with different hierarchies are refused now
 
-    def effective_topologies(self) -> tuple[Any, ...] | None:
-        """The topology hierarchy this Module runs under: its own, else its owner's (None: neither declares one)."""
+    def effective_topologies(self) -> tuple[Topology, ...] | None:
+        """The topology hierarchy this Module runs under: its own, else its owner's (None: none declares one).
+
+        A child declaring none inherits its owner's; one reached from two owners whose hierarchies differ
+        is refused (give it its own topologies=, or a copy per owner with ``.renamed(...)``).
+        """
         if self.topologies is not None:
             return self.topologies
+        found: tuple[Topology, ...] | None = None
+        first: Module | None = None
         for owner in self._owners:
-            return owner.effective_topologies()
-        return None
+            eff = owner.effective_topologies()
+            if first is None:
+                found, first = eff, owner
+            elif eff != found:
+                raise ModuleDefinitionError(
+                    f"@module {self.name} declares no topologies and is owned by {first.name} (hierarchy {found}) and "
+                    f"{owner.name} (hierarchy {eff}); declare its own topologies= or give each owner its own copy "
+                    "(.renamed(...))")
+        return found
+
+    def _check_placement(self) -> None:
+        """Refuse a ``with Mesh(...)`` scope (or a layout) that does not fit the effective topology hierarchy.
+
+        Runs over the functions traced so far, and over the children.
+        """
+        hierarchy = self.effective_topologies()
+        if hierarchy is not None:
+            for fn in self.functions.values():
+                if fn._graph is not None:
+                    check_function_meshes(fn, hierarchy, self.name)
+        for child in self.modules:
+            child._check_placement()
 
     def _bind_function_scopes(self) -> None:
         scope: dict[str, Any] = dict(self.functions)
@@ -176,13 +205,17 @@ class Module:
             fn.trace_now()
         for child in self.modules:
             child._trace_all()
+        self._check_placement()
 
     def renamed(self, name: str) -> Module:
-        """The same Module under another name (functions shared, children kept)."""
+        """The same Module under another name: functions shared, the child tree copied, so that each copy
+        has an owner of its own (from which a child without topologies inherits its hierarchy)."""
         clone = object.__new__(Module)
         clone.__dict__.update(self.__dict__)
         clone.name = name
         clone._owners = []
+        clone.modules = tuple(c.renamed(c.name) for c in self.modules)
+        clone._adopt_children()
         return clone
 
     # -- access ------------------------------------------------------------------------------
@@ -298,6 +331,23 @@ def variant_only_weights(mod: Module) -> frozenset[str]:
         for fn, p in function.declared_weights():
             (variant if fn is not function else plain).add(p.name)
     return frozenset(variant - plain)
+
+
+def check_function_meshes(fn: Function, hierarchy: tuple[Topology, ...], module: str) -> None:
+    """Every mesh a function places values over (scopes, parameter layouts) fits ``hierarchy``."""
+    where = f"@module {module}: {fn.name}"
+    meshes: list[tuple[MeshSpec, Any]] = []
+    for p in fn.params:
+        if isinstance(p.type.layout, ShardLayout):
+            meshes.append((p.type.layout.mesh, f"parameter {p.name}"))
+    for node in fn.graph.nodes:
+        if node.meshes:
+            meshes.append((MeshSpec.nest(node.meshes), node.loc))
+    for mesh, at in dict.fromkeys(meshes):
+        try:
+            mesh.check_fits(hierarchy, where)
+        except ValueError as e:
+            raise ModuleDefinitionError(f"{e}\n  at {at}") from None
 
 
 def converters_of(mod: Module) -> dict[str, Converter]:

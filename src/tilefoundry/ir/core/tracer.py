@@ -15,6 +15,7 @@ from ..types.tensor_type import TensorType
 from .errors import IRTypeError, OpTypeError
 from .graph import Graph, Node, Value
 from .op import op_def
+from .propagate import place_result
 from .source import user_source
 
 
@@ -72,15 +73,17 @@ def emit(op: str, inputs: tuple[Any, ...], attrs: dict[str, Any] | None = None) 
             raise IRTypeError(op, [x.type for x in inputs if isinstance(x, Value)],
                               f"operand {i} is {type(v).__name__} {v!r}, expected a tensor", loc)
     types = tuple(v.type for v in inputs)
+    definition = op_def(op)
     try:
-        result = op_def(op).infer(types, attrs)
+        result = place_result(op, definition.family, types, attrs, definition.infer(types, attrs))
     except OpTypeError as e:
         raise IRTypeError(op, types, str(e), loc) from None
-    node = Node(op, tuple(inputs), attrs, loc=loc, mesh=ctx.mesh_stack[-1] if ctx.mesh_stack else None)
+    node = Node(op, tuple(inputs), attrs, loc=loc, meshes=tuple(ctx.mesh_stack))
     return _attach(ctx, node, result)
 
 
 def _attach(ctx: TraceContext, node: Node, result: TensorType | tuple[TensorType, ...]) -> Any:
+    node.id = len(ctx.graph.nodes)
     node.returns_tuple = isinstance(result, tuple)
     out_types = result if isinstance(result, tuple) else (result,)
     node.outputs = tuple(Value(t, node, i) for i, t in enumerate(out_types))
@@ -91,7 +94,7 @@ def _attach(ctx: TraceContext, node: Node, result: TensorType | tuple[TensorType
 def emit_node(node: Node, out_types: TensorType | tuple[TensorType, ...]) -> Any:
     """Append a prebuilt node (calls) with already-inferred result types."""
     ctx = require_trace(node.op)
-    node.mesh = ctx.mesh_stack[-1] if ctx.mesh_stack else None
+    node.meshes = tuple(ctx.mesh_stack)
     return _attach(ctx, node, out_types)
 
 

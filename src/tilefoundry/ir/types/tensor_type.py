@@ -68,4 +68,7 @@ class TensorType:
         if len(self.shape) == 1:
             dims += ","
         extra = "" if self.storage is Storage.gmem else f", {self.storage}"
+        if self.layout is not None:
+            text = getattr(self.layout, "canonical_text", None)
+            extra += f", layout={text() if callable(text) else self.layout}"
         return f"Tensor[({dims}), {self.dtype}{extra}]"
