@@ -34,7 +34,9 @@ def func(fn: Callable[..., Any] | None = None, *, topologies: Any = None, target
         if not has_pass_body(pyfunc):  # a body of `pass` dispatches to variants declared after it
             _ = fn.graph
         if topologies is not None or target is not None:
-            return Module(fn.name, {fn.name: fn}, entry=fn.name, target=tgt, topologies=topologies)
+            mod = Module(fn.name, {fn.name: fn}, entry=fn.name, target=tgt, topologies=topologies)
+            mod.trace_all()  # its meshes are checked against the hierarchy it declares
+            return mod
         return fn
 
     if fn is not None:

@@ -10,15 +10,22 @@ from ..registry import handles
 from .elementwise import narrow, wide
 
 
+def compute(node: Node, attr: str = "compute_dtype") -> torch.dtype:
+    """The torch dtype an op computes (or accumulates) in: its attribute, so compiled code computes the same."""
+    return node.attrs[attr].torch_dtype
+
+
 @handles("matmul")
 def _matmul(node: Node, ins: list[torch.Tensor], ctx: EvalContext) -> torch.Tensor:
-    return narrow(torch.matmul(wide(ins[0]), wide(ins[1])), ins[0])
+    acc = compute(node, "acc_dtype")
+    return torch.matmul(ins[0].to(acc), ins[1].to(acc)).to(ins[0].dtype)
 
 
 @handles("rms_norm")
 def _rms_norm(node: Node, ins: list[torch.Tensor], ctx: EvalContext) -> torch.Tensor:
     x, w = ins
-    xf = x.float()
+    cd = compute(node)
+    xf = x.to(cd)
     normed = xf * torch.rsqrt(xf.square().mean(dim=-1, keepdim=True) + node.attrs["eps"])
     return narrow(wide(normed.to(w.dtype)) * wide(w), w).to(x.dtype)
 
@@ -27,12 +34,13 @@ def _rms_norm(node: Node, ins: list[torch.Tensor], ctx: EvalContext) -> torch.Te
 def _layer_norm(node: Node, ins: list[torch.Tensor], ctx: EvalContext) -> torch.Tensor:
     x, w, b = ins
     axis = node.attrs["axis"]
-    xf = x.float()
+    cd = compute(node)
+    xf = x.to(cd)
     mean = xf.mean(dim=axis, keepdim=True)
     var = (xf - mean).square().mean(dim=axis, keepdim=True)
     shape = [1] * x.dim()
     shape[axis] = -1
-    y = (xf - mean) * torch.rsqrt(var + node.attrs["eps"]) * w.float().reshape(shape) + b.float().reshape(shape)
+    y = (xf - mean) * torch.rsqrt(var + node.attrs["eps"]) * w.to(cd).reshape(shape) + b.to(cd).reshape(shape)
     return y.to(x.dtype)
 
 
@@ -44,15 +52,16 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
 @handles("rope")
 def _rope(node: Node, ins: list[torch.Tensor], ctx: EvalContext) -> tuple[torch.Tensor, torch.Tensor]:
     q, k, cos_cache, sin_cache, pos = ins
+    cd = compute(node)
     index = pos.long()
     if index.numel() and (int(index.min()) < 0 or int(index.max()) >= cos_cache.shape[0]):
         raise ValueError(f"rope at {node.loc}: pos_ids [{int(index.min())}, {int(index.max())}] out of range for "
                          f"{cos_cache.shape[0]} cache rows")
     # (seq, head_dim) rows -> (seq, 1, head_dim): broadcast over heads and every leading axis.
-    cos = cos_cache.float()[index].unsqueeze(-2)
-    sin = sin_cache.float()[index].unsqueeze(-2)
+    cos = cos_cache.to(cd)[index].unsqueeze(-2)
+    sin = sin_cache.to(cd)[index].unsqueeze(-2)
     out = []
     for x in (q, k):
-        xf = x.float()
+        xf = x.to(cd)
         out.append((xf * cos + _rotate_half(xf) * sin).to(x.dtype))
     return out[0], out[1]

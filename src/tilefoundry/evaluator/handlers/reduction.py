@@ -8,6 +8,7 @@ from ...ir.core.graph import Node
 from ..context import EvalContext
 from ..registry import handles
 from .elementwise import FP8, narrow, wide
+from .nn import compute
 
 
 @handles("reduce")
@@ -15,7 +16,8 @@ def _reduce(node: Node, ins: list[torch.Tensor], ctx: EvalContext) -> torch.Tens
     x = ins[0]
     if any(x.shape[a] == 0 for a in node.attrs["axes"]):
         return _identity(node, x)
-    return narrow(_reduce_wide(node, wide(x)), x)
+    acc = compute(node, "acc_dtype")
+    return _reduce_wide(node, x.to(acc) if acc != x.dtype else wide(x)).to(x.dtype)
 
 
 def _identity(node: Node, x: torch.Tensor) -> torch.Tensor:
@@ -59,7 +61,7 @@ def _reduce_wide(node: Node, x: torch.Tensor) -> torch.Tensor:
 @handles("softmax")
 def _softmax(node: Node, ins: list[torch.Tensor], ctx: EvalContext) -> torch.Tensor:
     x = ins[0]
-    return torch.softmax(x.float(), dim=node.attrs["axis"]).to(x.dtype)
+    return torch.softmax(x.to(compute(node)), dim=node.attrs["axis"]).to(x.dtype)
 
 
 @handles("argmax")

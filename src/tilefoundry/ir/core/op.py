@@ -7,17 +7,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..types.tensor_type import TensorType
+from .attrs import AttrSchema
 
 TypeRule = Callable[[tuple[TensorType, ...], dict[str, Any]], "TensorType | tuple[TensorType, ...]"]
 
 
 @dataclass(frozen=True)
 class OpDef:
-    """A HIR op: its name, its family (math, tensor, nn, ...) and the rule typing its result."""
+    """A HIR op: its name, its family (math, tensor, nn, ...), the rule typing its result and the schema of
+    its attributes (ir/ops/schemas.py)."""
 
     name: str
     family: str
     infer: TypeRule
+    schema: AttrSchema | None = None
 
 
 OPS: dict[str, OpDef] = {}
@@ -41,6 +44,15 @@ def op_def(name: str) -> OpDef:
     if name not in OPS:
         raise KeyError(f"unknown HIR op {name!r}; known ops: {', '.join(sorted(OPS))}")
     return OPS[name]
+
+
+def attach_schemas(schemas: dict[str, AttrSchema]) -> None:
+    """Give every registered op its attribute schema; an op without one is a definition error."""
+    missing = sorted(set(OPS) - set(schemas))
+    if missing:
+        raise ValueError(f"ops without an attribute schema (ir/ops/schemas.py): {', '.join(missing)}")
+    for name, op in list(OPS.items()):
+        OPS[name] = OpDef(op.name, op.family, op.infer, schemas[name])
 
 
 def _ensure_loaded() -> None:

@@ -75,6 +75,8 @@ def emit(op: str, inputs: tuple[Any, ...], attrs: dict[str, Any] | None = None) 
     types = tuple(v.type for v in inputs)
     definition = op_def(op)
     try:
+        if definition.schema is not None:
+            attrs = definition.schema.apply(op, attrs, types)
         result = place_result(op, definition.family, types, attrs, definition.infer(types, attrs))
     except OpTypeError as e:
         raise IRTypeError(op, types, str(e), loc) from None
