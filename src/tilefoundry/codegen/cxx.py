@@ -35,6 +35,7 @@ int long mutable namespace new noexcept not not_eq nullptr operator or or_eq pri
 reinterpret_cast requires return short signed sizeof static static_assert static_cast struct switch template
 this thread_local throw true try typedef typeid typename union unsigned using virtual void volatile wchar_t
 while xor xor_eq int8_t int32_t int64_t cute tilefoundry ops shard host cpu std tvm Int
+abs exp exp2 log log2 sqrt pow min max tanh erf floor ceil round fabs expf logf sqrtf powf tanhf
 """.split())
 
 
@@ -119,6 +120,13 @@ def mode(d: Dim, names: dict[str, str]) -> str:
     if isinstance(d, int):
         return f"Int<{d}>{{}}"
     return f"static_cast<int>({dim_expr(d, names)})"
+
+
+def layout(layout: TLayout, names: dict[str, str]) -> str:
+    """``cute::make_layout(shape, stride)`` of a TLayout (its mesh, if any, left out)."""
+    shape = ", ".join(mode(d, names) for d in layout.shape)
+    stride = ", ".join(mode(d, names) for d in layout.stride)
+    return f"cute::make_layout(cute::make_shape({shape}), cute::make_stride({stride}))"
 
 
 def shard_layout(layout: TLayout, mesh: str, names: dict[str, str]) -> str:

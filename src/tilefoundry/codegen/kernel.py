@@ -14,6 +14,7 @@ from ..ir.types.storage import Storage
 from ..tir.buffer import Buffer, Literal, Operand
 from ..tir.function import PrimFunc
 from ..tir.layout import TLayout
+from ..tir.mesh import TMesh
 from ..tir.stmt import AliasView, Alloc, GmemView, MeshScope, OpCall, Origin, RowLoop, Stmt, Sync
 from . import cxx
 
@@ -69,6 +70,9 @@ class KernelEmitter:
         if self.fn.loc is not None:
             head.insert(0, f"// from @func {self.fn.name} at {_short(self.fn.loc.filename)}:{self.fn.loc.lineno}")
         self.lines = []
+        self.declare_meshes(_meshes(self.fn.body), "  ")
+        for b in _buffers(self.fn.body):
+            self.layout(b.layout, b.storage, "  ")
         for stmt in self.fn.body:
             self.stmt(stmt, "  ")
         sig = ", ".join(self.signature_params())
@@ -92,42 +96,61 @@ class KernelEmitter:
         else:  # pragma: no cover - every TIR statement is handled above
             raise TypeError(f"no C++ for TIR statement {type(s).__name__}")
 
+    def declare_meshes(self, meshes: list[TMesh], ind: str) -> None:
+        for mesh in meshes:
+            name = self.names(("mesh", mesh.name), mesh.name)
+            self.meshes[mesh.name] = name
+            levels = ", ".join(f"TopologyScope::{lv}" for lv in mesh.levels)
+            layout = cxx.mesh_layout(tuple(a.extent for a in mesh.axes), tuple(a.stride for a in mesh.axes))
+            self.lines.append(f"{ind}// {mesh}")
+            self.lines.append(f"{ind}auto const {name} = make_mesh<{levels}>({layout});")
+
     def mesh_scope(self, s: MeshScope, ind: str) -> None:
-        mesh = s.mesh
-        name = self.names(("mesh", mesh.name), mesh.name)
-        self.meshes[mesh.name] = name
-        levels = ", ".join(f"TopologyScope::{lv}" for lv in mesh.levels)
-        layout = cxx.mesh_layout(tuple(a.extent for a in mesh.axes), tuple(a.stride for a in mesh.axes))
-        self.lines.append(f"{ind}// {mesh}")
-        self.lines.append(f"{ind}auto const {name} = make_mesh<{levels}>({layout});")
-        for b in _buffers(s.body):
-            self.layout(b.layout, b.storage, ind)
+        """The statements run over a mesh (declared at the top of the kernel with the others)."""
         for stmt in s.body:
             self.stmt(stmt, ind)
 
     def layout(self, layout: TLayout, storage: Storage, ind: str) -> str:
-        """The name of a shard layout, declared on first use."""
+        """The name of a (shard) layout, declared on first use."""
         key = layout
         if key not in self.layouts:
             scalar = all(d == 1 for d in layout.shape)
             base = "one_element" if scalar else f"{storage.value}_layout"
             name = self.names(("layout", key), base)
             self.layouts[key] = name
-            mesh = self.meshes[layout.mesh.name] if layout.mesh is not None else "?"
-            self.lines.append(f"{ind}auto const {name} = {cxx.shard_layout(layout, mesh, self.dims)};")
+            if layout.mesh is None:
+                expr = cxx.layout(layout, self.dims)
+            else:
+                expr = cxx.shard_layout(layout, self.meshes[layout.mesh.name], self.dims)
+            self.lines.append(f"{ind}auto const {name} = {expr};")
         return self.layouts[key]
 
-    def alloc(self, b: Buffer, ind: str) -> list[str]:
-        """Declares an rmem (or smem) buffer; the base class handles static register buffers."""
+    def view_over(self, iterator: str, b: Buffer, ind: str) -> str:
+        """A tensor over memory at ``iterator`` laid out as ``b``: a ShardTensor when ``b`` is distributed."""
         layout = self.layout(b.layout, b.storage, ind)
-        return [f"auto {self.buffer(b)} = make_rmem_shard_tensor<{cxx.cxx_type(b.dtype)}>({layout});"]
+        if b.layout.mesh is None:
+            return f"cute::make_tensor({iterator}, {layout})"
+        return f"make_shard_view({iterator}, {layout})"
+
+    def alloc(self, b: Buffer, ind: str) -> list[str]:
+        """Declares a static register buffer (a target overrides this for other storage)."""
+        layout = self.layout(b.layout, b.storage, ind)
+        ctype = cxx.cxx_type(b.dtype)
+        if b.layout.mesh is None:
+            return [f"auto {self.buffer(b)} = cute::make_tensor<{ctype}>({layout});"]
+        return [f"auto {self.buffer(b)} = make_rmem_shard_tensor<{ctype}>({layout});"]
+
+    def data_of(self, b: Buffer) -> str:
+        """The iterator of a declared buffer's memory."""
+        name = self.buffer(b)
+        return f"{name}.data()" if b.layout.mesh is None else f"{name}.engine.data()"
 
     def gmem_view(self, s: GmemView, ind: str) -> None:
-        layout = self.layout(s.buffer.layout, Storage.gmem, ind)
         ptr = self.pointers[s.param]
         offset = self.offset_expr(s)
         at = f"{ptr} + {offset}" if offset != "0" else ptr
-        self.lines.append(f"{ind}auto {self.buffer(s.buffer)} = make_shard_view(cute::make_gmem_ptr({at}), {layout});")
+        view = self.view_over(f"cute::make_gmem_ptr({at})", s.buffer, ind)
+        self.lines.append(f"{ind}auto {self.buffer(s.buffer)} = {view};")
 
     def offset_expr(self, s: GmemView) -> str:
         parts = []
@@ -142,9 +165,8 @@ class KernelEmitter:
         return " + ".join(parts) or "0"
 
     def alias_view(self, s: AliasView, ind: str) -> None:
-        layout = self.layout(s.buffer.layout, s.buffer.storage, ind)
-        src = self.buffer(s.source)
-        self.lines.append(f"{ind}auto {self.buffer(s.buffer)} = make_shard_view({src}.engine.data(), {layout});")
+        view = self.view_over(self.data_of(s.source), s.buffer, ind)
+        self.lines.append(f"{ind}auto {self.buffer(s.buffer)} = {view};")
 
     def call(self, s: OpCall, ind: str) -> None:
         self.comment(s.origin, ind)
@@ -195,14 +217,31 @@ class KernelEmitter:
 
 
 def _buffers(body: list[Stmt]) -> list[Buffer]:
-    """Every buffer a scope declares, in order (nested loops included, nested meshes not)."""
+    """Every buffer a body declares, in order (nested scopes included)."""
     out: list[Buffer] = []
     for s in body:
         if isinstance(s, (Alloc, GmemView, AliasView)):
             out.append(s.buffer)
-        elif isinstance(s, RowLoop):
+        elif isinstance(s, (RowLoop, MeshScope)):
             out += _buffers(s.body)
     return out
+
+
+def _meshes(body: list[Stmt]) -> list[TMesh]:
+    """Every mesh a body runs over or lays a buffer out over, first use first."""
+    found: dict[str, TMesh] = {}
+    for s in body:
+        if isinstance(s, MeshScope):
+            found.setdefault(s.mesh.name, s.mesh)
+            for m in _meshes(s.body):
+                found.setdefault(m.name, m)
+        elif isinstance(s, RowLoop):
+            for m in _meshes(s.body):
+                found.setdefault(m.name, m)
+    for b in _buffers(body):
+        if b.layout.mesh is not None:
+            found.setdefault(b.layout.mesh.name, b.layout.mesh)
+    return list(found.values())
 
 
 def _short(filename: str) -> str:

@@ -22,6 +22,7 @@ from ..target import Target, resolve_target
 from ..tir.function import PrimFunc, TirModule
 from .errors import LoweringError
 from .expand import expand_composites
+from .meshwise import is_placed, lower_mesh
 from .program import Program, flatten_function
 from .rowwise import lower_rows
 from .schedule import Declared
@@ -61,6 +62,8 @@ def target_for(mod: Module, target: str | Target | None, verb: str) -> Target:
 def lower_function(fn: Function, target: Target, declared: Declared) -> PrimFunc:
     """One function's PrimFunction."""
     prog: Program = expand_composites(flatten_function(fn))
+    if is_placed(prog):
+        return lower_mesh(prog, target, declared)
     return lower_rows(prog, target, declared)
 
 

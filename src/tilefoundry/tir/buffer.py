@@ -31,8 +31,9 @@ class Buffer:
     layout: TLayout
 
     def local_size(self) -> Dim:
-        """Elements one instance allocates: the product of the local modes whose stride is not 0."""
-        return product(d for d, s in zip(self.layout.local_shape(), self.layout.stride) if not _is_zero(s))
+        """Elements one instance allocates: the product of the modes whose stride is not 0 (an rmem buffer's
+        split modes have stride 0: each instance stores only its part)."""
+        return product(d for d, s in zip(self.layout.shape, self.layout.stride) if not _is_zero(s))
 
     def __str__(self) -> str:
         dims = ", ".join(str(d) for d in self.shape)

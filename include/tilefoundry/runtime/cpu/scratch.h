@@ -1,12 +1,13 @@
 // Host storage for a buffer of one CTA whose size is known only at launch (an extent that is a
-// DimVar). Registers need sizes known at compile time; on the CPU target such a buffer lives on the
-// heap instead, allocated once per CTA and viewed through make_shard_view.
+// DimVar), or that is too large for the host thread's stack. Registers need sizes known at compile
+// time; on the CPU target such a buffer lives on the heap instead, allocated once per CTA and viewed
+// through make_shard_view.
 #pragma once
 
 #include <tilefoundry/runtime/common/config.h>
 
 #include <cstdint>
-#include <vector>
+#include <memory>
 
 namespace tilefoundry {
 namespace cpu {
@@ -14,11 +15,11 @@ namespace cpu {
 template <class T>
 class scratch {
  public:
-  explicit scratch(std::int64_t n) : data_(static_cast<std::size_t>(n > 0 ? n : 0)) {}
-  T* data() { return data_.data(); }
+  explicit scratch(std::int64_t n) : data_(new T[static_cast<std::size_t>(n > 0 ? n : 1)]()) {}
+  T* data() { return data_.get(); }
 
  private:
-  std::vector<T> data_;
+  std::unique_ptr<T[]> data_;
 };
 
 }  // namespace cpu

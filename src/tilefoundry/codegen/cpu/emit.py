@@ -34,13 +34,13 @@ class CpuKernel(KernelEmitter):
     def alloc(self, b: Buffer, ind: str) -> list[str]:
         if b.storage is Storage.rmem and isinstance(b.local_size(), int) and self.on_stack:
             return super().alloc(b, ind)
-        layout = self.layout(b.layout, b.storage, ind)
+        # A CTA's shared memory is the memory of the one host thread running it.
         name = self.buffer(b)
         storage = self.names(("storage", id(b)), f"{name}_storage")
         size = cxx.dim_expr(b.local_size(), self.dims)
         ctype = cxx.cxx_type(b.dtype)
-        return [f"cpu::scratch<{ctype}> {storage}({size});",
-                f"auto {name} = make_shard_view({storage}.data(), {layout});"]
+        at = f"cute::make_smem_ptr({storage}.data())" if b.storage is Storage.smem else f"{storage}.data()"
+        return [f"cpu::scratch<{ctype}> {storage}({size});", f"auto {name} = {self.view_over(at, b, ind)};"]
 
 
 class CpuHost(HostEmitter):
