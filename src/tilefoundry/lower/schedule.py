@@ -40,7 +40,7 @@ def row_schedule(target: Target, function: str, rows: Dim, row: Dim, dtypes: set
     if isinstance(target, CpuTarget):
         threads, vector = _cpu_threads(function, declared), 1
     elif isinstance(target, CudaTarget):
-        threads, vector = _cuda_threads(row, dtypes, declared)
+        threads, vector = _cuda_threads(function, row, dtypes, declared)
     else:  # pragma: no cover - resolve_target admits no other kind
         raise TypeError(f"unknown target {target!r}")
     if declared.cta is not None:
@@ -78,22 +78,25 @@ def _rows_per_cta(target: Target, row: Dim) -> int:
     return 1
 
 
-def _cuda_threads(row: Dim, dtypes: set[DType], declared: Declared) -> tuple[int, int]:
+def _cuda_threads(function: str, row: Dim, dtypes: set[DType], declared: Declared) -> tuple[int, int]:
+    """16 bytes a thread for the widest element type, halved until the threads' vectors tile the row."""
     widest = max((d.bits for d in dtypes), default=32)
     if not isinstance(row, int):
         return declared.thread or 1, 1
     vector = max(1, 128 // widest)
-    while vector > 1 and row % vector:
-        vector //= 2
     if declared.thread is not None:
         threads = declared.thread
+        while vector > 1 and row % (vector * threads):
+            vector //= 2
     else:
+        while vector > 1 and row % vector:
+            vector //= 2
         threads = 1
-        while threads < 1024 and (row // vector) % (threads * 2) == 0 and row // (vector * threads * 2) >= 1:
+        while threads < 1024 and (row // vector) % (threads * 2) == 0:
             threads *= 2
     if row % (vector * threads):
-        raise LoweringError("topologies", "", f"a row of {row} elements does not split over {threads} threads of "
-                            f"{vector} elements", None)
+        raise LoweringError("topologies", function, f"a row of {row} elements does not split over the {threads} "
+                            "declared threads", None)
     return threads, vector
 
 

@@ -1,0 +1,269 @@
+"""lower(): HIR to printable TIR with its schedule, refusals naming the op, function and line; the generated
+C++ (one include, named buffers, one call per op with its source line, literals in the operand's type);
+what jit / compile / build accept. Nothing here runs a compiler except where a library is loaded."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+import torch
+
+import tilefoundry
+from tests import compile_kernels as K
+from tilefoundry import CompilerOptions, build, func, jit, lower, module
+from tilefoundry.codegen import generate
+from tilefoundry.codegen.cuda import CudaBackendMissing
+from tilefoundry.dsl import ConstTensor, DimVar, Tensor, Topology, tf
+from tilefoundry.lower import LoweringError
+from tilefoundry.runtime import CompiledModule
+from tilefoundry.target import CpuTarget, CudaTarget
+from tilefoundry.tir import OpCall, PrimFunc, RowLoop
+
+ROWS = DimVar("rows", 1, 1 << 16)
+
+
+def _calls(fn: PrimFunc) -> list[OpCall]:
+    out = []
+
+    def walk(body: list) -> None:
+        for s in body:
+            if isinstance(s, OpCall):
+                out.append(s)
+            elif hasattr(s, "body"):
+                walk(s.body)
+
+    walk(fn.body)
+    return out
+
+
+def test_public_surface() -> None:
+    for name in ("func", "module", "jit", "build", "compile", "lower", "CompilerOptions"):
+        assert name in tilefoundry.__all__ and callable(getattr(tilefoundry, name))
+    assert tilefoundry.runtime.CompiledModule is CompiledModule
+    assert callable(jit.cache_clear) and callable(jit.cache_info)
+
+
+def test_lowering_prints_one_prim_function_with_its_schedule() -> None:
+    tir = lower(K.rms_norm, "cpu")
+    assert list(tir.functions) == ["rms_norm"] and tir.entry == "rms_norm" and tir.target == CpuTarget()
+    fn = tir.functions["rms_norm"]
+    assert [p.name for p in fn.params] == ["x", "weight", "out"] and fn.output_count == 1
+    s = fn.schedule
+    assert (s.placement, s.threads_per_cta, s.vector_width) == ("rows", 1, 1)
+    assert s.rows == K.ROWS and s.rows_per_cta == 4096 // K.HIDDEN  # rows a CPU CTA takes to amortise its loop
+    text = str(tir)
+    assert "prim_func rms_norm(x: Tensor[(rows, 96), bf16], weight: Tensor[(96,), bf16]) -> (out:" in text
+    assert "dimvar rows in [0, 1048576) from x.shape[0]" in text
+    assert "schedule placement=rows grid=(rows + 41)//(42) threads_per_cta=1" in text
+    assert "for row in rows of this cta:" in text
+    assert "reduce<mean_op, axes=(0, 1, 2)>(rms_norm_square)  # rms_norm/reduce @ compile_kernels.py:" in text
+    families = [c.family for c in _calls(fn)]
+    assert families.count("reduce") == 1 and "unary" in families and "binary" in families
+
+
+def test_the_weight_cast_is_hoisted_out_of_the_row_loop() -> None:
+    fn = lower(K.rms_norm, "cpu").functions["rms_norm"]
+    (scope,) = fn.body
+    before_loop = [s for s in scope.body if isinstance(s, OpCall)]
+    assert [c.operands[0].name for c in before_loop] == ["weight"]
+    assert any(isinstance(s, RowLoop) for s in scope.body)
+
+
+def test_a_cuda_schedule_spreads_a_row_over_threads_in_vectors() -> None:
+    fn = lower(K.rms_norm, CudaTarget()).functions["rms_norm"]
+    s = fn.schedule
+    assert s.vector_width == 8 and s.threads_per_cta * s.vector_width <= K.HIDDEN
+    assert K.HIDDEN % (s.threads_per_cta * s.vector_width) == 0 and s.rows_per_cta == 1
+
+
+def _refused_kernel(which: str) -> object:
+    @func
+    def kernel(x: Tensor[(4, 16), "f32"], w: ConstTensor[(16, 4), "f32"]):
+        if which == "matmul":
+            y = tf.matmul(x, w)
+        elif which == "reduce":
+            y = tf.reduce(x, axes=(0,), kind="sum")
+        elif which == "reshape":
+            y = tf.reshape(x, (8, 8))
+        elif which == "softmax":
+            y = tf.softmax(x, axis=0)
+        else:
+            y = tf.argmax(x, -1)
+        return y
+
+    return kernel
+
+
+@pytest.mark.parametrize("op, why", [
+    ("matmul", "matmul is not compiled yet"),
+    ("reduce", "reduces along the last axis only"),
+    ("reshape", "changes the shape of the data"),
+    ("softmax", "runs along the last axis only"),
+    ("argmax", "reads across rows or gathers"),
+])
+def test_an_op_that_cannot_be_compiled_is_refused_naming_it(op: str, why: str) -> None:
+    kernel = _refused_kernel(op)
+    with pytest.raises(LoweringError, match=rf"^cannot compile {op} in kernel: .*{why}") as info:
+        lower(kernel, "cpu")
+    assert info.value.op == op and info.value.function == "kernel"
+    assert info.value.loc.text.startswith(f"y = tf.{op}(x")
+    assert f"test_lower.py:{info.value.loc.lineno}: `y = tf.{op}(x" in str(info.value)
+    assert isinstance(info.value, NotImplementedError)
+    with pytest.raises(LoweringError):
+        jit(kernel, target="cpu")
+
+
+def test_integer_division_and_a_dimvar_only_in_an_expression_are_refused() -> None:
+    @func
+    def idiv(x: Tensor[(4, 16), "i32"]):
+        return x / 3
+
+    with pytest.raises(LoweringError, match="div on i32 is not compiled"):
+        lower(idiv, "cpu")
+
+    n = DimVar("n", 1, 64)
+
+    @func
+    def doubled(x: Tensor[(2 * n,), "f32"]):
+        return x + 1.0
+
+    with pytest.raises(LoweringError, match="DimVar n .* is not the whole extent of any input axis"):
+        lower(doubled, "cpu")
+
+
+def test_calls_of_sibling_functions_are_inlined_and_child_modules_refused() -> None:
+    @module(entry="outer")
+    class Helpers:
+        @func
+        def square_plus(x: Tensor[(ROWS, 8), "f32"]):
+            return x * x + 1.0
+
+        @func
+        def outer(x: Tensor[(ROWS, 8), "f32"]):
+            return square_plus(x) * 2.0  # noqa: F821 - a sibling @func
+
+    fn = lower(Helpers, "cpu").functions["outer"]
+    assert [c.tag.name for c in _calls(fn)] == ["mul_op", "add_op", "mul_op"]
+
+    @module(entry="k")
+    class Inner:
+        @func
+        def k(x: Tensor[(4, 8), "f32"], w: ConstTensor[(8,), "f32"]):
+            return x * w
+
+    @module(entry="top")
+    class Outer:
+        inner = Inner
+
+        @func
+        def top(x: Tensor[(4, 8), "f32"]):
+            return inner(x)  # noqa: F821 - the child's entry
+
+    with pytest.raises(LoweringError, match="calls child Module 'inner'.*jit the child's function itself"):
+        lower(Outer, "cpu")
+
+
+def test_a_thread_topology_above_one_is_refused_on_the_cpu() -> None:
+    @func(topologies=(Topology("thread", 128),))
+    def wide(x: Tensor[(ROWS, 256), "f32"]):
+        return tf.exp(x)
+
+    with pytest.raises(LoweringError, match=r"Topology\('thread', 128\).*one host thread"):
+        lower(wide, "cpu")
+    assert lower(wide, "cuda").functions["wide"].schedule.threads_per_cta == 128
+
+
+def test_jit_takes_ir_only_and_the_target_a_module_declares() -> None:
+    def plain(x):  # noqa: ANN001, ANN202
+        return x
+
+    with pytest.raises(TypeError, match="plain is a plain Python callable: decorate it with @func first"):
+        jit(plain, target="cpu")
+    with pytest.raises(TypeError, match="takes a @func Function or a @module Module, got int"):
+        jit(3, target="cpu")
+
+    @func(target="cuda")
+    def on_gpu(x: Tensor[(4,), "f32"]):
+        return x + 1.0
+
+    with pytest.raises(ValueError, match=r"Module 'on_gpu' declares target cuda:nvidia.h200_sxm:sm_90a \(cuda\), but "
+                                         r"target cpu \(cpu\) was asked"):
+        jit(on_gpu, target="cpu")
+    with pytest.raises(ValueError, match="unknown target 'tpu'"):
+        jit(K.swiglu, target="tpu")
+    with pytest.raises(TypeError, match="options must be a CompilerOptions"):
+        jit(K.swiglu, target="cpu", options={"opt_level": 2})
+
+
+def test_the_cuda_back_end_is_refused_clearly_for_now() -> None:
+    with pytest.raises(CudaBackendMissing, match="the CUDA back end is not built yet.*target='cpu'"):
+        jit(K.swiglu)  # the default target is cuda
+    with pytest.raises(NotImplementedError):
+        jit(K.swiglu, target=CudaTarget("nvidia.h100_sxm"))
+
+
+def test_build_wants_an_entry() -> None:
+    @module
+    class NoEntry:
+        @func
+        def f(x: Tensor[(4,), "f32"]):
+            return x
+
+    with pytest.raises(ValueError, match="has no entry function"):
+        build(NoEntry, target="cpu")
+
+
+# -- the generated source ------------------------------------------------------------------------------------
+
+def test_the_translation_unit_includes_only_the_runtime_header() -> None:
+    src = generate(lower(K.rms_norm, "cpu")).source
+    assert re.findall(r"^#include .*$", src, re.M) == ["#include <tilefoundry/runtime.h>"]
+    assert "TILEFOUNDRY_STATIC_PROGRAM_SHAPE(thread, 1);" in src
+    assert "TVM_FFI_DLL_EXPORT_TYPED_FUNC(rms_norm, rms_norm_entry);" in src
+    assert "cpu::launch(static_cast<int>(grid), [&] { rms_norm_kernel(" in src
+
+
+def test_the_source_reads_like_code_a_person_writes() -> None:
+    src = generate(lower(K.softmax_written_out, "cpu")).source
+    kernel = src[src.index("void softmax_written_out_kernel"):src.index("void softmax_written_out_entry")]
+    statements = [line.strip() for line in kernel.splitlines() if line.strip().startswith("ops::")]
+    assert len(statements) == 7  # one runtime call per HIR op: cast, max, sub, exp, sum, div, cast
+    assert "ops::unary(ops::exp_op{}, sub, e);" in statements
+    assert "ops::reduce<ops::max_op, cute::seq<0, 1, 2>>(xf, reduce);" in statements
+    assert "// compile_kernels.py:41: e = tf.exp(xf - tf.reduce(xf, axes=(-1,), kind=\"max\"))" in kernel
+    assert "auto e = make_rmem_shard_tensor<float>(rmem_layout);" in kernel  # named after the source
+
+
+def test_literals_take_the_operands_type() -> None:
+    @func
+    def scaled(x: Tensor[(ROWS, 8), "f32"], y: Tensor[(ROWS, 8), "bf16"], n: Tensor[(ROWS, 8), "i32"]):
+        return x * 0.1, y * 3.0, n + 7, tf.clamp(y, -2.5, None)
+
+    src = generate(lower(scaled, "cpu")).source
+    assert "ops::binary(ops::mul_op{}, x, 0.1f, out0);" in src
+    assert "ops::binary(ops::mul_op{}, y, cute::bfloat16_t(3.0f), out1);" in src
+    assert "ops::binary(ops::add_op{}, n, int32_t(7), out2);" in src
+    assert "ops::clamp_op<float>{-2.5f, std::numeric_limits<float>::infinity()}" in src
+    kernel = src[src.index("void scaled_kernel"):src.index("void scaled_entry")]
+    kernel = "\n".join(line for line in kernel.splitlines() if not line.strip().startswith("//"))
+    assert not re.search(r"(?<![\w.])\d+\.\d+(?:e[+-]?\d+)?(?![\w.])", kernel)  # no double literal anywhere
+
+
+def test_a_bf16_literal_is_the_bf16_number_torch_makes() -> None:
+    @func
+    def third(x: Tensor[(ROWS, 8), "bf16"]):
+        return x * 0.3333333333
+
+    src = generate(lower(third, "cpu")).source
+    (text,) = re.findall(r"cute::bfloat16_t\(([-0-9.e]+)f\)", src)
+    assert float(np.float32(text)) == torch.tensor(0.3333333333, dtype=torch.bfloat16).item() == 0.333984375
+
+
+def test_compiler_options_are_checked() -> None:
+    with pytest.raises(ValueError, match="opt_level must be 0, 1, 2 or 3"):
+        CompilerOptions(opt_level=5)
+    with pytest.raises(TypeError, match="extra_flags must be a tuple of strings"):
+        CompilerOptions(extra_flags="-g")
+    assert "opt_level=3" in CompilerOptions().canonical_text()
