@@ -19,7 +19,7 @@ from ..tir.mesh import TMesh, level_strides
 from .errors import LoweringError
 
 # A CPU CTA takes rows until it holds about this many elements of a row-wise program.
-CPU_ELEMENTS_PER_CTA = 4096
+CPU_ELEMENTS_PER_CTA = 16384
 CPU_MAX_ROWS_PER_CTA = 64
 
 

@@ -31,7 +31,8 @@ struct cta_context {
 // launch() the host is one CTA of one.
 inline thread_local cta_context current_cta;
 
-/// Runs body() once per CTA, CTAs spread over the OpenMP threads (serially without OpenMP).
+/// Runs body() once per CTA, CTAs spread over the OpenMP threads (serially without OpenMP, and
+/// without waking the thread team for a single CTA).
 template <class Body>
 void launch(int num_ctas, Body&& body) {
   constexpr TopologyScope cta = detail::dependent_level<TopologyScope::cta, Body>;
@@ -40,7 +41,7 @@ void launch(int num_ctas, Body&& body) {
            "cpu::launch: CTA count differs from the static program shape");
   }
 #if defined(_OPENMP)
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (num_ctas > 1)
 #endif
   for (int i = 0; i < num_ctas; ++i) {
     cta_context const saved = current_cta;

@@ -15,7 +15,8 @@ namespace cpu {
 template <class T>
 class scratch {
  public:
-  explicit scratch(std::int64_t n) : data_(new T[static_cast<std::size_t>(n > 0 ? n : 1)]()) {}
+  // Uninitialised, as registers are: every element is written before it is read.
+  explicit scratch(std::int64_t n) : data_(new T[static_cast<std::size_t>(n > 0 ? n : 1)]) {}
   T* data() { return data_.get(); }
 
  private:

@@ -18,7 +18,7 @@ from ..kernel import KernelEmitter
 from ..unit import translation_unit
 
 # Register arrays of one CTA beyond this many bytes go to heap scratch instead of the host stack.
-STACK_BYTES = 48 * 1024
+STACK_BYTES = 256 * 1024
 
 
 class CpuKernel(KernelEmitter):
