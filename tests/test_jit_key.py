@@ -7,6 +7,7 @@ from typing import Any
 
 from tilefoundry import CompilerOptions, func, module
 from tilefoundry.dsl import ConstTensor, DimVar, Mesh, Tensor, Topology, tf
+from tilefoundry.ir.ops.reduction import ReduceKind
 from tilefoundry.ir.core.canonical import canonical_module_text
 from tilefoundry.lower import as_module
 from tilefoundry.runtime.jit import jit_key
@@ -61,6 +62,18 @@ def test_eps_dimvar_range_target_and_options_each_change_the_key() -> None:
     assert jit_key(_with(), target=CpuTarget()) == base  # one target, however it is spelled
     assert jit_key(_with(), target="cpu", options=CompilerOptions(opt_level=2)) != base
     assert jit_key(_with(), target="cpu", options=CompilerOptions()) == base
+
+
+def test_a_reduce_kind_by_name_or_by_member_is_one_key() -> None:
+    def kernel(kind: object) -> Any:
+        @func
+        def largest(x: Tensor[(ROWS, 64), "f32"]):
+            return tf.reduce(x, axes=(-1,), kind=kind)
+
+        return largest
+
+    assert jit_key(kernel("max"), target="cpu") == jit_key(kernel(ReduceKind.max), target="cpu")
+    assert jit_key(kernel("max"), target="cpu") != jit_key(kernel(ReduceKind.min), target="cpu")
 
 
 def test_a_bare_function_and_its_implicit_module_are_one_key() -> None:

@@ -20,13 +20,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..runtime.resource.prepared import cache_root  # the one place that decides $TILEFOUNDRY_CACHE
+
 ENTRY_FILE = "entry.json"
 _KERNELS = "kernels"
-
-
-def cache_root() -> Path:
-    """``$TILEFOUNDRY_CACHE``, else ``~/.cache/tilefoundry`` (the one place that decides it)."""
-    return Path(os.environ.get("TILEFOUNDRY_CACHE", Path.home() / ".cache" / "tilefoundry"))
 
 
 class DiskCache:

@@ -35,7 +35,7 @@ def func(fn: Callable[..., Any] | None = None, *, topologies: Any = None, target
             _ = fn.graph
         if topologies is not None or target is not None:
             mod = Module(fn.name, {fn.name: fn}, entry=fn.name, target=tgt, topologies=topologies)
-            mod.trace_all()  # its meshes are checked against the hierarchy it declares
+            mod._trace_all()  # its meshes are checked against the hierarchy it declares
             return mod
         return fn
 

@@ -47,8 +47,10 @@ def _rms_norm(prog: Program, op: Op) -> Val:
     var = make_op(prog, "add", (ms, eps), {}, op, "plus_eps")
     inv = make_op(prog, "rsqrt", (var,), {}, op, "rstd")
     normed = make_op(prog, "mul", (xf, inv), {}, op, "normed")
-    wf = _cast(prog, w, cd, op, "weight")
-    y = make_op(prog, "mul", (normed, wf), {}, op, "scaled")
+    # Rounded to the weight's dtype before the multiply (as Hugging Face's Llama / Qwen RMSNorm), which
+    # multiplies in the weight's dtype; the product is returned in x's.
+    rounded = _cast(prog, normed, w.type.dtype, op, "rounded")
+    y = make_op(prog, "mul", (rounded, w), {}, op, "scaled")
     return _cast(prog, y, x.type.dtype, op, "out")
 
 

@@ -107,7 +107,7 @@ def canonical_module_text(mod: Module) -> str:
 
 def _module_lines(mod: Module, indent: str) -> list[str]:
     target = mod.target.kind if mod.target is not None else "none"
-    topos = mod.effective_topologies()
+    topos = mod._effective_topologies()
     hierarchy = ", ".join(f"{t.name}={t.size}" for t in topos) if topos is not None else "none"
     lines = [f"{indent}module {mod.name} entry={mod.entry} target={target} topologies=({hierarchy})"]
     for name in sorted(mod.functions):

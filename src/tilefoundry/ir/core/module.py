@@ -35,7 +35,6 @@ RESERVED_NAMES: dict[str, str] = {
     "load": "read the weights (Module, twin)",
     "prepare": "convert a raw checkpoint",
     "renamed": "the same Module under another name",
-    "effective_topologies": "the topology hierarchy the node runs under (its own, else its owner's)",
 }
 RESERVED = frozenset(RESERVED_NAMES)
 
@@ -143,9 +142,9 @@ class Module:
     def _adopt_children(self) -> None:
         for child in self.modules:
             child._owners.append(self)
-            child.effective_topologies()  # two owners with different hierarchies are refused now
+            child._effective_topologies()  # two owners with different hierarchies are refused now
 
-    def effective_topologies(self) -> tuple[Topology, ...] | None:
+    def _effective_topologies(self) -> tuple[Topology, ...] | None:
         """The topology hierarchy this Module runs under: its own, else its owner's (None: none declares one).
 
         A child declaring none inherits its owner's; one reached from two owners whose hierarchies differ
@@ -156,7 +155,7 @@ class Module:
         found: tuple[Topology, ...] | None = None
         first: Module | None = None
         for owner in self._owners:
-            eff = owner.effective_topologies()
+            eff = owner._effective_topologies()
             if first is None:
                 found, first = eff, owner
             elif eff != found:
@@ -171,7 +170,7 @@ class Module:
 
         Runs over the functions traced so far, and over the children.
         """
-        hierarchy = self.effective_topologies()
+        hierarchy = self._effective_topologies()
         if hierarchy is not None:
             for fn in self.functions.values():
                 if fn._graph is not None:

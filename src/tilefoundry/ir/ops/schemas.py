@@ -24,10 +24,9 @@ from ..core.attrs import (
     optional,
     scalar,
 )
+from .reduction import reduce_kind
 
 NO_ATTRS = AttrSchema()
-
-REDUCE_KIND_NAMES = ("sum", "mean", "max", "min", "abs_max")
 
 
 def _storage(v: object) -> object:
@@ -38,9 +37,12 @@ def _storage(v: object) -> object:
 
 SCHEMAS: dict[str, AttrSchema] = {
     # elementwise
-    **{op: NO_ATTRS for op in ("add", "sub", "mul", "div", "max", "min", "pow", "lt", "le", "gt", "ge", "eq", "ne",
-                               "neg", "abs", "exp", "log", "rsqrt", "sqrt", "square", "sigmoid", "tanh", "silu",
-                               "relu", "where")},
+    **{op: NO_ATTRS for op in ("add", "sub", "mul", "div", "max", "min", "pow", "floor_div", "mod", "lt", "le",
+                               "gt", "ge", "eq", "ne", "neg", "abs", "exp", "log", "rsqrt", "sqrt", "square",
+                               "sigmoid", "tanh", "silu", "relu", "exp2", "log2", "ceil", "floor", "round",
+                               "logical_and", "logical_or", "logical_not", "where")},
+    "softplus": AttrSchema((Attr("beta", "a non-zero number", number, 1.0),
+                            Attr("threshold", "a number", number, 20.0))),
     "gelu": AttrSchema((Attr("approximate", "'none' or 'tanh'", choice("none", "tanh"), "none"),)),
     "cast": AttrSchema((Attr("dtype", "a dtype", dtype),)),
     "clamp": AttrSchema((Attr("min_val", "a number or None", optional(number), None),
@@ -49,7 +51,7 @@ SCHEMAS: dict[str, AttrSchema] = {
     # reductions
     "reduce": AttrSchema((Attr("axes", "an int or a tuple of ints", ints, (-1,)),
                           Attr("keepdim", "a bool", boolean, True),
-                          Attr("kind", f"one of {', '.join(REDUCE_KIND_NAMES)}", choice(*REDUCE_KIND_NAMES), "sum"),
+                          Attr("kind", "a ReduceKind or its name", reduce_kind, "sum"),
                           ACC_DTYPE)),
     "softmax": AttrSchema((Attr("axis", "an int", integer, -1), COMPUTE_DTYPE)),
     "argmax": AttrSchema((Attr("axis", "an int", integer, -1),)),
@@ -70,6 +72,8 @@ SCHEMAS: dict[str, AttrSchema] = {
     "stack": AttrSchema((Attr("axis", "an int", integer, 0),)),
     "split": AttrSchema((Attr("axis", "an int", integer, 0), Attr("num_splits", "a positive int", integer))),
     "index_select": AttrSchema((Attr("dim", "an int", integer, 0),)),
+    "index_add": AttrSchema((Attr("dim", "an int", integer, 0), Attr("alpha", "a number", number, 1))),
+    "index_copy": AttrSchema((Attr("dim", "an int", integer, 0),)),
     "repeat_interleave": AttrSchema((Attr("repeats", "a positive int", integer), Attr("axis", "an int", integer, 0))),
     # creation
     "arange": AttrSchema((Attr("start", "an int or DimVar", dim), Attr("end", "an int or DimVar", dim),
