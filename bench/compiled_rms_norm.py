@@ -100,8 +100,9 @@ def main() -> None:
             x = torch.randn(rows, HIDDEN, generator=g).to(dt)
             w = torch.randn(HIDDEN, generator=g).to(dt)
             out = torch.empty_like(x)
-            # One bf16 ulp (a sum in another order may round the other way); f32 to a few ulps.
-            tol = allclose(atol=1e-3, rtol=2**-7) if dt == torch.bfloat16 else allclose(atol=1e-5, rtol=1e-5)
+            # Two bf16 ulps (rms_norm rounds before and after the weight multiply, and a sum in another order
+            # may tip either rounding); f32 to a few ulps.
+            tol = allclose(atol=1e-3, rtol=2**-6) if dt == torch.bfloat16 else allclose(atol=1e-5, rtol=1e-5)
             report = check(c, kernels[dt], (x, w), expect={"output": [tol]})
             assert report.passed, str(report)
             sides = {"compiled": lambda c=c, x=x, w=w, out=out: c(x, w, out),

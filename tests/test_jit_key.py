@@ -7,8 +7,8 @@ from typing import Any
 
 from tilefoundry import CompilerOptions, func, module
 from tilefoundry.dsl import ConstTensor, DimVar, Mesh, Tensor, Topology, tf
-from tilefoundry.ir.ops.reduction import ReduceKind
 from tilefoundry.ir.core.canonical import canonical_module_text
+from tilefoundry.ir.ops.reduction import ReduceKind
 from tilefoundry.lower import as_module
 from tilefoundry.runtime.jit import jit_key
 from tilefoundry.target import CpuTarget

@@ -41,15 +41,37 @@ CUTE_HOST_DEVICE constexpr auto dst_kept_layout(View const& v) {
   }
 }
 
+// How many independent partial results a thread's fold keeps. On the CPU target one thread folds
+// a whole row (thousands of elements): a single accumulator is a chain of dependent additions the
+// compiler may not reorder, so the fold keeps fold_lanes partials, one vector register's worth,
+// combined at the end. A GPU thread folds a handful of elements and keeps one.
+#if defined(TILEFOUNDRY_TARGET_CPU)
+constexpr int fold_lanes = 16;
+#else
+constexpr int fold_lanes = 1;
+#endif
+
 // Fold of the elements of kept index j, in the accumulator type Acc.
 template <class Op, class Acc, class Split, class SrcView>
 TILEFOUNDRY_DEVICE Acc fold_local(SrcView const& src, int j) {
   using T = reduce_traits<Op>;
   auto const base = src.data() + kept_layout<Split>(src)(j);
   auto const red = reduced_layout<Split>(src);
+  int const n = int(cute::size(red));
+  int r = 0;
   Acc acc = T::template identity<Acc>();
+  if constexpr (fold_lanes > 1) {
+    Acc part[fold_lanes];
+    for (int l = 0; l < fold_lanes; ++l) part[l] = T::template identity<Acc>();
+    for (; r + fold_lanes <= n; r += fold_lanes) {
+      for (int l = 0; l < fold_lanes; ++l) {
+        part[l] = T::combine(part[l], T::enter(static_cast<Acc>(to_compute(base[red(r + l)]))));
+      }
+    }
+    for (int l = 0; l < fold_lanes; ++l) acc = T::combine(acc, part[l]);
+  }
   CUTE_UNROLL
-  for (int r = 0; r < int(cute::size(red)); ++r) {
+  for (; r < n; ++r) {
     acc = T::combine(acc, T::enter(static_cast<Acc>(to_compute(base[red(r)]))));
   }
   return acc;
