@@ -74,6 +74,30 @@ def test_a_failed_build_shows_the_compilers_diagnostics(tmp_path: Path, monkeypa
     assert DiskCache().entries() == []  # nothing half-written stays behind
 
 
+def test_a_long_build_shows_a_progress_line_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+    import time
+
+    from tilefoundry.codegen import build
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    out = Terminal()
+    monkeypatch.setattr("sys.stderr", out)
+    monkeypatch.setattr(build, "PROGRESS_AFTER", 0.05)
+    with build._Progress("compiling k for cpu (g++)"):
+        time.sleep(0.3)
+    text = out.getvalue()
+    assert "\rtilefoundry: compiling k for cpu (g++) ... 0 s" in text and text.endswith("\r\033[K")
+    quiet = io.StringIO()  # not a terminal: nothing
+    monkeypatch.setattr("sys.stderr", quiet)
+    with build._Progress("compiling k"):
+        time.sleep(0.1)
+    assert quiet.getvalue() == ""
+
+
 def test_dump_folder_receives_the_source_and_tir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TILEFOUNDRY_DUMP", str(tmp_path / "dump"))
     jit.cache_clear()

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from tests import compile_kernels as K
+from tests.dlpack_fake import KDL_BFLOAT, KDL_CPU, KDL_CUDA, fake_tensor
 from tilefoundry import jit
 from tilefoundry.runtime import CompiledModule, RuntimeModule
 
@@ -132,6 +133,19 @@ def test_entry_refuses_a_non_contiguous_tensor(rms: CompiledModule) -> None:
     with pytest.raises(ValueError, match="argument weight is not contiguous"):
         _call(rms, x.contiguous(), torch.randn(2 * K.HIDDEN).bfloat16()[::2], torch.empty(5, K.HIDDEN,
                                                                                           dtype=torch.bfloat16))
+
+
+def test_entry_refuses_a_tensor_on_another_device_or_device_index() -> None:
+    swiglu = jit(K.swiglu, target="cpu")
+    g = torch.randn(2, K.FFN).bfloat16()
+    on_gpu = fake_tensor((2, K.FFN), KDL_BFLOAT, 16, KDL_CUDA, 0)
+    with pytest.raises(ValueError, match=r"swiglu: argument gate is on cuda:0, but this entry was compiled for the "
+                                         r"cpu; move it there"):
+        _call(swiglu, on_gpu, g, torch.empty_like(g))
+    other_cpu = fake_tensor((2, K.FFN), KDL_BFLOAT, 16, KDL_CPU, 1)
+    with pytest.raises(ValueError, match=r"argument up is on cpu:1 but gate is on cpu; put every tensor on one "
+                                         r"device"):
+        _call(swiglu, g, other_cpu, torch.empty_like(g))
 
 
 def test_entry_refuses_an_output_sharing_memory_with_an_input(rms: CompiledModule) -> None:

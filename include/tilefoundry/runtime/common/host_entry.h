@@ -51,7 +51,7 @@ inline std::string dtype_name(DLDataType t) {
 inline std::string device_name(DLDevice d) {
   switch (d.device_type) {
     case kDLCPU:
-      return "cpu";
+      return d.device_id == 0 ? std::string("cpu") : "cpu:" + std::to_string(d.device_id);
     case kDLCUDA:
       return "cuda:" + std::to_string(d.device_id);
     default:

@@ -1,0 +1,57 @@
+"""A tensor that claims to live on another device, without that device: a hand-built DLPack capsule.
+
+The memory is a host buffer that is never read; the claim lets a test reach the device checks of a
+compiled entry on a machine that has only a CPU.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+import tvm_ffi
+
+KDL_CPU, KDL_CUDA = 1, 2
+KDL_BFLOAT, KDL_FLOAT = 4, 2
+
+
+class _Device(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int), ("device_id", ctypes.c_int)]
+
+
+class _DType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _Tensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _Device), ("ndim", ctypes.c_int), ("dtype", _DType),
+                ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64)),
+                ("byte_offset", ctypes.c_uint64)]
+
+
+class _Managed(ctypes.Structure):
+    pass
+
+
+_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(_Managed))
+_Managed._fields_ = [("dl_tensor", _Tensor), ("manager_ctx", ctypes.c_void_p), ("deleter", _DELETER)]
+
+_ALIVE: list[Any] = []  # the buffers behind every fake tensor, for the life of the process
+
+
+def fake_tensor(shape: tuple[int, ...], code: int, bits: int, device_type: int, device_id: int) -> Any:
+    """A tvm-ffi tensor of ``shape`` and dtype (code, bits) that says it is on (device_type, device_id)."""
+    n = 1
+    for d in shape:
+        n *= d
+    buf = (ctypes.c_uint8 * max(1, n * bits // 8))()
+    dims = (ctypes.c_int64 * len(shape))(*shape)
+    managed = _Managed()
+    managed.dl_tensor = _Tensor(ctypes.cast(buf, ctypes.c_void_p), _Device(device_type, device_id), len(shape),
+                                _DType(code, bits, 1), dims, None, 0)
+    managed.deleter = _DELETER()  # NULL: nothing to free, the buffers stay in _ALIVE
+    _ALIVE.extend([buf, dims, managed])
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype = ctypes.py_object
+    new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    return tvm_ffi.from_dlpack(new(ctypes.addressof(managed), b"dltensor", None))
