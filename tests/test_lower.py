@@ -271,3 +271,30 @@ def test_compiler_options_are_checked() -> None:
     with pytest.raises(TypeError, match="extra_flags must be a tuple of strings"):
         CompilerOptions(extra_flags="-g")
     assert "opt_level=3" in CompilerOptions().canonical_text()
+
+
+def test_a_dispatching_function_is_refused_and_each_variant_compiles(compile_cache: object) -> None:
+    from tilefoundry.ir.core.dispatch import DimVarRangePat
+
+    seq = DimVar("seq", 1, 64)
+
+    @func
+    def attend(x: Tensor[(seq, 8), "f32"]):
+        pass
+
+    @attend.specialize(DimVarRangePat(seq, 1, 2))
+    def decode(x):  # noqa: ANN001, ANN202
+        return x * 2.0
+
+    @attend.specialize(DimVarRangePat(seq, 2, 64))
+    def prefill(x):  # noqa: ANN001, ANN202
+        return x * 3.0
+
+    with pytest.raises(LoweringError, match=r"cannot compile dispatch in attend: it dispatches to its variants decode "
+                                            r"\(seq in \[1, 2\)\), prefill \(seq in \[2, 64\)\)"):
+        lower(attend, "cpu")
+    from tilefoundry.runtime.jit import jit_key
+
+    assert jit_key(attend, target="cpu") != jit_key(attend.variants[1], target="cpu")
+    x = torch.randn(5, 8)
+    assert torch.equal(jit(attend.variants[1], target="cpu")(x), x * 3.0)

@@ -46,21 +46,30 @@ def as_module(fn_or_mod: Any, verb: str = "lower") -> Module:
 
 
 def target_for(mod: Module, target: str | Target | None, verb: str) -> Target:
-    """The target to compile for: the one asked, which must be of the kind the Module declares."""
+    """The target to compile for: the one asked, which must be of the kind the Module declares.
+
+    A kind asked by name (``"cuda"``) takes the Module's own target of that kind when it declares one (its
+    device, e.g. ``CudaTarget("nvidia.h100_sxm")``); a Target instance asked is taken as it is.
+    """
     declared = mod.target
     if target is None:
         return declared if declared is not None else resolve_target("cuda")
     asked = resolve_target(target)
-    if declared is not None and declared.kind != asked.kind:
+    if declared is None:
+        return asked
+    if declared.kind != asked.kind:
         raise ValueError(f"{verb}: Module {mod.name!r} declares target {declared} ({declared.kind}), but target "
                          f"{asked} ({asked.kind}) was asked; ask for {declared.kind!r} or drop the Module's target=")
-    if declared is not None and declared != asked and declared.kind == asked.kind:
-        return asked
-    return asked
+    return declared if isinstance(target, str) else asked
 
 
 def lower_function(fn: Function, target: Target, declared: Declared) -> PrimFunc:
     """One function's PrimFunction."""
+    variants = getattr(fn, "variants", ())
+    if variants:
+        names = ", ".join(f"{v.name} ({v.pattern})" for v in variants)
+        raise LoweringError("dispatch", fn.name, f"it dispatches to its variants {names} by the extent of a DimVar; "
+                            "compiling a dispatch is not supported yet: jit each variant (its .variants[i])", fn.loc)
     prog: Program = expand_composites(flatten_function(fn))
     if is_placed(prog):
         return lower_mesh(prog, target, declared)

@@ -122,7 +122,7 @@ def flatten_function(fn: Function) -> Program:
 def _inline(fn: Function, nodes: list[Node], env: dict[int, Val], prog: Program, namer: Namer,
             outer_meshes: tuple[MeshSpec, ...]) -> None:
     for node in nodes:
-        meshes = outer_meshes + node_meshes(node)
+        meshes = outer_meshes + node.meshes
         if node.op == "call":
             callee = node.callee
             inner: dict[int, Val] = {id(p): env[id(a)] for p, a in zip(callee.graph.params, node.inputs)}
@@ -144,11 +144,6 @@ def _inline(fn: Function, nodes: list[Node], env: dict[int, Val], prog: Program,
         prog.ops.append(op)
         for v, o in zip(node.outputs, outs):
             env[id(v)] = o
-
-
-def node_meshes(node: Node) -> tuple[MeshSpec, ...]:
-    """The mesh scopes a node was traced in, outermost first."""
-    return node.meshes
 
 
 def _name_by_source(prog: Program, namer: Namer) -> None:

@@ -89,9 +89,18 @@ def canonical_graph(fn: Function, graph: Graph, callees: dict[str, Function]) ->
 
 
 def canonical_function_text(fn: Function) -> str:
-    """One function and every function it calls."""
+    """One function (a dispatching one with each variant and its range) and every function it calls."""
     callees: dict[str, Function] = {}
-    lines = canonical_graph(fn, fn.graph, callees)
+    variants = getattr(fn, "variants", ())
+    if variants:
+        params = ", ".join(f"%{p.name}: {'ConstTensor' if p.const else 'Tensor'}{canonical_type(p.type)}"
+                           for p in fn.params)
+        lines = [f"func {fn.name}({params}) dispatches on {canonical_value(fn.dispatch_var())}"]
+        for v in variants:
+            lines.append(f"  variant {v.pattern}:")
+            lines += ["    " + line for line in canonical_graph(v, v.graph, callees)]
+    else:
+        lines = canonical_graph(fn, fn.graph, callees)
     done = {fn.name}
     while set(callees) - done:
         name = sorted(set(callees) - done)[0]

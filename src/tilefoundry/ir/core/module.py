@@ -172,9 +172,10 @@ class Module:
         """
         hierarchy = self._effective_topologies()
         if hierarchy is not None:
-            for fn in self.functions.values():
-                if fn._graph is not None:
-                    check_function_meshes(fn, hierarchy, self.name)
+            for function in self.functions.values():
+                for fn in (function, *function.variants):
+                    if fn._graph is not None:
+                        check_function_meshes(fn, hierarchy, self.name)
         for child in self.modules:
             child._check_placement()
 
