@@ -131,11 +131,18 @@ def test_cache_command_shows_and_empties_only_the_kernel_cache(tmp_path: Path, m
     assert json.loads(capsys.readouterr().out)["entries"] == 0
 
 
-def test_cache_command_refuses_an_unknown_action(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as info:
-        main(["cache", "wipe"])
-    assert info.value.code == 2
-    assert "invalid choice: 'wipe'" in capsys.readouterr().err
+def test_cache_command_refuses_an_unknown_action_and_an_unreadable_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["cache", "wipe"]) == 2
+    assert capsys.readouterr().err.startswith("tilefoundry cache: refused: argument action: invalid choice: 'wipe'")
+    (tmp_path / "kernels").write_text("a file of the user's where the kernel folder would be")
+    monkeypatch.setenv("TILEFOUNDRY_CACHE", str(tmp_path))
+    for action in ("info", "clear"):
+        assert main(["cache", action]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"tilefoundry cache: refused: the kernel cache {tmp_path / 'kernels'} cannot be read")
+        assert err.count("\n") == 1 and "is not a folder" in err
+    assert (tmp_path / "kernels").read_text() == "a file of the user's where the kernel folder would be"
 
 
 # -- across processes -----------------------------------------------------------------------------------

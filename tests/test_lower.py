@@ -237,7 +237,7 @@ def test_the_source_reads_like_code_a_person_writes() -> None:
     assert "ops::unary(ops::exp_op{}, sub, e);" in statements
     assert "ops::reduce<ops::max_op, cute::seq<0, 1, 2>>(xf, reduce);" in statements
     assert "// compile_kernels.py:41: e = tf.exp(xf - tf.reduce(xf, axes=(-1,), kind=\"max\"))" in kernel
-    assert "auto e = make_rmem_shard_tensor<float>(rmem_layout);" in kernel  # named after the source
+    assert "auto e = tilefoundry::make_tensor<float>(rmem_layout);" in kernel  # named after the source
 
 
 def test_literals_take_the_operands_type() -> None:

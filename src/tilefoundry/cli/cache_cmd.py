@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
+
+from .refusal import Refusal
 
 NAME = "cache"
 HELP = "show or empty the disk cache of compiled kernels"
@@ -30,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Show or empty the cache; exit 2 with the reason when its folder cannot be read or written."""
+    """Show or empty the cache; a Refusal (exit 2) when its folder cannot be read or written."""
     from ..codegen.cache import DiskCache
 
     cache = DiskCache()
@@ -44,8 +45,7 @@ def run(args: argparse.Namespace) -> int:
             return 0
         removed = cache.clear()
     except OSError as e:
-        print(f"tilefoundry cache: {e}", file=sys.stderr)
-        return 2
+        raise Refusal(f"the kernel cache {cache.dir} cannot be read or emptied: {e}") from None
     if args.json:
         print(json.dumps({"path": str(cache.dir), "removed": removed}))
     else:

@@ -78,9 +78,15 @@ class DiskCache:
             raise
         return final
 
+    def _exists(self) -> bool:
+        """True when the cache folder exists; NotADirectoryError when something else holds its name."""
+        if self.dir.exists() and not self.dir.is_dir():
+            raise NotADirectoryError(f"{self.dir} is not a folder")
+        return self.dir.is_dir()
+
     def entries(self) -> list[Path]:
         """Every complete entry."""
-        if not self.dir.is_dir():
+        if not self._exists():
             return []
         return sorted(p for p in self.dir.iterdir() if p.is_dir() and (p / ENTRY_FILE).is_file())
 
@@ -97,7 +103,7 @@ class DiskCache:
         interrupted build left behind more than an hour ago. A build running right now, the lock files
         and anything else under the folder are left alone; a library already loaded keeps working.
         """
-        if not self.dir.is_dir():
+        if not self._exists():
             return 0
         n = 0
         stale = time.time() - 3600

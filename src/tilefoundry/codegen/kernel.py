@@ -1,7 +1,8 @@
 """The kernel body of a PrimFunction as C++ on the runtime headers, shared by every target.
 
-One statement per TIR statement: buffers are declared by name (``make_shard_view`` over a parameter's
-memory, ``make_rmem_shard_tensor`` for registers), each op is one call of its family's ``ops::`` entry,
+One statement per TIR statement: buffers are declared by name (``tilefoundry::make_tensor(iterator,
+shard_layout)`` over a parameter's memory, ``tilefoundry::make_tensor<T>(shard_layout)`` for registers:
+cute tensors whose layout is a ShardLayout, spec 2.9), each op is one call of its family's ``ops::`` entry,
 and a comment gives the source line of the HIR ops that follow it. A target subclasses
 :class:`KernelEmitter` for what differs: the kernel's qualifier and the storage of buffers whose size
 is known only at launch.
@@ -126,11 +127,11 @@ class KernelEmitter:
         return self.layouts[key]
 
     def view_over(self, iterator: str, b: Buffer, ind: str) -> str:
-        """A tensor over memory at ``iterator`` laid out as ``b``: a ShardTensor when ``b`` is distributed."""
+        """A tensor over memory at ``iterator`` laid out as ``b`` (a ShardLayout when ``b`` is distributed)."""
         layout = self.layout(b.layout, b.storage, ind)
         if b.layout.mesh is None:
             return f"cute::make_tensor({iterator}, {layout})"
-        return f"make_shard_view({iterator}, {layout})"
+        return f"tilefoundry::make_tensor({iterator}, {layout})"
 
     def alloc(self, b: Buffer, ind: str) -> list[str]:
         """Declares a static register buffer (a target overrides this for other storage)."""
@@ -138,12 +139,11 @@ class KernelEmitter:
         ctype = cxx.cxx_type(b.dtype)
         if b.layout.mesh is None:
             return [f"auto {self.buffer(b)} = cute::make_tensor<{ctype}>({layout});"]
-        return [f"auto {self.buffer(b)} = make_rmem_shard_tensor<{ctype}>({layout});"]
+        return [f"auto {self.buffer(b)} = tilefoundry::make_tensor<{ctype}>({layout});"]
 
     def data_of(self, b: Buffer) -> str:
         """The iterator of a declared buffer's memory."""
-        name = self.buffer(b)
-        return f"{name}.data()" if b.layout.mesh is None else f"{name}.engine.data()"
+        return f"{self.buffer(b)}.data()"
 
     def gmem_view(self, s: GmemView, ind: str) -> None:
         ptr = self.pointers[s.param]

@@ -14,7 +14,6 @@
 #include <tilefoundry/runtime/common/distributed.h>
 #include <tilefoundry/runtime/common/local.h>
 #include <tilefoundry/runtime/common/shard_copy.h>
-#include <tilefoundry/runtime/common/shard_views.h>
 #include <tilefoundry/runtime/cpu/scratch.h>
 #include <tilefoundry/runtime/cpu/ops/fill.h>
 #include <tilefoundry/runtime/cpu/ops/copy.h>

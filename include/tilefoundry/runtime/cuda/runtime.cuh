@@ -13,7 +13,6 @@
 #include <tilefoundry/runtime/common/distributed.h>
 #include <tilefoundry/runtime/common/local.h>
 #include <tilefoundry/runtime/common/shard_copy.h>
-#include <tilefoundry/runtime/common/shard_views.h>
 #include <tilefoundry/runtime/cuda/ops/fill.cuh>
 #include <tilefoundry/runtime/cuda/ops/copy.cuh>
 #include <tilefoundry/runtime/cuda/ops/unary.cuh>
