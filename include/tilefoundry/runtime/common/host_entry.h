@@ -79,8 +79,8 @@ class ArgChecker {
       device_id_ = d.device_id;
       first_on_device_ = param;
     } else if (d.device_id != device_id_) {
-      TVM_FFI_THROW(ValueError) << entry_ << ": argument " << param << " is on "
-                                << device_name(d) << " but " << first_on_device_ << " is on "
+      TVM_FFI_THROW(ValueError) << entry_ << ": argument " << param << " is on " << device_name(d)
+                                << " but " << first_on_device_ << " is on "
                                 << device_name(DLDevice{device_type, device_id_})
                                 << "; put every tensor on one device";
     }
@@ -90,8 +90,8 @@ class ArgChecker {
              char const* declared) {
     DLDataType const d = t.dtype();
     if (d.code != code || d.bits != bits || d.lanes != 1) {
-      TVM_FFI_THROW(TypeError) << entry_ << ": argument " << param << " has dtype "
-                               << dtype_name(d) << ", declared " << declared;
+      TVM_FFI_THROW(TypeError) << entry_ << ": argument " << param << " has dtype " << dtype_name(d)
+                               << ", declared " << declared;
     }
   }
 
@@ -107,8 +107,8 @@ class ArgChecker {
               char const* declared) {
     if (t.size(axis) != want) {
       TVM_FFI_THROW(ValueError) << entry_ << ": argument " << param << " has shape "
-                                << shape_text(t) << ", declared " << declared << " (axis "
-                                << axis << ": " << t.size(axis) << " != " << want << ")";
+                                << shape_text(t) << ", declared " << declared << " (axis " << axis
+                                << ": " << t.size(axis) << " != " << want << ")";
     }
   }
 
@@ -118,8 +118,8 @@ class ArgChecker {
     int64_t const n = t.size(axis);
     if (n < lo || n >= hi) {
       TVM_FFI_THROW(ValueError) << entry_ << ": argument " << param << " (" << declared
-                                << "): DimVar " << dimvar << " = " << n
-                                << " is outside its range [" << lo << ", " << hi << ")";
+                                << "): DimVar " << dimvar << " = " << n << " is outside its range ["
+                                << lo << ", " << hi << ")";
     }
     return n;
   }
@@ -128,9 +128,9 @@ class ArgChecker {
              char const* bound_by, char const* declared) {
     int64_t const n = t.size(axis);
     if (n != want) {
-      TVM_FFI_THROW(ValueError) << entry_ << ": argument " << param << " (" << declared
-                                << ") axis " << axis << " is " << n << ", but " << what << " = "
-                                << want << " from argument " << bound_by;
+      TVM_FFI_THROW(ValueError) << entry_ << ": argument " << param << " (" << declared << ") axis "
+                                << axis << " is " << n << ", but " << what << " = " << want
+                                << " from argument " << bound_by;
     }
   }
 

@@ -93,14 +93,14 @@ TILEFOUNDRY_HOST_DEVICE constexpr long static_count() {
 // Generated code (and tests) state a static level in one line, at namespace scope, before the
 // first kernel that uses it: TILEFOUNDRY_STATIC_PROGRAM_SHAPE(thread, 128); A level the target
 // fixes may be stated too, at the target's extent only (the CPU target: thread 1).
-#define TILEFOUNDRY_STATIC_PROGRAM_SHAPE(level, ...)                                          \
-  template <>                                                                                 \
-  struct tilefoundry::declared_program_shape<tilefoundry::TopologyScope::level> {             \
-    using type = ::tilefoundry::detail::int_shape<__VA_ARGS__>;                               \
-  };                                                                                          \
-  static_assert(                                                                              \
-      ::tilefoundry::detail::target_accepts_extent<::tilefoundry::TopologyScope::level,       \
-                                                   __VA_ARGS__>(),                            \
-      "TILEFOUNDRY_STATIC_PROGRAM_SHAPE(" #level ", " #__VA_ARGS__                            \
-      "): this target fixes the extent of that level (the CPU target runs each CTA on one "   \
+#define TILEFOUNDRY_STATIC_PROGRAM_SHAPE(level, ...)                                        \
+  template <>                                                                               \
+  struct tilefoundry::declared_program_shape<tilefoundry::TopologyScope::level> {           \
+    using type = ::tilefoundry::detail::int_shape<__VA_ARGS__>;                             \
+  };                                                                                        \
+  static_assert(                                                                            \
+      ::tilefoundry::detail::target_accepts_extent<::tilefoundry::TopologyScope::level,     \
+                                                   __VA_ARGS__>(),                          \
+      "TILEFOUNDRY_STATIC_PROGRAM_SHAPE(" #level ", " #__VA_ARGS__                          \
+      "): this target fixes the extent of that level (the CPU target runs each CTA on one " \
       "host thread, so its thread level is 1); state the target's extent or leave it out")

@@ -1,7 +1,7 @@
 // Host storage for a buffer of one CTA whose size is known only at launch (an extent that is a
 // DimVar), or that is too large for the host thread's stack. Registers need sizes known at compile
-// time; on the CPU target such a buffer lives on the heap instead, allocated once per CTA and viewed
-// through tilefoundry::make_tensor(iterator, shard_layout).
+// time; on the CPU target such a buffer lives on the heap instead, allocated once per CTA and
+// viewed through tilefoundry::make_tensor(iterator, shard_layout).
 #pragma once
 
 #include <tilefoundry/runtime/common/config.h>

@@ -53,7 +53,6 @@ struct pow_op {
   }
 };
 
-
 struct lt_op {
   template <class T>
   TILEFOUNDRY_DEVICE bool operator()(T a, T b) const {

@@ -26,9 +26,8 @@ struct Ternary {
   static TILEFOUNDRY_DEVICE void run(Op const& op, C const& c, A const& a, B const& b,
                                      Out const& out) {
     using D = detail::value_t<Out>;
-    using T = std::common_type_t<
-        detail::compute_t<typename binary_impl::element_type<A>::type>,
-        detail::compute_t<typename binary_impl::element_type<B>::type>>;
+    using T = std::common_type_t<detail::compute_t<typename binary_impl::element_type<A>::type>,
+                                 detail::compute_t<typename binary_impl::element_type<B>::type>>;
     auto vc = binary_impl::operand(c, out.shape());
     auto va = binary_impl::operand(a, out.shape());
     auto vb = binary_impl::operand(b, out.shape());
