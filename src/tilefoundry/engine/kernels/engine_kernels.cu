@@ -1,0 +1,135 @@
+// The decode engine's hand-written CUDA kernels, one translation unit, exported through tvm-ffi.
+// Each is a gap of the compiler (it cannot yet express them from @funcs): the batch-1 GEMV with
+// fused norm prologue and residual / SwiGLU / argmax epilogues, decode attention over the in-place
+// cache, the fused q/k norm + RoPE + cache write, residual + RMSNorm, and SwiGLU.
+//
+// Every entry checks its arguments (names, dtypes, shapes, layouts, one CUDA device) before it
+// launches on the caller's current stream (what tvm-ffi takes from torch's current stream, also
+// under CUDA-graph capture). Outputs are the trailing tensor parameters; scalars come last.
+// Built by tilefoundry.engine.library with nvcc for sm_90a.
+#include <tilefoundry/runtime.h>
+
+#include "common.cuh"
+#include "args.cuh"
+#include "launch.cuh"
+#include "gemv.cuh"
+#include "attention.cuh"
+#include "rope_cache.cuh"
+#include "rmsnorm.cuh"
+#include "swiglu.cuh"
+
+namespace {
+
+using tilefoundry::engine::TensorView;
+namespace gemv = tilefoundry::engine::gemv;
+using gemv::Epilogue;
+using gemv::Prologue;
+
+void gemv_plain(TensorView x, TensorView weight, TensorView out, int64_t split_k) {
+  gemv::run<Prologue::none, Epilogue::store>(
+      "gemv", {x, nullptr, weight, nullptr, out, nullptr, nullptr}, 0.0, split_k);
+}
+
+void gemv_residual(TensorView x, TensorView weight, TensorView residual, TensorView out,
+                   int64_t split_k) {
+  gemv::run<Prologue::none, Epilogue::residual>(
+      "gemv_residual", {x, nullptr, weight, &residual, out, nullptr, nullptr}, 0.0, split_k);
+}
+
+void gemv_swiglu(TensorView x, TensorView weight, TensorView out, int64_t split_k) {
+  gemv::run<Prologue::none, Epilogue::swiglu>(
+      "gemv_swiglu", {x, nullptr, weight, nullptr, out, nullptr, nullptr}, 0.0, split_k);
+}
+
+void gemv_argmax(TensorView x, TensorView weight, TensorView logits, TensorView token,
+                 TensorView workspace, int64_t split_k) {
+  gemv::run<Prologue::none, Epilogue::argmax>(
+      "gemv_argmax", {x, nullptr, weight, nullptr, logits, &token, &workspace}, 0.0, split_k);
+}
+
+void rmsnorm_gemv(TensorView x, TensorView norm_weight, TensorView weight, TensorView out,
+                  double eps, int64_t split_k) {
+  gemv::run<Prologue::rmsnorm, Epilogue::store>(
+      "rmsnorm_gemv", {x, &norm_weight, weight, nullptr, out, nullptr, nullptr}, eps, split_k);
+}
+
+void rmsnorm_gemv_residual(TensorView x, TensorView norm_weight, TensorView weight,
+                           TensorView residual, TensorView out, double eps, int64_t split_k) {
+  gemv::run<Prologue::rmsnorm, Epilogue::residual>(
+      "rmsnorm_gemv_residual", {x, &norm_weight, weight, &residual, out, nullptr, nullptr}, eps,
+      split_k);
+}
+
+void rmsnorm_gemv_swiglu(TensorView x, TensorView norm_weight, TensorView weight, TensorView out,
+                         double eps, int64_t split_k) {
+  gemv::run<Prologue::rmsnorm, Epilogue::swiglu>(
+      "rmsnorm_gemv_swiglu", {x, &norm_weight, weight, nullptr, out, nullptr, nullptr}, eps,
+      split_k);
+}
+
+void rmsnorm_gemv_argmax(TensorView x, TensorView norm_weight, TensorView weight, TensorView logits,
+                         TensorView token, TensorView workspace, double eps, int64_t split_k) {
+  gemv::run<Prologue::rmsnorm, Epilogue::argmax>(
+      "rmsnorm_gemv_argmax", {x, &norm_weight, weight, nullptr, logits, &token, &workspace}, eps,
+      split_k);
+}
+
+void decode_attention(TensorView q, TensorView cache_k, TensorView cache_v, TensorView position,
+                      TensorView out, TensorView workspace, double scale, int64_t splits) {
+  tilefoundry::engine::attention::run(q, cache_k, cache_v, position, out, workspace, scale, splits);
+}
+
+int64_t attention_workspace_bytes(int64_t tokens, int64_t heads, int64_t kv_heads, int64_t head_dim,
+                                  int64_t splits, int64_t device) {
+  return tilefoundry::engine::attention::workspace_bytes(tokens, heads, kv_heads, head_dim, splits,
+                                                         device);
+}
+
+void qk_norm_rope_cache(TensorView qkv, TensorView q_norm, TensorView k_norm, TensorView cos,
+                        TensorView sin, TensorView position, TensorView q_out, TensorView cache_k,
+                        TensorView cache_v, double eps) {
+  tilefoundry::engine::rope::run("qk_norm_rope_cache", qkv, &q_norm, &k_norm, cos, sin, position,
+                                 q_out, cache_k, cache_v, eps);
+}
+
+void rope_cache(TensorView qkv, TensorView cos, TensorView sin, TensorView position,
+                TensorView q_out, TensorView cache_k, TensorView cache_v) {
+  tilefoundry::engine::rope::run("rope_cache", qkv, nullptr, nullptr, cos, sin, position, q_out,
+                                 cache_k, cache_v, 0.0);
+}
+
+void rmsnorm(TensorView x, TensorView weight, TensorView out, double eps) {
+  tilefoundry::engine::rmsnorm::run("rmsnorm", x, nullptr, weight, out, eps);
+}
+
+void add_rmsnorm(TensorView x, TensorView residual, TensorView weight, TensorView out, double eps) {
+  tilefoundry::engine::rmsnorm::run("add_rmsnorm", x, &residual, weight, out, eps);
+}
+
+void swiglu(TensorView gate, TensorView up, TensorView out) {
+  tilefoundry::engine::swiglu::run(gate, up, out);
+}
+
+void set_pdl(bool enabled) { tilefoundry::engine::pdl_enabled().store(enabled); }
+
+bool pdl() { return tilefoundry::engine::pdl_enabled().load(); }
+
+}  // namespace
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(gemv, gemv_plain);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(gemv_residual, gemv_residual);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(gemv_swiglu, gemv_swiglu);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(gemv_argmax, gemv_argmax);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(rmsnorm_gemv, rmsnorm_gemv);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(rmsnorm_gemv_residual, rmsnorm_gemv_residual);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(rmsnorm_gemv_swiglu, rmsnorm_gemv_swiglu);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(rmsnorm_gemv_argmax, rmsnorm_gemv_argmax);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(decode_attention, decode_attention);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(attention_workspace_bytes, attention_workspace_bytes);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(qk_norm_rope_cache, qk_norm_rope_cache);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(rope_cache, rope_cache);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(rmsnorm, rmsnorm);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(add_rmsnorm, add_rmsnorm);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(swiglu, swiglu);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(set_pdl, set_pdl);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(pdl, pdl);

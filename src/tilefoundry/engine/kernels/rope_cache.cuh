@@ -1,0 +1,204 @@
+// The step from the QKV projection to the cache, fused: per-head RMSNorm of q and k (Qwen3's
+// q_norm / k_norm; optional), rotary embedding (rotate-half, in f32, from cos / sin tables in bf16
+// or f32) of q and k, and the write of k and v into the in-place KV cache at a position read on
+// the device (so one captured CUDA graph serves every step).
+//
+// Input: qkv [M, (H + 2 KV) * D], the packed projection (q heads, then k heads, then v heads).
+// Token m sits at position + m: its q goes to q_out[m], its k and v to cache[position + m]. A
+// token whose position falls outside the cache or the tables writes nothing (the engine checks
+// the capacity on the host before it launches).
+//
+// Work split: one warp per (token, head slot), D / 32 elements a lane; the rotate-half partner of
+// element d (d +- D/2) lives in lane ^ 16. Numerics follow the twin: the norm's output is rounded
+// to bf16, then rotated as x * cos + rotate_half(x) * sin in f32 without contraction, rounded.
+#pragma once
+
+#include "common.cuh"
+#include "args.cuh"
+#include "launch.cuh"
+
+namespace tilefoundry {
+namespace engine {
+namespace rope {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / kWarp;
+constexpr int kMaxTokens = 16;
+
+struct Params {
+  __nv_bfloat16 const* qkv;     // [m, (h + 2 kv) * d]
+  __nv_bfloat16 const* q_norm;  // [d] (norm)
+  __nv_bfloat16 const* k_norm;  // [d] (norm)
+  void const* cos;              // [table_rows, d]
+  void const* sin;              // [table_rows, d]
+  int const* position;          // tokens cached before this step (device)
+  __nv_bfloat16* q_out;         // [m, h, d]
+  __nv_bfloat16* cache_k;       // [capacity, kv, d]
+  __nv_bfloat16* cache_v;       // [capacity, kv, d]
+  float eps;
+  int m, h, kv, capacity, table_rows;
+};
+
+__device__ __forceinline__ float table_at(__nv_bfloat16 const* t, size_t i) {
+  return bf16_at(t + i);
+}
+__device__ __forceinline__ float table_at(float const* t, size_t i) { return t[i]; }
+
+template <int D, bool Norm, class Table>
+__global__ void __launch_bounds__(kThreads) rope_cache_kernel(Params const p) {
+  constexpr int E = D / kWarp;  // elements per lane
+  static_assert(D % (2 * kWarp) == 0, "D splits into two halves of whole lanes");
+  int const warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  int const slots = p.h + 2 * p.kv;
+
+  wait_for_inputs();
+  release_dependents();
+
+  int const unit = blockIdx.x * kWarps + warp;
+  if (unit >= p.m * slots) return;
+  int const m = unit / slots, slot = unit % slots;
+  int const pos = max(*p.position, 0) + m;
+  __nv_bfloat16 const* in = p.qkv + (static_cast<size_t>(m) * slots + slot) * D + lane * E;
+  float x[E];
+  CUTE_UNROLL
+  for (int i = 0; i < E; ++i) x[i] = bf16_at(in + i);
+
+  if (slot >= p.h + p.kv) {  // a v head: into the cache as it is
+    if (pos < p.capacity) {
+      __nv_bfloat16* dst =
+          p.cache_v + (static_cast<size_t>(pos) * p.kv + (slot - p.h - p.kv)) * D + lane * E;
+      CUTE_UNROLL
+      for (int i = 0; i < E; ++i) dst[i] = in[i];
+    }
+    return;
+  }
+  bool const is_q = slot < p.h;
+  if constexpr (Norm) {
+    float ss = 0.0f;
+    CUTE_UNROLL
+    for (int i = 0; i < E; ++i) ss = fmaf(x[i], x[i], ss);
+    float const r = ops::detail::rsqrt_(group_sum(ss) / static_cast<float>(D) + p.eps);
+    __nv_bfloat16 const* w = (is_q ? p.q_norm : p.k_norm) + lane * E;
+    CUTE_UNROLL
+    for (int i = 0; i < E; ++i) x[i] = round_bf16(__fmul_rn(__fmul_rn(x[i], r), bf16_at(w + i)));
+  }
+  if (pos >= p.table_rows || (!is_q && pos >= p.capacity)) return;
+  Table const* cs = static_cast<Table const*>(p.cos) + static_cast<size_t>(pos) * D + lane * E;
+  Table const* sn = static_cast<Table const*>(p.sin) + static_cast<size_t>(pos) * D + lane * E;
+  __nv_bfloat16* dst =
+      is_q ? p.q_out + (static_cast<size_t>(m) * p.h + slot) * D + lane * E
+           : p.cache_k + (static_cast<size_t>(pos) * p.kv + (slot - p.h)) * D + lane * E;
+  CUTE_UNROLL
+  for (int i = 0; i < E; ++i) {
+    float const partner = __shfl_xor_sync(0xffffffffu, x[i], kWarp / 2);
+    float const rotated = lane < kWarp / 2 ? -partner : partner;
+    float const y =
+        __fadd_rn(__fmul_rn(x[i], table_at(cs, i)), __fmul_rn(rotated, table_at(sn, i)));
+    dst[i] = __float2bfloat16_rn(y);
+  }
+}
+
+/// `norm` null: no q/k norm (rope_cache); else (q_norm, k_norm) (qk_norm_rope_cache).
+inline void run(char const* entry, TensorView const& qkv, TensorView const* q_norm,
+                TensorView const* k_norm, TensorView const& cos, TensorView const& sin,
+                TensorView const& position, TensorView const& q_out, TensorView const& cache_k,
+                TensorView const& cache_v, double eps) {
+  Args const a(entry);
+  a.rank(qkv, "qkv", 2, "(tokens M, (heads + 2 kv_heads) * head_dim), the packed projection");
+  a.bf16(qkv, "qkv");
+  a.rank(q_out, "q_out", 3, "(tokens M, heads H, head_dim D)");
+  a.bf16(q_out, "q_out");
+  a.rank(cache_k, "cache_k", 3, "(capacity, kv_heads KV, head_dim D)");
+  a.bf16(cache_k, "cache_k");
+  a.rank(cache_v, "cache_v", 3, "(capacity, kv_heads KV, head_dim D)");
+  a.bf16(cache_v, "cache_v");
+  int64_t const m = qkv.size(0), h = q_out.size(1), d = q_out.size(2);
+  int64_t const capacity = cache_k.size(0), kv = cache_k.size(1);
+  a.range(m, "the token count M (qkv's axis 0)", 1, kMaxTokens);
+  if (d != 64 && d != 128) {
+    TVM_FFI_THROW(ValueError) << entry << ": head_dim D (q_out's axis 2) is " << d
+                              << "; this kernel is built for 64 and 128";
+  }
+  a.range(h, "the head count H (q_out's axis 1)", 1, 1024);
+  a.range(kv, "the KV head count (cache_k's axis 1)", 1, 1024);
+  a.extent(q_out, "q_out", 0, m, "qkv's tokens M");
+  a.extent(qkv, "qkv", 1, (h + 2 * kv) * d, "(H + 2 KV) * D from q_out and cache_k");
+  a.extent(cache_k, "cache_k", 2, d, "q_out's head_dim D");
+  a.extent(cache_v, "cache_v", 0, capacity, "cache_k's capacity");
+  a.extent(cache_v, "cache_v", 1, kv, "cache_k's KV heads");
+  a.extent(cache_v, "cache_v", 2, d, "q_out's head_dim D");
+  bool const f32 = a.bf16_or_f32(cos, "cos");
+  if (a.bf16_or_f32(sin, "sin") != f32) {
+    TVM_FFI_THROW(TypeError) << entry << ": cos is " << dtype_text(cos.dtype()) << " but sin is "
+                             << dtype_text(sin.dtype()) << "; pass both tables in one dtype";
+  }
+  a.rank(cos, "cos", 2, "(positions, head_dim D)");
+  a.rank(sin, "sin", 2, "(positions, head_dim D)");
+  a.extent(cos, "cos", 1, d, "q_out's head_dim D");
+  a.extent(sin, "sin", 0, cos.size(0), "cos's positions");
+  a.extent(sin, "sin", 1, d, "q_out's head_dim D");
+  if (q_norm) {
+    for (auto [t, name] : {arg(*q_norm, "q_norm"), arg(*k_norm, "k_norm")}) {
+      a.rank(*t, name, 1, "(head_dim D,)");
+      a.bf16(*t, name);
+      a.extent(*t, name, 0, d, "q_out's head_dim D");
+      a.contiguous(*t, name);
+    }
+    if (!(eps >= 0.0 && eps < 1.0)) {
+      TVM_FFI_THROW(ValueError) << entry << ": eps is " << eps << ", which must lie in [0, 1)";
+    }
+  }
+  a.dtype(position, "position", kDLInt, 32, "int32");
+  a.min_numel(position, "position", 1, "the tokens cached before this step");
+  for (auto [t, name] : {arg(qkv, "qkv"), arg(q_out, "q_out"), arg(cache_k, "cache_k"),
+                         arg(cache_v, "cache_v"), arg(cos, "cos"), arg(sin, "sin")})
+    a.contiguous(*t, name);
+  a.disjoint(q_out, "q_out", qkv, "qkv");
+  a.disjoint(cache_k, "cache_k", qkv, "qkv");
+  a.disjoint(cache_v, "cache_v", qkv, "qkv");
+  a.disjoint(cache_k, "cache_k", cache_v, "cache_v");
+  a.disjoint(q_out, "q_out", cache_k, "cache_k");
+  a.disjoint(q_out, "q_out", cache_v, "cache_v");
+  int const device =
+      a.cuda(arg(qkv, "qkv"), arg(cos, "cos"), arg(sin, "sin"), arg(position, "position"),
+             arg(q_out, "q_out"), arg(cache_k, "cache_k"), arg(cache_v, "cache_v"));
+  if (q_norm) a.cuda(arg(qkv, "qkv"), arg(*q_norm, "q_norm"), arg(*k_norm, "k_norm"));
+
+  Params p = {};
+  p.qkv = data<__nv_bfloat16 const>(qkv);
+  p.q_norm = q_norm ? data<__nv_bfloat16 const>(*q_norm) : nullptr;
+  p.k_norm = k_norm ? data<__nv_bfloat16 const>(*k_norm) : nullptr;
+  p.cos = data<void const>(cos);
+  p.sin = data<void const>(sin);
+  p.position = data<int const>(position);
+  p.q_out = data<__nv_bfloat16>(q_out);
+  p.cache_k = data<__nv_bfloat16>(cache_k);
+  p.cache_v = data<__nv_bfloat16>(cache_v);
+  p.eps = static_cast<float>(eps);
+  p.m = int(m);
+  p.h = int(h);
+  p.kv = int(kv);
+  p.capacity = int(std::min<int64_t>(capacity, INT32_MAX));
+  p.table_rows = int(std::min<int64_t>(cos.size(0), INT32_MAX));
+  dim3 const grid(ceil_div(int(m * (h + 2 * kv)), kWarps));
+  auto go = [&](auto kernel) { launch(entry, device, kernel, grid, dim3(kThreads), 0, p); };
+  bool const norm = q_norm != nullptr;
+  if (d == 64) {
+    if (norm)
+      f32 ? go(rope_cache_kernel<64, true, float>) : go(rope_cache_kernel<64, true, __nv_bfloat16>);
+    else
+      f32 ? go(rope_cache_kernel<64, false, float>)
+          : go(rope_cache_kernel<64, false, __nv_bfloat16>);
+  } else {
+    if (norm)
+      f32 ? go(rope_cache_kernel<128, true, float>)
+          : go(rope_cache_kernel<128, true, __nv_bfloat16>);
+    else
+      f32 ? go(rope_cache_kernel<128, false, float>)
+          : go(rope_cache_kernel<128, false, __nv_bfloat16>);
+  }
+}
+
+}  // namespace rope
+}  // namespace engine
+}  // namespace tilefoundry
