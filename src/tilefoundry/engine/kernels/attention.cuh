@@ -340,15 +340,17 @@ inline void run(TensorView const& q, TensorView const& cache_k, TensorView const
   a.disjoint(out, "out", cache_k, "cache_k");
   a.disjoint(out, "out", cache_v, "cache_v");
   a.disjoint(workspace, "workspace", out, "out");
+  char const* sized = "tickets and per-slice results; attention_workspace_bytes gives the size";
+  Layout l = layout(int(m), int(h), int(kv), int(d), int(splits));
+  if (splits) a.min_numel(workspace, "workspace", static_cast<int64_t>(l.bytes), sized);
   int const device =
       a.cuda(arg(q, "q"), arg(cache_k, "cache_k"), arg(cache_v, "cache_v"),
              arg(position, "position"), arg(out, "out"), arg(workspace, "workspace"));
-
-  Layout l = layout(int(m), int(h), int(kv), int(d), 1);
-  int const s = splits ? static_cast<int>(splits) : auto_splits(int(kv), l.tiles, sm_count(device));
-  l = layout(int(m), int(h), int(kv), int(d), s);
-  a.min_numel(workspace, "workspace", static_cast<int64_t>(l.bytes),
-              "tickets and per-slice results; attention_workspace_bytes gives the size");
+  if (!splits) {  // the automatic count depends on the device
+    l = layout(int(m), int(h), int(kv), int(d), auto_splits(int(kv), l.tiles, sm_count(device)));
+    a.min_numel(workspace, "workspace", static_cast<int64_t>(l.bytes), sized);
+  }
+  int const s = l.splits;
 
   Params p = {};
   p.q = data<__nv_bfloat16 const>(q);

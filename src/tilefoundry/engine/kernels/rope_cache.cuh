@@ -8,9 +8,10 @@
 // token whose position falls outside the cache or the tables writes nothing (the engine checks
 // the capacity on the host before it launches).
 //
-// Work split: one warp per (token, head slot), D / 32 elements a lane; the rotate-half partner of
-// element d (d +- D/2) lives in lane ^ 16. Numerics follow the twin: the norm's output is rounded
-// to bf16, then rotated as x * cos + rotate_half(x) * sin in f32 without contraction, rounded.
+// Work split: a group of D / 8 lanes per (token, head slot), one 16-byte word (8 values) a lane,
+// 32 / (D / 8) heads a warp; the rotate-half partner of element d (d +- D/2) lives D / 16 lanes
+// away in the group. Numerics follow the twin: the norm's output is rounded to bf16, then rotated
+// as x * cos + rotate_half(x) * sin in f32 without contraction, rounded.
 #pragma once
 
 #include "common.cuh"
@@ -39,62 +40,82 @@ struct Params {
   int m, h, kv, capacity, table_rows;
 };
 
-__device__ __forceinline__ float table_at(__nv_bfloat16 const* t, size_t i) {
-  return bf16_at(t + i);
+/// Eight consecutive table values from element `at` (a multiple of 8) as floats.
+__device__ __forceinline__ void load_table(__nv_bfloat16 const* t, size_t at,
+                                           float (&f)[kPerWord]) {
+  unpack(load_input(reinterpret_cast<Word const*>(t + at)), f);
 }
-__device__ __forceinline__ float table_at(float const* t, size_t i) { return t[i]; }
+__device__ __forceinline__ void load_table(float const* t, size_t at, float (&f)[kPerWord]) {
+  float4 const a = __ldg(reinterpret_cast<float4 const*>(t + at));
+  float4 const b = __ldg(reinterpret_cast<float4 const*>(t + at) + 1);
+  float const v[kPerWord] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+  CUTE_UNROLL
+  for (int i = 0; i < kPerWord; ++i) f[i] = v[i];
+}
 
 template <int D, bool Norm, class Table>
 __global__ void __launch_bounds__(kThreads) rope_cache_kernel(Params const p) {
-  constexpr int E = D / kWarp;  // elements per lane
-  static_assert(D % (2 * kWarp) == 0, "D splits into two halves of whole lanes");
+  constexpr int kLanes = D / kPerWord;  // lanes per head, one 16-byte word each
+  constexpr int kHeadsPerWarp = kWarp / kLanes;
+  static_assert(kWarp % kLanes == 0 && kLanes % 2 == 0, "a head is an even number of lanes");
   int const warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  int const sub = lane / kLanes, dl = lane % kLanes;
   int const slots = p.h + 2 * p.kv;
 
   wait_for_inputs();
   release_dependents();
 
-  int const unit = blockIdx.x * kWarps + warp;
-  if (unit >= p.m * slots) return;
-  int const m = unit / slots, slot = unit % slots;
+  // Every lane runs the shuffles below, whatever its head (a group of lanes per head, several heads
+  // a warp); only the stores depend on the head's kind and on the position.
+  int const unit = (blockIdx.x * kWarps + warp) * kHeadsPerWarp + sub;
+  bool const valid = unit < p.m * slots;
+  int const m = valid ? unit / slots : 0, slot = valid ? unit % slots : 0;
   int const pos = max(*p.position, 0) + m;
-  __nv_bfloat16 const* in = p.qkv + (static_cast<size_t>(m) * slots + slot) * D + lane * E;
-  float x[E];
-  CUTE_UNROLL
-  for (int i = 0; i < E; ++i) x[i] = bf16_at(in + i);
-
-  if (slot >= p.h + p.kv) {  // a v head: into the cache as it is
-    if (pos < p.capacity) {
-      __nv_bfloat16* dst =
-          p.cache_v + (static_cast<size_t>(pos) * p.kv + (slot - p.h - p.kv)) * D + lane * E;
-      CUTE_UNROLL
-      for (int i = 0; i < E; ++i) dst[i] = in[i];
-    }
-    return;
-  }
-  bool const is_q = slot < p.h;
+  bool const is_q = slot < p.h, is_v = slot >= p.h + p.kv;
+  bool const in_table = pos < p.table_rows;
+  Word raw = make_uint4(0u, 0u, 0u, 0u);
+  if (valid)
+    raw = load_input(reinterpret_cast<Word const*>(p.qkv) +
+                     (static_cast<size_t>(m) * slots + slot) * kLanes + dl);
+  float x[kPerWord];
+  unpack(raw, x);
   if constexpr (Norm) {
     float ss = 0.0f;
     CUTE_UNROLL
-    for (int i = 0; i < E; ++i) ss = fmaf(x[i], x[i], ss);
-    float const r = ops::detail::rsqrt_(group_sum(ss) / static_cast<float>(D) + p.eps);
-    __nv_bfloat16 const* w = (is_q ? p.q_norm : p.k_norm) + lane * E;
+    for (int i = 0; i < kPerWord; ++i) ss = fmaf(x[i], x[i], ss);
+    float const r = ops::detail::rsqrt_(group_sum<kLanes>(ss) / static_cast<float>(D) + p.eps);
+    float g[kPerWord];
+    unpack(load_input(reinterpret_cast<Word const*>(is_q ? p.q_norm : p.k_norm) + dl), g);
     CUTE_UNROLL
-    for (int i = 0; i < E; ++i) x[i] = round_bf16(__fmul_rn(__fmul_rn(x[i], r), bf16_at(w + i)));
+    for (int i = 0; i < kPerWord; ++i) x[i] = round_bf16(__fmul_rn(__fmul_rn(x[i], r), g[i]));
   }
-  if (pos >= p.table_rows || (!is_q && pos >= p.capacity)) return;
-  Table const* cs = static_cast<Table const*>(p.cos) + static_cast<size_t>(pos) * D + lane * E;
-  Table const* sn = static_cast<Table const*>(p.sin) + static_cast<size_t>(pos) * D + lane * E;
-  __nv_bfloat16* dst =
-      is_q ? p.q_out + (static_cast<size_t>(m) * p.h + slot) * D + lane * E
-           : p.cache_k + (static_cast<size_t>(pos) * p.kv + (slot - p.h)) * D + lane * E;
+  float c[kPerWord], s[kPerWord];
   CUTE_UNROLL
-  for (int i = 0; i < E; ++i) {
-    float const partner = __shfl_xor_sync(0xffffffffu, x[i], kWarp / 2);
-    float const rotated = lane < kWarp / 2 ? -partner : partner;
-    float const y =
-        __fadd_rn(__fmul_rn(x[i], table_at(cs, i)), __fmul_rn(rotated, table_at(sn, i)));
-    dst[i] = __float2bfloat16_rn(y);
+  for (int i = 0; i < kPerWord; ++i) c[i] = s[i] = 0.0f;
+  if (valid && !is_v && in_table) {
+    size_t const at = static_cast<size_t>(pos) * D + dl * kPerWord;
+    load_table(static_cast<Table const*>(p.cos), at, c);
+    load_table(static_cast<Table const*>(p.sin), at, s);
+  }
+  float y[kPerWord];
+  CUTE_UNROLL
+  for (int i = 0; i < kPerWord; ++i) {
+    float const partner = __shfl_xor_sync(0xffffffffu, x[i], kLanes / 2);
+    float const rotated = dl < kLanes / 2 ? -partner : partner;
+    y[i] = __fadd_rn(__fmul_rn(x[i], c[i]), __fmul_rn(rotated, s[i]));
+  }
+  if (!valid) return;
+  if (is_v) {
+    if (pos < p.capacity)
+      reinterpret_cast<Word*>(
+          p.cache_v)[(static_cast<size_t>(pos) * p.kv + (slot - p.h - p.kv)) * kLanes + dl] = raw;
+  } else if (in_table) {
+    if (is_q)
+      reinterpret_cast<Word*>(p.q_out)[(static_cast<size_t>(m) * p.h + slot) * kLanes + dl] =
+          pack(y);
+    else if (pos < p.capacity)
+      reinterpret_cast<Word*>(
+          p.cache_k)[(static_cast<size_t>(pos) * p.kv + (slot - p.h)) * kLanes + dl] = pack(y);
   }
 }
 
@@ -151,8 +172,14 @@ inline void run(char const* entry, TensorView const& qkv, TensorView const* q_no
   a.dtype(position, "position", kDLInt, 32, "int32");
   a.min_numel(position, "position", 1, "the tokens cached before this step");
   for (auto [t, name] : {arg(qkv, "qkv"), arg(q_out, "q_out"), arg(cache_k, "cache_k"),
-                         arg(cache_v, "cache_v"), arg(cos, "cos"), arg(sin, "sin")})
+                         arg(cache_v, "cache_v"), arg(cos, "cos"), arg(sin, "sin")}) {
     a.contiguous(*t, name);
+    a.aligned(*t, name);
+  }
+  if (q_norm) {
+    a.aligned(*q_norm, "q_norm");
+    a.aligned(*k_norm, "k_norm");
+  }
   a.disjoint(q_out, "q_out", qkv, "qkv");
   a.disjoint(cache_k, "cache_k", qkv, "qkv");
   a.disjoint(cache_v, "cache_v", qkv, "qkv");
@@ -180,7 +207,8 @@ inline void run(char const* entry, TensorView const& qkv, TensorView const* q_no
   p.kv = int(kv);
   p.capacity = int(std::min<int64_t>(capacity, INT32_MAX));
   p.table_rows = int(std::min<int64_t>(cos.size(0), INT32_MAX));
-  dim3 const grid(ceil_div(int(m * (h + 2 * kv)), kWarps));
+  int const heads_per_warp = kWarp / int(d / kPerWord);
+  dim3 const grid(ceil_div(ceil_div(int(m * (h + 2 * kv)), heads_per_warp), kWarps));
   auto go = [&](auto kernel) { launch(entry, device, kernel, grid, dim3(kThreads), 0, p); };
   bool const norm = q_norm != nullptr;
   if (d == 64) {

@@ -1,0 +1,88 @@
+"""What each engine kernel computes, in plain torch: the meaning the GPU tests hold the kernels to.
+
+Each function takes the kernel's inputs and returns its outputs (cache writes included, on copies), with
+torch's bf16 semantics: every op computes in f32 and rounds its result to the input dtype, as the runtime
+twin's kernel bodies do. The fused kernels skip some of these roundings (the GEMV's RMSNorm prologue
+never rounds the normed row), so tests compare within bf16 tolerances, never bit for bit.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm over the last axis in f32, rounded to x's dtype (the twin's ``_rms``)."""
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.square().mean(-1, keepdim=True) + eps) * weight.float()).to(x.dtype)
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotary embedding, rotate-half convention, in f32, rounded to x's dtype (the twin's ``_rotate``)."""
+    xf = x.float()
+    half = x.shape[-1] // 2
+    rotated = torch.cat((-xf[..., half:], xf[..., :half]), dim=-1)
+    return (xf * cos.float() + rotated * sin.float()).to(x.dtype)
+
+
+def gemv(x: torch.Tensor, weight: torch.Tensor, *, norm_weight: torch.Tensor | None = None, eps: float = 0.0,
+         residual: torch.Tensor | None = None, epilogue: str = "store") -> torch.Tensor:
+    """``[rmsnorm(x)] @ weight.T`` then the epilogue: ``store``, ``residual`` (+ residual) or ``swiglu``
+    (rows 2j / 2j + 1 of weight are gate_j / up_j: silu(gate) * up)."""
+    h = rms_norm(x, norm_weight, eps) if norm_weight is not None else x
+    y = F.linear(h.float(), weight.float()).to(x.dtype)  # f32 products and sums, one rounding
+    if epilogue == "store":
+        return y
+    if epilogue == "residual":
+        return residual + y
+    if epilogue == "swiglu":
+        return F.silu(y[:, 0::2]) * y[:, 1::2]
+    raise ValueError(f"unknown epilogue {epilogue!r}; use store, residual or swiglu")
+
+
+def decode_attention(q: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tensor, position: int,
+                     scale: float) -> torch.Tensor:
+    """Causal attention of M new tokens at positions ``position + m`` over the cache's first
+    ``position + M`` entries (grouped-query: head h reads KV head h // (H / KV)), in f32."""
+    m, h, _ = q.shape
+    kv = cache_k.shape[1]
+    ctx = position + m
+    keys = cache_k[:ctx].float().repeat_interleave(h // kv, dim=1)  # (ctx, H, D)
+    vals = cache_v[:ctx].float().repeat_interleave(h // kv, dim=1)
+    scores = torch.einsum("mhd,chd->hmc", q.float(), keys) * scale
+    visible = torch.arange(ctx, device=q.device)[None, :] <= (position + torch.arange(m, device=q.device))[:, None]
+    probs = scores.masked_fill(~visible[None], float("-inf")).softmax(-1)
+    return torch.einsum("hmc,chd->mhd", probs, vals).to(q.dtype)
+
+
+def rope_cache(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, position: int, cache_k: torch.Tensor,
+               cache_v: torch.Tensor, *, heads: int, q_norm: torch.Tensor | None = None,
+               k_norm: torch.Tensor | None = None, eps: float = 0.0,
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(q_out, new cache_k, new cache_v): q/k norm (when given), rotary embedding at ``position + m``, and
+    k / v written at those positions into copies of the caches."""
+    m = qkv.shape[0]
+    kv, d = cache_k.shape[1], cache_k.shape[2]
+    q, k, v = qkv.view(m, heads + 2 * kv, d).split((heads, kv, kv), dim=1)
+    if q_norm is not None:
+        q, k = rms_norm(q, q_norm, eps), rms_norm(k, k_norm, eps)
+    c = cos[position:position + m][:, None]
+    s = sin[position:position + m][:, None]
+    q, k = rotate(q, c, s), rotate(k, c, s)
+    new_k, new_v = cache_k.clone(), cache_v.clone()
+    new_k[position:position + m] = k
+    new_v[position:position + m] = v
+    return q.contiguous(), new_k, new_v
+
+
+def add_rmsnorm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float,
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(new residual = residual + x, rmsnorm of it)."""
+    summed = residual + x
+    return summed, rms_norm(summed, weight, eps)
+
+
+def swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """silu(gate) * up, as torch computes it on the inputs' dtype."""
+    return F.silu(gate) * up

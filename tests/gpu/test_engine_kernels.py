@@ -1,0 +1,422 @@
+"""The decode engine's CUDA kernels against their torch meaning (tilefoundry.engine.reference), on the GPU.
+
+Every test draws fresh random data (its seed is in each failure message), poisons outputs with NaN so that
+an element the kernel skips shows, and bounds the relative L2 error by what bf16 rounding allows. Shapes
+cover M = 1..16 tokens, N and K that are multiples of nothing the kernels tile by, and the context edges
+(the first token, one cached token, odd lengths, a full cache). The last tests run the kernels as one
+decoder layer and a greedy step captured in a CUDA graph, replayed with the position read on the device,
+with Programmatic Dependent Launch on and off.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from tilefoundry.engine import (
+    argmax_workspace,
+    attention_workspace,
+    load_kernels,
+    pack_gate_up,
+    pack_qkv,
+    reference,
+    require_cuda,
+)
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+BF16 = torch.bfloat16
+EPS = 1e-6
+TOL = 1e-2  # relative L2 of one bf16 result (its rounding alone is about 3e-3)
+
+
+@pytest.fixture(scope="module")
+def lib():
+    require_cuda()
+    kernels = load_kernels()
+    kernels.set_pdl(True)
+    yield kernels
+    kernels.set_pdl(True)
+
+
+class Rand:
+    """Fresh random tensors on the GPU from one seed drawn per test (shown as ``str(rand)``)."""
+
+    def __init__(self) -> None:
+        self.seed = random.SystemRandom().randrange(2**31)
+        self.gen = torch.Generator(device="cuda").manual_seed(self.seed)
+
+    def normal(self, *shape: int, scale: float = 1.0, dtype: torch.dtype = BF16) -> torch.Tensor:
+        return (torch.randn(*shape, generator=self.gen, device="cuda") * scale).to(dtype)
+
+    def __str__(self) -> str:
+        return f"seed {self.seed}"
+
+
+def nan(*shape: int, dtype: torch.dtype = BF16) -> torch.Tensor:
+    return torch.full(shape, float("nan"), dtype=dtype, device="cuda")
+
+
+def rel_l2(got: torch.Tensor, want: torch.Tensor) -> float:
+    got, want = got.float(), want.float()
+    return ((got - want).norm() / want.norm().clamp_min(1e-30)).item()
+
+
+def assert_close(got: torch.Tensor, want: torch.Tensor, tol: float, what: str) -> None:
+    assert got.shape == want.shape, f"{what}: shape {tuple(got.shape)} != {tuple(want.shape)}"
+    assert not got.isnan().any(), f"{what}: {int(got.isnan().sum())} elements left unwritten (NaN)"
+    err = rel_l2(got, want)
+    assert err <= tol, f"{what}: relative L2 error {err:.2e} > {tol:.0e}"
+
+
+def rope_tables(positions: int, d: int, dtype: torch.dtype = BF16) -> tuple[torch.Tensor, torch.Tensor]:
+    inv = 1.0 / (1e6 ** (torch.arange(0, d, 2, device="cuda").float() / d))
+    angles = torch.arange(positions, device="cuda").float()[:, None] * inv[None]
+    emb = torch.cat((angles, angles), dim=-1)
+    return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+# ---- GEMV ------------------------------------------------------------------------------------------------
+
+# (M, N, K, split_k): N and K multiples of nothing the kernel tiles by (16 rows a CTA, 256 K a warp pass),
+# an odd N, the smallest K, a K that leaves lanes idle in a slice, and every split.
+GEMV_CASES = [
+    (1, 2048, 2048, 0), (1, 4096, 2048, 0), (1, 1, 8, 0), (1, 3, 2056, 0), (2, 17, 264, 2), (3, 257, 6144, 0),
+    (4, 130, 1000, 8), (5, 64, 4104, 4), (8, 2050, 2048, 1), (9, 33, 136, 8), (16, 1030, 2048, 0),
+    (16, 6, 6144, 2), (7, 12288 // 8, 2048, 0),
+]
+VARIANTS = ["gemv", "gemv_residual", "gemv_swiglu", "rmsnorm_gemv", "rmsnorm_gemv_residual", "rmsnorm_gemv_swiglu"]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("m,n,k,split", GEMV_CASES)
+def test_gemv_matches_torch(lib, variant: str, m: int, n: int, k: int, split: int) -> None:
+    if variant.endswith("swiglu") and n % 2:
+        n += 1
+    rand = Rand()
+    x = rand.normal(m, k)
+    w = rand.normal(n, k, scale=k**-0.5)
+    norm = rand.normal(k, scale=0.2) + 1 if variant.startswith("rmsnorm") else None
+    residual = rand.normal(m, n) if variant.endswith("residual") else None
+    epilogue = variant.rsplit("_", 1)[1] if variant.endswith(("residual", "swiglu")) else "store"
+    out = nan(m, n // 2 if epilogue == "swiglu" else n)
+    args = [x] + ([norm] if norm is not None else []) + [w] + ([residual] if residual is not None else []) + [out]
+    scalars = ([EPS] if norm is not None else []) + [split]
+    getattr(lib, variant)(*args, *scalars)
+    want = reference.gemv(x, w, norm_weight=norm, eps=EPS, residual=residual, epilogue=epilogue)
+    assert_close(out, want, 2 * TOL if epilogue == "swiglu" else TOL, f"{variant} M={m} N={n} K={k} ({rand})")
+
+
+@pytest.mark.parametrize("norm", [False, True])
+def test_gemv_residual_in_place(lib, norm: bool) -> None:
+    """out may be the residual itself: the decode step adds each projection into the hidden state in place."""
+    rand = Rand()
+    x, w, h = rand.normal(1, 2048), rand.normal(2048, 2048, scale=2048**-0.5), rand.normal(1, 2048)
+    g = rand.normal(2048, scale=0.2) + 1
+    want = reference.gemv(x, w, norm_weight=g if norm else None, eps=EPS, residual=h, epilogue="residual")
+    if norm:
+        lib.rmsnorm_gemv_residual(x, g, w, h, h, EPS, 0)
+    else:
+        lib.gemv_residual(x, w, h, h, 0)
+    assert_close(h, want, TOL, f"in-place residual ({rand})")
+
+
+@pytest.mark.parametrize("norm", [False, True])
+@pytest.mark.parametrize("m,n,k", [(1, 151936, 2048), (1, 1, 64), (3, 1001, 136), (16, 5000, 256)])
+def test_gemv_argmax_is_the_first_largest_logit(lib, norm: bool, m: int, n: int, k: int) -> None:
+    rand = Rand()
+    x, w = rand.normal(m, k), rand.normal(n, k, scale=k**-0.5)
+    g = rand.normal(k, scale=0.2) + 1
+    tie = n // 2
+    if n > 100:  # two equal rows far above the rest for token 0: argmax takes the first
+        w[tie] = x[0] * (4 * k**-0.5)
+        w[tie + 7] = w[tie]
+    logits, token, ws = nan(m, n), torch.full((m,), -1, dtype=torch.int64, device="cuda"), argmax_workspace(m, "cuda")
+    for attempt in range(2):  # the second launch finds the workspace zeroed by the first
+        if attempt:
+            x.copy_(rand.normal(m, k))
+        if norm:
+            lib.rmsnorm_gemv_argmax(x, g, w, logits, token, ws, EPS, 0)
+        else:
+            lib.gemv_argmax(x, w, logits, token, ws, 0)
+        want = reference.gemv(x, w, norm_weight=g if norm else None, eps=EPS)
+        assert_close(logits, want, TOL, f"argmax logits ({rand})")
+        assert torch.equal(token, logits.float().argmax(-1)), f"tokens {token.tolist()} ({rand})"
+        if n > 100 and not attempt:
+            assert int(token[0]) == tie, f"token 0 is {int(token[0])}, not the first of the tied rows {tie}"
+        assert not ws.any(), "the workspace was not left zeroed"
+
+
+def test_gemv_runs_on_the_current_stream(lib) -> None:
+    """A kernel launched while another stream is current runs on that stream, after the work queued there."""
+    rand = Rand()
+    w, x = rand.normal(4096, 2048, scale=2048**-0.5), torch.zeros(1, 2048, dtype=BF16, device="cuda")
+    src = rand.normal(1, 2048)
+    big = rand.normal(8192, 8192)
+    out = nan(1, 4096)
+    torch.cuda.synchronize()
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        for _ in range(4):
+            big = big @ big.T * 1e-4  # keeps the stream busy before x is written
+        x.copy_(src)
+        lib.gemv(x, w, out, 0)
+    side.synchronize()
+    assert_close(out, reference.gemv(src, w), TOL, f"gemv after work on its stream ({rand})")
+
+
+# ---- decode attention -----------------------------------------------------------------------------------
+
+# (M, H, KV, D, position, capacity, splits): the first token (nothing cached), one cached token, odd lengths,
+# a full cache, a single slice over a long context, the most slices, GQA groups 1 to 8 and D 64 / 128,
+# causal prefill chunks.
+ATTENTION_CASES = [
+    (1, 16, 8, 128, 0, 64, 0), (1, 16, 8, 128, 1, 64, 0), (1, 16, 8, 128, 254, 256, 0),
+    (1, 16, 8, 128, 1023, 1100, 0), (1, 16, 8, 128, 4095, 4096, 0), (1, 16, 8, 128, 36, 100, 7),
+    (1, 16, 8, 128, 2000, 2048, 1), (1, 16, 8, 128, 3000, 4096, 64), (1, 9, 3, 64, 40, 128, 0),
+    (1, 8, 1, 128, 300, 512, 0), (1, 4, 4, 64, 5, 16, 0), (1, 32, 4, 128, 777, 800, 0),
+    (2, 16, 8, 128, 0, 64, 0), (5, 16, 8, 128, 100, 256, 0), (16, 16, 8, 128, 1000, 1100, 0),
+    (16, 9, 3, 64, 7, 64, 3), (3, 8, 1, 128, 50, 64, 2), (16, 16, 8, 128, 0, 16, 0), (7, 4, 4, 64, 900, 1024, 5),
+]
+
+
+@pytest.mark.parametrize("m,h,kv,d,pos,cap,splits", ATTENTION_CASES)
+def test_decode_attention_matches_torch(lib, m, h, kv, d, pos, cap, splits) -> None:
+    rand = Rand()
+    q = rand.normal(m, h, d)
+    cache_k, cache_v = rand.normal(cap, kv, d), rand.normal(cap, kv, d)
+    position = torch.tensor([pos], dtype=torch.int32, device="cuda")
+    ws = attention_workspace(lib, m, h, kv, d, device="cuda", splits=splits)
+    scale = d**-0.5
+    for attempt in range(2):  # the second launch finds every ticket reset by the first
+        if attempt:
+            q = rand.normal(m, h, d)
+        out = nan(m, h, d)
+        lib.decode_attention(q, cache_k, cache_v, position, out, ws, scale, splits)
+        want = reference.decode_attention(q, cache_k, cache_v, pos, scale)
+        assert_close(out, want, TOL, f"attention M={m} H={h} KV={kv} D={d} ctx={pos + m} ({rand})")
+
+
+def test_decode_attention_reads_the_position_on_the_device(lib) -> None:
+    """One captured launch serves every context length: the graph replays with the position changed."""
+    rand = Rand()
+    q, cache_k, cache_v = rand.normal(1, 16, 128), rand.normal(600, 8, 128), rand.normal(600, 8, 128)
+    position = torch.zeros(1, dtype=torch.int32, device="cuda")
+    ws = attention_workspace(lib, 1, 16, 8, 128, device="cuda")
+    out = nan(1, 16, 128)
+    lib.decode_attention(q, cache_k, cache_v, position, out, ws, 128**-0.5, 0)  # warm-up outside capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        lib.decode_attention(q, cache_k, cache_v, position, out, ws, 128**-0.5, 0)
+    for pos in (0, 1, 31, 32, 33, 254, 599):
+        position.fill_(pos)
+        out.fill_(float("nan"))
+        graph.replay()
+        want = reference.decode_attention(q, cache_k, cache_v, pos, 128**-0.5)
+        assert_close(out, want, TOL, f"replayed attention at position {pos} ({rand})")
+
+
+# ---- q/k norm + RoPE + cache write -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("norm", [True, False])
+@pytest.mark.parametrize("table", [BF16, torch.float32])
+@pytest.mark.parametrize("m,h,kv,d,pos,cap", [(1, 16, 8, 128, 0, 32), (1, 16, 8, 128, 1023, 1024),
+                                              (4, 9, 3, 64, 17, 64), (16, 16, 8, 128, 100, 200),
+                                              (3, 8, 1, 128, 5, 8)])
+def test_rope_cache_matches_torch(lib, norm, table, m, h, kv, d, pos, cap) -> None:
+    rand = Rand()
+    qkv = rand.normal(m, (h + 2 * kv) * d, scale=3.0)
+    q_norm, k_norm = rand.normal(d, scale=0.2) + 1, rand.normal(d, scale=0.2) + 1
+    cos, sin = rope_tables(cap + 4, d, table)
+    cache_k, cache_v = rand.normal(cap, kv, d), rand.normal(cap, kv, d)
+    position = torch.tensor([pos], dtype=torch.int32, device="cuda")
+    want_q, want_k, want_v = reference.rope_cache(qkv, cos, sin, pos, cache_k, cache_v, heads=h,
+                                                  q_norm=q_norm if norm else None, k_norm=k_norm, eps=EPS)
+    q_out = nan(m, h, d)
+    if norm:
+        lib.qk_norm_rope_cache(qkv, q_norm, k_norm, cos, sin, position, q_out, cache_k, cache_v, EPS)
+    else:
+        lib.rope_cache(qkv, cos, sin, position, q_out, cache_k, cache_v)
+    what = f"rope M={m} pos={pos} norm={norm} table={table} ({rand})"
+    kept = torch.ones(cap, dtype=torch.bool, device="cuda")
+    kept[pos:pos + m] = False
+    assert torch.equal(cache_k[kept], want_k[kept]) and torch.equal(cache_v[kept], want_v[kept]), \
+        f"{what}: cache entries outside the step changed"
+    assert torch.equal(cache_v, want_v), f"{what}: v was not copied into the cache as it is"
+    assert_close(q_out, want_q, 5e-3, f"{what}: q")
+    assert_close(cache_k[pos:pos + m], want_k[pos:pos + m], 5e-3, f"{what}: k in the cache")
+
+
+def test_rope_cache_writes_nothing_past_the_capacity(lib) -> None:
+    """Tokens whose position falls past the cache are dropped, never written outside it."""
+    rand = Rand()
+    h, kv, d, cap = 4, 2, 64, 8
+    backing_k, backing_v = rand.normal(cap + 4, kv, d), rand.normal(cap + 4, kv, d)
+    before_k, before_v = backing_k.clone(), backing_v.clone()
+    cache_k, cache_v = backing_k[:cap], backing_v[:cap]
+    qkv = rand.normal(4, (h + 2 * kv) * d)
+    cos, sin = rope_tables(64, d)
+    position = torch.tensor([6], dtype=torch.int32, device="cuda")
+    lib.rope_cache(qkv, cos, sin, position, nan(4, h, d), cache_k, cache_v)
+    assert torch.equal(backing_k[cap:], before_k[cap:]) and torch.equal(backing_v[cap:], before_v[cap:])
+    _, want_k, want_v = reference.rope_cache(qkv[:2], cos, sin, 6, before_k[:cap], before_v[:cap], heads=h)
+    assert torch.equal(cache_v, want_v)
+    assert_close(cache_k, want_k, 5e-3, f"k at the cache's end ({rand})")
+
+
+# ---- RMSNorm, residual + RMSNorm, SwiGLU ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("add", [False, True])
+@pytest.mark.parametrize("m,k", [(1, 2048), (1, 8), (3, 2056), (64, 6144), (5, 4104)])
+def test_rmsnorm_matches_torch(lib, add: bool, m: int, k: int) -> None:
+    rand = Rand()
+    x, residual, g = rand.normal(m, k), rand.normal(m, k, scale=4.0), rand.normal(k, scale=0.2) + 1
+    out = nan(m, k)
+    if add:
+        want_residual, want = reference.add_rmsnorm(x, residual, g, EPS)
+        lib.add_rmsnorm(x, residual, g, out, EPS)
+        assert torch.equal(residual, want_residual), f"residual + x differs from torch's bf16 sum ({rand})"
+    else:
+        want = reference.rms_norm(x, g, EPS)
+        lib.rmsnorm(x, g, out, EPS)
+    assert_close(out, want, 5e-3, f"rmsnorm add={add} M={m} K={k} ({rand})")
+
+
+@pytest.mark.parametrize("packed", [False, True])
+@pytest.mark.parametrize("m,i", [(1, 6144), (1, 8), (7, 1000), (64, 3072)])
+def test_swiglu_matches_torch(lib, packed: bool, m: int, i: int) -> None:
+    rand = Rand()
+    if packed:  # the two halves of one (M, 2I) projection
+        both = rand.normal(m, 2 * i, scale=3.0)
+        gate, up = both[:, :i], both[:, i:]
+    else:
+        gate, up = rand.normal(m, i, scale=3.0), rand.normal(m, i)
+    out = nan(m, i)
+    lib.swiglu(gate, up, out)
+    assert_close(out, reference.swiglu(gate, up), 5e-3, f"swiglu M={m} I={i} packed={packed} ({rand})")
+
+
+# ---- the kernels as a decoder ---------------------------------------------------------------------------------
+
+class TinyQwen3:
+    """A Qwen3-shaped decoder (16 query / 8 KV heads of 128, tied embeddings) with random weights, run two
+    ways: the engine's kernels on packed weights and an in-place cache, and torch with the twin's math."""
+
+    def __init__(self, rand: Rand, layers: int = 2, hidden: int = 256, inter: int = 512, vocab: int = 1000,
+                 capacity: int = 64) -> None:
+        self.h, self.kv, self.d, self.hidden, self.capacity = 16, 8, 128, hidden, capacity
+        s = hidden**-0.5
+        self.embed = rand.normal(vocab, hidden, scale=0.1)  # logits of order 1
+        self.final_norm = rand.normal(hidden, scale=0.1) + 1
+        self.layers = []
+        for _ in range(layers):
+            w = {"q": rand.normal(self.h * 128, hidden, scale=s), "k": rand.normal(self.kv * 128, hidden, scale=s),
+                 "v": rand.normal(self.kv * 128, hidden, scale=s), "o": rand.normal(hidden, self.h * 128,
+                                                                                    scale=(self.h * 128) ** -0.5),
+                 "gate": rand.normal(inter, hidden, scale=s), "up": rand.normal(inter, hidden, scale=s),
+                 "down": rand.normal(hidden, inter, scale=inter**-0.5),
+                 "in_norm": rand.normal(hidden, scale=0.1) + 1, "post_norm": rand.normal(hidden, scale=0.1) + 1,
+                 "q_norm": rand.normal(128, scale=0.1) + 1, "k_norm": rand.normal(128, scale=0.1) + 1}
+            w["qkv"], w["gate_up"] = pack_qkv(w["q"], w["k"], w["v"]), pack_gate_up(w["gate"], w["up"])
+            self.layers.append(w)
+        self.cos, self.sin = rope_tables(capacity, 128)
+        self.scale = 128**-0.5
+
+    # the kernels
+    def buffers(self, lib, m: int) -> dict[str, torch.Tensor]:
+        cache = [(torch.zeros(self.capacity, self.kv, 128, dtype=BF16, device="cuda"),
+                  torch.zeros(self.capacity, self.kv, 128, dtype=BF16, device="cuda")) for _ in self.layers]
+        return {"cache": cache, "position": torch.zeros(1, dtype=torch.int32, device="cuda"),
+                "token": torch.zeros(m, dtype=torch.int64, device="cuda"),
+                "x": torch.zeros(m, self.hidden, dtype=BF16, device="cuda"),
+                "qkv": torch.zeros(m, (self.h + 2 * self.kv) * 128, dtype=BF16, device="cuda"),
+                "q": torch.zeros(m, self.h, 128, dtype=BF16, device="cuda"),
+                "attn": torch.zeros(m, self.h, 128, dtype=BF16, device="cuda"),
+                "act": torch.zeros(m, self.layers[0]["gate"].shape[0], dtype=BF16, device="cuda"),
+                "logits": torch.zeros(m, self.embed.shape[0], dtype=BF16, device="cuda"),
+                "argmax_ws": argmax_workspace(m, "cuda"),
+                "attention_ws": attention_workspace(lib, m, self.h, self.kv, 128, device="cuda")}
+
+    def step(self, lib, b: dict, *, advance: bool) -> None:
+        """x (the embedded tokens at the device position) through every layer to logits and tokens."""
+        x, m = b["x"], b["x"].shape[0]
+        for w, (ck, cv) in zip(self.layers, b["cache"]):
+            lib.rmsnorm_gemv(x, w["in_norm"], w["qkv"], b["qkv"], EPS, 0)
+            lib.qk_norm_rope_cache(b["qkv"], w["q_norm"], w["k_norm"], self.cos, self.sin, b["position"], b["q"],
+                                   ck, cv, EPS)
+            lib.decode_attention(b["q"], ck, cv, b["position"], b["attn"], b["attention_ws"], self.scale, 0)
+            lib.gemv_residual(b["attn"].view(m, -1), w["o"], x, x, 0)
+            lib.rmsnorm_gemv_swiglu(x, w["post_norm"], w["gate_up"], b["act"], EPS, 0)
+            lib.gemv_residual(b["act"], w["down"], x, x, 0)
+        lib.rmsnorm_gemv_argmax(x, self.final_norm, self.embed, b["logits"], b["token"], b["argmax_ws"], EPS, 0)
+        if advance:
+            b["position"].add_(m)
+
+    # the torch reference
+    def reference_step(self, tokens: torch.Tensor, pos: int, cache: list) -> torch.Tensor:
+        x = self.embed[tokens]
+        m = x.shape[0]
+        for i, w in enumerate(self.layers):
+            ck, cv = cache[i]
+            qkv = reference.gemv(x, w["qkv"], norm_weight=w["in_norm"], eps=EPS)
+            q, ck, cv = reference.rope_cache(qkv, self.cos, self.sin, pos, ck, cv, heads=self.h,
+                                             q_norm=w["q_norm"], k_norm=w["k_norm"], eps=EPS)
+            cache[i] = (ck, cv)
+            attn = reference.decode_attention(q, ck, cv, pos, self.scale)
+            x = reference.gemv(attn.view(m, -1), w["o"], residual=x, epilogue="residual")
+            act = reference.gemv(x, w["gate_up"], norm_weight=w["post_norm"], eps=EPS, epilogue="swiglu")
+            x = reference.gemv(act, w["down"], residual=x, epilogue="residual")
+        return reference.gemv(x, self.embed, norm_weight=self.final_norm, eps=EPS)
+
+
+def margin(logits: torch.Tensor) -> float:
+    top = logits.float().topk(2).values
+    return (top[0] - top[1]).item()
+
+
+@pytest.mark.parametrize("pdl", [True, False])
+def test_decoder_prefill_then_graph_replayed_decode(lib, pdl: bool) -> None:
+    """A 5-token prefill chunk, then 24 greedy steps from one captured CUDA graph (embedding lookup, every
+    layer, lm_head + argmax, position += 1), all on device state; logits follow the torch reference."""
+    lib.set_pdl(pdl)
+    rand = Rand()
+    model = TinyQwen3(rand)
+    ref_cache = [tuple(torch.zeros(model.capacity, 8, 128, dtype=BF16, device="cuda") for _ in range(2))
+                 for _ in model.layers]
+    prompt = torch.randint(0, model.embed.shape[0], (5,), device="cuda", generator=rand.gen)
+
+    pre = model.buffers(lib, 5)
+    decode = model.buffers(lib, 1)
+    pre["x"].copy_(model.embed[prompt])
+    model.step(lib, pre, advance=True)
+    want = model.reference_step(prompt, 0, ref_cache)
+    assert_close(pre["logits"], want, 3 * TOL, f"prefill logits ({rand})")
+    for c_dec, c_pre in zip(decode["cache"], pre["cache"]):
+        c_dec[0].copy_(c_pre[0])
+        c_dec[1].copy_(c_pre[1])
+    decode["position"].copy_(pre["position"])
+    decode["token"].copy_(pre["token"][-1:])
+
+    def one_step() -> None:
+        torch.index_select(model.embed, 0, decode["token"], out=decode["x"])
+        model.step(lib, decode, advance=True)
+
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        one_step()
+    tokens = [int(pre["token"][-1])]
+    for i in range(24):
+        pos = 5 + i
+        graph.replay()
+        want = model.reference_step(torch.tensor(tokens[-1:], device="cuda"), pos, ref_cache)
+        assert_close(decode["logits"], want, 3 * TOL, f"decode step {i} at position {pos} ({rand}, pdl={pdl})")
+        token = int(decode["token"])
+        assert token == int(decode["logits"].float().argmax()), f"step {i}: token is not the logits' argmax"
+        # Where torch's top-2 gap exceeds twice the largest logit difference, both must pick the same token.
+        if margin(want[0]) > 2 * (decode["logits"].float() - want.float()).abs().max().item():
+            assert token == int(want.float().argmax()), f"step {i}: greedy token differs from torch's ({rand})"
+        tokens.append(token)
+    assert int(decode["position"]) == 5 + 24
