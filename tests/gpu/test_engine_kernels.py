@@ -16,11 +16,13 @@ import pytest
 import torch
 
 from tilefoundry.engine import (
+    DecoderShape,
+    LayerWeights,
+    StepBuffers,
     argmax_workspace,
     attention_workspace,
+    decode_step,
     load_kernels,
-    pack_gate_up,
-    pack_qkv,
     reference,
     require_cuda,
 )
@@ -302,73 +304,37 @@ def test_swiglu_matches_torch(lib, packed: bool, m: int, i: int) -> None:
 
 class TinyQwen3:
     """A Qwen3-shaped decoder (16 query / 8 KV heads of 128, tied embeddings) with random weights, run two
-    ways: the engine's kernels on packed weights and an in-place cache, and torch with the twin's math."""
+    ways: engine.step's kernels on packed weights and in-place caches, and torch (engine.reference)."""
 
     def __init__(self, rand: Rand, layers: int = 2, hidden: int = 256, inter: int = 512, vocab: int = 1000,
                  capacity: int = 64) -> None:
-        self.h, self.kv, self.d, self.hidden, self.capacity = 16, 8, 128, hidden, capacity
+        self.shape = DecoderShape(hidden, inter, 16, 8, 128, vocab, EPS)
+        self.capacity = capacity
         s = hidden**-0.5
         self.embed = rand.normal(vocab, hidden, scale=0.1)  # logits of order 1
         self.final_norm = rand.normal(hidden, scale=0.1) + 1
-        self.layers = []
-        for _ in range(layers):
-            w = {"q": rand.normal(self.h * 128, hidden, scale=s), "k": rand.normal(self.kv * 128, hidden, scale=s),
-                 "v": rand.normal(self.kv * 128, hidden, scale=s), "o": rand.normal(hidden, self.h * 128,
-                                                                                    scale=(self.h * 128) ** -0.5),
-                 "gate": rand.normal(inter, hidden, scale=s), "up": rand.normal(inter, hidden, scale=s),
-                 "down": rand.normal(hidden, inter, scale=inter**-0.5),
-                 "in_norm": rand.normal(hidden, scale=0.1) + 1, "post_norm": rand.normal(hidden, scale=0.1) + 1,
-                 "q_norm": rand.normal(128, scale=0.1) + 1, "k_norm": rand.normal(128, scale=0.1) + 1}
-            w["qkv"], w["gate_up"] = pack_qkv(w["q"], w["k"], w["v"]), pack_gate_up(w["gate"], w["up"])
-            self.layers.append(w)
+        self.raw = [{"q_proj": rand.normal(16 * 128, hidden, scale=s), "k_proj": rand.normal(8 * 128, hidden, scale=s),
+                     "v_proj": rand.normal(8 * 128, hidden, scale=s),
+                     "o_proj": rand.normal(hidden, 16 * 128, scale=(16 * 128) ** -0.5),
+                     "gate_proj": rand.normal(inter, hidden, scale=s), "up_proj": rand.normal(inter, hidden, scale=s),
+                     "down_proj": rand.normal(hidden, inter, scale=inter**-0.5),
+                     "input_norm": rand.normal(hidden, scale=0.1) + 1, "post_norm": rand.normal(hidden, scale=0.1) + 1,
+                     "q_norm": rand.normal(128, scale=0.1) + 1, "k_norm": rand.normal(128, scale=0.1) + 1}
+                    for _ in range(layers)]
+        self.layers = [LayerWeights.pack(**w) for w in self.raw]
         self.cos, self.sin = rope_tables(capacity, 128)
-        self.scale = 128**-0.5
 
-    # the kernels
-    def buffers(self, lib, m: int) -> dict[str, torch.Tensor]:
-        cache = [(torch.zeros(self.capacity, self.kv, 128, dtype=BF16, device="cuda"),
-                  torch.zeros(self.capacity, self.kv, 128, dtype=BF16, device="cuda")) for _ in self.layers]
-        return {"cache": cache, "position": torch.zeros(1, dtype=torch.int32, device="cuda"),
-                "token": torch.zeros(m, dtype=torch.int64, device="cuda"),
-                "x": torch.zeros(m, self.hidden, dtype=BF16, device="cuda"),
-                "qkv": torch.zeros(m, (self.h + 2 * self.kv) * 128, dtype=BF16, device="cuda"),
-                "q": torch.zeros(m, self.h, 128, dtype=BF16, device="cuda"),
-                "attn": torch.zeros(m, self.h, 128, dtype=BF16, device="cuda"),
-                "act": torch.zeros(m, self.layers[0]["gate"].shape[0], dtype=BF16, device="cuda"),
-                "logits": torch.zeros(m, self.embed.shape[0], dtype=BF16, device="cuda"),
-                "argmax_ws": argmax_workspace(m, "cuda"),
-                "attention_ws": attention_workspace(lib, m, self.h, self.kv, 128, device="cuda")}
+    def buffers(self, lib, m: int) -> StepBuffers:
+        return StepBuffers.allocate(lib, self.shape, tokens=m, layers=len(self.layers), capacity=self.capacity,
+                                    device="cuda")
 
-    def step(self, lib, b: dict, *, advance: bool) -> None:
-        """x (the embedded tokens at the device position) through every layer to logits and tokens."""
-        x, m = b["x"], b["x"].shape[0]
-        for w, (ck, cv) in zip(self.layers, b["cache"]):
-            lib.rmsnorm_gemv(x, w["in_norm"], w["qkv"], b["qkv"], EPS, 0)
-            lib.qk_norm_rope_cache(b["qkv"], w["q_norm"], w["k_norm"], self.cos, self.sin, b["position"], b["q"],
-                                   ck, cv, EPS)
-            lib.decode_attention(b["q"], ck, cv, b["position"], b["attn"], b["attention_ws"], self.scale, 0)
-            lib.gemv_residual(b["attn"].view(m, -1), w["o"], x, x, 0)
-            lib.rmsnorm_gemv_swiglu(x, w["post_norm"], w["gate_up"], b["act"], EPS, 0)
-            lib.gemv_residual(b["act"], w["down"], x, x, 0)
-        lib.rmsnorm_gemv_argmax(x, self.final_norm, self.embed, b["logits"], b["token"], b["argmax_ws"], EPS, 0)
-        if advance:
-            b["position"].add_(m)
+    def step(self, lib, buf: StepBuffers) -> None:
+        decode_step(lib, self.shape, self.layers, self.final_norm, self.embed, self.cos, self.sin, buf)
 
-    # the torch reference
     def reference_step(self, tokens: torch.Tensor, pos: int, cache: list) -> torch.Tensor:
-        x = self.embed[tokens]
-        m = x.shape[0]
-        for i, w in enumerate(self.layers):
-            ck, cv = cache[i]
-            qkv = reference.gemv(x, w["qkv"], norm_weight=w["in_norm"], eps=EPS)
-            q, ck, cv = reference.rope_cache(qkv, self.cos, self.sin, pos, ck, cv, heads=self.h,
-                                             q_norm=w["q_norm"], k_norm=w["k_norm"], eps=EPS)
-            cache[i] = (ck, cv)
-            attn = reference.decode_attention(q, ck, cv, pos, self.scale)
-            x = reference.gemv(attn.view(m, -1), w["o"], residual=x, epilogue="residual")
-            act = reference.gemv(x, w["gate_up"], norm_weight=w["post_norm"], eps=EPS, epilogue="swiglu")
-            x = reference.gemv(act, w["down"], residual=x, epilogue="residual")
-        return reference.gemv(x, self.embed, norm_weight=self.final_norm, eps=EPS)
+        """The logits of ``tokens`` at ``pos`` in torch, from the unpacked weights; updates ``cache``."""
+        return reference.decoder_logits(tokens, self.embed, self.raw, self.final_norm, self.embed, self.cos,
+                                        self.sin, pos, cache, heads=16, eps=EPS)
 
 
 def margin(logits: torch.Tensor) -> float:
@@ -389,34 +355,34 @@ def test_decoder_prefill_then_graph_replayed_decode(lib, pdl: bool) -> None:
 
     pre = model.buffers(lib, 5)
     decode = model.buffers(lib, 1)
-    pre["x"].copy_(model.embed[prompt])
-    model.step(lib, pre, advance=True)
+    pre.x.copy_(model.embed[prompt])
+    model.step(lib, pre)
+    pre.position.add_(5)
     want = model.reference_step(prompt, 0, ref_cache)
-    assert_close(pre["logits"], want, 3 * TOL, f"prefill logits ({rand})")
-    for c_dec, c_pre in zip(decode["cache"], pre["cache"]):
-        c_dec[0].copy_(c_pre[0])
-        c_dec[1].copy_(c_pre[1])
-    decode["position"].copy_(pre["position"])
-    decode["token"].copy_(pre["token"][-1:])
+    assert_close(pre.logits, want, 3 * TOL, f"prefill logits ({rand})")
+    decode.caches = pre.caches
+    decode.position.copy_(pre.position)
+    decode.token.copy_(pre.token[-1:])
 
     def one_step() -> None:
-        torch.index_select(model.embed, 0, decode["token"], out=decode["x"])
-        model.step(lib, decode, advance=True)
+        torch.index_select(model.embed, 0, decode.token, out=decode.x)
+        model.step(lib, decode)
+        decode.position.add_(1)
 
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         one_step()
-    tokens = [int(pre["token"][-1])]
+    tokens = [int(pre.token[-1])]
     for i in range(24):
         pos = 5 + i
         graph.replay()
         want = model.reference_step(torch.tensor(tokens[-1:], device="cuda"), pos, ref_cache)
-        assert_close(decode["logits"], want, 3 * TOL, f"decode step {i} at position {pos} ({rand}, pdl={pdl})")
-        token = int(decode["token"])
-        assert token == int(decode["logits"].float().argmax()), f"step {i}: token is not the logits' argmax"
+        assert_close(decode.logits, want, 3 * TOL, f"decode step {i} at position {pos} ({rand}, pdl={pdl})")
+        token = int(decode.token)
+        assert token == int(decode.logits.float().argmax()), f"step {i}: token is not the logits' argmax"
         # Where torch's top-2 gap exceeds twice the largest logit difference, both must pick the same token.
-        if margin(want[0]) > 2 * (decode["logits"].float() - want.float()).abs().max().item():
+        if margin(want[0]) > 2 * (decode.logits.float() - want.float()).abs().max().item():
             assert token == int(want.float().argmax()), f"step {i}: greedy token differs from torch's ({rand})"
         tokens.append(token)
-    assert int(decode["position"]) == 5 + 24
+    assert int(decode.position) == 5 + 24

@@ -86,3 +86,29 @@ def add_rmsnorm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, e
 def swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     """silu(gate) * up, as torch computes it on the inputs' dtype."""
     return F.silu(gate) * up
+
+
+def decoder_logits(tokens: torch.Tensor, embed: torch.Tensor, layers: list[dict[str, torch.Tensor]],
+                   final_norm: torch.Tensor, lm_head: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                   position: int, caches: list[tuple[torch.Tensor, torch.Tensor]], *, heads: int,
+                   eps: float) -> torch.Tensor:
+    """The logits of ``tokens`` at ``position`` onwards through a dense decoder, from unpacked weights.
+
+    Each layer is a dict of Hugging Face's names (``q_proj``, ``k_proj``, ``v_proj``, ``o_proj``,
+    ``gate_proj``, ``up_proj``, ``down_proj``, ``input_norm``, ``post_norm``, and ``q_norm`` / ``k_norm``
+    for Qwen3); ``caches[i]`` is layer i's (k, v), replaced by the updated pair.
+    """
+    x = embed[tokens]
+    m = x.shape[0]
+    for i, w in enumerate(layers):
+        h = rms_norm(x, w["input_norm"], eps)
+        qkv = torch.cat([gemv(h, w[name]) for name in ("q_proj", "k_proj", "v_proj")], dim=-1)
+        q, cache_k, cache_v = rope_cache(qkv, cos, sin, position, *caches[i], heads=heads, q_norm=w.get("q_norm"),
+                                         k_norm=w.get("k_norm"), eps=eps)
+        caches[i] = (cache_k, cache_v)
+        attn = decode_attention(q, cache_k, cache_v, position, q.shape[-1] ** -0.5)
+        x = gemv(attn.reshape(m, -1), w["o_proj"], residual=x, epilogue="residual")
+        h = rms_norm(x, w["post_norm"], eps)
+        x = gemv(swiglu(gemv(h, w["gate_proj"]), gemv(h, w["up_proj"])), w["down_proj"], residual=x,
+                 epilogue="residual")
+    return gemv(x, lm_head, norm_weight=final_norm, eps=eps)
