@@ -2,8 +2,9 @@
 # The whole GPU suite and the copy bandwidth benchmark, in one call, on a machine with an H200
 # (or any sm_90a GPU) and nvcc; through the device tool:
 #   set -o pipefail; bash tests/gpu/run.sh 2>&1 | tee $OUT/log        (carry: [".whl"])
-# CuTe comes from the nvidia-cutlass wheel in .whl/ (that machine has no nvidia-cutlass), or from
-# an installed nvidia-cutlass when there is no wheel. TF_GPU_BUILD_ONLY=1 stops after building.
+# CuTe and tvm-ffi come from the nvidia-cutlass and apache-tvm-ffi wheels in .whl/ (that machine has
+# neither), or from installed packages when there are no wheels. TF_GPU_BUILD_ONLY=1 stops after
+# building. TF_GPU_SKIP_DECODE=1 leaves out the (minutes long) decode benchmark.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -13,11 +14,14 @@ mkdir -p "$build" "$out"
 py=${PYTHON:-python3}
 
 site=$build/site
-wheel=$(ls .whl/nvidia_cutlass-*.whl 2>/dev/null | head -n 1)
-if [[ -n $wheel ]]; then
-  "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" "$wheel" || exit 1
+wheels=($(ls .whl/nvidia_cutlass-*.whl .whl/apache_tvm_ffi-*.whl 2>/dev/null))
+if (( ${#wheels[@]} )); then
+  "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" "${wheels[@]}" \
+    || exit 1
   export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
 fi
+# Libraries built from Python (the engine's kernels) go to the build folder, not the home cache.
+export TILEFOUNDRY_CACHE=${TILEFOUNDRY_CACHE:-$build/cache}
 cute=$("$py" -c "import cutlass_library, os; print(os.path.join(os.path.dirname(cutlass_library.__file__), 'source', 'include'))") || {
   echo "run.sh: no nvidia-cutlass: put its wheel in .whl/ (tests/gpu/README.md)"; exit 1; }
 echo "CuTe headers: $cute"
@@ -38,10 +42,15 @@ done
 nvcc "${flags[@]}" -Xcompiler -fPIC -shared bench/copy_bandwidth.cu -o "$build/libtf_copy.so" \
   > "$build/bench.build.log" 2>&1 &
 pids[bench]=$!
+# The decode engine's kernels (one translation unit, built through tilefoundry.engine into the cache).
+PYTHONPATH=$root/src${PYTHONPATH:+:$PYTHONPATH} "$py" -c "from tilefoundry.engine import build_kernels; print(build_kernels())" \
+  > "$build/engine_build.build.log" 2>&1 &
+pids[engine_build]=$!
 declare -A status
 for k in "${!pids[@]}"; do
   if wait "${pids[$k]}"; then status[$k]=built; else status[$k]="BUILD FAILED"; cat "$build/$k.build.log"; fi
 done
+[[ ${status[engine_build]} == built ]] && status[engine_build]="passed (built)"
 # The row kernels (RMSNorm, residual + RMSNorm, softmax, SwiGLU on bf16) must load and store gmem
 # 16 bytes at a time and never spill to local memory; check_sass.sh prints their counts. No GPU is
 # needed for this, so it runs in a build-only call too.
@@ -99,13 +108,23 @@ export PYTHONPATH=$root/src${PYTHONPATH:+:$PYTHONPATH}
 echo "=== python: model families on cuda"
 if "$py" -m pytest -q -p no:cacheprovider tests/gpu/test_models_cuda.py; then status[models]=passed
 else status[models]=FAILED; fi
-echo "=== decode speed: twin vs Hugging Face"
-if PYTHONUNBUFFERED=1 "$py" bench/decode.py --device cuda --json "$out/decode.json"; then status[decode]=passed
-else status[decode]=FAILED; fi
+echo "=== python: the decode engine's kernels against torch"
+if "$py" -m pytest -q -p no:cacheprovider tests/gpu/test_engine_kernels.py; then status[engine]=passed
+else status[engine]=FAILED; fi
+echo "=== engine kernels vs torch / cuBLAS (GB/s), and a whole Qwen3-1.7B step from them"
+if PYTHONUNBUFFERED=1 "$py" bench/engine_kernels.py --json "$out/engine_kernels.json"; then status[engine_bench]=passed
+else status[engine_bench]=FAILED; fi
+if [[ ${TF_GPU_SKIP_DECODE:-0} == 1 ]]; then
+  status[decode]="passed (skipped: TF_GPU_SKIP_DECODE=1)"
+else
+  echo "=== decode speed: Qwen3-1.7B shape, this project vs transformers vs torch"
+  if PYTHONUNBUFFERED=1 "$py" bench/decode.py --shape qwen3-1.7b --json "$out/decode.json"; then status[decode]=passed
+  else status[decode]=FAILED; fi
+fi
 
 echo "=== summary"
 fail=0
-for k in "${tests[@]}" sass bench models decode; do
+for k in "${tests[@]}" sass bench engine_build models engine engine_bench decode; do
   echo "$k: ${status[$k]}"
   [[ ${status[$k]} == passed* ]] || fail=1
 done

@@ -1,0 +1,441 @@
+"""The decode engine's kernels against torch / cuBLAS on Qwen3-1.7B's decode shapes, in one run on the GPU.
+
+Each kernel and its torch peers run as replays of a CUDA graph holding ``--launches`` back-to-back launches
+that cycle through enough copies of their weights (or KV caches) to exceed L2 four times over, as a decode
+step streams them; one launch's time is the replay's divided by the count, the median over ``--reps``
+replays interleaved between the variants. GB/s counts the bytes a launch must move (weights or cache, plus
+the activations it reads and writes); a device-to-device copy measured in the same run is the ceiling.
+"ours, no PDL" is the same kernel with Programmatic Dependent Launch off, so back-to-back launches do not
+overlap. Every variant's output is checked against torch's before it is timed.
+
+The last part times a whole decode step: 28 layers and the lm_head of Qwen3-1.7B (random weights, cache at
+1024 positions) as the engine will launch them (tilefoundry.engine.step), captured as one graph, and prints
+the kernels' share of it. The summary table comes last.
+
+    python bench/engine_kernels.py --json engine_kernels.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from tilefoundry.engine import (  # noqa: E402
+    DecoderShape,
+    LayerWeights,
+    StepBuffers,
+    argmax_workspace,
+    attention_workspace,
+    decode_step,
+    load_kernels,
+    reference,
+    require_cuda,
+)
+
+BF16 = torch.bfloat16
+EPS = 1e-6
+# Qwen3-1.7B
+HIDDEN, INTER, HEADS, KV, D, VOCAB, LAYERS = 2048, 6144, 16, 8, 128, 151936, 28
+
+Launch = Callable[[int], None]  # launch on copy i of the inputs
+
+
+@dataclass
+class Case:
+    """One kernel, its torch peers, and how many bytes a launch moves."""
+
+    name: str
+    shape: str
+    nbytes: int
+    copies: int
+    variants: dict[str, Launch]
+    check: Callable[[], float]  # relative L2 of ours against torch, on copy 0
+    results_us: dict[str, float] = field(default_factory=dict)
+    error: float = float("nan")
+
+
+def copies_for(nbytes: int) -> int:
+    """Copies whose total is four times L2, so that no launch finds its weights there."""
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    return max(2, min(64, math.ceil(4 * l2 / max(nbytes, 1))))
+
+
+def rand(*shape: int, scale: float = 1.0) -> torch.Tensor:
+    return (torch.randn(*shape, device="cuda") * scale).to(BF16)
+
+
+def rel_l2(a: torch.Tensor, b: torch.Tensor) -> float:
+    a, b = a.float(), b.float()
+    return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
+
+
+def graph_of(launch: Launch, launches: int, copies: int) -> torch.cuda.CUDAGraph:
+    for i in range(min(copies, 3)):  # warm-up outside capture (lazy init, cuBLAS handles)
+        launch(i)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for j in range(launches):
+            launch(j % copies)
+    return graph
+
+
+def time_graphs(graphs: dict[str, torch.cuda.CUDAGraph], launches: int, reps: int) -> dict[str, float]:
+    """Median microseconds of one launch, replays interleaved across the variants."""
+    samples: dict[str, list[float]] = {k: [] for k in graphs}
+    for g in graphs.values():
+        g.replay()
+    torch.cuda.synchronize()
+    for _ in range(reps):
+        for name, g in graphs.items():
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            g.replay()
+            end.record()
+            end.synchronize()
+            samples[name].append(start.elapsed_time(end) * 1e3 / launches)
+    return {k: statistics.median(v) for k, v in samples.items()}
+
+
+def copy_bandwidth(reps: int) -> float:
+    """Device-to-device copy in TB/s, counting bytes read and written (1 GiB)."""
+    src = torch.empty(1 << 29, dtype=BF16, device="cuda").normal_()
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        dst.copy_(src)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e-3)
+    return 2 * src.numel() * 2 / statistics.median(times) / 1e12
+
+
+# ---- the cases ------------------------------------------------------------------------------------------------
+
+def with_pdl(lib, on: bool, launch: Launch) -> Launch:
+    """``launch`` with PDL switched as asked while it is captured (the library reads the switch at launch)."""
+
+    def run(i: int) -> None:
+        lib.set_pdl(on)
+        launch(i)
+        lib.set_pdl(True)
+
+    return run
+
+
+def gemv_case(lib, name: str, n: int, k: int, epilogue: str, norm: bool) -> Case:
+    n_out = n // 2 if epilogue == "swiglu" else n
+    nbytes = n * k * 2 + k * 2 + n_out * 2 + (k * 2 if norm else 0) + (n * 2 if epilogue == "residual" else 0)
+    copies = copies_for(n * k * 2)
+    ws = [rand(n, k, scale=k**-0.5) for _ in range(copies)]
+    x, g, res = rand(1, k), rand(k, scale=0.1) + 1, rand(1, n)
+    out, res_out = torch.empty(1, n_out, dtype=BF16, device="cuda"), torch.empty(1, n, dtype=BF16, device="cuda")
+    token, aws = torch.empty(1, dtype=torch.int64, device="cuda"), argmax_workspace(1, "cuda")
+    entry = ("rmsnorm_" if norm else "") + {"store": "gemv", "residual": "gemv_residual", "swiglu": "gemv_swiglu",
+                                            "argmax": "gemv_argmax"}[epilogue]
+    fn = getattr(lib, entry)
+
+    def ours(i: int) -> None:
+        head = (x, g) if norm else (x,)
+        eps = (EPS,) if norm else ()
+        if epilogue == "residual":
+            fn(*head, ws[i], res, res_out, *eps, 0)
+        elif epilogue == "argmax":
+            fn(*head, ws[i], out, token, aws, *eps, 0)
+        else:
+            fn(*head, ws[i], out, *eps, 0)
+
+    def torch_ops(i: int) -> torch.Tensor:  # what the twin launches for the same job
+        h = reference.rms_norm(x, g, EPS) if norm else x
+        y = F.linear(h, ws[i])
+        if epilogue == "residual":
+            return res + y
+        if epilogue == "swiglu":
+            return F.silu(y[:, 0::2]) * y[:, 1::2]
+        if epilogue == "argmax":
+            y.argmax(-1)
+        return y
+
+    def cublas(i: int) -> None:
+        F.linear(x, ws[i])
+
+    def check() -> float:
+        ours(0)
+        want = torch_ops(0)
+        got = res_out if epilogue == "residual" else out
+        return rel_l2(got, want)
+
+    shape = f"{n}x{k}" + (" +norm" if norm else "") + ("" if epilogue == "store" else f" +{epilogue}")
+    return Case(name, shape, nbytes, copies, {"ours": ours, "ours, no PDL": with_pdl(lib, False, ours),
+                                              "torch ops": lambda i: torch_ops(i), "cuBLAS GEMV": cublas}, check)
+
+
+def attention_case(lib, ctx: int) -> Case:
+    capacity = ctx
+    nbytes = 2 * ctx * KV * D * 2 + 2 * HEADS * D * 2
+    copies = copies_for(2 * capacity * KV * D * 2)
+    caches = [(rand(capacity, KV, D), rand(capacity, KV, D)) for _ in range(copies)]
+    q, out = rand(1, HEADS, D), torch.empty(1, HEADS, D, dtype=BF16, device="cuda")
+    position = torch.tensor([ctx - 1], dtype=torch.int32, device="cuda")
+    ws = attention_workspace(lib, 1, HEADS, KV, D, device="cuda")
+    scale = D**-0.5
+
+    def ours(i: int) -> None:
+        lib.decode_attention(q, caches[i][0], caches[i][1], position, out, ws, scale, 0)
+
+    def sdpa(i: int) -> torch.Tensor:
+        k, v = (c[:ctx].permute(1, 0, 2)[None] for c in caches[i])
+        return F.scaled_dot_product_attention(q.permute(1, 0, 2)[None], k, v, scale=scale, enable_gqa=True)
+
+    def check() -> float:
+        ours(0)
+        return rel_l2(out, sdpa(0)[0].permute(1, 0, 2))
+
+    return Case(f"attention ctx {ctx}", f"{HEADS}/{KV} heads x {D}", nbytes, copies,
+                {"ours": ours, "ours, no PDL": with_pdl(lib, False, ours), "torch SDPA": lambda i: sdpa(i)}, check)
+
+
+def rope_case(lib) -> Case:
+    capacity = 2048
+    qkv, qn, kn = rand(1, (HEADS + 2 * KV) * D, scale=3.0), rand(D, scale=0.1) + 1, rand(D, scale=0.1) + 1
+    inv = 1.0 / (1e6 ** (torch.arange(0, D, 2, device="cuda").float() / D))
+    emb = torch.arange(capacity, device="cuda").float()[:, None] * inv[None]
+    cos, sin = torch.cat((emb, emb), -1).cos().to(BF16), torch.cat((emb, emb), -1).sin().to(BF16)
+    ck, cv = rand(capacity, KV, D), rand(capacity, KV, D)
+    q_out = torch.empty(1, HEADS, D, dtype=BF16, device="cuda")
+    position = torch.tensor([1000], dtype=torch.int32, device="cuda")
+    index = position.long()
+
+    def ours(i: int) -> None:
+        lib.qk_norm_rope_cache(qkv, qn, kn, cos, sin, position, q_out, ck, cv, EPS)
+
+    def torch_ops(i: int) -> torch.Tensor:
+        q, k, v = qkv.view(1, HEADS + 2 * KV, D).split((HEADS, KV, KV), dim=1)
+        q, k = reference.rms_norm(q, qn, EPS), reference.rms_norm(k, kn, EPS)
+        c, s = cos[index][:, None], sin[index][:, None]
+        q, k = reference.rotate(q, c, s), reference.rotate(k, c, s)
+        ck.index_copy_(0, index, k)
+        cv.index_copy_(0, index, v)
+        return q
+
+    def check() -> float:
+        ours(0)
+        return rel_l2(q_out, torch_ops(0))
+
+    nbytes = (HEADS + 2 * KV) * D * 2 + HEADS * D * 2 + 2 * KV * D * 2 + 2 * D * 2 + 2 * D * 2
+    return Case("q/k norm + rope + cache", f"{HEADS}+{KV}+{KV} heads", nbytes, 1,
+                {"ours": ours, "ours, no PDL": with_pdl(lib, False, ours), "torch ops": lambda i: torch_ops(i)},
+                check)
+
+
+def add_rmsnorm_case(lib) -> Case:
+    x, r, g = rand(1, HIDDEN), rand(1, HIDDEN), rand(HIDDEN, scale=0.1) + 1
+    out = torch.empty(1, HIDDEN, dtype=BF16, device="cuda")
+    r_torch = r.clone()
+
+    def ours(i: int) -> None:
+        lib.add_rmsnorm(x, r, g, out, EPS)
+
+    def torch_ops(i: int) -> torch.Tensor:
+        r_torch.add_(x)
+        return reference.rms_norm(r_torch, g, EPS)
+
+    def check() -> float:
+        r0 = r.clone()
+        r_torch.copy_(r0)
+        ours(0)
+        want = torch_ops(0)
+        r.copy_(r0)
+        return rel_l2(out, want)
+
+    return Case("residual + rmsnorm", f"1x{HIDDEN}", 5 * HIDDEN * 2, 1,
+                {"ours": ours, "ours, no PDL": with_pdl(lib, False, ours), "torch ops": lambda i: torch_ops(i)},
+                check)
+
+
+def swiglu_case(lib) -> Case:
+    gate, up = rand(1, INTER, scale=3.0), rand(1, INTER)
+    out = torch.empty(1, INTER, dtype=BF16, device="cuda")
+
+    def ours(i: int) -> None:
+        lib.swiglu(gate, up, out)
+
+    def check() -> float:
+        ours(0)
+        return rel_l2(out, reference.swiglu(gate, up))
+
+    return Case("swiglu", f"1x{INTER}", 3 * INTER * 2, 1,
+                {"ours": ours, "ours, no PDL": with_pdl(lib, False, ours),
+                 "torch ops": lambda i: reference.swiglu(gate, up)}, check)
+
+
+# ---- the whole step -------------------------------------------------------------------------------------------
+
+def whole_step(lib, reps: int, ctx: int, profile: bool) -> dict[str, object]:
+    """One Qwen3-1.7B decode step (28 layers + lm_head) from the engine's kernels, replayed as one graph."""
+    shape = DecoderShape(HIDDEN, INTER, HEADS, KV, D, VOCAB, EPS)
+    s = HIDDEN**-0.5
+    layers = [LayerWeights(qkv=rand((HEADS + 2 * KV) * D, HIDDEN, scale=s), o_proj=rand(HIDDEN, HEADS * D, scale=s),
+                           gate_up=rand(2 * INTER, HIDDEN, scale=s), down_proj=rand(HIDDEN, INTER, scale=INTER**-0.5),
+                           input_norm=rand(HIDDEN, scale=0.1) + 1, post_norm=rand(HIDDEN, scale=0.1) + 1,
+                           q_norm=rand(D, scale=0.1) + 1, k_norm=rand(D, scale=0.1) + 1) for _ in range(LAYERS)]
+    embed, final_norm = rand(VOCAB, HIDDEN, scale=0.05), rand(HIDDEN, scale=0.1) + 1
+    params = sum(w.numel() for layer in layers for w in vars(layer).values()) + embed.numel() + final_norm.numel()
+    capacity = ctx + 64
+    buf = StepBuffers.allocate(lib, shape, tokens=1, layers=LAYERS, capacity=capacity, device="cuda")
+    for ck, cv in buf.caches:
+        ck.normal_()
+        cv.normal_()
+    buf.position.fill_(ctx - 1)
+    inv = 1.0 / (1e6 ** (torch.arange(0, D, 2, device="cuda").float() / D))
+    emb = torch.arange(capacity, device="cuda").float()[:, None] * inv[None]
+    cos, sin = torch.cat((emb, emb), -1).cos().to(BF16), torch.cat((emb, emb), -1).sin().to(BF16)
+
+    def step() -> None:
+        torch.index_select(embed, 0, buf.token, out=buf.x)
+        decode_step(lib, shape, layers, final_norm, embed, cos, sin, buf)
+
+    result: dict[str, object] = {"parameters": params, "context": ctx}
+    graphs = {}
+    for pdl in (True, False):
+        lib.set_pdl(pdl)
+        step()
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            step()
+        graphs["ours" if pdl else "ours, no PDL"] = g
+    lib.set_pdl(True)
+    us = time_graphs(graphs, 1, reps)
+    kv_bytes = LAYERS * 2 * ctx * KV * D * 2
+    result["bytes_per_step"] = params * 2 + kv_bytes
+    result["step_us"] = us
+    result["tokens_per_s"] = {k: 1e6 / v for k, v in us.items()}
+    if profile:
+        result["profile_us"] = kernel_profile(graphs["ours"])
+    return result
+
+
+def kernel_profile(graph: torch.cuda.CUDAGraph) -> dict[str, float]:
+    """Microseconds a replay spends in each kernel, summed by kernel name (torch.profiler over 5 replays)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    graph.replay()
+    torch.cuda.synchronize()
+    try:
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(5):
+                graph.replay()
+            torch.cuda.synchronize()
+        totals: dict[str, float] = {}
+        for e in prof.key_averages():
+            if getattr(e, "device_time_total", 0) > 0 and e.key != "cudaGraphLaunch":
+                totals[e.key] = totals.get(e.key, 0.0) + e.device_time_total / 5
+    except Exception as e:  # the profiler is a convenience: report why it gave nothing
+        print(f"  (no per-kernel profile: {type(e).__name__}: {e})", flush=True)
+        return {}
+    return dict(sorted(totals.items(), key=lambda kv: -kv[1]))
+
+
+# ---- main -------------------------------------------------------------------------------------------------------
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--launches", type=int, default=40, help="launches per captured graph")
+    ap.add_argument("--reps", type=int, default=25, help="timed replays per variant (median)")
+    ap.add_argument("--no-step", action="store_true", help="skip the whole-step measurement")
+    ap.add_argument("--no-profile", action="store_true", help="skip the per-kernel profile of the step")
+    args = ap.parse_args()
+
+    lib = load_kernels()  # builds on any machine with nvcc
+    try:
+        require_cuda()
+    except RuntimeError as e:
+        print(f"engine_kernels.py: {e}", file=sys.stderr)
+        return 2
+    torch.manual_seed(0)
+    lib.set_pdl(True)
+    device = torch.cuda.get_device_name()
+    copy_tbps = copy_bandwidth(20)
+    print(f"{device}: device copy {copy_tbps:.2f} TB/s (read + write), L2 "
+          f"{torch.cuda.get_device_properties(0).L2_cache_size >> 20} MiB", flush=True)
+
+    builders = [
+        lambda: gemv_case(lib, "qkv (norm fused)", (HEADS + 2 * KV) * D, HIDDEN, "store", True),
+        lambda: gemv_case(lib, "o_proj (+residual)", HIDDEN, HEADS * D, "residual", False),
+        lambda: gemv_case(lib, "gate/up (norm, swiglu)", 2 * INTER, HIDDEN, "swiglu", True),
+        lambda: gemv_case(lib, "down (+residual)", HIDDEN, INTER, "residual", False),
+        lambda: gemv_case(lib, "lm_head (norm, argmax)", VOCAB, HIDDEN, "argmax", True),
+        lambda: attention_case(lib, 1024),
+        lambda: attention_case(lib, 4096),
+        lambda: rope_case(lib),
+        lambda: add_rmsnorm_case(lib),
+        lambda: swiglu_case(lib),
+    ]
+    cases: list[Case] = []
+    for build in builders:
+        case = build()
+        case.error = case.check()
+        graphs = {name: graph_of(fn, args.launches, case.copies) for name, fn in case.variants.items()}
+        case.results_us = time_graphs(graphs, args.launches, args.reps)
+        print(f"  {case.name}: " + ", ".join(f"{k} {v:.2f} us" for k, v in case.results_us.items()) +
+              f" (error vs torch {case.error:.1e})", flush=True)
+        cases.append(case)
+        del graphs, case
+        torch.cuda.empty_cache()
+
+    step = None if args.no_step else whole_step(lib, args.reps, 1024, not args.no_profile)
+
+    results = {"device": device, "copy_tb_per_s": copy_tbps, "launches_per_graph": args.launches,
+               "reps": args.reps, "kernels": [], "step": step}
+    for c in cases:
+        results["kernels"].append({
+            "name": c.name, "shape": c.shape, "bytes_per_launch": c.nbytes, "copies": c.copies,
+            "error_vs_torch": c.error, "us": c.results_us,
+            "gb_per_s": {k: c.nbytes / (v * 1e-6) / 1e9 for k, v in c.results_us.items()}})
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+
+    if step and step.get("profile_us"):
+        print("\nper-kernel time in one step (profiler, us):")
+        for name, t in list(step["profile_us"].items())[:12]:
+            print(f"  {t:9.1f}  {name}")
+    print(f"\n=== engine kernels vs torch on Qwen3-1.7B decode shapes, {device}, copy {copy_tbps:.2f} TB/s")
+    print(f"{'kernel':<24}{'shape':<28}{'ours us':>8}{'GB/s':>7}{'%copy':>6}{'noPDL us':>9}"
+          f"{'torch us':>9}{'GB/s':>7}{'cuBLAS us':>10}{'x torch':>8}{'err':>8}")
+    for c in cases:
+        r = c.results_us
+        peer = next(k for k in r if k.startswith("torch"))
+        ours_gbs = c.nbytes / (r["ours"] * 1e-6) / 1e9
+        ok = "ok" if c.error <= 2e-2 else "BAD"
+        cublas = f"{r['cuBLAS GEMV']:.2f}" if "cuBLAS GEMV" in r else "-"
+        print(f"{c.name:<24}{c.shape:<28}{r['ours']:>8.2f}{ours_gbs:>7.0f}{100 * ours_gbs / (copy_tbps * 1e3):>5.0f}%"
+              f"{r['ours, no PDL']:>9.2f}{r[peer]:>9.2f}{c.nbytes / (r[peer] * 1e-6) / 1e9:>7.0f}{cublas:>10}"
+              f"{r[peer] / r['ours']:>7.1f}x{c.error:>7.0e}{'' if ok == 'ok' else ' ' + ok}")
+    if step:
+        bound = copy_tbps * 1e12 / step["bytes_per_step"]
+        for k, us in step["step_us"].items():
+            print(f"whole step ({k}): {us:.0f} us = {1e6 / us:.0f} tokens/s; bound at copy bandwidth "
+                  f"{bound:.0f} tokens/s ({100 * 1e6 / us / bound:.0f}%), {step['parameters'] / 1e9:.2f}e9 params, "
+                  f"context {step['context']}")
+    return 0 if all(c.error <= 2e-2 for c in cases) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,37 @@
+"""bench/decode.py on the CPU: every runner that runs there (the twin, transformers eager, the plain-torch
+static-cache peer) generates on a tiny random Qwen3, the tokens agree with the peer's, and the JSON holds
+each measurement. Guards the bench the GPU run depends on."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_cpu_bench_runs_every_runner_and_agrees(tmp_path: Path) -> None:
+    out = tmp_path / "decode.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "decode.py"), "--device", "cpu", "--shape", "tiny", "--runners",
+         "project,hf,torch", "--no-compile", "--new-tokens", "12", "--prefill-tokens", "20", "--rounds", "1",
+         "--json", str(out)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    report = json.loads(out.read_text())
+    assert set(report["results"]) == {"project", "hf", "torch"}
+    for key, result in report["results"].items():
+        assert result["error"] is None and result["tokens_per_s"] > 0 and len(result["tokens"]) == 12, key
+        assert result["prefill_s"] > 0, key
+    agreement = report["agreement_with_torch_peer"]
+    assert agreement["project"]["ok"] and agreement["hf"]["ok"], agreement
+    assert report["results"]["project"]["label"] == "TileFoundry twin"
+    assert "=== batch-1 greedy decode, tiny" in proc.stdout
+
+
+def test_bench_refuses_an_unknown_runner() -> None:
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "decode.py"), "--device", "cpu", "--runners",
+                           "project,vllm"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "unknown runner(s) vllm" in proc.stderr
+    assert "Traceback" not in proc.stderr
