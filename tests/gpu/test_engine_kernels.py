@@ -369,6 +369,11 @@ def test_decoder_prefill_then_graph_replayed_decode(lib, pdl: bool) -> None:
         model.step(lib, decode)
         decode.position.add_(1)
 
+    # Every kernel runs once before the capture (a kernel's first launch may load its module); the step it
+    # takes is taken again by the first replay: same position, same token.
+    one_step()
+    decode.position.copy_(pre.position)
+    decode.token.copy_(pre.token[-1:])
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
