@@ -45,6 +45,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from tilefoundry.engine.reference import rms_norm, rotate  # noqa: E402
 from tilefoundry.models import generate, open_checkpoint  # noqa: E402
 from tilefoundry.models.config import parse_config  # noqa: E402
 from tilefoundry.models.rope import rope_tables  # noqa: E402
@@ -174,17 +175,6 @@ class HFRunner:
         return time.perf_counter() - start
 
 
-def _rms(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
-    xf = x.float()
-    return (xf * torch.rsqrt(xf.square().mean(-1, keepdim=True) + eps) * w.float()).to(x.dtype)
-
-
-def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    xf = x.float()
-    half = x.shape[-1] // 2
-    return (xf * cos + torch.cat((-xf[..., half:], xf[..., :half]), dim=-1) * sin).to(x.dtype)
-
-
 class TorchStaticDecoder(torch.nn.Module):
     """Plain torch: q/k/v and gate/up packed, a static (layers, KV, capacity, D) cache, masked SDPA over it.
 
@@ -228,12 +218,12 @@ class TorchStaticDecoder(torch.nn.Module):
         cos, sin = self.cos[pos][:, None], self.sin[pos][:, None]
         mask = None if prefill else (self.positions <= pos[-1])[None, None, None, :]
         for i, w in enumerate(self.layers):
-            q, k, v = F.linear(_rms(x, w["in_norm"], self.eps), w["qkv"]).split(
+            q, k, v = F.linear(rms_norm(x, w["in_norm"], self.eps), w["qkv"]).split(
                 (self.h * self.d, self.kv * self.d, self.kv * self.d), dim=-1)
             q, k, v = q.view(m, self.h, self.d), k.view(m, self.kv, self.d), v.view(m, self.kv, self.d)
             if self.qk_norm:
-                q, k = _rms(q, w["q_norm"], self.eps), _rms(k, w["k_norm"], self.eps)
-            q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
+                q, k = rms_norm(q, w["q_norm"], self.eps), rms_norm(k, w["k_norm"], self.eps)
+            q, k = rotate(q, cos, sin), rotate(k, cos, sin)
             self.cache_k[i].index_copy_(1, pos, k.transpose(0, 1))
             self.cache_v[i].index_copy_(1, pos, v.transpose(0, 1))
             if prefill:  # positions 0..m-1 of an empty cache: causal over the prompt alone
@@ -244,9 +234,9 @@ class TorchStaticDecoder(torch.nn.Module):
                 attn = F.scaled_dot_product_attention(q.transpose(0, 1)[None], self.cache_k[i][None],
                                                       self.cache_v[i][None], attn_mask=mask, enable_gqa=True)
             x = x + F.linear(attn[0].transpose(0, 1).reshape(m, self.h * self.d), w["o"])
-            gate, up = F.linear(_rms(x, w["post_norm"], self.eps), w["gate_up"]).chunk(2, dim=-1)
+            gate, up = F.linear(rms_norm(x, w["post_norm"], self.eps), w["gate_up"]).chunk(2, dim=-1)
             x = x + F.linear(F.silu(gate) * up, w["down"])
-        return F.linear(_rms(x[-1:], self.norm, self.eps), self.head)[0]
+        return F.linear(rms_norm(x[-1:], self.norm, self.eps), self.head)[0]
 
     def _choose(self, logits: torch.Tensor, at: torch.Tensor) -> torch.Tensor:
         top = logits.float().topk(2).values

@@ -1,9 +1,9 @@
 """What each engine kernel computes, in plain torch: the meaning the GPU tests hold the kernels to.
 
 Each function takes the kernel's inputs and returns its outputs (cache writes included, on copies), with
-torch's bf16 semantics: every op computes in f32 and rounds its result to the input dtype, as the runtime
-twin's kernel bodies do. The fused kernels skip some of these roundings (the GEMV's RMSNorm prologue
-never rounds the normed row), so tests compare within bf16 tolerances, never bit for bit.
+torch's bf16 semantics: every op computes in f32 and rounds its result to the input dtype, as the semantic
+ops and the runtime twin's kernel bodies do. The fused kernels skip some of these roundings (the GEMV's
+RMSNorm prologue never rounds the normed row), so tests compare within bf16 tolerances, never bit for bit.
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ import torch.nn.functional as F
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """RMSNorm over the last axis in f32, rounded to x's dtype (the twin's ``_rms``)."""
+    """RMSNorm over the last axis as ``tf.rms_norm`` (and Hugging Face) compute it: normalised in f32, rounded
+    to the weight's dtype, times the weight, in x's dtype."""
     xf = x.float()
-    return (xf * torch.rsqrt(xf.square().mean(-1, keepdim=True) + eps) * weight.float()).to(x.dtype)
+    return ((xf * torch.rsqrt(xf.square().mean(-1, keepdim=True) + eps)).to(weight.dtype) * weight).to(x.dtype)
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

@@ -1,7 +1,8 @@
 // RMSNorm of each row, optionally fused with the residual add before it:
-//   rmsnorm:      out = bf16((x * rsqrt(mean(x^2) + eps)) * w), in f32
+//   rmsnorm:      out = bf16(bf16(x * rsqrt(mean(x^2) + eps)) * w), the product in f32
 //   add_rmsnorm:  residual = bf16(residual + x) (in place), out = rmsnorm(residual)
-// as the twin's _rms computes it (f32, one rounding to bf16 at the end).
+// as tf.rms_norm and Hugging Face compute it (the normalised row rounded to the weight's dtype
+// before the weight multiplies it).
 //
 // Work split: one CTA of 256 threads per row, 16-byte words (8 bf16) per thread at a stride of the
 // CTA; the sum of squares is reduced by shuffles and one shared-memory step (one barrier); the
@@ -63,7 +64,7 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_kernel(Params const p) {
     unpack(Add ? p.residual[row + v] : load_input(p.x + row + v), f);
     unpack(load_input(p.w + v), g);
     CUTE_UNROLL
-    for (int i = 0; i < kPerWord; ++i) f[i] = __fmul_rn(__fmul_rn(f[i], r), g[i]);
+    for (int i = 0; i < kPerWord; ++i) f[i] = __fmul_rn(round_bf16(__fmul_rn(f[i], r)), g[i]);
     p.out[row + v] = pack(f);
   }
 }

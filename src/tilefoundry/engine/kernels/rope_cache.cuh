@@ -10,8 +10,9 @@
 //
 // Work split: a group of D / 8 lanes per (token, head slot), one 16-byte word (8 values) a lane,
 // 32 / (D / 8) heads a warp; the rotate-half partner of element d (d +- D/2) lives D / 16 lanes
-// away in the group. Numerics follow the twin: the norm's output is rounded to bf16, then rotated
-// as x * cos + rotate_half(x) * sin in f32 without contraction, rounded.
+// away in the group. Numerics follow the twin: the norm as tf.rms_norm (the normalised head rounded
+// to bf16, times the weight, rounded), then x * cos + rotate_half(x) * sin in f32 without
+// contraction, rounded.
 #pragma once
 
 #include "common.cuh"
@@ -87,7 +88,8 @@ __global__ void __launch_bounds__(kThreads) rope_cache_kernel(Params const p) {
     float g[kPerWord];
     unpack(load_input(reinterpret_cast<Word const*>(is_q ? p.q_norm : p.k_norm) + dl), g);
     CUTE_UNROLL
-    for (int i = 0; i < kPerWord; ++i) x[i] = round_bf16(__fmul_rn(__fmul_rn(x[i], r), g[i]));
+    for (int i = 0; i < kPerWord; ++i)
+      x[i] = round_bf16(__fmul_rn(round_bf16(__fmul_rn(x[i], r)), g[i]));
   }
   float c[kPerWord], s[kPerWord];
   CUTE_UNROLL
