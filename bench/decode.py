@@ -10,8 +10,9 @@ each runner timed end to end through its public generate loop:
 * ``torch``: plain torch written here, the strongest torch-only peer: packed weights, a static KV cache, the
   decode step compiled with ``torch.compile`` and replayed as one CUDA graph, the greedy choice and the
   position kept on the device;
-* ``hf-compile``: transformers' static cache + ``torch.compile``, in a child process with a time limit
-  (it fails on some versions: the failure is reported, not raised).
+* ``hf-compile``: transformers' static cache + ``torch.compile``, last, in a child process with a time limit
+  (``--hf-compile-timeout``, and what ``--time-budget`` leaves; it fails on some versions: the failure is
+  reported, not raised).
 
 Tokens are compared with the torch peer's wherever its top-2 logit margin is clear (``--clear-margin``):
 up to the first disagreement, which must fall on a near tie. The table gives tokens/s, the fraction of the
@@ -473,7 +474,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--clear-margin", type=float, default=0.5,
                     help="a top-2 logit gap at least this large must give equal tokens")
     ap.add_argument("--no-compile", action="store_true", help="the torch peer without torch.compile")
-    ap.add_argument("--hf-compile-timeout", type=float, default=420.0)
+    ap.add_argument("--hf-compile-timeout", type=float, default=300.0,
+                    help="seconds the transformers static-cache + compile child may take")
+    ap.add_argument("--time-budget", type=float,
+                    help="seconds this whole run may take: the hf-compile runner, which runs last, gets what is "
+                         "left (and is skipped under a minute)")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--hf-compile-child", help=argparse.SUPPRESS)
     ap.add_argument("--prompt-ids", help=argparse.SUPPRESS)
@@ -494,6 +499,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    started = time.monotonic()
     args = parse_args(argv)
     if args.hf_compile_child:
         prompt = [int(t) for t in args.prompt_ids.split(",")]
@@ -544,17 +550,25 @@ def main(argv: list[str] | None = None) -> int:
                                         args.warmup_tokens)
             del hf
             torch.cuda.empty_cache()
-            if "hf-compile" in args.runners:
-                results["hf-compile"] = run_hf_compile(folder, prompt, args.new_tokens, args.prefill_tokens,
-                                                       args.hf_compile_timeout)
-                r = results["hf-compile"]
-                print(f"  {r.label}: " + (f"{r.tokens_per_s:.1f} tokens/s" if r.error is None else r.error),
-                      flush=True)
             if "project" in args.runners:
                 project = ProjectRunner(folder, device, capacity, args.project)
                 results["project"] = measure(project, "project", prompt, long_prompt, args.new_tokens, device,
                                              args.warmup_tokens)
                 del project
+                torch.cuda.empty_cache()
+            if "hf-compile" in args.runners:
+                timeout = args.hf_compile_timeout
+                if args.time_budget is not None:
+                    timeout = min(timeout, args.time_budget - (time.monotonic() - started) - 15)
+                if timeout < 60:
+                    results["hf-compile"] = Result("hf-compile", "HF static cache + torch.compile", args.new_tokens,
+                                                   error=f"skipped: {max(timeout, 0):.0f} s left of --time-budget")
+                else:
+                    results["hf-compile"] = run_hf_compile(folder, prompt, args.new_tokens, args.prefill_tokens,
+                                                           timeout)
+                r = results["hf-compile"]
+                print(f"  {r.label}: " + (f"{r.tokens_per_s:.1f} tokens/s" if r.error is None else r.error),
+                      flush=True)
 
     agreements = {}
     if peer_margins:
