@@ -6,8 +6,8 @@
 // Qwen3-1.7B) are far larger than L2, so weight loads skip L1 (L1::no_allocate) and ask L2 for
 // 256-byte lines. Activations (x, the norm weight, the KV cache) go through the ordinary cached
 // path. The runtime's ops (spec 3) move whole CuTe tiles; these kernels stream raw rows with cache
-// hints and PDL, which the ops do not express: they take from the runtime only its vector word
-// type and its scalar math.
+// hints and PDL, which the ops do not express: they take from the runtime its vector word type,
+// its packed bf16 <-> float conversions (ops/packed.h) and its scalar math.
 #pragma once
 
 #include <tilefoundry/runtime.h>
@@ -47,29 +47,22 @@ __device__ __forceinline__ void prefetch_l2(void const* p) {
 
 // ---- bf16 <-> float ----------------------------------------------------------------------------
 
-/// The eight bf16 values of w as floats (a bf16 is the upper half of a float).
+/// The eight bf16 values of w as floats (the runtime's packed bf16 conversion, two at a time).
 __device__ __forceinline__ void unpack(Word const& w, float (&f)[kPerWord]) {
+  using ops::detail::packed_kind;
   uint32_t const u[4] = {w.x, w.y, w.z, w.w};
   CUTE_UNROLL
-  for (int i = 0; i < 4; ++i) {
-    f[2 * i] = __uint_as_float(u[i] << 16);
-    f[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
-  }
-}
-
-__device__ __forceinline__ uint32_t pack_pair(float lo, float hi) {
-  __nv_bfloat162 const p = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t const*>(&p);
+  for (int i = 0; i < 4; ++i)
+    ops::detail::unpack_pair<packed_kind::bf16>(u[i], f[2 * i], f[2 * i + 1]);
 }
 
 /// Eight floats rounded to bf16 (nearest even) as one word.
 __device__ __forceinline__ Word pack(float const (&f)[kPerWord]) {
-  Word w;
-  w.x = pack_pair(f[0], f[1]);
-  w.y = pack_pair(f[2], f[3]);
-  w.z = pack_pair(f[4], f[5]);
-  w.w = pack_pair(f[6], f[7]);
-  return w;
+  using ops::detail::packed_kind;
+  return make_uint4(ops::detail::pack_pair<packed_kind::bf16>(f[0], f[1]),
+                    ops::detail::pack_pair<packed_kind::bf16>(f[2], f[3]),
+                    ops::detail::pack_pair<packed_kind::bf16>(f[4], f[5]),
+                    ops::detail::pack_pair<packed_kind::bf16>(f[6], f[7]));
 }
 
 /// x rounded to bf16 and back: what torch's bf16 tensors hold between two ops.
