@@ -9,16 +9,20 @@
 //
 // Work split. Grid (splits, KV, token tiles); a CTA of 4 warps takes one KV head, the G query
 // heads that share it for a tile of tokens (ROWS = G x tile query rows, at most 8), and one slice
-// of the context. The number of splits is fixed at launch (about two CTAs per SM), the slice
-// length is chosen on the device from the context (a multiple of one CTA pass of keys), so short
-// contexts use few CTAs and long ones all. Within a CTA each key is read by a group of D / 8 lanes
-// (one 16-byte word each, K and V), U = 4 keys per group in flight (2 for 8 rows); scores for every
-// row come from a dot product over the group, and each group keeps an online softmax (running max,
-// sum, and output accumulator in f32, base-2 exponentials with the scale folded into q). Groups
-// merge by shuffles, warps through shared memory. A single active slice writes the output directly;
-// otherwise each slice writes its normalised output and log-sum-exp to the workspace, takes a
-// ticket, and the CTA drawing the last ticket of its (KV head, tile) merges the slices and resets
-// the ticket: one pass over K and V, one kernel.
+// of the context. The number of splits is fixed at launch (at most 16 by default, about one CTA
+// per SM), the slice length is chosen on the device from the context (a multiple of one CTA pass of
+// keys, at least one pass), so short contexts use few CTAs and long ones all. Before waiting for
+// the kernel before it (PDL), a CTA asks L2 for its slice's K and V rows cached by earlier steps
+// (the position was written before that kernel ran), so their DRAM latency overlaps that kernel's
+// tail. Within a CTA each key is read by a group of D / 8 lanes (one 16-byte word each, K and V), U
+// = 8 keys per group in flight for decode (4 for 4 rows, 2 for 8); scores for every row come from a
+// dot product over the group, and each group keeps an online softmax (running max, sum, and output
+// accumulator in f32, base-2 exponentials with the scale folded into q). Groups merge by shuffles,
+// warps through shared memory. A single active slice writes the output directly; otherwise each
+// slice writes its normalised output and log-sum-exp to the workspace, takes a ticket, and the CTA
+// drawing the last ticket of its (KV head, tile) merges the slices (reading 16 slices' partial
+// outputs at a time, all in flight together) and resets the ticket: one pass over K and V, one
+// kernel.
 #pragma once
 
 #include "common.cuh"
@@ -33,6 +37,7 @@ constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / kWarp;
 constexpr int kMaxRows = 8;  // query rows per CTA
 constexpr int kMaxSplits = 64;
+constexpr int kAutoSplits = 16;  // the automatic split count's cap: the merge reads 16 at a time
 constexpr int kMaxTokens = 16;
 
 struct Params {
@@ -70,9 +75,10 @@ inline Layout layout(int m, int h, int kv, int d, int splits) {
   return l;
 }
 
-/// Splits giving about two CTAs per SM.
+/// Splits giving about one CTA per SM, at most kAutoSplits: a slice of fewer keys costs more to
+/// merge than it saves.
 inline int auto_splits(int kv, int tiles, int sms) {
-  return std::max(1, std::min(kMaxSplits, ceil_div(2 * sms, kv * tiles)));
+  return std::max(1, std::min(kAutoSplits, ceil_div(sms, kv * tiles)));
 }
 
 /// Folds the softmax state (mo, lo, oo) into (m, l, o); either may be empty (max -inf).
@@ -82,10 +88,11 @@ __device__ __forceinline__ void merge_weights(float m, float mo, float& a, float
   b = mo == -INFINITY ? 0.0f : exp2f(mo - mx);
 }
 
-// Decode (ROWS <= 2) asks for room for four CTAs per SM (at most 128 registers).
+// Decode (ROWS <= 2) keeps eight keys per lane group in flight and asks for room for two CTAs
+// per SM (the grid is about one CTA per SM).
 template <int D, int ROWS>
-__global__ void __launch_bounds__(kThreads, ROWS <= 2 ? 4 : 1) attention_kernel(Params const p) {
-  constexpr int U = ROWS <= 4 ? 4 : 2;  // keys per lane group in flight
+__global__ void __launch_bounds__(kThreads, ROWS <= 2 ? 2 : 1) attention_kernel(Params const p) {
+  constexpr int U = ROWS <= 2 ? 8 : ROWS <= 4 ? 4 : 2;  // keys per lane group in flight
   constexpr int kLanesPerKey = D / kPerWord;
   constexpr int kKeysPerWarp = kWarp / kLanesPerKey;
   constexpr int kKeysPerPass = kWarps * kKeysPerWarp * U;
@@ -99,9 +106,8 @@ __global__ void __launch_bounds__(kThreads, ROWS <= 2 ? 4 : 1) attention_kernel(
   int const warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   int const sub = lane / kLanesPerKey, dl = lane % kLanesPerKey;
 
-  wait_for_inputs();  // q and this step's cache entries come from the kernel before
-  release_dependents();
-
+  // The position was written before the kernel this one follows ran (that kernel has passed its
+  // own wait when this one starts), so it may be read before wait_for_inputs().
   int const pos = max(*p.position, 0);
   int const m0 = tile * p.tile;
   int const mt = min(p.tile, p.m - m0);
@@ -110,6 +116,22 @@ __global__ void __launch_bounds__(kThreads, ROWS <= 2 ? 4 : 1) attention_kernel(
   int const active = chunk > 0 ? ceil_div(ctx, chunk) : 0;
   int const rows = p.group * mt;
   size_t const slot = static_cast<size_t>(tile) * p.kv + kvh;
+  size_t const stride = static_cast<size_t>(p.kv) * D / kPerWord;  // words between positions
+  Word const* kp = reinterpret_cast<Word const*>(p.k) + kvh * (D / kPerWord) + dl;
+  Word const* vp = reinterpret_cast<Word const*>(p.v) + kvh * (D / kPerWord) + dl;
+  int const kb = split * chunk, ke = min(kb + chunk, ctx);
+
+  // Keys cached by earlier steps (below pos) into L2 while the kernel before finishes; this step's
+  // own entries are being written by it. One prefetch per 128-byte line (8 lanes share one).
+  if (dl % 8 == 0) {
+    for (int key = kb + warp * kKeysPerWarp + sub; key < min(ke, pos);
+         key += kWarps * kKeysPerWarp) {
+      prefetch_l2(kp + key * stride);
+      prefetch_l2(vp + key * stride);
+    }
+  }
+  wait_for_inputs();  // q and this step's cache entries come from the kernel before
+  release_dependents();
 
   if (split < active) {
     float q[ROWS][kPerWord];
@@ -138,10 +160,6 @@ __global__ void __launch_bounds__(kThreads, ROWS <= 2 ? 4 : 1) attention_kernel(
       for (int i = 0; i < kPerWord; ++i) acc[r][i] = 0.0f;
     }
 
-    size_t const stride = static_cast<size_t>(p.kv) * D / kPerWord;  // words between positions
-    Word const* kp = reinterpret_cast<Word const*>(p.k) + kvh * (D / kPerWord) + dl;
-    Word const* vp = reinterpret_cast<Word const*>(p.v) + kvh * (D / kPerWord) + dl;
-    int const kb = split * chunk, ke = min(kb + chunk, ctx);
     // The loop bound is the same for every lane of a warp (the group shuffles need them all).
     for (int b = kb + warp * kKeysPerWarp; b < ke; b += kKeysPerPass) {
       Word kw[U], vw[U];
@@ -264,16 +282,29 @@ __global__ void __launch_bounds__(kThreads, ROWS <= 2 ? 4 : 1) attention_kernel(
     sm_lse[s][r] = __ldcg(&p.lse[(slot * p.splits + s) * ROWS + r]);
   }
   __syncthreads();
+  constexpr int kBatch = 16;  // slices whose partial outputs are read together
   for (int idx = threadIdx.x; idx < rows * D; idx += kThreads) {
     int const r = idx / D, d = idx % D;
     float mx = -INFINITY;
     for (int s = 0; s < active; ++s) mx = fmaxf(mx, sm_lse[s][r]);
     float sum = 0.0f, o = 0.0f;
     if (mx != -INFINITY) {
-      for (int s = 0; s < active; ++s) {
-        float const e = sm_lse[s][r] == -INFINITY ? 0.0f : exp2f(sm_lse[s][r] - mx);
-        sum += e;
-        o += e * __ldcg(&p.partial[((slot * p.splits + s) * ROWS + r) * D + d]);
+      for (int s0 = 0; s0 < active; s0 += kBatch) {
+        float part[kBatch];
+        CUTE_UNROLL
+        for (int j = 0; j < kBatch; ++j) {
+          part[j] = s0 + j < active
+                        ? __ldcg(&p.partial[((slot * p.splits + s0 + j) * ROWS + r) * D + d])
+                        : 0.0f;
+        }
+        CUTE_UNROLL
+        for (int j = 0; j < kBatch; ++j) {
+          if (s0 + j >= active) break;
+          float const lse = sm_lse[s0 + j][r];
+          float const e = lse == -INFINITY ? 0.0f : exp2f(lse - mx);
+          sum += e;
+          o += e * part[j];
+        }
       }
     }
     int const mq = r / p.group, g = r % p.group;

@@ -11,11 +11,10 @@
 // (N = 2048 -> 4, 4096 -> 2, 12288 and the lm_head -> 1), keeping every slice at least one word
 // per lane; a caller may force it.
 //
-// Prologue (P): none, or RMSNorm of x by its norm weight g: since the norm scales a whole row of
-// x by one number r = rsqrt(mean(x^2) + eps), sum_k W[n,k] * (x[k] * r * g[k]) is computed as
-// r * sum_k W[n,k] * (x[k] * g[k]), the sum of squares riding along in the same loop. (torch
-// rounds the normed x to bf16 before the product; this does not: the results differ by bf16
-// rounding noise.)
+// Prologue (P): none, or RMSNorm of x by its norm weight g, exactly as tf.rms_norm rounds it: each
+// warp first sums x^2 over the whole row (x is small and stays in L1) for r = rsqrt(mean(x^2) +
+// eps), then streams h[k] = bf16(bf16(x[k] * r) * g[k]), the bf16 row the unfused RMSNorm would
+// have written, into the products. The weight loads of the first words are issued before that pass.
 // Epilogue (E), on y = bf16(acc) as torch's bf16 linear returns it: store; residual
 // (out = bf16(y + residual), out may be residual itself); swiglu (rows 2j and 2j+1 hold gate_j
 // and up_j, interleaved by the engine's packing: out[m, j] = bf16(bf16(silu(gate_j)) * up_j));
@@ -25,7 +24,9 @@
 // mapped to an order-preserving unsigned integer above the complement of the index, so that the
 // larger logit and then the smaller index win; NaN is largest, as in torch.argmax), atomicMax'es
 // it into the workspace and takes a ticket. The CTA drawing the last ticket reads the keys,
-// writes the tokens and zeroes the workspace again, so a CUDA graph can replay the kernel.
+// writes the tokens and zeroes the workspace again, so a CUDA graph can replay the kernel. The
+// argmax GEMV runs a bounded grid (a few CTAs per SM) whose CTAs step over the row blocks, so the
+// global atomics on the workspace stay few (one pair per CTA) however many rows the vocabulary has.
 #pragma once
 
 #include "common.cuh"
@@ -72,147 +73,160 @@ template <int MT, Prologue P, Epilogue E>
 __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(Params const p) {
   constexpr int U = MT <= 4 ? 4 : 2;
   constexpr bool kNorm = P == Prologue::rmsnorm;
-  constexpr int kSums = kRows + (kNorm ? 1 : 0);
-  __shared__ float partial[kWarps][MT][kSums];
+  __shared__ float partial[kWarps][MT][kRows];
   __shared__ unsigned long long best[MT];
   __shared__ int last_cta;
 
   int const warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   int const groups = kWarps / p.split;
   int const group = warp / p.split, slice = warp % p.split;
-  int const row0 = (blockIdx.x * groups + group) * kRows;
   int const kv = p.k / kPerWord;
   int const per_slice = ceil_div(ceil_div(kv, p.split), kWarp) * kWarp;
   int const kb = min(slice * per_slice, kv), ke = min(kb + per_slice, kv);
-  bool have[kRows];
-  Word const* wrow[kRows];
-  CUTE_UNROLL
-  for (int r = 0; r < kRows; ++r) {
-    have[r] = row0 + r < p.n;
-    wrow[r] = p.w + static_cast<size_t>(have[r] ? row0 + r : 0) * kv;
-  }
+  int const blocks = ceil_div(p.n, groups * kRows);  // row blocks; CTA i takes i, i + grid, ...
   if constexpr (E == Epilogue::argmax) {
     if (threadIdx.x < MT) best[threadIdx.x] = 0;
   }
 
   // Before the previous kernel is done: only ask L2 for this warp's first weights.
-  CUTE_UNROLL
-  for (int u = 0; u < U; ++u) {
-    int const v = kb + u * kWarp + lane;
+  {
+    int const row0 = (blockIdx.x * groups + group) * kRows;
     CUTE_UNROLL
-    for (int r = 0; r < kRows; ++r)
-      if (v < ke && have[r]) prefetch_l2(wrow[r] + v);
+    for (int u = 0; u < U; ++u) {
+      int const v = kb + u * kWarp + lane;
+      CUTE_UNROLL
+      for (int r = 0; r < kRows; ++r)
+        if (v < ke && row0 + r < p.n) prefetch_l2(p.w + static_cast<size_t>(row0 + r) * kv + v);
+    }
   }
   wait_for_inputs();
   release_dependents();
 
   Word const* x = reinterpret_cast<Word const*>(p.x);
   Word const* g = reinterpret_cast<Word const*>(p.norm);
-  float acc[MT][kRows];
-  float ss[MT];
+  // The RMSNorm factor of each token's row, over the whole row (every warp computes it alone).
+  float rnorm[MT];
   CUTE_UNROLL
-  for (int m = 0; m < MT; ++m) {
-    ss[m] = 0.0f;
+  for (int m = 0; m < MT; ++m) rnorm[m] = 1.0f;
+  if constexpr (kNorm) {
     CUTE_UNROLL
-    for (int r = 0; r < kRows; ++r) acc[m][r] = 0.0f;
-  }
-
-  for (int base = kb; base < ke; base += kWarp * U) {
-    Word wv[U][kRows];
-    CUTE_UNROLL
-    for (int u = 0; u < U; ++u) {
-      int const v = base + u * kWarp + lane;
-      CUTE_UNROLL
-      for (int r = 0; r < kRows; ++r) {
-        wv[u][r] = make_uint4(0u, 0u, 0u, 0u);
-        if (v < ke && have[r]) wv[u][r] = load_weight(wrow[r] + v);
-      }
-    }
-    CUTE_UNROLL
-    for (int u = 0; u < U; ++u) {
-      int const v = base + u * kWarp + lane;
-      if (v >= ke) break;
-      float gf[kPerWord];
-      if constexpr (kNorm) unpack(load_input(g + v), gf);
-      float wf[kRows][kPerWord];
-      CUTE_UNROLL
-      for (int r = 0; r < kRows; ++r) unpack(wv[u][r], wf[r]);
-      CUTE_UNROLL
-      for (int m = 0; m < MT; ++m) {
-        if (m >= p.m) break;
+    for (int m = 0; m < MT; ++m) {
+      if (m >= p.m) break;
+      float ss = 0.0f;
+      for (int v = lane; v < kv; v += kWarp) {
         float xf[kPerWord];
         unpack(load_input(x + static_cast<size_t>(m) * kv + v), xf);
-        if constexpr (kNorm) {
-          CUTE_UNROLL
-          for (int i = 0; i < kPerWord; ++i) {
-            ss[m] = fmaf(xf[i], xf[i], ss[m]);
-            xf[i] *= gf[i];
-          }
-        }
         CUTE_UNROLL
-        for (int r = 0; r < kRows; ++r) {
-          CUTE_UNROLL
-          for (int i = 0; i < kPerWord; ++i) acc[m][r] = fmaf(wf[r][i], xf[i], acc[m][r]);
-        }
+        for (int i = 0; i < kPerWord; ++i) ss = fmaf(xf[i], xf[i], ss);
       }
+      rnorm[m] = ops::detail::rsqrt_(group_sum(ss) / static_cast<float>(p.k) + p.eps);
     }
   }
 
-  CUTE_UNROLL
-  for (int m = 0; m < MT; ++m) {
+  for (int block = blockIdx.x; block < blocks; block += gridDim.x) {
+    int const row0 = (block * groups + group) * kRows;
+    bool have[kRows];
+    Word const* wrow[kRows];
     CUTE_UNROLL
-    for (int r = 0; r < kRows; ++r) acc[m][r] = group_sum(acc[m][r]);
-    if constexpr (kNorm) ss[m] = group_sum(ss[m]);
-  }
-  if (lane == 0) {
+    for (int r = 0; r < kRows; ++r) {
+      have[r] = row0 + r < p.n;
+      wrow[r] = p.w + static_cast<size_t>(have[r] ? row0 + r : 0) * kv;
+    }
+    float acc[MT][kRows];
     CUTE_UNROLL
     for (int m = 0; m < MT; ++m) {
       CUTE_UNROLL
-      for (int r = 0; r < kRows; ++r) partial[warp][m][r] = acc[m][r];
-      if constexpr (kNorm) partial[warp][m][kRows] = ss[m];
+      for (int r = 0; r < kRows; ++r) acc[m][r] = 0.0f;
     }
-  }
-  __syncthreads();
 
-  // One thread per (row pair, token) of this CTA: sum the K slices and run the epilogue.
-  for (int t = threadIdx.x; t < groups * MT; t += kThreads) {
-    int const gi = t / MT, m = t % MT;
-    int const r0 = (blockIdx.x * groups + gi) * kRows;
-    if (m >= p.m || r0 >= p.n) continue;
-    float s[kSums];
-    CUTE_UNROLL
-    for (int j = 0; j < kSums; ++j) s[j] = 0.0f;
-    for (int sl = 0; sl < p.split; ++sl) {
+    for (int base = kb; base < ke; base += kWarp * U) {
+      Word wv[U][kRows];
       CUTE_UNROLL
-      for (int j = 0; j < kSums; ++j) s[j] += partial[gi * p.split + sl][m][j];
+      for (int u = 0; u < U; ++u) {
+        int const v = base + u * kWarp + lane;
+        CUTE_UNROLL
+        for (int r = 0; r < kRows; ++r) {
+          wv[u][r] = make_uint4(0u, 0u, 0u, 0u);
+          if (v < ke && have[r]) wv[u][r] = load_weight(wrow[r] + v);
+        }
+      }
+      CUTE_UNROLL
+      for (int u = 0; u < U; ++u) {
+        int const v = base + u * kWarp + lane;
+        if (v >= ke) break;
+        float gf[kPerWord];
+        if constexpr (kNorm) unpack(load_input(g + v), gf);
+        float wf[kRows][kPerWord];
+        CUTE_UNROLL
+        for (int r = 0; r < kRows; ++r) unpack(wv[u][r], wf[r]);
+        CUTE_UNROLL
+        for (int m = 0; m < MT; ++m) {
+          if (m >= p.m) break;
+          float xf[kPerWord];
+          unpack(load_input(x + static_cast<size_t>(m) * kv + v), xf);
+          if constexpr (kNorm) {
+            CUTE_UNROLL
+            for (int i = 0; i < kPerWord; ++i)
+              xf[i] = round_bf16(round_bf16(xf[i] * rnorm[m]) * gf[i]);
+          }
+          CUTE_UNROLL
+          for (int r = 0; r < kRows; ++r) {
+            CUTE_UNROLL
+            for (int i = 0; i < kPerWord; ++i) acc[m][r] = fmaf(wf[r][i], xf[i], acc[m][r]);
+          }
+        }
+      }
     }
-    float scale = 1.0f;
-    if constexpr (kNorm) scale = ops::detail::rsqrt_(s[kRows] / static_cast<float>(p.k) + p.eps);
-    float y[kRows];
+
     CUTE_UNROLL
-    for (int r = 0; r < kRows; ++r) y[r] = round_bf16(s[r] * scale);
-    bool const second = r0 + 1 < p.n;
-    size_t const o = static_cast<size_t>(m) * p.n + r0;
-    if constexpr (E == Epilogue::swiglu) {
-      // rows r0 = 2j (gate) and r0 + 1 (up); n is even (checked by the entry)
-      p.out[static_cast<size_t>(m) * (p.n / 2) + r0 / 2] =
-          __float2bfloat16_rn(silu_bf16(y[0]) * y[1]);
-    } else if constexpr (E == Epilogue::residual) {
-      p.out[o] = __float2bfloat16_rn(y[0] + bf16_at(p.residual + o));
-      if (second) p.out[o + 1] = __float2bfloat16_rn(y[1] + bf16_at(p.residual + o + 1));
-    } else {
-      p.out[o] = __float2bfloat16_rn(y[0]);
-      if (second) p.out[o + 1] = __float2bfloat16_rn(y[1]);
+    for (int m = 0; m < MT; ++m) {
+      CUTE_UNROLL
+      for (int r = 0; r < kRows; ++r) acc[m][r] = group_sum(acc[m][r]);
     }
-    if constexpr (E == Epilogue::argmax) {
-      unsigned long long key = argmax_key(y[0], r0);
-      if (second) key = max(key, argmax_key(y[1], r0 + 1));
-      atomicMax(&best[m], key);
+    if (lane == 0) {
+      CUTE_UNROLL
+      for (int m = 0; m < MT; ++m) {
+        CUTE_UNROLL
+        for (int r = 0; r < kRows; ++r) partial[warp][m][r] = acc[m][r];
+      }
     }
+    __syncthreads();
+
+    // One thread per (row pair, token) of this block: sum the K slices and run the epilogue.
+    for (int t = threadIdx.x; t < groups * MT; t += kThreads) {
+      int const gi = t / MT, m = t % MT;
+      int const r0 = (block * groups + gi) * kRows;
+      if (m >= p.m || r0 >= p.n) continue;
+      float y[kRows];
+      CUTE_UNROLL
+      for (int r = 0; r < kRows; ++r) {
+        float sum = 0.0f;
+        for (int sl = 0; sl < p.split; ++sl) sum += partial[gi * p.split + sl][m][r];
+        y[r] = round_bf16(sum);
+      }
+      bool const second = r0 + 1 < p.n;
+      size_t const o = static_cast<size_t>(m) * p.n + r0;
+      if constexpr (E == Epilogue::swiglu) {
+        // rows r0 = 2j (gate) and r0 + 1 (up); n is even (checked by the entry)
+        p.out[static_cast<size_t>(m) * (p.n / 2) + r0 / 2] =
+            __float2bfloat16_rn(silu_bf16(y[0]) * y[1]);
+      } else if constexpr (E == Epilogue::residual) {
+        p.out[o] = __float2bfloat16_rn(y[0] + bf16_at(p.residual + o));
+        if (second) p.out[o + 1] = __float2bfloat16_rn(y[1] + bf16_at(p.residual + o + 1));
+      } else {
+        p.out[o] = __float2bfloat16_rn(y[0]);
+        if (second) p.out[o + 1] = __float2bfloat16_rn(y[1]);
+      }
+      if constexpr (E == Epilogue::argmax) {
+        unsigned long long key = argmax_key(y[0], r0);
+        if (second) key = max(key, argmax_key(y[1], r0 + 1));
+        atomicMax(&best[m], key);
+      }
+    }
+    __syncthreads();  // partial is rewritten by the next block
   }
 
   if constexpr (E == Epilogue::argmax) {
-    __syncthreads();
     if (threadIdx.x < p.m) atomicMax(&p.workspace[1 + threadIdx.x], best[threadIdx.x]);
     __threadfence();
     __syncthreads();
@@ -350,8 +364,11 @@ void run(char const* entry, Tensors const& t, double eps, int64_t split) {
   p.n = static_cast<int>(n);
   p.k = static_cast<int>(k);
   p.split = split ? static_cast<int>(split) : auto_split(p.n, p.k / kPerWord, sm_count(device));
-  int const rows_per_cta = kWarps / p.split * kRows;
-  dispatch<P, E>(p, device, entry, dim3(ceil_div(p.n, rows_per_cta)));
+  int const blocks = ceil_div(p.n, kWarps / p.split * kRows);
+  // The argmax epilogue's global atomics are one pair per CTA: a few CTAs per SM step over the
+  // rows.
+  int const grid = E == Epilogue::argmax ? std::min(blocks, 4 * sm_count(device)) : blocks;
+  dispatch<P, E>(p, device, entry, dim3(grid));
 }
 
 }  // namespace gemv
