@@ -4,12 +4,12 @@
 // Work split. A CTA of 8 warps; a warp owns 2 consecutive rows of W (so x is loaded once for both)
 // and one of `split` slices of K; the CTA's warps form 8 / split row groups, so a CTA covers
 // 16 / split rows. Each lane streams 16-byte words (8 bf16) of both rows, U words a row in flight
-// before the first is used (U = 4 for M <= 4, else 2), reads the matching x words (and norm
-// weight words) through L1, and accumulates in f32. The warp sums its lanes with shuffles, the
-// CTA sums the K slices through shared memory, and one thread per (row pair, token) runs the
-// epilogue. The host picks `split` (1, 2, 4 or 8) so that the grid has about three CTAs per SM
-// (N = 2048 -> 4, 4096 -> 2, 12288 and the lm_head -> 1), keeping every slice at least one word
-// per lane; a caller may force it.
+// before the first is used (U = 8 for M <= 2, 4 for M <= 4, else 2), reads the matching x words
+// (and norm weight words) through L1, and accumulates in f32. The warp sums its lanes with
+// shuffles, the CTA sums the K slices through shared memory, and one thread per (row pair, token)
+// runs the epilogue. The host picks `split` (1, 2, 4 or 8) so that the grid has about three CTAs
+// per SM (N = 2048 -> 4, 4096 -> 2, 12288 and the lm_head -> 1), keeping every slice at least one
+// word per lane; a caller may force it.
 //
 // Prologue (P): none, or RMSNorm of x by its norm weight g, exactly as tf.rms_norm rounds it: each
 // warp first sums x^2 over the whole row (x is small and stays in L1) for r = rsqrt(mean(x^2) +
@@ -71,7 +71,7 @@ __device__ __forceinline__ long long argmax_index(unsigned long long key) {
 
 template <int MT, Prologue P, Epilogue E>
 __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(Params const p) {
-  constexpr int U = MT <= 4 ? 4 : 2;
+  constexpr int U = MT <= 2 ? 8 : MT <= 4 ? 4 : 2;  // words of each row in flight per lane
   constexpr bool kNorm = P == Prologue::rmsnorm;
   __shared__ float partial[kWarps][MT][kRows];
   __shared__ unsigned long long best[MT];
@@ -104,6 +104,26 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(Params const p) {
 
   Word const* x = reinterpret_cast<Word const*>(p.x);
   Word const* g = reinterpret_cast<Word const*>(p.norm);
+  // The weight words of row block `block` from word `base` on, U a row, into wv.
+  Word wv[U][kRows];
+  auto load_words = [&](int block, int base) {
+    int const row0 = (block * groups + group) * kRows;
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      bool const have = row0 + r < p.n;
+      Word const* wrow = p.w + static_cast<size_t>(have ? row0 + r : 0) * kv;
+      CUTE_UNROLL
+      for (int u = 0; u < U; ++u) {
+        int const v = base + u * kWarp + lane;
+        wv[u][r] = make_uint4(0u, 0u, 0u, 0u);
+        if (v < ke && have) wv[u][r] = load_weight(wrow + v);
+      }
+    }
+  };
+  // The first words are asked for before the norm pass below, so the two latencies overlap.
+  bool preloaded = static_cast<int>(blockIdx.x) < blocks;
+  if (preloaded) load_words(blockIdx.x, kb);
+
   // The RMSNorm factor of each token's row, over the whole row (every warp computes it alone).
   float rnorm[MT];
   CUTE_UNROLL
@@ -124,14 +144,6 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(Params const p) {
   }
 
   for (int block = blockIdx.x; block < blocks; block += gridDim.x) {
-    int const row0 = (block * groups + group) * kRows;
-    bool have[kRows];
-    Word const* wrow[kRows];
-    CUTE_UNROLL
-    for (int r = 0; r < kRows; ++r) {
-      have[r] = row0 + r < p.n;
-      wrow[r] = p.w + static_cast<size_t>(have[r] ? row0 + r : 0) * kv;
-    }
     float acc[MT][kRows];
     CUTE_UNROLL
     for (int m = 0; m < MT; ++m) {
@@ -140,16 +152,8 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(Params const p) {
     }
 
     for (int base = kb; base < ke; base += kWarp * U) {
-      Word wv[U][kRows];
-      CUTE_UNROLL
-      for (int u = 0; u < U; ++u) {
-        int const v = base + u * kWarp + lane;
-        CUTE_UNROLL
-        for (int r = 0; r < kRows; ++r) {
-          wv[u][r] = make_uint4(0u, 0u, 0u, 0u);
-          if (v < ke && have[r]) wv[u][r] = load_weight(wrow[r] + v);
-        }
-      }
+      if (!preloaded) load_words(block, base);
+      preloaded = false;
       CUTE_UNROLL
       for (int u = 0; u < U; ++u) {
         int const v = base + u * kWarp + lane;
