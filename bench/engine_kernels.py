@@ -286,8 +286,12 @@ def swiglu_case(lib) -> Case:
 
 # ---- the whole step -------------------------------------------------------------------------------------------
 
-def whole_step(lib, reps: int, ctx: int, profile: bool) -> dict[str, object]:
-    """One Qwen3-1.7B decode step (28 layers + lm_head) from the engine's kernels, replayed as one graph."""
+def whole_step(lib, reps: int, ctx: int, profile: bool, tunings: list[tuple[int, int]] = ()) -> dict[str, object]:
+    """One Qwen3-1.7B decode step (28 layers + lm_head) from the engine's kernels, replayed as one graph.
+
+    ``tunings``: GEMV (CTAs per SM, prefetch bytes per CTA) settings (``set_gemv_tuning``) timed beside the
+    default, each captured in its own graph.
+    """
     shape = DecoderShape(HIDDEN, INTER, HEADS, KV, D, VOCAB, EPS)
     s = HIDDEN**-0.5
     layers = [LayerWeights(qkv=rand((HEADS + 2 * KV) * D, HIDDEN, scale=s), o_proj=rand(HIDDEN, HEADS * D, scale=s),
@@ -312,15 +316,19 @@ def whole_step(lib, reps: int, ctx: int, profile: bool) -> dict[str, object]:
 
     result: dict[str, object] = {"parameters": params, "context": ctx}
     graphs = {}
-    for pdl in (True, False):
+    configs = [("ours", True, (0, 0)), ("ours, no PDL", False, (0, 0))]
+    configs += [(f"ours, gemv {c}/SM {b >> 10} KiB", True, (c, b)) for c, b in tunings]
+    for name, pdl, (ctas, nbytes) in configs:
         lib.set_pdl(pdl)
+        lib.set_gemv_tuning(ctas, nbytes)
         step()
         torch.cuda.synchronize()
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):
             step()
-        graphs["ours" if pdl else "ours, no PDL"] = g
+        graphs[name] = g
     lib.set_pdl(True)
+    lib.set_gemv_tuning(0, 0)
     us = time_graphs(graphs, 1, reps)
     kv_bytes = LAYERS * 2 * ctx * KV * D * 2
     result["bytes_per_step"] = params * 2 + kv_bytes
@@ -361,7 +369,15 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=25, help="timed replays per variant (median)")
     ap.add_argument("--no-step", action="store_true", help="skip the whole-step measurement")
     ap.add_argument("--no-profile", action="store_true", help="skip the per-kernel profile of the step")
+    ap.add_argument("--gemv-tuning", nargs="*", default=[], metavar="CTAS:BYTES",
+                    help="also time the whole step with the GEMVs' grid at CTAS per SM and BYTES of weights per "
+                         "CTA prefetched before the PDL wait (set_gemv_tuning), e.g. 1:65536 2:262144")
+    ap.add_argument("--contexts", type=int, nargs="+", default=[1024], help="cache lengths of the whole step")
     args = ap.parse_args()
+    try:
+        tunings = [(int(c), int(b)) for c, b in (t.split(":") for t in args.gemv_tuning)]
+    except ValueError:
+        ap.error(f"--gemv-tuning takes CTAS:BYTES pairs of integers, got {args.gemv_tuning}")
 
     lib = load_kernels()  # builds on any machine with nvcc
     try:
@@ -400,10 +416,12 @@ def main() -> int:
         del graphs, case
         torch.cuda.empty_cache()
 
-    step = None if args.no_step else whole_step(lib, args.reps, 1024, not args.no_profile)
+    steps = [] if args.no_step else [whole_step(lib, args.reps, ctx, not args.no_profile and i == 0, tunings)
+                                     for i, ctx in enumerate(args.contexts)]
+    step = steps[0] if steps else None
 
     results = {"device": device, "copy_tb_per_s": copy_tbps, "launches_per_graph": args.launches,
-               "reps": args.reps, "kernels": [], "step": step}
+               "reps": args.reps, "kernels": [], "step": step, "steps": steps}
     for c in cases:
         results["kernels"].append({
             "name": c.name, "shape": c.shape, "bytes_per_launch": c.nbytes, "copies": c.copies,
@@ -428,12 +446,12 @@ def main() -> int:
         print(f"{c.name:<24}{c.shape:<28}{r['ours']:>8.2f}{ours_gbs:>7.0f}{100 * ours_gbs / (copy_tbps * 1e3):>5.0f}%"
               f"{r['ours, no PDL']:>9.2f}{r[peer]:>9.2f}{c.nbytes / (r[peer] * 1e-6) / 1e9:>7.0f}{cublas:>10}"
               f"{r[peer] / r['ours']:>7.1f}x{c.error:>7.0e}{'' if ok == 'ok' else ' ' + ok}")
-    if step:
-        bound = copy_tbps * 1e12 / step["bytes_per_step"]
-        for k, us in step["step_us"].items():
+    for st in steps:
+        bound = copy_tbps * 1e12 / st["bytes_per_step"]
+        for k, us in st["step_us"].items():
             print(f"whole step ({k}): {us:.0f} us = {1e6 / us:.0f} tokens/s; bound at copy bandwidth "
-                  f"{bound:.0f} tokens/s ({100 * 1e6 / us / bound:.0f}%), {step['parameters'] / 1e9:.2f}e9 params, "
-                  f"context {step['context']}")
+                  f"{bound:.0f} tokens/s ({100 * 1e6 / us / bound:.0f}%), {st['parameters'] / 1e9:.2f}e9 params, "
+                  f"context {st['context']}")
     return 0 if all(c.error <= 2e-2 for c in cases) else 1
 
 

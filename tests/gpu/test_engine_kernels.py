@@ -107,7 +107,7 @@ def test_gemv_matches_torch(lib, variant: str, m: int, n: int, k: int, split: in
     args = [x] + ([norm] if norm is not None else []) + [w] + ([residual] if residual is not None else []) + [out]
     scalars = ([EPS] if norm is not None else []) + [split]
     getattr(lib, variant)(*args, *scalars)
-    want = reference.gemv(x, w, norm_weight=norm, eps=EPS, residual=residual, epilogue=epilogue)
+    want = reference.gemv(x, w, norm_weight=norm, eps=EPS, residual=residual, epilogue=epilogue, fused_norm=True)
     assert_close(out, want, 2 * TOL if epilogue == "swiglu" else TOL, f"{variant} M={m} N={n} K={k} ({rand})")
 
 
@@ -117,7 +117,8 @@ def test_gemv_residual_in_place(lib, norm: bool) -> None:
     rand = Rand()
     x, w, h = rand.normal(1, 2048), rand.normal(2048, 2048, scale=2048**-0.5), rand.normal(1, 2048)
     g = rand.normal(2048, scale=0.2) + 1
-    want = reference.gemv(x, w, norm_weight=g if norm else None, eps=EPS, residual=h, epilogue="residual")
+    want = reference.gemv(x, w, norm_weight=g if norm else None, eps=EPS, residual=h, epilogue="residual",
+                          fused_norm=True)
     if norm:
         lib.rmsnorm_gemv_residual(x, g, w, h, h, EPS, 0)
     else:
@@ -143,7 +144,7 @@ def test_gemv_argmax_is_the_first_largest_logit(lib, norm: bool, m: int, n: int,
             lib.rmsnorm_gemv_argmax(x, g, w, logits, token, ws, EPS, 0)
         else:
             lib.gemv_argmax(x, w, logits, token, ws, 0)
-        want = reference.gemv(x, w, norm_weight=g if norm else None, eps=EPS)
+        want = reference.gemv(x, w, norm_weight=g if norm else None, eps=EPS, fused_norm=True)
         assert_close(logits, want, TOL, f"argmax logits ({rand})")
         assert torch.equal(token, logits.float().argmax(-1)), f"tokens {token.tolist()} ({rand})"
         if n > 100 and not attempt:

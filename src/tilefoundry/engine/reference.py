@@ -28,10 +28,18 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
 
 
 def gemv(x: torch.Tensor, weight: torch.Tensor, *, norm_weight: torch.Tensor | None = None, eps: float = 0.0,
-         residual: torch.Tensor | None = None, epilogue: str = "store") -> torch.Tensor:
+         residual: torch.Tensor | None = None, epilogue: str = "store", fused_norm: bool = False) -> torch.Tensor:
     """``[rmsnorm(x)] @ weight.T`` then the epilogue: ``store``, ``residual`` (+ residual) or ``swiglu``
-    (rows 2j / 2j + 1 of weight are gate_j / up_j: silu(gate) * up)."""
-    h = rms_norm(x, norm_weight, eps) if norm_weight is not None else x
+    (rows 2j / 2j + 1 of weight are gate_j / up_j: silu(gate) * up).
+
+    ``fused_norm``: the normed row as the GEMV's fused prologue computes it, in f32 and never rounded to
+    bf16 (``x * rsqrt(mean(x^2) + eps) * weight``), instead of ``rms_norm``'s bf16 row.
+    """
+    if norm_weight is not None and fused_norm:
+        xf = x.float()
+        h = xf * torch.rsqrt(xf.square().mean(-1, keepdim=True) + eps) * norm_weight.float()
+    else:
+        h = rms_norm(x, norm_weight, eps) if norm_weight is not None else x
     y = F.linear(h.float(), weight.float()).to(x.dtype)  # f32 products and sums, one rounding
     if epilogue == "store":
         return y

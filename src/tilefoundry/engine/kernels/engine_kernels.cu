@@ -114,6 +114,18 @@ void set_pdl(bool enabled) { tilefoundry::engine::pdl_enabled().store(enabled); 
 
 bool pdl() { return tilefoundry::engine::pdl_enabled().load(); }
 
+/// The GEMVs' grid (CTAs per SM; 0: one per row block) and early-prefetch budget (bytes per CTA;
+/// 0: each warp's first words), for tuning runs.
+void set_gemv_tuning(int64_t ctas_per_sm, int64_t prefetch_bytes) {
+  if (ctas_per_sm < 0 || ctas_per_sm > 64 || prefetch_bytes < 0 || prefetch_bytes > (1 << 24)) {
+    TVM_FFI_THROW(ValueError) << "set_gemv_tuning: ctas_per_sm must lie in [0, 64] and "
+                                 "prefetch_bytes in [0, 16 MiB]; got "
+                              << ctas_per_sm << " and " << prefetch_bytes;
+  }
+  tilefoundry::engine::gemv::tuning().ctas_per_sm.store(static_cast<int>(ctas_per_sm));
+  tilefoundry::engine::gemv::tuning().prefetch_bytes.store(static_cast<int>(prefetch_bytes));
+}
+
 }  // namespace
 
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(gemv, gemv_plain);
@@ -133,3 +145,4 @@ TVM_FFI_DLL_EXPORT_TYPED_FUNC(add_rmsnorm, add_rmsnorm);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(swiglu, swiglu);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(set_pdl, set_pdl);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(pdl, pdl);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(set_gemv_tuning, set_gemv_tuning);

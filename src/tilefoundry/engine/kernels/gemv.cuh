@@ -4,17 +4,18 @@
 // Work split. A CTA of 8 warps; a warp owns 2 consecutive rows of W (so x is loaded once for both)
 // and one of `split` slices of K; the CTA's warps form 8 / split row groups, so a CTA covers
 // 16 / split rows. Each lane streams 16-byte words (8 bf16) of both rows, U words a row in flight
-// before the first is used (U = 8 for M <= 2, 4 for M <= 4, else 2), reads the matching x words
-// (and norm weight words) through L1, and accumulates in f32. The warp sums its lanes with
-// shuffles, the CTA sums the K slices through shared memory, and one thread per (row pair, token)
-// runs the epilogue. The host picks `split` (1, 2, 4 or 8) so that the grid has about three CTAs
-// per SM (N = 2048 -> 4, 4096 -> 2, 12288 and the lm_head -> 1), keeping every slice at least one
-// word per lane; a caller may force it.
+// before the first is used (U = 4 for M <= 4, else 2), reads the matching x words (and norm
+// weight words) through L1, and accumulates in f32. The warp sums its lanes with shuffles, the
+// CTA sums the K slices through shared memory, and one thread per (row pair, token) runs the
+// epilogue. The host picks `split` (1, 2, 4 or 8) so that the grid has about three CTAs per SM
+// (N = 2048 -> 4, 4096 -> 2, 12288 and the lm_head -> 1), keeping every slice at least one word
+// per lane; a caller may force it.
 //
-// Prologue (P): none, or RMSNorm of x by its norm weight g, exactly as tf.rms_norm rounds it: each
-// warp first sums x^2 over the whole row (x is small and stays in L1) for r = rsqrt(mean(x^2) +
-// eps), then streams h[k] = bf16(bf16(x[k] * r) * g[k]), the bf16 row the unfused RMSNorm would
-// have written, into the products. The weight loads of the first words are issued before that pass.
+// Prologue (P): none, or RMSNorm of x by its norm weight g: since the norm scales a whole row of
+// x by one number r = rsqrt(mean(x^2) + eps), sum_k W[n,k] * (x[k] * r * g[k]) is computed as
+// r * sum_k W[n,k] * (x[k] * g[k]), the sum of squares riding along in the same loop. (torch
+// rounds the normed x to bf16 before the product; this does not: the results differ by bf16
+// rounding noise.)
 // Epilogue (E), on y = bf16(acc) as torch's bf16 linear returns it: store; residual
 // (out = bf16(y + residual), out may be residual itself); swiglu (rows 2j and 2j+1 hold gate_j
 // and up_j, interleaved by the engine's packing: out[m, j] = bf16(bf16(silu(gate_j)) * up_j));
@@ -24,14 +25,23 @@
 // mapped to an order-preserving unsigned integer above the complement of the index, so that the
 // larger logit and then the smaller index win; NaN is largest, as in torch.argmax), atomicMax'es
 // it into the workspace and takes a ticket. The CTA drawing the last ticket reads the keys,
-// writes the tokens and zeroes the workspace again, so a CUDA graph can replay the kernel. The
-// argmax GEMV runs a bounded grid (a few CTAs per SM) whose CTAs step over the row blocks, so the
-// global atomics on the workspace stay few (one pair per CTA) however many rows the vocabulary has.
+// writes the tokens and zeroes the workspace again, so a CUDA graph can replay the kernel.
+//
+// Grid. By default one CTA per row block, except for argmax, whose grid is bounded (four CTAs per
+// SM) so that the global atomics stay one pair per CTA however long the vocabulary is (one pair per
+// 16 rows cost the lm_head ~90 us on an H200). A CTA steps over row blocks i, i + grid, ... so any
+// grid works; set_gemv_tuning bounds the others' grids too. Before waiting for the kernel before
+// it (PDL), a CTA asks L2 for the weight lines of its first words, or, when a prefetch budget is
+// set, for its row blocks' lines up to that many bytes, so the weights' DRAM latency overlaps the
+// kernel before it.
 #pragma once
 
 #include "common.cuh"
 #include "args.cuh"
 #include "launch.cuh"
+
+#include <algorithm>
+#include <atomic>
 
 namespace tilefoundry {
 namespace engine {
@@ -55,8 +65,21 @@ struct Params {
   unsigned long long* workspace;  // [1 + m] (argmax): the ticket, then one key per token
   float eps;
   int m, n, k;
-  int split;  // warps sharing one row pair, each over a slice of k
+  int split;           // warps sharing one row pair, each over a slice of k
+  int prefetch_bytes;  // weight bytes per CTA asked of L2 before the PDL wait (0: the first words)
 };
+
+/// Tuning of the grid and the early prefetch (see the top): CTAs per SM (0: one per row block)
+/// and the prefetch budget per CTA in bytes. Process-wide, read at each launch.
+struct Tuning {
+  std::atomic<int> ctas_per_sm{0};
+  std::atomic<int> prefetch_bytes{0};
+};
+
+inline Tuning& tuning() {
+  static Tuning t;
+  return t;
+}
 
 /// The argmax key of logit v at index i (see the top).
 __device__ __forceinline__ unsigned long long argmax_key(float v, int i) {
@@ -71,9 +94,10 @@ __device__ __forceinline__ long long argmax_index(unsigned long long key) {
 
 template <int MT, Prologue P, Epilogue E>
 __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(Params const p) {
-  constexpr int U = MT <= 2 ? 8 : MT <= 4 ? 4 : 2;  // words of each row in flight per lane
+  constexpr int U = MT <= 4 ? 4 : 2;
   constexpr bool kNorm = P == Prologue::rmsnorm;
-  __shared__ float partial[kWarps][MT][kRows];
+  constexpr int kSums = kRows + (kNorm ? 1 : 0);
+  __shared__ float partial[kWarps][MT][kSums];
   __shared__ unsigned long long best[MT];
   __shared__ int last_cta;
 
@@ -88,8 +112,8 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(Params const p) {
     if (threadIdx.x < MT) best[threadIdx.x] = 0;
   }
 
-  // Before the previous kernel is done: only ask L2 for this warp's first weights.
-  {
+  // Before the previous kernel is done: only ask L2 for weights (no register is written).
+  if (p.prefetch_bytes == 0) {  // this warp's first words
     int const row0 = (blockIdx.x * groups + group) * kRows;
     CUTE_UNROLL
     for (int u = 0; u < U; ++u) {
@@ -98,62 +122,54 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(Params const p) {
       for (int r = 0; r < kRows; ++r)
         if (v < ke && row0 + r < p.n) prefetch_l2(p.w + static_cast<size_t>(row0 + r) * kv + v);
     }
+  } else {  // this CTA's row blocks, one prefetch per 128-byte line, up to the budget
+    int const lines = p.prefetch_bytes / 128 / kWarps;  // per warp
+    int issued = 0;
+    for (int block = blockIdx.x; block < blocks && issued < lines; block += gridDim.x) {
+      int const row0 = (block * groups + group) * kRows;
+      CUTE_UNROLL
+      for (int r = 0; r < kRows; ++r) {
+        if (row0 + r >= p.n) break;
+        Word const* row = p.w + static_cast<size_t>(row0 + r) * kv;
+        for (int v = kb + lane * 8; v < ke; v += kWarp * 8) prefetch_l2(row + v);
+        issued += ceil_div(ke - kb, 8);
+      }
+    }
   }
   wait_for_inputs();
   release_dependents();
 
   Word const* x = reinterpret_cast<Word const*>(p.x);
   Word const* g = reinterpret_cast<Word const*>(p.norm);
-  // The weight words of row block `block` from word `base` on, U a row, into wv.
-  Word wv[U][kRows];
-  auto load_words = [&](int block, int base) {
+  for (int block = blockIdx.x; block < blocks; block += gridDim.x) {
     int const row0 = (block * groups + group) * kRows;
+    bool have[kRows];
+    Word const* wrow[kRows];
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
-      bool const have = row0 + r < p.n;
-      Word const* wrow = p.w + static_cast<size_t>(have ? row0 + r : 0) * kv;
-      CUTE_UNROLL
-      for (int u = 0; u < U; ++u) {
-        int const v = base + u * kWarp + lane;
-        wv[u][r] = make_uint4(0u, 0u, 0u, 0u);
-        if (v < ke && have) wv[u][r] = load_weight(wrow + v);
-      }
+      have[r] = row0 + r < p.n;
+      wrow[r] = p.w + static_cast<size_t>(have[r] ? row0 + r : 0) * kv;
     }
-  };
-  // The first words are asked for before the norm pass below, so the two latencies overlap.
-  bool preloaded = static_cast<int>(blockIdx.x) < blocks;
-  if (preloaded) load_words(blockIdx.x, kb);
-
-  // The RMSNorm factor of each token's row, over the whole row (every warp computes it alone).
-  float rnorm[MT];
-  CUTE_UNROLL
-  for (int m = 0; m < MT; ++m) rnorm[m] = 1.0f;
-  if constexpr (kNorm) {
-    CUTE_UNROLL
-    for (int m = 0; m < MT; ++m) {
-      if (m >= p.m) break;
-      float ss = 0.0f;
-      for (int v = lane; v < kv; v += kWarp) {
-        float xf[kPerWord];
-        unpack(load_input(x + static_cast<size_t>(m) * kv + v), xf);
-        CUTE_UNROLL
-        for (int i = 0; i < kPerWord; ++i) ss = fmaf(xf[i], xf[i], ss);
-      }
-      rnorm[m] = ops::detail::rsqrt_(group_sum(ss) / static_cast<float>(p.k) + p.eps);
-    }
-  }
-
-  for (int block = blockIdx.x; block < blocks; block += gridDim.x) {
     float acc[MT][kRows];
+    float ss[MT];
     CUTE_UNROLL
     for (int m = 0; m < MT; ++m) {
+      ss[m] = 0.0f;
       CUTE_UNROLL
       for (int r = 0; r < kRows; ++r) acc[m][r] = 0.0f;
     }
 
     for (int base = kb; base < ke; base += kWarp * U) {
-      if (!preloaded) load_words(block, base);
-      preloaded = false;
+      Word wv[U][kRows];
+      CUTE_UNROLL
+      for (int u = 0; u < U; ++u) {
+        int const v = base + u * kWarp + lane;
+        CUTE_UNROLL
+        for (int r = 0; r < kRows; ++r) {
+          wv[u][r] = make_uint4(0u, 0u, 0u, 0u);
+          if (v < ke && have[r]) wv[u][r] = load_weight(wrow[r] + v);
+        }
+      }
       CUTE_UNROLL
       for (int u = 0; u < U; ++u) {
         int const v = base + u * kWarp + lane;
@@ -170,8 +186,10 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(Params const p) {
           unpack(load_input(x + static_cast<size_t>(m) * kv + v), xf);
           if constexpr (kNorm) {
             CUTE_UNROLL
-            for (int i = 0; i < kPerWord; ++i)
-              xf[i] = round_bf16(round_bf16(xf[i] * rnorm[m]) * gf[i]);
+            for (int i = 0; i < kPerWord; ++i) {
+              ss[m] = fmaf(xf[i], xf[i], ss[m]);
+              xf[i] *= gf[i];
+            }
           }
           CUTE_UNROLL
           for (int r = 0; r < kRows; ++r) {
@@ -186,12 +204,14 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(Params const p) {
     for (int m = 0; m < MT; ++m) {
       CUTE_UNROLL
       for (int r = 0; r < kRows; ++r) acc[m][r] = group_sum(acc[m][r]);
+      if constexpr (kNorm) ss[m] = group_sum(ss[m]);
     }
     if (lane == 0) {
       CUTE_UNROLL
       for (int m = 0; m < MT; ++m) {
         CUTE_UNROLL
         for (int r = 0; r < kRows; ++r) partial[warp][m][r] = acc[m][r];
+        if constexpr (kNorm) partial[warp][m][kRows] = ss[m];
       }
     }
     __syncthreads();
@@ -201,13 +221,18 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(Params const p) {
       int const gi = t / MT, m = t % MT;
       int const r0 = (block * groups + gi) * kRows;
       if (m >= p.m || r0 >= p.n) continue;
+      float s[kSums];
+      CUTE_UNROLL
+      for (int j = 0; j < kSums; ++j) s[j] = 0.0f;
+      for (int sl = 0; sl < p.split; ++sl) {
+        CUTE_UNROLL
+        for (int j = 0; j < kSums; ++j) s[j] += partial[gi * p.split + sl][m][j];
+      }
+      float scale = 1.0f;
+      if constexpr (kNorm) scale = ops::detail::rsqrt_(s[kRows] / static_cast<float>(p.k) + p.eps);
       float y[kRows];
       CUTE_UNROLL
-      for (int r = 0; r < kRows; ++r) {
-        float sum = 0.0f;
-        for (int sl = 0; sl < p.split; ++sl) sum += partial[gi * p.split + sl][m][r];
-        y[r] = round_bf16(sum);
-      }
+      for (int r = 0; r < kRows; ++r) y[r] = round_bf16(s[r] * scale);
       bool const second = r0 + 1 < p.n;
       size_t const o = static_cast<size_t>(m) * p.n + r0;
       if constexpr (E == Epilogue::swiglu) {
@@ -369,9 +394,11 @@ void run(char const* entry, Tensors const& t, double eps, int64_t split) {
   p.k = static_cast<int>(k);
   p.split = split ? static_cast<int>(split) : auto_split(p.n, p.k / kPerWord, sm_count(device));
   int const blocks = ceil_div(p.n, kWarps / p.split * kRows);
-  // The argmax epilogue's global atomics are one pair per CTA: a few CTAs per SM step over the
-  // rows.
-  int const grid = E == Epilogue::argmax ? std::min(blocks, 4 * sm_count(device)) : blocks;
+  int const sms = sm_count(device);
+  int const per_sm = tuning().ctas_per_sm.load(std::memory_order_relaxed);
+  int grid = per_sm > 0 ? std::min(blocks, per_sm * sms) : blocks;
+  if (E == Epilogue::argmax) grid = std::min(grid, 4 * sms);
+  p.prefetch_bytes = tuning().prefetch_bytes.load(std::memory_order_relaxed);
   dispatch<P, E>(p, device, entry, dim3(grid));
 }
 
