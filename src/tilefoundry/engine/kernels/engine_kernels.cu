@@ -115,7 +115,7 @@ void set_pdl(bool enabled) { tilefoundry::engine::pdl_enabled().store(enabled); 
 bool pdl() { return tilefoundry::engine::pdl_enabled().load(); }
 
 /// The GEMVs' grid (CTAs per SM; 0: one per row block) and early-prefetch budget (bytes per CTA;
-/// 0: each warp's first words), for tuning runs.
+/// 0: each warp's first words), for tuning runs; the defaults are 2 and 64 KiB (gemv.cuh).
 void set_gemv_tuning(int64_t ctas_per_sm, int64_t prefetch_bytes) {
   if (ctas_per_sm < 0 || ctas_per_sm > 64 || prefetch_bytes < 0 || prefetch_bytes > (1 << 24)) {
     TVM_FFI_THROW(ValueError) << "set_gemv_tuning: ctas_per_sm must lie in [0, 64] and "
