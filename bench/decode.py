@@ -121,7 +121,7 @@ class ProjectRunner:
     """This project through its public generate loop: the decode engine when it exists, else the twin."""
 
     def __init__(self, folder: Path, device: str, capacity: int, kind: str) -> None:
-        opened = open_checkpoint(folder, max_len=capacity, progress=False)
+        opened = open_checkpoint(folder, progress=False)
         twin = build_twin(opened.module, opened.config)
         twin.load(opened.resource(device))
         engine_cls = None

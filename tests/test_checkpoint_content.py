@@ -45,7 +45,7 @@ def _set_config(ckpt: Path, **changes) -> None:
 
 
 def _tokens(folder: Path, backend: str) -> list[int]:
-    opened = open_checkpoint(folder, max_len=PROMPT.numel() + NEW, progress=False)
+    opened = open_checkpoint(folder, progress=False)
     return generate(load_backend(opened, backend, "cpu"), PROMPT, NEW).tokens
 
 
@@ -65,7 +65,7 @@ def test_a_tied_checkpoint_prepares_the_table_once_and_generates_like_the_raw_fo
     assert "embed_tokens" in weight_map and not any("lm_head" in k for k in weight_map)
     stored = load_file(str(out / SHARD_NAME))
     assert torch.equal(stored["embed_tokens"], hf.model.embed_tokens.weight.detach())
-    opened = open_checkpoint(out, max_len=8, progress=False)
+    opened = open_checkpoint(out, progress=False)
     assert "lm_head" not in opened.module.weights and "embed_tokens" in opened.module.weights
 
     with torch.no_grad():
@@ -135,11 +135,11 @@ def test_generate_refuses_a_checkpoint_with_more_layers_than_its_config(tmp_path
     raw_dir = tmp_path / "raw"
     make_checkpoint("qwen3", raw_dir, sharded=False)
     _set_config(raw_dir, num_hidden_layers=2)
-    opened = open_checkpoint(raw_dir, max_len=8, progress=False)
+    opened = open_checkpoint(raw_dir, progress=False)
     with pytest.raises(UnreadTensorsError, match=r"holds 11 tensors .*'model\.layers\.2\.") as info:
         load_backend(opened, backend, "cpu")
     assert all(k.startswith("model.layers.2.") for k in info.value.keys) and len(info.value.keys) == 11
-    accepting = open_checkpoint(raw_dir, max_len=8, progress=False, allow_unused=True)
+    accepting = open_checkpoint(raw_dir, progress=False, allow_unused=True)
     assert len(generate(load_backend(accepting, backend, "cpu"), PROMPT[:3], 2).tokens) == 2
 
 
@@ -157,7 +157,7 @@ def test_a_smaller_moe_config_is_refused_before_caching(tmp_path: Path, monkeypa
     _set_config(raw_dir, **change)
     before = folder_digest(raw_dir)
     with pytest.raises(error, match=match):
-        open_checkpoint(raw_dir, max_len=8, progress=False)
+        open_checkpoint(raw_dir, progress=False)
     assert folder_digest(raw_dir) == before
     prepared = cache / "prepared"
     assert not prepared.exists() or list(prepared.iterdir()) == [], "nothing is cached from a refused prepare"
@@ -171,7 +171,7 @@ def test_known_extras_are_accepted_and_not_copied(tmp_path: Path) -> None:
     out = tmp_path / "out"
     assert main(["prepare", "--ckpt", str(raw_dir), "--out", str(out)]) == 0
     assert not any("inv_freq" in k for k in load_file(str(out / SHARD_NAME)))
-    opened = open_checkpoint(raw_dir, max_len=8, progress=False)
+    opened = open_checkpoint(raw_dir, progress=False)
     load_backend(opened, "twin", "cpu")  # the direct read accepts them too
 
 
@@ -183,7 +183,7 @@ def test_an_unknown_extra_tensor_is_refused_by_prepare_and_generate(tmp_path: Pa
     assert "holds 1 tensor that no declared weight reads: 'model.vision_tower.proj.weight'" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
     with pytest.raises(UnreadTensorsError, match="vision_tower"):
-        load_backend(open_checkpoint(raw_dir, max_len=8, progress=False), "reference", "cpu")
+        load_backend(open_checkpoint(raw_dir, progress=False), "reference", "cpu")
 
 
 def test_module_prepare_refuses_unread_tensors_unless_allowed(tmp_path: Path) -> None:

@@ -43,7 +43,7 @@ def test_prepare_stacks_experts_and_the_prepared_folder_loads(tmp_path: Path, ca
     per_expert = SafetensorsResource(str(raw), device="cpu")
     for e in range(stacked.shape[0]):
         assert torch.equal(stacked[e], per_expert.load(f"model.layers.0.mlp.experts.{e}.gate_proj.weight"))
-    opened = open_checkpoint(out, max_len=8, progress=False)
+    opened = open_checkpoint(out, progress=False)
     assert opened.alias is None and opened.weights_dir == out.resolve()
     opened.module.load(opened.resource("cpu"))
 

@@ -150,7 +150,7 @@ def test_an_unreadable_config_file_is_named(pristine: Path, tmp_path: Path, caps
         read_config(folder)
     assert str(folder / name) in str(info.value)
     with pytest.raises(UnsupportedModelError, match=words):
-        open_checkpoint(folder, max_len=8, progress=False)
+        open_checkpoint(folder, progress=False)
     refused(capsys, ["generate", "--ckpt", str(folder), "--prompt", "hi"], str(folder / name), words)
     refused(capsys, ["prepare", "--ckpt", str(folder), "--out", str(tmp_path / "out")], str(folder / name), words)
 
@@ -203,7 +203,7 @@ def test_sizes_are_checked_against_the_checkpoint(pristine: Path, tmp_path: Path
                                                   edit: Edit, words: tuple[str, ...]) -> None:
     folder = edited(pristine, tmp_path, edit)
     with pytest.raises(ConfigFieldError) as info:
-        open_checkpoint(folder, max_len=8, progress=False)
+        open_checkpoint(folder, progress=False)
     for word in (str(folder / "config.json"), *words):
         assert word in str(info.value), (word, str(info.value))
     refused(capsys, ["generate", "--ckpt", str(folder), "--prompt", "hi"], *words)
@@ -219,14 +219,14 @@ def test_sizes_of_a_prepared_folder_and_of_routed_experts(tmp_path: Path, capsys
     experts_key = "num_local_experts" if "num_local_experts" in config else "num_experts"
     (raw / "config.json").write_text(json.dumps({**config, experts_key: 8}))
     with pytest.raises(ConfigFieldError, match=r"num_experts 8 .*model\.layers\.0\.mlp\.gate\.weight is \(4, 64\)"):
-        open_checkpoint(raw, max_len=8, progress=False)
+        open_checkpoint(raw, progress=False)
     (raw / "config.json").write_text(json.dumps(config))
     out = tmp_path / "prepared"
     assert main(["prepare", "--ckpt", str(raw), "--out", str(out)]) == 0
     capsys.readouterr()
     (out / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 4}))
     with pytest.raises(ConfigFieldError, match=r"num_hidden_layers is 4, .*layer 3 \(layer3\.\*\)"):
-        open_checkpoint(out, max_len=8, progress=False)
+        open_checkpoint(out, progress=False)
 
 
 # -- non-UTF-8 indexes, at every entry point ----------------------------------------------------------------------
@@ -248,7 +248,7 @@ def test_a_non_utf8_index_is_named_at_every_entry_point(pristine: Path, tmp_path
     with pytest.raises(CheckpointError, match="model.safetensors.index.json.*is not UTF-8 text"):
         Tiny.load(SafetensorsResource(str(folder), device="cpu"))
     with pytest.raises(CheckpointError, match="is not UTF-8 text"):
-        open_checkpoint(folder, max_len=8, progress=False)
+        open_checkpoint(folder, progress=False)
     refused(capsys, ["generate", "--ckpt", str(folder), "--prompt", "hi"], str(index), "is not UTF-8 text")
     refused(capsys, ["prepare", "--ckpt", str(folder), "--out", str(tmp_path / "out")], str(index),
             "is not UTF-8 text")

@@ -70,7 +70,7 @@ def test_family_matches_hugging_face(tmp_path: Path, monkeypatch, family: str, s
     before = folder_digest(ckpt)
     want_tokens, hf_logits = _hf_greedy(hf)
 
-    opened = open_checkpoint(ckpt, max_len=PROMPT.numel() + NEW, progress=False)
+    opened = open_checkpoint(ckpt, progress=False)
     reference = opened.module.load(opened.resource("cpu"))
     twin = build_twin(opened.module, opened.config)
     twin.load(opened.resource("cpu"))
@@ -88,11 +88,11 @@ def test_family_matches_hugging_face(tmp_path: Path, monkeypatch, family: str, s
 def test_twin_passes_check_per_node(tmp_path: Path, monkeypatch, family: str) -> None:
     monkeypatch.setenv("TILEFOUNDRY_CACHE", str(tmp_path / "cache"))
     make_checkpoint(family, tmp_path / family, sharded=False)
-    opened = open_checkpoint(tmp_path / family, max_len=16, progress=False)
+    opened = open_checkpoint(tmp_path / family, progress=False)
     reference = opened.module.load(opened.resource("cpu"))
     twin = build_twin(opened.module, opened.config)
     twin.load(opened.resource("cpu"))
-    caches = reference.init_caches()
+    caches = reference.init_caches(capacity=16)
     inputs = reference.prepare_inputs_for_generation(PROMPT, 0, caches)
     ids, pos, kv_pos, cur, n_new, cos, sin, _ = inputs
     tight = [parse_predicate("rel_l2:max=1e-5"), parse_predicate("cosine:min=0.99999")]
@@ -131,9 +131,9 @@ def test_twin_passes_check_per_node(tmp_path: Path, monkeypatch, family: str) ->
 
 def test_step_never_mutates_the_caches_it_was_given(tmp_path: Path) -> None:
     make_checkpoint("llama", tmp_path / "m", sharded=False)
-    opened = open_checkpoint(tmp_path / "m", max_len=16, progress=False)
+    opened = open_checkpoint(tmp_path / "m", progress=False)
     for runner in (opened.module.load(opened.resource("cpu")), _loaded_twin(opened)):
-        caches = runner.init_caches()
+        caches = runner.init_caches(capacity=16)
         snapshot = [(k.clone(), v.clone()) for k, v in caches]
         ids = PROMPT.clone()
         out = runner(*runner.prepare_inputs_for_generation(ids, 0, caches))
@@ -152,7 +152,7 @@ def test_sampling_is_seeded_and_top_k_one_is_greedy(tmp_path: Path) -> None:
     from tilefoundry.models import Sampling
 
     make_checkpoint("qwen2", tmp_path / "m", sharded=False)
-    opened = open_checkpoint(tmp_path / "m", max_len=PROMPT.numel() + 12, progress=False)
+    opened = open_checkpoint(tmp_path / "m", progress=False)
     twin = _loaded_twin(opened)
     a = generate(twin, PROMPT, 12, sampling=Sampling(temperature=1.0, top_p=0.9, seed=7)).tokens
     b = generate(twin, PROMPT, 12, sampling=Sampling(temperature=1.0, top_p=0.9, seed=7)).tokens
@@ -175,7 +175,7 @@ def _assert_edited_load_refused(ckpt: Path, family: str, edit: Callable[[dict[st
     edit(state)
     save_file(state, str(ckpt / "model.safetensors"), metadata={"format": "pt"})
     before = folder_digest(ckpt)
-    opened = open_checkpoint(ckpt, max_len=16, progress=False)
+    opened = open_checkpoint(ckpt, progress=False)
     with pytest.raises(error, match=match):
         opened.module.load(opened.resource("cpu"))
     assert folder_digest(ckpt) == before
@@ -208,10 +208,10 @@ def test_unsupported_architecture_is_named(tmp_path: Path) -> None:
     before = folder_digest(ckpt)
     with pytest.raises(UnsupportedModelError, match=r"'MistralForCausalLM' is not supported; supported: "
                                                     r"LlamaForCausalLM"):
-        open_checkpoint(ckpt, max_len=16, progress=False)
+        open_checkpoint(ckpt, progress=False)
     config["architectures"] = ["LlamaForCausalLM"]
     config["hidden_act"] = "gelu"
     (ckpt / "config.json").write_text(json.dumps(config))
     with pytest.raises(UnsupportedModelError, match="hidden_act 'gelu'"):
-        open_checkpoint(ckpt, max_len=16, progress=False)
+        open_checkpoint(ckpt, progress=False)
     assert set(folder_digest(ckpt)) == set(before)

@@ -21,7 +21,7 @@ def test_prepared_directory_round_trips_bit_exactly(tmp_path: Path, family: str,
     make_checkpoint(family, ckpt, sharded=sharded)
     before = folder_digest(ckpt)
     config = read_config(ckpt)
-    mod = build_causal_lm(config, 16)
+    mod = build_causal_lm(config)
     raw = SafetensorsResource(str(ckpt), device="cpu", alias=hf_alias_table(config, checkpoint_keys(ckpt)))
 
     out = tmp_path / "prepared"
@@ -39,7 +39,7 @@ def test_prepared_directory_round_trips_bit_exactly(tmp_path: Path, family: str,
     ids = torch.tensor([5, 1, 200, 31])
     outputs = []
     for reading in (from_raw, from_prepared):
-        inputs = reading.prepare_inputs_for_generation(ids, 0, reading.init_caches())
+        inputs = reading.prepare_inputs_for_generation(ids, 0, reading.init_caches(capacity=16))
         outputs.append(reading(*inputs)[0])
     assert torch.equal(outputs[0], outputs[1])
 

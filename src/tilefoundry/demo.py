@@ -39,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"user: {args.prompt}\nassistant: ", end="", flush=True)
     result = session.generate(Sampling(), stream=sys.stdout)
     print(f"\n[{len(result.tokens)} tokens; prefill of {session.prompt_tokens} prompt tokens "
-          f"{result.prefill_seconds * 1e3:.0f} ms; decode {result.decode_tokens_per_second:.1f} tokens/s]")
+          f"{result.prefill_seconds * 1e3:.0f} ms; decode {result.decode_tokens_per_second:.1f} tokens/s; "
+          f"{result.runner}]")
     return 0
 
 

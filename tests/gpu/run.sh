@@ -103,7 +103,8 @@ if [[ ${status[bench]} == built ]]; then
   fi
 fi
 
-# The Python side on the GPU: model families through reference and twin, and decode speed vs HF.
+# The Python side on the GPU: model families through reference and twin, the decode engine's graph path,
+# and decode speed vs HF.
 export PYTHONPATH=$root/src${PYTHONPATH:+:$PYTHONPATH}
 echo "=== python: model families on cuda"
 if "$py" -m pytest -q -p no:cacheprovider tests/gpu/test_models_cuda.py; then status[models]=passed
@@ -111,6 +112,9 @@ else status[models]=FAILED; fi
 echo "=== python: the decode engine's kernels against torch"
 if "$py" -m pytest -q -p no:cacheprovider tests/gpu/test_engine_kernels.py; then status[engine]=passed
 else status[engine]=FAILED; fi
+echo "=== python: the decode engine's CUDA-graph path against the semantic Module"
+if "$py" -m pytest -q -p no:cacheprovider tests/gpu/test_engine_cuda.py; then status[engine_graph]=passed
+else status[engine_graph]=FAILED; fi
 echo "=== engine kernels vs torch / cuBLAS (GB/s), and a whole Qwen3-1.7B step from them"
 if PYTHONUNBUFFERED=1 "$py" bench/engine_kernels.py --json "$out/engine_kernels.json"; then status[engine_bench]=passed
 else status[engine_bench]=FAILED; fi
@@ -127,7 +131,7 @@ fi
 
 echo "=== summary"
 fail=0
-for k in "${tests[@]}" sass bench engine_build models engine engine_bench decode; do
+for k in "${tests[@]}" sass bench engine_build models engine engine_graph engine_bench decode; do
   echo "$k: ${status[$k]}"
   [[ ${status[$k]} == passed* ]] || fail=1
 done

@@ -28,7 +28,7 @@ def test_family_on_cuda_matches_hugging_face(tmp_path: Path, monkeypatch, family
     with torch.no_grad():
         want = hf.generate(PROMPT[None].cuda(), max_new_tokens=NEW, min_new_tokens=NEW,
                            do_sample=False)[0, PROMPT.numel():].tolist()
-    opened = open_checkpoint(tmp_path / family, max_len=PROMPT.numel() + NEW, progress=False)
+    opened = open_checkpoint(tmp_path / family, progress=False)
     reference = opened.module.load(opened.resource("cuda"))
     assert all(t.device.type == "cuda" for t in reference.constants.values())
     twin = build_twin(opened.module, opened.config)
@@ -39,7 +39,7 @@ def test_family_on_cuda_matches_hugging_face(tmp_path: Path, monkeypatch, family
 
 def test_placement_disagreement_is_refused_on_cuda(tmp_path: Path) -> None:
     make_checkpoint("llama", tmp_path / "m", sharded=False)
-    opened = open_checkpoint(tmp_path / "m", max_len=16, progress=False)
+    opened = open_checkpoint(tmp_path / "m", progress=False)
     reference = opened.module.load(opened.resource("cuda"))
     with pytest.raises(ValueError, match=r"activation input_ids on cpu, constant CausalLM.embed_tokens on cuda:0"):
         reference.embed(PROMPT)

@@ -16,7 +16,9 @@ DESCRIPTION = """Tokenize a prompt with the checkpoint folder's tokenizer, prefi
 printing the text as it is produced, then the speed.
 
 --backend reference runs the semantic Module on the torch evaluator (the ground truth);
---backend twin runs the model family's runtime twin (fast torch kernels), checked against it.
+--backend twin runs the model family's runtime twin (fast torch kernels), checked against it, through
+the decode engine: packed weights, its own in-place KV cache and, on a CUDA device, the whole decode
+step replayed as one CUDA graph per token (eager steps, with a warning, where capture fails).
 The folder may be a Hugging Face checkpoint (read through the family's alias table; models with
 per-expert weights are prepared once into ~/.cache/tilefoundry, or $TILEFOUNDRY_CACHE) or a folder
 written by `tilefoundry prepare`. Checkpoint tensors that no weight of the model its config.json
@@ -94,13 +96,14 @@ def run(args: argparse.Namespace) -> int:
             "text": session.text(result.tokens), "tokens": result.tokens, "prompt_tokens": session.prompt_tokens,
             "backend": args.backend, "device": args.device, "prefill_ms": result.prefill_seconds * 1e3,
             "decode_tokens_per_second": result.decode_tokens_per_second, "stopped_by": result.stopped_by,
+            "runner": result.runner,
         }))
         return 0
     print()
     if not args.quiet:
         print(f"[{session.prompt_tokens} prompt tokens, {len(result.tokens)} generated, backend {args.backend}, "
               f"{args.device}: prefill {result.prefill_seconds * 1e3:.0f} ms, decode "
-              f"{result.decode_tokens_per_second:.1f} tokens/s]", file=sys.stderr)
+              f"{result.decode_tokens_per_second:.1f} tokens/s; {result.runner}]", file=sys.stderr)
     return 0
 
 

@@ -1,18 +1,31 @@
-"""The decode engine's groundwork: hand-written CUDA kernels for batch-1 decode, and the layouts they read.
+"""The decode engine: fast batch-1 generation from a loaded runtime twin, and the kernels it runs.
 
-The kernels (``kernels/*.cu``, one translation unit) are gaps of the compiler: it cannot yet express them
-from ``@func``s. :func:`load_kernels` builds them with nvcc (cached on disk) and loads them as a tvm-ffi
-module whose functions take torch tensors; outputs are preallocated by the caller and passed last, before
-the scalars. ``packing`` lays weights out as the fused kernels read them; ``workspace`` sizes the scratch
-buffers two kernels keep between launches; ``step`` launches one decoder step from them; ``reference`` is
-each kernel's meaning in torch.
+``DecodeEngine(twin, capacity)`` owns its KV cache and updates it in place, packs the weights once, and on CUDA
+replays the whole decode step as one CUDA graph per token (:mod:`.decode_engine`). Its kernels are the slots of
+a :class:`KernelSet` (:mod:`.slots`), filled with torch by :class:`TorchKernels`; a compiled or hand-written
+kernel takes a slot by overriding one method. A model family describes itself to the engine with a
+:class:`DecoderSpec` and :class:`DecoderWeights` (:mod:`.decoder`); the engine imports no model family.
+
+The hand-written CUDA kernels for batch-1 decode (``kernels/*.cu``, one translation unit) are gaps of the
+compiler: it cannot yet express them from ``@func``s. :func:`load_kernels` builds them with nvcc (cached on
+disk) and loads them as a tvm-ffi module whose functions take torch tensors; outputs are preallocated by the
+caller and passed last, before the scalars. ``packing`` lays weights out as the fused kernels read them (the
+engine packs with it); ``workspace`` sizes the scratch buffers two kernels keep between launches; ``step``
+launches one decoder step from them; ``reference`` is each kernel's meaning in torch.
 """
 
+from .decode_engine import DecodeEngine, EngineStats
+from .decoder import DecoderLayerWeights, DecoderSpec, DecoderWeights
 from .library import ENTRIES, KernelBuildError, build_kernels, load_kernels, require_cuda
+from .packed import PackedDecoder, PackedLayer, pack_decoder
 from .packing import pack_gate_up, pack_qkv
+from .slots import KernelSet, StepPositions
 from .step import DecoderShape, LayerWeights, StepBuffers, decode_step
+from .torch_kernels import TorchKernels
 from .workspace import argmax_workspace, attention_workspace
 
-__all__ = ["ENTRIES", "DecoderShape", "KernelBuildError", "LayerWeights", "StepBuffers", "argmax_workspace",
-           "attention_workspace", "build_kernels", "decode_step", "load_kernels", "pack_gate_up", "pack_qkv",
+__all__ = ["ENTRIES", "DecodeEngine", "DecoderLayerWeights", "DecoderShape", "DecoderSpec", "DecoderWeights",
+           "EngineStats", "KernelBuildError", "KernelSet", "LayerWeights", "PackedDecoder", "PackedLayer",
+           "StepBuffers", "StepPositions", "TorchKernels", "argmax_workspace", "attention_workspace",
+           "build_kernels", "decode_step", "load_kernels", "pack_decoder", "pack_gate_up", "pack_qkv",
            "require_cuda"]

@@ -82,11 +82,12 @@ def checkpoint_folder(folder: str | os.PathLike[str]) -> Path:
     raise FileNotFoundError(f"checkpoint folder {text!r} {what}; {hint}")
 
 
-def open_checkpoint(folder: str | os.PathLike[str], *, max_len: int, progress: bool = True,
-                    allow_unused: bool = False, config: ModelConfig | None = None) -> OpenedCheckpoint:
-    """Read ``folder``'s config, build its Module for ``max_len`` positions and choose the weight source.
+def open_checkpoint(folder: str | os.PathLike[str], *, progress: bool = True, allow_unused: bool = False,
+                    config: ModelConfig | None = None) -> OpenedCheckpoint:
+    """Read ``folder``'s config, build its Module (once per config) and choose the weight source.
 
-    The config's sizes are checked against the checkpoint's tensor headers before the Module is built.
+    The Module serves every prompt: caches get their capacity when they are made. The config's sizes are
+    checked against the checkpoint's tensor headers before the Module is built.
     ``allow_unused`` accepts checkpoint tensors no declared weight reads (see OpenedCheckpoint.refuse_unread).
     ``config`` is the folder's config when the caller has read it already.
     """
@@ -94,11 +95,11 @@ def open_checkpoint(folder: str | os.PathLike[str], *, max_len: int, progress: b
     config = config or read_config(path)
     if is_prepared(path):
         check_sizes(config, checkpoint_shapes(path), None, path / "config.json")
-        return OpenedCheckpoint(path, config, build_causal_lm(config, max_len), path, None, allow_unused=allow_unused)
+        return OpenedCheckpoint(path, config, build_causal_lm(config), path, None, allow_unused=allow_unused)
     shapes = checkpoint_shapes(path)
     alias = hf_alias_table(config, shapes)
     check_sizes(config, shapes, alias, path / "config.json")
-    mod = build_causal_lm(config, max_len)
+    mod = build_causal_lm(config)
     if not needs_prepare(alias):
         return OpenedCheckpoint(path, config, mod, path, alias, hf_known_extras(config), allow_unused)
     cached = prepared_cache_dir(path)
@@ -125,7 +126,7 @@ def prepare_hf_folder(folder: Path, out: str | os.PathLike[str], *, config: Mode
         shapes = checkpoint_shapes(folder)
         alias = alias or hf_alias_table(config, shapes)
         check_sizes(config, shapes, alias, folder / "config.json")
-    mod = mod or build_causal_lm(config, config.max_position_embeddings)
+    mod = mod or build_causal_lm(config)
     prepare_module(mod, SafetensorsResource(str(folder), device="cpu", alias=alias), out, device=device,
                    allow_unused=True if allow_unused else hf_known_extras(config), progress=progress,
                    companions=[folder / n for n in CHECKPOINT_COMPANIONS if (folder / n).is_file()])

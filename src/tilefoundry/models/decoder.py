@@ -6,14 +6,19 @@ With tied embeddings ``head`` reads ``embed_tokens`` itself: the root declares t
 read, prepared and stored once.
 Linear weights keep Hugging Face's (out, in) layout, so a checkpoint needs no transposes.
 
-Caches are the caller's: one (key, value) pair per layer, each (1, max_len, kv_heads, head_dim). A
-step writes the new entries into copies and returns them; attention reads the first ``ctx`` entries
-(``ctx`` is bound by the ``kv_pos`` input, the positions held after the step).
+The Module is built once per config (``build_causal_lm`` memoises it): nothing in it depends on a prompt.
+Caches are the caller's: one (key, value) pair per layer, each (1, capacity, kv_heads, head_dim), where
+``capacity`` is a DimVar bounded by ``max_position_embeddings`` and chosen when the caches are made
+(``init_caches(capacity=...)``). A step writes the new entries into copies and returns them; attention reads
+the first ``ctx`` entries (``ctx`` is bound by the ``kv_pos`` input, the positions held after the step). The
+rotary tables cover every position the model has (``max_position_embeddings`` rows), made once per device.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+import numbers
 from typing import Any
 
 import torch
@@ -30,18 +35,22 @@ def _linear(x: Any, w: Any) -> Any:
     return tf.matmul(x, tf.transpose(w, (1, 0)))
 
 
-def build_causal_lm(c: ModelConfig, max_len: int) -> Module:
-    """The semantic Module of a causal LM whose caches hold ``max_len`` positions."""
-    if max_len < 1 or max_len > c.max_position_embeddings:
-        raise ValueError(f"max_len {max_len} must lie in [1, {c.max_position_embeddings}] (the model's "
-                         "max_position_embeddings)")
+@functools.lru_cache(maxsize=16)
+def build_causal_lm(c: ModelConfig) -> Module:
+    """The semantic Module of the causal LM ``c`` describes, built once per config.
+
+    Prompt lengths and cache capacities are DimVars bounded by ``max_position_embeddings``, so one Module
+    serves every prompt: the same config (equal ModelConfigs) gives the same Module object, whose traced
+    functions are reused. A Module is pure IR (reading it never changes it), so sharing it is safe.
+    """
     dt = c.dtype
     HID, V, H, KV, D = c.hidden_size, c.vocab_size, c.num_heads, c.num_kv_heads, c.head_dim
     if H % KV:
         raise ValueError(f"num_attention_heads {H} is not a multiple of num_key_value_heads {KV}")
-    eps, MAXLEN = c.rms_norm_eps, max_len
-    seq = DimVar("seq", 1, MAXLEN + 1)
-    ctx = DimVar("ctx", 1, MAXLEN + 1)
+    eps, MAXPOS = c.rms_norm_eps, c.max_position_embeddings
+    seq = DimVar("seq", 1, MAXPOS + 1)
+    ctx = DimVar("ctx", 1, MAXPOS + 1)
+    capacity = DimVar("capacity", 1, MAXPOS + 1)
     scale = 1.0 / math.sqrt(D)
 
     if c.attention_bias:
@@ -76,8 +85,8 @@ def build_causal_lm(c: ModelConfig, max_len: int) -> Module:
     @func
     def attend(x: Tensor[(seq, HID), dt], q: Tensor[(seq, H, D), dt], k: Tensor[(seq, KV, D), dt],
                v: Tensor[(seq, KV, D), dt], pos_ids: Tensor[(seq,), "i64"], kv_pos: Tensor[(ctx,), "i64"],
-               cos: Tensor[(MAXLEN, D), dt], sin: Tensor[(MAXLEN, D), dt],
-               cache_k: Tensor[(1, MAXLEN, KV, D), dt], cache_v: Tensor[(1, MAXLEN, KV, D), dt],
+               cos: Tensor[(MAXPOS, D), dt], sin: Tensor[(MAXPOS, D), dt],
+               cache_k: Tensor[(1, capacity, KV, D), dt], cache_v: Tensor[(1, capacity, KV, D), dt],
                cur_pos: Tensor[(), "i64"], n_new: Tensor[(), "i64"], o_proj: ConstTensor[(HID, H * D), dt]):
         q, k = tf.rope(q, k, cos, sin, pos_ids)  # (seq, heads, head_dim), rows of cos / sin at pos_ids
         cache_k = tf.cache_update(cache_k, cur_pos, n_new, tf.reshape(k, (1, seq, KV, D)))
@@ -184,18 +193,24 @@ def build_causal_lm(c: ModelConfig, max_len: int) -> Module:
                 new_caches.append((cache_k, cache_v))
             return self.head(x), tuple(new_caches)
 
-        def init_caches(self, *, device="cpu"):
-            shape = (1, MAXLEN, KV, D)
+        def init_caches(self, *, capacity, device="cpu"):
+            shape = (1, _checked_capacity(capacity, MAXPOS), KV, D)
             return tuple((torch.zeros(shape, dtype=torch_dtype, device=device),
                           torch.zeros(shape, dtype=torch_dtype, device=device)) for _ in range(n_layers))
 
         def prepare_inputs_for_generation(self, input_ids, step, caches, *, device="cpu"):
             total = int(input_ids.shape[0])
-            if not 0 <= step < total or total > MAXLEN:
-                raise ValueError(f"step {step} must index the {total} tokens given, and they must fit the "
-                                 f"cache ({MAXLEN} positions)")
+            if not 0 <= step < total:
+                raise ValueError(f"step {step} must index the {total} tokens given")
+            held = int(caches[0][0].shape[1]) if caches else MAXPOS
+            if total > held:
+                raise ValueError(
+                    f"position {total - 1} is past the caches' capacity of {held} positions (0..{held - 1}); make "
+                    f"the caches with init_caches(capacity=...) large enough for the prompt and every new token "
+                    f"(at most {MAXPOS}, the model's max_position_embeddings)"
+                )
             ids = input_ids[step:].to(device=device, dtype=torch.int64, copy=True)
-            cos, sin = rope_tables(c.rope, D, MAXLEN, torch_dtype, device)
+            cos, sin = rope_tables(c.rope, D, MAXPOS, torch_dtype, device)
             return (
                 ids,
                 torch.arange(step, total, device=device),
@@ -211,3 +226,14 @@ def build_causal_lm(c: ModelConfig, max_len: int) -> Module:
             return outputs[1]
 
     return CausalLM
+
+
+def _checked_capacity(capacity: object, limit: int) -> int:
+    """``capacity`` as a cache length in [1, limit] (limit: max_position_embeddings); refused naming both."""
+    if isinstance(capacity, bool) or not isinstance(capacity, numbers.Integral):
+        raise TypeError(f"init_caches: capacity must be an integer (positions the caches hold), got "
+                        f"{type(capacity).__name__} {capacity!r}")
+    if not 1 <= capacity <= limit:
+        raise ValueError(f"init_caches: capacity {capacity} must lie in [1, {limit}] ({limit} is the model's "
+                         "max_position_embeddings)")
+    return int(capacity)

@@ -1,20 +1,31 @@
-"""The generation loop: prefill, then decode, over any model exposing the causal-LM methods.
+"""The generation loop: prefill, then decode, over any model exposing the causal-LM methods, or the decode engine.
 
-It drives ``init_caches`` / ``prepare_inputs_for_generation`` / ``forward`` / ``append_cache`` on a
-LoadedModule or a runtime twin alike. The caller (this loop) owns the caches and only ever extends
-the token-ID tensor; everything else a step needs comes from the model's own methods.
+Two ways to run a step, one loop choosing tokens:
+
+* the model's own step: the loop drives ``init_caches`` / ``prepare_inputs_for_generation`` / ``forward`` /
+  ``append_cache`` on a LoadedModule or a runtime twin alike. The caller (this loop) owns the caches and only
+  ever extends the token-ID tensor; everything else a step needs comes from the model's own methods. Caches
+  are made for the prompt plus ``max_new_tokens`` positions (``init_caches(capacity=...)`` when the model's
+  method takes a capacity);
+* the decode engine (``tilefoundry.engine.DecodeEngine``), for a loaded twin that describes itself to it (the
+  default for those): its own in-place cache and, on CUDA, one CUDA graph replayed per token. One engine is
+  kept per twin and reused by later calls (its cache grows when a call needs more positions).
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+
+from ..engine import DecodeEngine, DecoderSpec
 
 SEED_LIMIT = 2**64
 """Seeds are integers in ``[0, SEED_LIMIT)``: what a torch generator takes."""
@@ -88,12 +99,17 @@ class NonFiniteLogitsError(ValueError):
 
 @dataclass
 class GenerationResult:
-    """Generated token ids and the timings of the two phases."""
+    """Generated token ids, the timings of the two phases and what ran the steps.
+
+    ``runner`` is ``model step`` (the model's own forward) or ``decode engine (...)`` with the engine's kernels
+    and CUDA-graph status.
+    """
 
     tokens: list[int] = field(default_factory=list)
     prefill_seconds: float = 0.0
     decode_seconds: float = 0.0
     stopped_by: int | None = None
+    runner: str = ""
 
     @property
     def decode_tokens_per_second(self) -> float:
@@ -125,6 +141,18 @@ def choose_token(logits: torch.Tensor, sampling: Sampling, generator: torch.Gene
     return int(torch.multinomial(probs, 1, generator=generator))
 
 
+def _checked_choice(logits: torch.Tensor, sampling: Sampling, generator: torch.Generator | None, step: int,
+                    prompt_len: int, produced: int) -> int:
+    """The next token from finite logits (choose_token), refusing non-finite ones; greedy asks the device once."""
+    if sampling.temperature == 0.0:
+        finite, token = torch.stack((torch.isfinite(logits).all().long(), torch.argmax(logits))).tolist()
+        if not finite:
+            _refuse_nonfinite(logits, step, prompt_len, produced)
+        return int(token)
+    _refuse_nonfinite(logits, step, prompt_len, produced)
+    return choose_token(logits, sampling, generator)
+
+
 def _refuse_nonfinite(logits: torch.Tensor, step: int, prompt_len: int, produced: int) -> None:
     """Stop generation at a step whose logits are not all finite, naming the step and what it held."""
     finite = torch.isfinite(logits)
@@ -143,50 +171,166 @@ def _refuse_nonfinite(logits: torch.Tensor, step: int, prompt_len: int, produced
 
 def generate(model: Any, prompt_ids: Sequence[int] | torch.Tensor, max_new_tokens: int, *,
              sampling: Sampling = Sampling(), stop_tokens: Sequence[int] = (), device: str = "cpu",
-             on_token: Callable[[int], None] | None = None) -> GenerationResult:
+             on_token: Callable[[int], None] | None = None, engine: bool | None = None) -> GenerationResult:
     """Generate up to ``max_new_tokens`` tokens after ``prompt_ids`` with ``model``.
 
     ``model`` is a LoadedModule or a runtime twin of a causal LM. Generation stops early at a token in
-    ``stop_tokens``; ``on_token`` is called with each token as it is chosen.
+    ``stop_tokens``; ``on_token`` is called with each token as it is chosen. ``engine`` chooses how steps run:
+    None (default) runs a loaded twin that describes itself to the decode engine (those ``build_twin`` makes)
+    through the engine, on any device (on this project's 2-core CPU it decodes SmolLM2-135M about 10% faster
+    than the twin's own step, the same tokens), and anything else through the model's own step; True insists
+    on the engine; False insists on the model's step.
 
     Raises:
         NonFiniteLogitsError: a step's logits hold NaN or Inf (the message names the step).
+        TypeError: ``engine=True`` for a model the engine cannot run.
+        ValueError: the prompt and new tokens need more positions than the model has, or the twin's weights
+            are not on ``device`` (engine).
     """
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     prompt = torch.as_tensor(prompt_ids, dtype=torch.int64).flatten().cpu()
     if prompt.numel() == 0:
         raise ValueError("the prompt holds no tokens")
-    # One buffer for prompt and answer; each step sees a view of its active prefix (spec 1.1.2).
-    buffer = torch.empty(prompt.numel() + max_new_tokens, dtype=torch.int64)
-    buffer[: prompt.numel()] = prompt
-    total = prompt.numel()
+    capacity = prompt.numel() + max_new_tokens
+    if _runs_on_engine(model, device, engine):
+        steps: _Steps = _EngineSteps(model, prompt, capacity, device)
+    else:
+        steps = _ModelSteps(model, prompt, capacity, device)
     generator = torch.Generator().manual_seed(sampling.seed) if sampling.temperature > 0 else None
     stops = set(stop_tokens)
-    result = GenerationResult()
-    caches = model.init_caches(device=device)
-    step = 0
+    result = GenerationResult(runner=steps.runner)
+    token = -1
     with torch.inference_mode():
         for i in range(max_new_tokens):
             start = time.perf_counter()
-            inputs = model.prepare_inputs_for_generation(buffer[:total], step, caches, device=device)
-            outputs = model(*inputs)
-            caches = model.append_cache(caches, outputs)
-            logits = outputs[0][-1]
-            _refuse_nonfinite(logits, i, prompt.numel(), len(result.tokens))
-            token = choose_token(logits, sampling, generator)
+            logits = steps.first() if i == 0 else steps.next(token)
+            token = _checked_choice(logits, sampling, generator, i, prompt.numel(), len(result.tokens))
             elapsed = time.perf_counter() - start
             if i == 0:
                 result.prefill_seconds = elapsed
             else:
                 result.decode_seconds += elapsed
-            step = total
-            buffer[total] = token
-            total += 1
             result.tokens.append(token)
             if on_token is not None:
                 on_token(token)
             if token in stops:
                 result.stopped_by = token
                 break
+    result.runner = steps.runner
     return result
+
+
+class _Steps:
+    """One way of running generation's steps: the prompt first, then one chosen token at a time."""
+
+    runner = ""
+
+    def first(self) -> torch.Tensor:
+        """The logits row (vocab,) after the prompt."""
+        raise NotImplementedError
+
+    def next(self, token: int) -> torch.Tensor:
+        """The logits row (vocab,) after ``token``."""
+        raise NotImplementedError
+
+
+class _ModelSteps(_Steps):
+    """The model's own step, driven through its orchestration methods on caches this loop holds."""
+
+    runner = "model step"
+
+    def __init__(self, model: Any, prompt: torch.Tensor, capacity: int, device: str) -> None:
+        self.model, self.device = model, device
+        # One buffer for prompt and answer; each step sees a view of its active prefix (spec 1.1.2).
+        self.buffer = torch.empty(capacity, dtype=torch.int64)
+        self.buffer[: prompt.numel()] = prompt
+        self.total = prompt.numel()
+        self.step = 0
+        self.caches = _init_caches(model, capacity, device)
+
+    def _run(self) -> torch.Tensor:
+        inputs = self.model.prepare_inputs_for_generation(self.buffer[:self.total], self.step, self.caches,
+                                                          device=self.device)
+        outputs = self.model(*inputs)
+        self.caches = self.model.append_cache(self.caches, outputs)
+        self.step = self.total
+        return outputs[0][-1]
+
+    def first(self) -> torch.Tensor:
+        return self._run()
+
+    def next(self, token: int) -> torch.Tensor:
+        self.buffer[self.total] = token
+        self.total += 1
+        return self._run()
+
+
+class _EngineSteps(_Steps):
+    """The decode engine kept for a twin: prefill of the prompt, then one decode step per token."""
+
+    def __init__(self, model: Any, prompt: torch.Tensor, capacity: int, device: str) -> None:
+        self.engine = engine_for(model, capacity, device)
+        self.prompt = prompt
+
+    @property
+    def runner(self) -> str:  # type: ignore[override]
+        return f"decode engine ({self.engine.kernels.name} kernels; CUDA graph: {self.engine.graph_status})"
+
+    def first(self) -> torch.Tensor:
+        self.engine.reset()
+        return self.engine.prefill(self.prompt)[-1]
+
+    def next(self, token: int) -> torch.Tensor:
+        return self.engine.decode(token)[-1]
+
+
+def _init_caches(model: Any, capacity: int, device: str) -> Any:
+    """``model.init_caches`` for ``capacity`` positions when the method takes a capacity, else as it is."""
+    init = model.init_caches
+    try:
+        takes_capacity = "capacity" in inspect.signature(init).parameters
+    except (TypeError, ValueError):  # a callable without a signature: call it the way every model takes
+        takes_capacity = False
+    return init(capacity=capacity, device=device) if takes_capacity else init(device=device)
+
+
+def _describes_itself(model: Any) -> bool:
+    """True for a twin the decode engine can run (it carries a DecoderSpec and decoder_weights())."""
+    return isinstance(getattr(type(model), "decoder_spec", None), DecoderSpec) and callable(
+        getattr(model, "decoder_weights", None))
+
+
+def _runs_on_engine(model: Any, device: str, engine: bool | None) -> bool:
+    if engine is None:
+        return _describes_itself(model)
+    if engine and not _describes_itself(model):
+        raise TypeError(f"generate(engine=True): the decode engine runs a loaded causal-LM twin that describes itself "
+                        f"(tilefoundry.models.twins.build_twin); {type(model).__name__} does not")
+    return bool(engine)
+
+
+_ENGINES: weakref.WeakKeyDictionary[Any, DecodeEngine] = weakref.WeakKeyDictionary()
+
+
+def engine_for(twin: Any, capacity: int, device: str) -> DecodeEngine:
+    """The decode engine kept for ``twin`` (built on first use), holding at least ``capacity`` positions.
+
+    It is built again when the twin was loaded again since; its cache grows when ``capacity`` exceeds it.
+
+    Raises:
+        ValueError: the twin's weights are not on ``device``.
+    """
+    engine = _ENGINES.get(twin)
+    if engine is None or not engine.built_from(twin):
+        engine = None
+        _ENGINES.pop(twin, None)
+        engine = DecodeEngine(twin, capacity)
+        _ENGINES[twin] = engine
+    want = torch.device(device)
+    if want.type != engine.device.type or (want.index is not None and want.index != engine.device.index):
+        raise ValueError(f"generate: the twin's weights are on {engine.device} but device={device!r} was asked; "
+                         f"load the twin on {device!r} or pass device={str(engine.device)!r}")
+    if engine.capacity < capacity:
+        engine.resize(capacity)
+    return engine

@@ -3,6 +3,10 @@
 The bodies use what torch does fastest (F.linear, fused scaled-dot-product attention, index-based expert
 dispatch) instead of the semantic ops, and are held to the semantic Module by ``check`` (tests compare
 every kernel of every node). Orchestration (forward, init_caches, ...) is the semantic Module's own.
+
+A twin's public step follows the spec: it returns new caches and never mutates those it was given. The
+fast path is the decode engine (``tilefoundry.engine.DecodeEngine``) built from a loaded twin: the root
+twin describes itself to it with ``decoder_spec`` and ``decoder_weights()``.
 """
 
 from __future__ import annotations
@@ -12,23 +16,12 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from ..engine import DecoderLayerWeights, DecoderSpec, DecoderWeights
+from ..engine.reference import rms_norm, rotate
 from ..ir.core.module import Module
-from ..runtime import RuntimeModule, runtime_func, runtime_module
+from ..runtime import RuntimeModule, bound_weights, runtime_func, runtime_module
 from .config import ModelConfig
-
-
-def _rms(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
-    """RMSNorm as tf.rms_norm: normalised in f32, cast to the weight's dtype, times the weight, in x's dtype."""
-    xf = x.float()
-    return ((xf * torch.rsqrt(xf.square().mean(-1, keepdim=True) + eps)).to(w.dtype) * w).to(x.dtype)
-
-
-def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate-half rotary embedding in f32 of x (seq, heads, head_dim) by cos / sin rows (seq, 1, head_dim)."""
-    xf = x.float()
-    half = x.shape[-1] // 2
-    rotated = torch.cat((-xf[..., half:], xf[..., :half]), dim=-1)
-    return (xf * cos + rotated * sin).to(x.dtype)
+from .rope import rope_tables
 
 
 def _written(cache: torch.Tensor, cur_pos: torch.Tensor, n_new: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
@@ -47,9 +40,9 @@ def _layer_twin(sem: Module, c: ModelConfig) -> type[RuntimeModule]:
 
     class Kernels:
         def attend(self, x, q, k, v, pos_ids, kv_pos, cos, sin, cache_k, cache_v, cur_pos, n_new, o_proj):
-            cos_rows, sin_rows = cos.float()[pos_ids], sin.float()[pos_ids]
-            q = _rotate(q, cos_rows[:, None], sin_rows[:, None])
-            k = _rotate(k, cos_rows[:, None], sin_rows[:, None])
+            cos_rows, sin_rows = cos[pos_ids].float(), sin[pos_ids].float()  # rows first: the tables are long
+            q = rotate(q, cos_rows[:, None], sin_rows[:, None])
+            k = rotate(k, cos_rows[:, None], sin_rows[:, None])
             cache_k = _written(cache_k, cur_pos, n_new, k)
             cache_v = _written(cache_v, cur_pos, n_new, v)
             ctx = kv_pos.shape[0]
@@ -61,11 +54,11 @@ def _layer_twin(sem: Module, c: ModelConfig) -> type[RuntimeModule]:
             return x + F.linear(out.transpose(0, 1).reshape(seq, H * D), o_proj), cache_k, cache_v
 
         def mlp(self, x, post_norm, gate_proj, up_proj, down_proj):
-            h = _rms(x, post_norm, eps)
+            h = rms_norm(x, post_norm, eps)
             return x + F.linear(F.silu(F.linear(h, gate_proj)) * F.linear(h, up_proj), down_proj)
 
         def moe(self, x, post_norm, router, experts_gate, experts_up, experts_down):
-            h = _rms(x, post_norm, eps)
+            h = rms_norm(x, post_norm, eps)
             probs = torch.softmax(F.linear(h, router).float(), dim=-1)
             top, chosen = torch.topk(probs, K, dim=-1)
             if normalize:
@@ -80,19 +73,19 @@ def _layer_twin(sem: Module, c: ModelConfig) -> type[RuntimeModule]:
             return x + out
 
     def qkv_plain(self, x, input_norm, q_proj, k_proj, v_proj):
-        h = _rms(x, input_norm, eps)
+        h = rms_norm(x, input_norm, eps)
         seq = x.shape[0]
         return (F.linear(h, q_proj).view(seq, H, D), F.linear(h, k_proj).view(seq, KV, D),
                 F.linear(h, v_proj).view(seq, KV, D))
 
     def qkv_bias(self, x, input_norm, q_proj, k_proj, v_proj, q_bias, k_bias, v_bias):
-        h = _rms(x, input_norm, eps)
+        h = rms_norm(x, input_norm, eps)
         seq = x.shape[0]
         return (F.linear(h, q_proj, q_bias).view(seq, H, D), F.linear(h, k_proj, k_bias).view(seq, KV, D),
                 F.linear(h, v_proj, v_bias).view(seq, KV, D))
 
     def qk_norm(self, q, k, q_norm, k_norm):
-        return _rms(q, q_norm, eps), _rms(k, k_norm, eps)
+        return rms_norm(q, q_norm, eps), rms_norm(k, k_norm, eps)
 
     body: dict[str, Any] = {"qkv": runtime_func(qkv_bias if c.attention_bias else qkv_plain),
                             "attend": runtime_func(Kernels.attend)}
@@ -104,8 +97,37 @@ def _layer_twin(sem: Module, c: ModelConfig) -> type[RuntimeModule]:
     return runtime_module(sem)(type(f"{sem.name}Twin", (), body))
 
 
+def decoder_spec(c: ModelConfig) -> DecoderSpec:
+    """What the decode engine needs to know of the model ``c`` describes."""
+    return DecoderSpec(hidden=c.hidden_size, heads=c.num_heads, kv_heads=c.num_kv_heads, head_dim=c.head_dim,
+                       vocab=c.vocab_size, eps=c.rms_norm_eps, max_positions=c.max_position_embeddings,
+                       experts_per_token=c.num_experts_per_tok, normalize_experts=c.norm_topk_prob)
+
+
+_LAYER_FIELDS = ("input_norm", "q_proj", "k_proj", "v_proj", "o_proj", "post_norm", "q_bias", "k_bias", "v_bias",
+                 "q_norm", "k_norm", "gate_proj", "up_proj", "down_proj", "router", "experts_gate", "experts_up",
+                 "experts_down")
+
+
+def _decoder_weights(twin: RuntimeModule, c: ModelConfig) -> DecoderWeights:
+    """The loaded twin's weights as the decode engine reads them (by the names ``build_causal_lm`` declares)."""
+    root = bound_weights(twin)
+    layers = []
+    for child in twin.modules:
+        own = bound_weights(child)
+        layers.append(DecoderLayerWeights(**{name: own[name] for name in _LAYER_FIELDS if name in own}))
+    embed = root["embed_tokens"]
+    cos, sin = rope_tables(c.rope, c.head_dim, c.max_position_embeddings, embed.dtype, embed.device)
+    return DecoderWeights(embed=embed, layers=tuple(layers), final_norm=root["norm"],
+                          lm_head=root.get("lm_head", embed), cos=cos, sin=sin)
+
+
 def build_twin(sem: Module, config: ModelConfig) -> RuntimeModule:
-    """A runtime twin of the causal LM ``sem`` (built by ``build_causal_lm(config, ...)``), not yet loaded."""
+    """A runtime twin of the causal LM ``sem`` (built by ``build_causal_lm(config)``), not yet loaded.
+
+    Once loaded, it is what ``DecodeEngine(twin, capacity)`` is built from (``decoder_spec``,
+    ``decoder_weights()``).
+    """
     eps = config.rms_norm_eps
     classes: dict[int, type[RuntimeModule]] = {}
     children = []
@@ -119,12 +141,16 @@ def build_twin(sem: Module, config: ModelConfig) -> RuntimeModule:
         return F.embedding(input_ids, embed_tokens)
 
     def head(self, x, norm, lm_head):
-        return F.linear(_rms(x, norm, eps), lm_head)
+        return F.linear(rms_norm(x, norm, eps), lm_head)
 
     def tied_head(self, x, norm, embed_tokens):
-        return F.linear(_rms(x, norm, eps), embed_tokens)
+        return F.linear(rms_norm(x, norm, eps), embed_tokens)
 
     tied = [p.name for p in sem.functions["head"].weights] == ["norm", "embed_tokens"]
+    def decoder_weights(self) -> DecoderWeights:
+        """The loaded weights as the decode engine reads them (tied: the lm_head is the embedding tensor)."""
+        return _decoder_weights(self, config)
+
     body = {"embed": runtime_func(embed), "head": runtime_func(tied_head if tied else head),
-            "decoder": tuple(children)}
+            "decoder": tuple(children), "decoder_spec": decoder_spec(config), "decoder_weights": decoder_weights}
     return runtime_module(sem)(type("CausalLMTwin", (), body))()

@@ -16,7 +16,7 @@ from .check import (
     check,
 )
 from .compiled import CompiledModule
-from .decorator import runtime_func, runtime_module
+from .decorator import bound_weights, runtime_func, runtime_module
 from .errors import NotLoadedError, TwinDefinitionError
 from .function import RuntimeFunction
 from .module import RuntimeModule
@@ -46,6 +46,7 @@ __all__ = [
     "SafetensorsResource",
     "TwinDefinitionError",
     "Ulp",
+    "bound_weights",
     "check",
     "entry_abi_of",
     "param_abi_of",

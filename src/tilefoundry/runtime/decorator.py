@@ -55,12 +55,12 @@ from typing import Any
 from ..ir.core.module import Module
 from ..ir.core.weights import read_node_weights
 from .abi import entry_abi_of
-from .errors import TwinDefinitionError
+from .errors import NotLoadedError, TwinDefinitionError
 from .function import RuntimeFunction
 from .kernel import KernelSlot
 from .module import RuntimeModule
 
-__all__ = ["is_twin_class", "runtime_func", "runtime_module"]
+__all__ = ["bound_weights", "is_twin_class", "runtime_func", "runtime_module"]
 
 # The accessor the spec reserves on every twin.
 _ACCESSOR = "module"
@@ -524,6 +524,29 @@ def _entry_forward(sem: Module) -> Callable[..., Any]:
 
     no_forward.__name__ = "forward"
     return no_forward
+
+
+def bound_weights(twin: RuntimeModule) -> Mapping[str, Any]:
+    """The weights ``load`` bound on this node of a generated twin, by declared name (read-only).
+
+    Only the node's own weights: a child's are ``bound_weights(twin.<child>)``. What a fast path built from
+    a loaded twin (a decode engine) reads, so it never reaches into the twin's private state.
+
+    Raises:
+        TypeError: ``twin`` is not an instance of a ``@runtime_module`` class.
+        NotLoadedError: the twin declares weights and ``load`` has not bound them yet.
+    """
+    if not is_twin_class(type(twin)):
+        raise TypeError(f"bound_weights takes a generated twin (an instance of a @runtime_module class), got "
+                        f"{type(twin).__name__}")
+    constants = twin.__dict__.get("_tf_constants")
+    if constants is None:
+        declared = sorted({p.name for fn in twin.module.functions.values() for _, p in fn.declared_weights()})
+        if declared:
+            raise NotLoadedError(f"{type(twin).__name__} {twin._tree_path() or twin.name} has no weights bound yet "
+                                 f"({', '.join(declared)}); call load(resource) on the twin (the root of its tree)")
+        return MappingProxyType({})
+    return constants
 
 
 def is_twin_class(obj: Any) -> bool:
