@@ -264,3 +264,35 @@ def test_a_kernel_set_names_every_slot() -> None:
                      "head"}
     with pytest.raises(TypeError, match="abstract"):
         KernelSet()  # type: ignore[abstract]
+
+
+def test_a_session_serves_another_prompt_on_the_same_model(qwen3, capsys) -> None:
+    import json
+
+    from tilefoundry.cli.main import main
+    from tilefoundry.models.session import TextSession
+
+    from .hf_models import add_tokenizer
+
+    opened = qwen3[0]
+    add_tokenizer(opened.folder)
+    session = TextSession.open(opened.folder, device="cpu", backend="twin", max_new_tokens=6, prompt="hello",
+                               chat=False)
+    other = session.with_prompt("a longer prompt than the first", chat=False, max_new_tokens=4)
+    assert other.model is session.model and other.checkpoint is session.checkpoint
+    assert other.prompt_tokens == 30 and other.max_new_tokens == 4 and other.load_seconds == 0.0
+    assert session.prompt_tokens == 5
+    first, second = session.generate(), other.generate()
+    assert len(first.tokens) == 6 and len(second.tokens) == 4
+    assert second.tokens == generate(session.model, other.prompt_ids, 4, engine=False).tokens
+    with pytest.raises(ValueError, match=r"need 2059 positions, more than the model's 2048"):
+        session.with_prompt("x" * 59, chat=False, max_new_tokens=2000)
+    with pytest.raises(ValueError, match="the prompt is empty"):
+        session.with_prompt("", chat=False)
+    assert main(["generate", "--ckpt", str(opened.folder), "--prompt", "hello", "--max-new-tokens", "3",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["runner"] == "decode engine (torch kernels; CUDA graph: off)" and len(out["tokens"]) == 3
+    assert main(["generate", "--ckpt", str(opened.folder), "--prompt", "hello", "--max-new-tokens", "3",
+                 "--backend", "reference"]) == 0
+    assert "model step]" in capsys.readouterr().err

@@ -50,6 +50,15 @@ def test_nothing_under_ir_imports_a_layer_above_it_or_a_file_format() -> None:
     assert offenders == []
 
 
+def test_the_engine_imports_no_model_family_nor_the_command_line() -> None:
+    """tilefoundry.models builds on the decode engine, never the reverse."""
+    files = sorted((PACKAGE / "engine").rglob("*.py"))
+    assert len(files) >= 5, "the scan sees the engine package"
+    offenders = [f"{f.relative_to(PACKAGE)}:{line} imports {name}" for f in files for line, name in _imports(f)
+                 if name.startswith(("tilefoundry.models", "tilefoundry.cli"))]
+    assert offenders == []
+
+
 def test_the_scan_resolves_relative_imports() -> None:
     names = {name for _, name in _imports(PACKAGE / "evaluator" / "run.py")}
     assert "tilefoundry.ir.core.function" in names and "tilefoundry.evaluator.context" in names
