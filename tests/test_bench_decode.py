@@ -1,4 +1,4 @@
-"""bench/decode.py on the CPU: every runner that runs there (the twin, transformers eager, the plain-torch
+"""bench/decode.py on the CPU: every runner that runs there (the decode engine, transformers eager, the plain-torch
 static-cache peer) generates on a tiny random Qwen3, the tokens agree with the peer's, and the JSON holds
 each measurement. Guards the bench the GPU run depends on."""
 
@@ -26,7 +26,7 @@ def test_cpu_bench_runs_every_runner_and_agrees(tmp_path: Path) -> None:
         assert result["prefill_s"] > 0, key
     agreement = report["agreement_with_torch_peer"]
     assert agreement["project"]["ok"] and agreement["hf"]["ok"], agreement
-    assert report["results"]["project"]["label"] == "TileFoundry twin"
+    assert report["results"]["project"]["label"] == "TileFoundry engine"  # the decode engine, eager on a CPU
     assert "=== batch-1 greedy decode, tiny" in proc.stdout
 
 

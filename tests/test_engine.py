@@ -296,3 +296,15 @@ def test_a_session_serves_another_prompt_on_the_same_model(qwen3, capsys) -> Non
     assert main(["generate", "--ckpt", str(opened.folder), "--prompt", "hello", "--max-new-tokens", "3",
                  "--backend", "reference"]) == 0
     assert "model step]" in capsys.readouterr().err
+
+
+def test_generate_runs_a_given_engine(qwen3) -> None:
+    _, reference, twin = qwen3
+    engine = DecodeEngine(twin, 4)
+    got = generate(engine, PROMPT, 12)
+    assert engine.capacity == 19 and engine.length == 18, "grown for the request, the last token never fed"
+    assert got.tokens == generate(reference, PROMPT, 12).tokens and got.runner.startswith("decode engine")
+    with pytest.raises(TypeError, match=r"generate\(engine=False\) runs a model's own step"):
+        generate(engine, PROMPT, 2, engine=False)
+    with pytest.raises(ValueError, match="the twin's weights are on cpu but device='cuda' was asked"):
+        generate(engine, PROMPT, 2, device="cuda")

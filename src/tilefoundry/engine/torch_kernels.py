@@ -11,8 +11,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .slots import KernelSet, StepPositions
 from .reference import rms_norm, rotate
+from .slots import KernelSet, StepPositions
 
 __all__ = ["TorchKernels"]
 

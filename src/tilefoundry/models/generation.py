@@ -174,7 +174,8 @@ def generate(model: Any, prompt_ids: Sequence[int] | torch.Tensor, max_new_token
              on_token: Callable[[int], None] | None = None, engine: bool | None = None) -> GenerationResult:
     """Generate up to ``max_new_tokens`` tokens after ``prompt_ids`` with ``model``.
 
-    ``model`` is a LoadedModule or a runtime twin of a causal LM. Generation stops early at a token in
+    ``model`` is a LoadedModule or a runtime twin of a causal LM, or a DecodeEngine (run as it is; its cache
+    grows when the request needs more positions). Generation stops early at a token in
     ``stop_tokens``; ``on_token`` is called with each token as it is chosen. ``engine`` chooses how steps run:
     None (default) runs a loaded twin that describes itself to the decode engine (those ``build_twin`` makes)
     through the engine, on any device (on this project's 2-core CPU it decodes SmolLM2-135M about 10% faster
@@ -193,8 +194,13 @@ def generate(model: Any, prompt_ids: Sequence[int] | torch.Tensor, max_new_token
     if prompt.numel() == 0:
         raise ValueError("the prompt holds no tokens")
     capacity = prompt.numel() + max_new_tokens
-    if _runs_on_engine(model, device, engine):
-        steps: _Steps = _EngineSteps(model, prompt, capacity, device)
+    if isinstance(model, DecodeEngine):
+        if engine is False:
+            raise TypeError("generate(engine=False) runs a model's own step, and a DecodeEngine is no model: pass "
+                            "the twin it was built from")
+        steps: _Steps = _EngineSteps(_ready(model, capacity, device), prompt)
+    elif _runs_on_engine(model, device, engine):
+        steps = _EngineSteps(engine_for(model, capacity, device), prompt)
     else:
         steps = _ModelSteps(model, prompt, capacity, device)
     generator = torch.Generator().manual_seed(sampling.seed) if sampling.temperature > 0 else None
@@ -267,10 +273,10 @@ class _ModelSteps(_Steps):
 
 
 class _EngineSteps(_Steps):
-    """The decode engine kept for a twin: prefill of the prompt, then one decode step per token."""
+    """A decode engine: prefill of the prompt, then one decode step per token."""
 
-    def __init__(self, model: Any, prompt: torch.Tensor, capacity: int, device: str) -> None:
-        self.engine = engine_for(model, capacity, device)
+    def __init__(self, engine: DecodeEngine, prompt: torch.Tensor) -> None:
+        self.engine = engine
         self.prompt = prompt
 
     @property
@@ -323,10 +329,15 @@ def engine_for(twin: Any, capacity: int, device: str) -> DecodeEngine:
     """
     engine = _ENGINES.get(twin)
     if engine is None or not engine.built_from(twin):
-        engine = None
-        _ENGINES.pop(twin, None)
+        engine = _ENGINES.pop(twin, None)
+        del engine  # the stale engine's buffers go before the new ones are made
         engine = DecodeEngine(twin, capacity)
         _ENGINES[twin] = engine
+    return _ready(engine, capacity, device)
+
+
+def _ready(engine: DecodeEngine, capacity: int, device: str) -> DecodeEngine:
+    """``engine`` once it is known to run on ``device`` and to hold ``capacity`` positions (grown if not)."""
     want = torch.device(device)
     if want.type != engine.device.type or (want.index is not None and want.index != engine.device.index):
         raise ValueError(f"generate: the twin's weights are on {engine.device} but device={device!r} was asked; "
