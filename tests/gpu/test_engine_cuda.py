@@ -112,7 +112,7 @@ def test_a_failed_capture_falls_back_to_eager_steps_with_one_warning(qwen3) -> N
         warnings.simplefilter("error")  # warned once: later steps say nothing
         engine.decode(12)
     assert engine.stats.captures == 0 and engine.stats.eager_steps == 2
-    caches = reference.init_caches(capacity=80)
+    caches = reference.init_caches(capacity=80, device="cuda")
     out = reference(*reference.prepare_inputs_for_generation(torch.cat([PROMPT, torch.tensor([11])]), 0, caches,
                                                             device="cuda"))
     torch.testing.assert_close(first[0], out[0][-1], rtol=1e-4, atol=1e-5)
