@@ -18,12 +18,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository r
 
 from tests.engine_cases import BROKEN, CAPACITY, CONTEXTS, check_step, make_long_qwen3, step_inputs  # noqa: E402
 from tests.hf_models import add_tokenizer  # noqa: E402
+from transformers import AutoModelForCausalLM, Qwen3Config  # noqa: E402
 
-from tilefoundry.engine import DecodeEngine, StepPositions, TorchKernels  # noqa: E402
+from tilefoundry.engine import CudaKernels, DecodeEngine, StepPositions, TorchKernels  # noqa: E402
+from tilefoundry.ir.core.tree import flatten, leaf_paths  # noqa: E402
 from tilefoundry.models import Sampling, generate, open_checkpoint  # noqa: E402
 from tilefoundry.models.engine_step import EngineStep  # noqa: E402
 from tilefoundry.models.generation import engine_for  # noqa: E402
 from tilefoundry.models.twins import build_twin  # noqa: E402
+from tilefoundry.runtime.check import check, parse_predicate  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -164,3 +167,93 @@ def test_the_generate_command_decodes_on_the_graph(qwen3) -> None:
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["runner"] == "decode engine (torch kernels; CUDA graph: captured)"
     assert len(out["tokens"]) == 24 and out["decode_tokens_per_second"] > 0 and out["prefill_ms"] > 0
+
+
+# ---- the hand-written CUDA kernels (bf16) on the graph path: what bench/decode.py times -------------------------
+
+BF16_BOUNDS = [parse_predicate("rel_l2:max=3e-2"), parse_predicate("cosine:min=0.999")]
+"""bf16 engine (fused kernels, f32 accumulation) against the bf16 evaluator: bf16 rounding at different points."""
+
+
+@pytest.fixture(scope="module")
+def qwen3_bf16(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
+    """(reference reading, loaded twin) on cuda: a tiny bf16 Qwen3 of a shape the CUDA kernels take (head_dim 64)."""
+    folder = tmp_path_factory.mktemp("engine_cuda_bf16") / "qwen3"
+    torch.manual_seed(1)
+    config = Qwen3Config(vocab_size=512, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=64, max_position_embeddings=2048)
+    AutoModelForCausalLM.from_config(config).to(torch.bfloat16).eval().save_pretrained(str(folder))
+    opened = open_checkpoint(folder, progress=False)
+    twin = build_twin(opened.module, opened.config)
+    twin.load(opened.resource("cuda"))
+    return opened.module.load(opened.resource("cuda")), twin
+
+
+def check_bf16(step: EngineStep, reference, inputs: tuple):  # noqa: ANN001, ANN201
+    _, spec = flatten(reference(*inputs), lambda t: isinstance(t, torch.Tensor))
+    return check(step, reference, inputs, expect={path: BF16_BOUNDS for path in leaf_paths(spec)})
+
+
+def test_the_cuda_kernels_pass_check_on_the_graph_path(qwen3_bf16) -> None:
+    reference, twin = qwen3_bf16
+    engine = DecodeEngine(twin, CAPACITY)
+    assert engine.kernels.name == "cuda", "a bf16 model of this shape runs the hand-written kernels by default"
+    step = EngineStep(engine)
+    for context, tokens in CONTEXTS:
+        report = check_bf16(step, reference, step_inputs(reference, context, tokens, seed=context + tokens,
+                                                         device="cuda"))
+        assert report.passed, f"context {context}, {tokens} token(s):\n{report}"
+    assert engine.graph_status == "captured" and engine.stats.captures == 1
+
+
+class StaleNewestCuda(CudaKernels):
+    """Broken: the CUDA attention never sees the step's own key and value (the cache's newest entry)."""
+
+    def attention(self, q, cache_k, cache_v, out, scale, at: StepPositions) -> None:  # noqa: ANN001
+        fresh = at.rows(q.shape[0])
+        saved_k, saved_v = cache_k.index_select(0, fresh), cache_v.index_select(0, fresh)
+        cache_k.index_fill_(0, fresh, 0.0)
+        cache_v.index_fill_(0, fresh, 0.0)
+        super().attention(q, cache_k, cache_v, out, scale, at)
+        cache_k.index_copy_(0, fresh, saved_k)
+        cache_v.index_copy_(0, fresh, saved_v)
+
+
+class SilulessCuda(CudaKernels):
+    """Broken: the fused gate/up GEMV's SwiGLU replaced by gelu(gate) * up (computed from the plain GEMV)."""
+
+    def norm_swiglu(self, x, norm, gate_up, out, eps) -> None:  # noqa: ANN001
+        y = torch.empty(x.shape[0], gate_up.shape[0], dtype=x.dtype, device=x.device)
+        self.lib.rmsnorm_gemv(x, norm, gate_up, y, eps, 0)
+        y = y.view(x.shape[0], -1, 2)
+        torch.mul(torch.nn.functional.gelu(y[..., 0]), y[..., 1], out=out)
+
+
+@pytest.mark.parametrize("broken", [StaleNewestCuda, SilulessCuda])
+def test_a_broken_cuda_kernel_fails_the_check_on_the_graph_path(qwen3_bf16, broken: type) -> None:
+    reference, twin = qwen3_bf16
+    engine = DecodeEngine(twin, CAPACITY, kernels=broken())
+    step = EngineStep(engine)
+    for context in (0, 1, 255, 1024):
+        report = check_bf16(step, reference, step_inputs(reference, context, 1, seed=context, device="cuda"))
+        assert not report.passed, f"{broken.__name__} passed at context {context}"
+    assert engine.graph_status == "captured" and engine.stats.replays == 3
+
+
+def test_cuda_kernel_greedy_tokens_follow_the_reference_where_it_is_clear(qwen3_bf16) -> None:
+    """64 greedy tokens, teacher-forced: the engine's choice equals the bf16 reference's wherever the reference's
+    top-2 logit margin is clear of bf16 noise (most steps of a random model)."""
+    reference, twin = qwen3_bf16
+    want = generate(reference, PROMPT, 64, device="cuda").tokens
+    ids = torch.cat([PROMPT, torch.tensor(want)])
+    caches = reference.init_caches(capacity=ids.numel() + 1, device="cuda")
+    logits = reference(*reference.prepare_inputs_for_generation(ids, 0, caches, device="cuda"))[0].float()
+    engine = DecodeEngine(twin, ids.numel() + 1)
+    choice = [int(engine.prefill(PROMPT)[-1].argmax())]
+    choice += [int(engine.decode(t)[-1].argmax()) for t in want[:-1]]
+    top2 = logits[PROMPT.numel() - 1: -1].topk(2, dim=-1).values
+    clear = (top2[:, 0] - top2[:, 1]) > 0.1
+    assert int(clear.sum()) >= 32, "too few clear steps to judge"
+    wrong = [i for i in range(64) if clear[i] and choice[i] != want[i]]
+    assert not wrong, f"steps {wrong} chose other tokens than the reference although its margin was clear"
+    assert engine.graph_status == "captured" and engine.stats.replays == 62

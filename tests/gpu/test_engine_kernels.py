@@ -252,6 +252,73 @@ def test_rope_cache_matches_torch(lib, norm, table, m, h, kv, d, pos, cap) -> No
     assert_close(cache_k[pos:pos + m], want_k[pos:pos + m], 5e-3, f"{what}: k in the cache")
 
 
+# ---- q/k norm + RoPE + cache write + attention, one kernel ----------------------------------------------------
+
+@pytest.mark.parametrize("norm", [True, False])
+@pytest.mark.parametrize("table", [BF16, torch.float32])
+@pytest.mark.parametrize("m,h,kv,d,pos,cap,splits", [
+    (1, 16, 8, 128, 0, 64, 0), (1, 16, 8, 128, 1, 64, 0), (1, 16, 8, 128, 255, 300, 0),
+    (1, 16, 8, 128, 1024, 1100, 0), (1, 16, 8, 128, 4000, 4096, 0), (1, 16, 8, 128, 500, 600, 64),
+    (1, 9, 3, 64, 40, 128, 0), (1, 32, 4, 128, 777, 800, 3), (3, 16, 8, 128, 255, 300, 0),
+    (16, 16, 8, 128, 1000, 1100, 0), (7, 4, 4, 64, 900, 1024, 5), (16, 16, 8, 128, 0, 16, 0)])
+def test_rope_attention_equals_rope_then_attention(lib, norm, table, m, h, kv, d, pos, cap, splits) -> None:
+    """The fused kernel writes the cache as the rope kernel does and attends as the attention kernel does."""
+    rand = Rand()
+    qkv = rand.normal(m, (h + 2 * kv) * d, scale=3.0)
+    q_norm, k_norm = rand.normal(d, scale=0.2) + 1, rand.normal(d, scale=0.2) + 1
+    cos, sin = rope_tables(cap, d, table)
+    cache_k, cache_v = rand.normal(cap, kv, d), rand.normal(cap, kv, d)
+    position = torch.tensor([pos], dtype=torch.int32, device="cuda")
+    ws = attention_workspace(lib, m, h, kv, d, device="cuda", splits=splits)
+    # the two kernels, on copies of the cache
+    want_k, want_v, q = cache_k.clone(), cache_v.clone(), nan(m, h, d)
+    if norm:
+        lib.qk_norm_rope_cache(qkv, q_norm, k_norm, cos, sin, position, q, want_k, want_v, EPS)
+    else:
+        lib.rope_cache(qkv, cos, sin, position, q, want_k, want_v)
+    want = nan(m, h, d)
+    lib.decode_attention(q, want_k, want_v, position, want, ws, d**-0.5, splits)
+    out = nan(m, h, d)
+    if norm:
+        lib.qk_norm_rope_attention(qkv, q_norm, k_norm, cos, sin, position, cache_k, cache_v, out, ws, d**-0.5,
+                                   EPS, splits)
+    else:
+        lib.rope_attention(qkv, cos, sin, position, cache_k, cache_v, out, ws, d**-0.5, splits)
+    what = f"rope_attention M={m} H={h} KV={kv} D={d} pos={pos} norm={norm} table={table} ({rand})"
+    assert torch.equal(cache_k, want_k) and torch.equal(cache_v, want_v), f"{what}: the cache differs"
+    assert_close(out, want, TOL, what)
+    full = reference.decode_attention(q, want_k, want_v, pos, d**-0.5)
+    assert_close(out, full, TOL, f"{what}: against torch")
+
+
+def test_rope_attention_in_a_replayed_graph(lib) -> None:
+    """One captured fused launch serves every position: the cache grows by one entry a replay."""
+    rand = Rand()
+    h, kv, d, cap = 16, 8, 128, 700
+    cos, sin = rope_tables(cap, d)
+    q_norm, k_norm = rand.normal(d, scale=0.2) + 1, rand.normal(d, scale=0.2) + 1
+    cache_k, cache_v = rand.normal(cap, kv, d), rand.normal(cap, kv, d)
+    qkv = rand.normal(1, (h + 2 * kv) * d, scale=3.0)
+    position = torch.zeros(1, dtype=torch.int32, device="cuda")
+    ws = attention_workspace(lib, 1, h, kv, d, device="cuda")
+    out = nan(1, h, d)
+    args = (qkv, q_norm, k_norm, cos, sin, position, cache_k, cache_v, out, ws, d**-0.5, EPS, 0)
+    lib.qk_norm_rope_attention(*args)  # warm-up outside capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        lib.qk_norm_rope_attention(*args)
+    for pos in (0, 1, 63, 64, 65, 600, 699):
+        position.fill_(pos)
+        qkv.copy_(rand.normal(1, (h + 2 * kv) * d, scale=3.0))
+        want_k, want_v, q, want = cache_k.clone(), cache_v.clone(), nan(1, h, d), nan(1, h, d)
+        lib.qk_norm_rope_cache(qkv, q_norm, k_norm, cos, sin, position, q, want_k, want_v, EPS)
+        lib.decode_attention(q, want_k, want_v, position, want, ws, d**-0.5, 0)
+        out.fill_(float("nan"))
+        graph.replay()
+        assert torch.equal(cache_k, want_k) and torch.equal(cache_v, want_v), f"position {pos}: the cache ({rand})"
+        assert_close(out, want, TOL, f"replayed rope_attention at position {pos} ({rand})")
+
+
 def test_rope_cache_writes_nothing_past_the_capacity(lib) -> None:
     """Tokens whose position falls past the cache are dropped, never written outside it."""
     rand = Rand()

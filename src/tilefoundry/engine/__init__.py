@@ -14,7 +14,8 @@ engine packs with it); ``workspace`` sizes the scratch buffers two kernels keep 
 launches one decoder step from them; ``reference`` is each kernel's meaning in torch.
 """
 
-from .decode_engine import DecodeEngine, EngineStats
+from .cuda_kernels import CudaKernels
+from .decode_engine import DecodeEngine, EngineStats, default_kernels
 from .decoder import DecoderLayerWeights, DecoderSpec, DecoderWeights
 from .library import ENTRIES, KernelBuildError, build_kernels, load_kernels, require_cuda
 from .packed import PackedDecoder, PackedLayer, pack_decoder
@@ -24,8 +25,8 @@ from .step import DecoderShape, LayerWeights, StepBuffers, decode_step
 from .torch_kernels import TorchKernels
 from .workspace import argmax_workspace, attention_workspace
 
-__all__ = ["ENTRIES", "DecodeEngine", "DecoderLayerWeights", "DecoderShape", "DecoderSpec", "DecoderWeights",
-           "EngineStats", "KernelBuildError", "KernelSet", "LayerWeights", "PackedDecoder", "PackedLayer",
-           "StepBuffers", "StepPositions", "TorchKernels", "argmax_workspace", "attention_workspace",
-           "build_kernels", "decode_step", "load_kernels", "pack_decoder", "pack_gate_up", "pack_qkv",
-           "require_cuda"]
+__all__ = ["ENTRIES", "CudaKernels", "DecodeEngine", "DecoderLayerWeights", "DecoderShape", "DecoderSpec",
+           "DecoderWeights", "EngineStats", "KernelBuildError", "KernelSet", "LayerWeights", "PackedDecoder",
+           "PackedLayer", "StepBuffers", "StepPositions", "TorchKernels", "argmax_workspace", "attention_workspace",
+           "build_kernels", "decode_step", "default_kernels", "load_kernels", "pack_decoder", "pack_gate_up",
+           "pack_qkv", "require_cuda"]

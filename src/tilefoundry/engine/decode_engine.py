@@ -31,7 +31,7 @@ from .packed import PackedDecoder, pack_decoder
 from .slots import KernelSet, StepPositions
 from .torch_kernels import TorchKernels
 
-__all__ = ["DecodeEngine", "EngineStats"]
+__all__ = ["DecodeEngine", "EngineStats", "default_kernels"]
 
 
 @dataclass
@@ -70,6 +70,26 @@ class _Activations:
                    logits=empty(logit_rows, s.vocab))
 
 
+def default_kernels(spec: DecoderSpec, dtype: torch.dtype, device: torch.device) -> KernelSet:
+    """The kernel slots an engine runs unless told otherwise: :class:`~.cuda_kernels.CudaKernels` where they apply
+    (a bf16 model of a shape they are built for, on a CUDA device), :class:`~.torch_kernels.TorchKernels` elsewhere.
+
+    When the CUDA kernels apply but cannot be built (no nvcc, say), the engine warns once, saying why, and runs
+    the torch slots.
+    """
+    from .cuda_kernels import CudaKernels
+
+    if CudaKernels.unsupported(spec, dtype, device) is not None:
+        return TorchKernels()
+    try:
+        return CudaKernels()
+    except (RuntimeError, OSError) as error:  # KernelBuildError, a missing compiler or CUDA runtime
+        text = " ".join(str(error).split())[:300]
+        warnings.warn(f"DecodeEngine: the CUDA kernels are not available ({type(error).__name__}: {text}); "
+                      "running the torch kernel slots", RuntimeWarning, stacklevel=3)
+        return TorchKernels()
+
+
 class DecodeEngine:
     """Batch-1 prefill and decode of a loaded causal-LM twin, with its own in-place KV cache.
 
@@ -79,7 +99,8 @@ class DecodeEngine:
             ``tilefoundry.models.twins.build_twin`` makes them. The engine keeps references to the weights it
             read (packed copies of q/k/v and gate/up), not to the twin: load the twin again, build a new engine.
         capacity: the positions the KV cache holds (prompt plus new tokens), in [1, max_position_embeddings].
-        kernels: the kernel slots (default :class:`~.torch_kernels.TorchKernels`).
+        kernels: the kernel slots (default: :func:`default_kernels`: the hand-written CUDA kernels for a bf16 model
+            on an NVIDIA GPU, torch otherwise).
         graph: capture the decode step as a CUDA graph: None (default) on CUDA devices, True to insist (refused
             on a CPU), False for eager steps.
 
@@ -105,9 +126,9 @@ class DecodeEngine:
             raise TypeError(f"{type(twin).__name__}.decoder_weights() returned a {type(weights).__name__}, not "
                             "DecoderWeights")
         self.spec: DecoderSpec = spec
-        self.kernels: KernelSet = kernels if kernels is not None else TorchKernels()
         self.device = _one_device(weights)
         self.dtype = weights.dtype
+        self.kernels: KernelSet = kernels if kernels is not None else default_kernels(spec, self.dtype, self.device)
         if graph and self.device.type != "cuda":
             raise ValueError(f"DecodeEngine: graph=True captures CUDA graphs, which need the weights on a CUDA "
                              f"device; they are on {self.device} (pass graph=None or False)")
@@ -258,8 +279,8 @@ class DecodeEngine:
         for i, layer in enumerate(w.layers):
             cache_k, cache_v = self._kv[i, 0], self._kv[i, 1]
             k.norm_linear(act.x, layer.input_norm, layer.qkv, layer.qkv_bias, act.qkv, s.eps)
-            k.rope_cache(act.qkv, layer.q_norm, layer.k_norm, w.cos, w.sin, act.q, cache_k, cache_v, s.eps, at)
-            k.attention(act.q, cache_k, cache_v, act.attn, s.scale, at)
+            k.rope_attention(act.qkv, layer.q_norm, layer.k_norm, w.cos, w.sin, act.q, cache_k, cache_v, act.attn,
+                             s.scale, s.eps, at)
             k.linear_residual(act.attn.view(rows, -1), layer.o_proj, act.x, act.x)
             if layer.routed:
                 k.moe(act.x, layer.post_norm, layer.router, layer.experts_gate, layer.experts_up, layer.experts_down,

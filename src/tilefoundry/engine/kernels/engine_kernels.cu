@@ -98,6 +98,23 @@ void rope_cache(TensorView qkv, TensorView cos, TensorView sin, TensorView posit
                                  cache_k, cache_v, 0.0);
 }
 
+void qk_norm_rope_attention(TensorView qkv, TensorView q_norm, TensorView k_norm, TensorView cos,
+                            TensorView sin, TensorView position, TensorView cache_k,
+                            TensorView cache_v, TensorView out, TensorView workspace, double scale,
+                            double eps, int64_t splits) {
+  tilefoundry::engine::attention::run_fused("qk_norm_rope_attention", qkv, &q_norm, &k_norm, cos,
+                                            sin, position, cache_k, cache_v, out, workspace, scale,
+                                            eps, splits);
+}
+
+void rope_attention(TensorView qkv, TensorView cos, TensorView sin, TensorView position,
+                    TensorView cache_k, TensorView cache_v, TensorView out, TensorView workspace,
+                    double scale, int64_t splits) {
+  tilefoundry::engine::attention::run_fused("rope_attention", qkv, nullptr, nullptr, cos, sin,
+                                            position, cache_k, cache_v, out, workspace, scale, 0.0,
+                                            splits);
+}
+
 void rmsnorm(TensorView x, TensorView weight, TensorView out, double eps) {
   tilefoundry::engine::rmsnorm::run("rmsnorm", x, nullptr, weight, out, eps);
 }
@@ -140,6 +157,8 @@ TVM_FFI_DLL_EXPORT_TYPED_FUNC(decode_attention, decode_attention);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(attention_workspace_bytes, attention_workspace_bytes);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(qk_norm_rope_cache, qk_norm_rope_cache);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(rope_cache, rope_cache);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(qk_norm_rope_attention, qk_norm_rope_attention);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(rope_attention, rope_attention);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(rmsnorm, rmsnorm);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(add_rmsnorm, add_rmsnorm);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(swiglu, swiglu);
