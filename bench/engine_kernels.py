@@ -243,41 +243,6 @@ def rope_case(lib) -> Case:
                 check)
 
 
-def rope_attention_case(lib, ctx: int) -> Case:
-    """The fused q/k norm + RoPE + cache write + attention against the two kernels it replaces."""
-    capacity = ctx
-    copies = copies_for(2 * capacity * KV * D * 2)
-    caches = [(rand(capacity, KV, D), rand(capacity, KV, D)) for _ in range(copies)]
-    qkv, qn, kn = rand(1, (HEADS + 2 * KV) * D, scale=3.0), rand(D, scale=0.1) + 1, rand(D, scale=0.1) + 1
-    inv = 1.0 / (1e6 ** (torch.arange(0, D, 2, device="cuda").float() / D))
-    emb = torch.arange(capacity, device="cuda").float()[:, None] * inv[None]
-    cos, sin = torch.cat((emb, emb), -1).cos().to(BF16), torch.cat((emb, emb), -1).sin().to(BF16)
-    q, out = torch.empty(1, HEADS, D, dtype=BF16, device="cuda"), torch.empty(1, HEADS, D, dtype=BF16, device="cuda")
-    position = torch.tensor([ctx - 1], dtype=torch.int32, device="cuda")
-    ws = attention_workspace(lib, 1, HEADS, KV, D, device="cuda")
-    scale = D**-0.5
-
-    def ours(i: int) -> None:
-        ck, cv = caches[i]
-        lib.qk_norm_rope_attention(qkv, qn, kn, cos, sin, position, ck, cv, out, ws, scale, EPS, 0)
-
-    def two_kernels(i: int) -> torch.Tensor:
-        ck, cv = caches[i]
-        lib.qk_norm_rope_cache(qkv, qn, kn, cos, sin, position, q, ck, cv, EPS)
-        want = torch.empty_like(out)
-        lib.decode_attention(q, ck, cv, position, want, ws, scale, 0)
-        return want
-
-    def check() -> float:
-        ours(0)
-        return rel_l2(out, two_kernels(0))
-
-    nbytes = 2 * ctx * KV * D * 2 + (HEADS + 2 * KV) * D * 2 + HEADS * D * 2
-    return Case(f"rope+attention ctx {ctx}", f"{HEADS}/{KV} heads x {D}, fused", nbytes, copies,
-                {"ours": ours, "ours, no PDL": with_pdl(lib, False, ours), "torch: two kernels": two_kernels},
-                check)
-
-
 def add_rmsnorm_case(lib) -> Case:
     x, r, g = rand(1, HIDDEN), rand(1, HIDDEN), rand(HIDDEN, scale=0.1) + 1
     out = torch.empty(1, HIDDEN, dtype=BF16, device="cuda")
@@ -321,8 +286,8 @@ def swiglu_case(lib) -> Case:
 
 # ---- the whole step -------------------------------------------------------------------------------------------
 
-DEFAULT_GEMV_TUNING = (2, 64 << 10)
-"""set_gemv_tuning's defaults (gemv.cuh): two CTAs per SM, 64 KiB of weights prefetched per CTA."""
+DEFAULT_GEMV_TUNING = (2, 32 << 10)
+"""set_gemv_tuning's defaults (gemv.cuh): two CTAs per SM, 32 KiB of weights prefetched per CTA."""
 
 
 def whole_step(lib, reps: int, ctx: int, profile: bool, tunings: list[tuple[int, int]] = ()) -> dict[str, object]:
@@ -441,7 +406,6 @@ def main() -> int:
         lambda: attention_case(lib, 1024),
         lambda: attention_case(lib, 4096),
         lambda: rope_case(lib),
-        lambda: rope_attention_case(lib, 1024),
         lambda: add_rmsnorm_case(lib),
         lambda: swiglu_case(lib),
     ]

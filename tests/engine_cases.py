@@ -43,7 +43,8 @@ def make_long_qwen3(folder: Path) -> torch.nn.Module:
 def step_inputs(reference, context: int, tokens: int, seed: int, device: str = "cpu") -> tuple:  # noqa: ANN001
     """The semantic step's inputs for ``tokens`` new tokens after ``context`` cached ones (random caches)."""
     gen = torch.Generator().manual_seed(seed)
-    caches = tuple((torch.randn(k.shape, generator=gen).to(device), torch.randn(v.shape, generator=gen).to(device))
+    caches = tuple((torch.randn(k.shape, generator=gen).to(device=device, dtype=k.dtype),
+                    torch.randn(v.shape, generator=gen).to(device=device, dtype=v.dtype))
                    for k, v in reference.init_caches(capacity=CAPACITY))
     ids = torch.randint(0, 256, (context + tokens,), generator=gen)
     return reference.prepare_inputs_for_generation(ids, context, caches, device=device)

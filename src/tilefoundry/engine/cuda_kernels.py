@@ -2,7 +2,7 @@
 
 :class:`CudaKernels` puts the library's kernels (:func:`~.library.load_kernels`) into the slots of a decode step:
 RMSNorm fused into the packed q/k/v GEMV and into the interleaved gate/up GEMV with its SwiGLU epilogue, q/k norm
-+ RoPE + the KV-cache write + split-context decode attention in one kernel reading the position on the device, the
++ RoPE + the KV-cache write in one kernel, split-context decode attention reading the position on the device, the
 o_proj and down GEMVs adding into the hidden state in place, and the final norm fused into the lm_head GEMV. The
 kernels take bf16 and at most 16 tokens a step; anything else (a long prefill chunk, a q/k/v bias, routed experts,
 the embedding gather) runs the torch slot it inherits from :class:`~.torch_kernels.TorchKernels`.
@@ -91,21 +91,6 @@ class CudaKernels(TorchKernels):
         m, heads, d = q.shape
         self.lib.decode_attention(q, cache_k, cache_v, at.position, out,
                                   self._workspace(m, heads, cache_k.shape[1], d, q.device), scale, 0)
-
-    def rope_attention(self, qkv: torch.Tensor, q_norm: torch.Tensor | None, k_norm: torch.Tensor | None,
-                       cos: torch.Tensor, sin: torch.Tensor, q_out: torch.Tensor, cache_k: torch.Tensor,
-                       cache_v: torch.Tensor, out: torch.Tensor, scale: float, eps: float, at: StepPositions) -> None:
-        """One kernel: q/k norms and RoPE from the projection, the cache write and the attention (q_out unused)."""
-        if not self._fits(qkv) or cos.shape[0] < cache_k.shape[0]:
-            super().rope_attention(qkv, q_norm, k_norm, cos, sin, q_out, cache_k, cache_v, out, scale, eps, at)
-            return
-        m, heads, d = out.shape
-        ws = self._workspace(m, heads, cache_k.shape[1], d, out.device)
-        if q_norm is not None and k_norm is not None:
-            self.lib.qk_norm_rope_attention(qkv, q_norm, k_norm, cos, sin, at.position, cache_k, cache_v, out, ws,
-                                            scale, eps, 0)
-        else:
-            self.lib.rope_attention(qkv, cos, sin, at.position, cache_k, cache_v, out, ws, scale, 0)
 
     def linear_residual(self, x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor,
                         out: torch.Tensor) -> None:

@@ -279,8 +279,8 @@ class DecodeEngine:
         for i, layer in enumerate(w.layers):
             cache_k, cache_v = self._kv[i, 0], self._kv[i, 1]
             k.norm_linear(act.x, layer.input_norm, layer.qkv, layer.qkv_bias, act.qkv, s.eps)
-            k.rope_attention(act.qkv, layer.q_norm, layer.k_norm, w.cos, w.sin, act.q, cache_k, cache_v, act.attn,
-                             s.scale, s.eps, at)
+            k.rope_cache(act.qkv, layer.q_norm, layer.k_norm, w.cos, w.sin, act.q, cache_k, cache_v, s.eps, at)
+            k.attention(act.q, cache_k, cache_v, act.attn, s.scale, at)
             k.linear_residual(act.attn.view(rows, -1), layer.o_proj, act.x, act.x)
             if layer.routed:
                 k.moe(act.x, layer.post_norm, layer.router, layer.experts_gate, layer.experts_up, layer.experts_down,

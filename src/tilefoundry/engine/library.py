@@ -38,7 +38,6 @@ ENTRIES = (
     "gemv", "gemv_residual", "gemv_swiglu", "gemv_argmax",
     "rmsnorm_gemv", "rmsnorm_gemv_residual", "rmsnorm_gemv_swiglu", "rmsnorm_gemv_argmax",
     "decode_attention", "attention_workspace_bytes", "qk_norm_rope_cache", "rope_cache",
-    "qk_norm_rope_attention", "rope_attention",
     "rmsnorm", "add_rmsnorm", "swiglu", "set_pdl", "pdl", "set_gemv_tuning",
 )
 """Every function the library exports."""

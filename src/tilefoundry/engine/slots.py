@@ -53,8 +53,7 @@ class StepPositions:
 class KernelSet(ABC):
     """Every kernel slot of a decode step. Subclass it (or a filled set) and override what you replace.
 
-    A step calls, per layer: ``norm_linear`` (q/k/v), ``rope_attention`` (by default ``rope_cache`` then
-    ``attention``), ``linear_residual``
+    A step calls, per layer: ``norm_linear`` (q/k/v), ``rope_cache``, ``attention``, ``linear_residual``
     (o_proj), then ``norm_swiglu`` and ``linear_residual`` (down) for a dense layer or ``moe`` for a routed
     one; ``embed`` before the layers and ``head`` after them.
     """
@@ -84,14 +83,6 @@ class KernelSet(ABC):
                   scale: float, at: StepPositions) -> None:
         """``out`` (M, H, D): token m (at position p + m) attends, with ``scale``, to cache rows [0, p + m];
         grouped-query (head h reads KV head h // (H / KV)). The cache already holds the step's keys."""
-
-    def rope_attention(self, qkv: torch.Tensor, q_norm: torch.Tensor | None, k_norm: torch.Tensor | None,
-                       cos: torch.Tensor, sin: torch.Tensor, q_out: torch.Tensor, cache_k: torch.Tensor,
-                       cache_v: torch.Tensor, out: torch.Tensor, scale: float, eps: float, at: StepPositions) -> None:
-        """``rope_cache`` then ``attention`` (``q_out`` holds the rotated q between them), the two slots a step
-        runs back to back; a set whose kernel does both at once overrides this one."""
-        self.rope_cache(qkv, q_norm, k_norm, cos, sin, q_out, cache_k, cache_v, eps, at)
-        self.attention(q_out, cache_k, cache_v, out, scale, at)
 
     @abstractmethod
     def linear_residual(self, x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor,

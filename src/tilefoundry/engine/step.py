@@ -2,10 +2,10 @@
 engine's kernels: what a decode engine launches, and what a CUDA graph captures.
 
 Per layer: RMSNorm fused into the packed QKV GEMV; q/k norm (Qwen3) + RoPE + cache write at the device
-position + decode attention over the cache, one kernel; o_proj GEMV adding into the hidden state in place;
-RMSNorm fused into the interleaved gate/up GEMV whose epilogue applies SwiGLU; down GEMV adding into the
-hidden state. Then the final norm fused into the lm_head GEMV with its argmax. Five kernels a layer, one for
-the head. The step reads the position from the device and leaves it for the caller to advance, so one
+position; decode attention over the cache; o_proj GEMV adding into the hidden state in place; RMSNorm
+fused into the interleaved gate/up GEMV whose epilogue applies SwiGLU; down GEMV adding into the hidden
+state. Then the final norm fused into the lm_head GEMV with its argmax. Six kernels a layer, one for the
+head. The step reads the position from the device and leaves it for the caller to advance, so one
 captured graph serves every step.
 """
 
@@ -112,10 +112,10 @@ def decode_step(kernels: Any, shape: DecoderShape, layers: list[LayerWeights], f
     for w, (cache_k, cache_v) in zip(layers, buf.caches):
         k.rmsnorm_gemv(buf.x, w.input_norm, w.qkv, buf.qkv, s.eps, 0)
         if w.q_norm is not None:
-            k.qk_norm_rope_attention(buf.qkv, w.q_norm, w.k_norm, cos, sin, buf.position, cache_k, cache_v,
-                                     buf.attn, buf.attention_ws, s.scale, s.eps, 0)
+            k.qk_norm_rope_cache(buf.qkv, w.q_norm, w.k_norm, cos, sin, buf.position, buf.q, cache_k, cache_v, s.eps)
         else:
-            k.rope_attention(buf.qkv, cos, sin, buf.position, cache_k, cache_v, buf.attn, buf.attention_ws, s.scale, 0)
+            k.rope_cache(buf.qkv, cos, sin, buf.position, buf.q, cache_k, cache_v)
+        k.decode_attention(buf.q, cache_k, cache_v, buf.position, buf.attn, buf.attention_ws, s.scale, 0)
         k.gemv_residual(buf.attn.view(m, -1), w.o_proj, buf.x, buf.x, 0)
         k.rmsnorm_gemv_swiglu(buf.x, w.post_norm, w.gate_up, buf.act, s.eps, 0)
         k.gemv_residual(buf.act, w.down_proj, buf.x, buf.x, 0)

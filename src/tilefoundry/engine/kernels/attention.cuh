@@ -28,9 +28,6 @@
 #include "common.cuh"
 #include "args.cuh"
 #include "launch.cuh"
-#include "rope_cache.cuh"
-
-#include <climits>
 
 namespace tilefoundry {
 namespace engine {
@@ -54,14 +51,6 @@ struct Params {
   float* partial;          // [tiles, kv, splits, rows, d]   each slice's normalised output
   float scale_log2;        // softmax scale * log2(e)
   int m, h, kv, group, capacity, splits, tile;
-  // The fused entries (rope_attention, qk_norm_rope_attention): q and this step's keys and values
-  // come from the packed projection, normalised and rotated here; q is then null.
-  __nv_bfloat16 const* qkv;     // [m, (h + 2 kv) * d]
-  __nv_bfloat16 const* q_norm;  // [d] (norm)
-  __nv_bfloat16 const* k_norm;  // [d] (norm)
-  void const* cos;              // [table_rows >= capacity, d]
-  void const* sin;
-  float eps;
 };
 
 /// The workspace: tickets, then the per-slice log-sum-exps and outputs.
@@ -99,23 +88,9 @@ __device__ __forceinline__ void merge_weights(float m, float mo, float& a, float
   b = mo == -INFINITY ? 0.0f : exp2f(mo - mx);
 }
 
-/// This lane's word (elements [8 dl, 8 dl + 8)) of head slot `slot` (q heads, then k, then v) of
-/// token `token` in the packed projection.
-template <int D>
-__device__ __forceinline__ Word const* qkv_word_at(Params const& p, int token, int slot, int dl) {
-  size_t const slots = static_cast<size_t>(p.h) + 2 * p.kv;
-  return reinterpret_cast<Word const*>(p.qkv) + (token * slots + slot) * (D / kPerWord) + dl;
-}
-
 // Decode (ROWS <= 2) keeps eight keys per lane group in flight and asks for room for two CTAs
 // per SM (the grid is about one CTA per SM).
-//
-// Fused (rope_attention): q rows and the step's new keys come from the packed projection, through
-// the same norm_rope as the rope kernel, rounded to bf16 as that kernel stores them; the cached
-// keys below the position are read from the cache, the new ones (position .. position + M - 1) are
-// computed in the CTA whose slice holds them, which also writes them (and their values) into the
-// cache.
-template <int D, int ROWS, bool Fused = false, bool Norm = false, class Table = __nv_bfloat16>
+template <int D, int ROWS>
 __global__ void __launch_bounds__(kThreads, ROWS <= 2 ? 2 : 1) attention_kernel(Params const p) {
   constexpr int U = ROWS <= 2 ? 8 : ROWS <= 4 ? 4 : 2;  // keys per lane group in flight
   constexpr int kLanesPerKey = D / kPerWord;
@@ -167,20 +142,10 @@ __global__ void __launch_bounds__(kThreads, ROWS <= 2 ? 2 : 1) attention_kernel(
       limit[r] = 0;
       CUTE_UNROLL
       for (int i = 0; i < kPerWord; ++i) q[r][i] = 0.0f;
-      if (r < rows) {  // the same for every lane of the warp (norm_rope shuffles)
+      if (r < rows) {
         limit[r] = min(pos + m0 + mq + 1, p.capacity);
-        if constexpr (Fused) {
-          float x[kPerWord], y[kPerWord];
-          unpack(load_input(qkv_word_at<D>(p, m0 + mq, kvh * p.group + g, dl)), x);
-          rope::norm_rope<kLanesPerKey, Norm>(x, p.q_norm, p.eps, static_cast<Table const*>(p.cos),
-                                              static_cast<Table const*>(p.sin), pos + m0 + mq, true,
-                                              dl, y);
-          CUTE_UNROLL
-          for (int i = 0; i < kPerWord; ++i) q[r][i] = round_bf16(y[i]);
-        } else {
-          size_t const at = (static_cast<size_t>(m0 + mq) * p.h + kvh * p.group + g) * D;
-          unpack(load_input(reinterpret_cast<Word const*>(p.q + at) + dl), q[r]);
-        }
+        size_t const at = (static_cast<size_t>(m0 + mq) * p.h + kvh * p.group + g) * D;
+        unpack(load_input(reinterpret_cast<Word const*>(p.q + at) + dl), q[r]);
         CUTE_UNROLL
         for (int i = 0; i < kPerWord; ++i) q[r][i] *= p.scale_log2;
       }
@@ -195,10 +160,20 @@ __global__ void __launch_bounds__(kThreads, ROWS <= 2 ? 2 : 1) attention_kernel(
       for (int i = 0; i < kPerWord; ++i) acc[r][i] = 0.0f;
     }
 
-    // Folds U keys (K and V words of this lane, key positions; a key at or past `end` is none) into
-    // every row's online softmax. Every lane of the warp runs it (the group shuffles need them
-    // all).
-    auto absorb = [&](Word const(&kw)[U], Word const(&vw)[U], int const(&key)[U], int end) {
+    // The loop bound is the same for every lane of a warp (the group shuffles need them all).
+    for (int b = kb + warp * kKeysPerWarp; b < ke; b += kKeysPerPass) {
+      Word kw[U], vw[U];
+      int key[U];
+      CUTE_UNROLL
+      for (int u = 0; u < U; ++u) {
+        key[u] = b + sub + u * kWarps * kKeysPerWarp;
+        kw[u] = make_uint4(0u, 0u, 0u, 0u);
+        vw[u] = kw[u];
+        if (key[u] < ke) {
+          kw[u] = load_input(kp + key[u] * stride);
+          vw[u] = load_input(vp + key[u] * stride);
+        }
+      }
       float s[ROWS][U];
       CUTE_UNROLL
       for (int u = 0; u < U; ++u) {
@@ -210,7 +185,7 @@ __global__ void __launch_bounds__(kThreads, ROWS <= 2 ? 2 : 1) attention_kernel(
           CUTE_UNROLL
           for (int i = 0; i < kPerWord; ++i) dot = fmaf(q[r][i], kf[i], dot);
           dot = group_sum<kLanesPerKey>(dot);
-          s[r][u] = key[u] < end && key[u] < limit[r] ? dot : -INFINITY;
+          s[r][u] = key[u] < ke && key[u] < limit[r] ? dot : -INFINITY;
         }
       }
       float vf[U][kPerWord];
@@ -234,55 +209,6 @@ __global__ void __launch_bounds__(kThreads, ROWS <= 2 ? 2 : 1) attention_kernel(
           for (int i = 0; i < kPerWord; ++i) acc[r][i] = fmaf(pr, vf[u][i], acc[r][i]);
         }
         run_max[r] = mx;
-      }
-    };
-
-    // The cached keys (all of the slice, or, fused, those below the position), U per lane group.
-    int const cached = Fused ? min(ke, pos) : ke;
-    for (int b = kb + warp * kKeysPerWarp; b < cached; b += kKeysPerPass) {
-      Word kw[U], vw[U];
-      int key[U];
-      CUTE_UNROLL
-      for (int u = 0; u < U; ++u) {
-        key[u] = b + sub + u * kWarps * kKeysPerWarp;
-        kw[u] = make_uint4(0u, 0u, 0u, 0u);
-        vw[u] = kw[u];
-        if (key[u] < cached) {
-          kw[u] = load_input(kp + key[u] * stride);
-          vw[u] = load_input(vp + key[u] * stride);
-        }
-      }
-      absorb(kw, vw, key, cached);
-    }
-
-    if constexpr (Fused) {  // this step's own keys in the slice: from the projection, into the
-                            // cache
-      for (int b = max(kb, pos) + warp * kKeysPerWarp; b < ke; b += kWarps * kKeysPerWarp) {
-        Word kw[U], vw[U];
-        int key[U];
-        CUTE_UNROLL
-        for (int u = 0; u < U; ++u) {
-          kw[u] = vw[u] = make_uint4(0u, 0u, 0u, 0u);
-          key[u] = INT_MAX;
-        }
-        int const at = b + sub;
-        bool const valid = at < ke;
-        int const token = valid ? at - pos : 0;
-        Word const raw_k = valid ? load_input(qkv_word_at<D>(p, token, p.h + kvh, dl)) : kw[0];
-        Word const raw_v =
-            valid ? load_input(qkv_word_at<D>(p, token, p.h + p.kv + kvh, dl)) : kw[0];
-        float x[kPerWord], y[kPerWord];
-        unpack(raw_k, x);
-        rope::norm_rope<kLanesPerKey, Norm>(x, p.k_norm, p.eps, static_cast<Table const*>(p.cos),
-                                            static_cast<Table const*>(p.sin), at, valid, dl, y);
-        if (valid) {
-          kw[0] = pack(y);
-          vw[0] = raw_v;
-          key[0] = at;
-          const_cast<Word*>(kp)[static_cast<size_t>(at) * stride] = kw[0];
-          const_cast<Word*>(vp)[static_cast<size_t>(at) * stride] = raw_v;
-        }
-        absorb(kw, vw, key, ke);
       }
     }
 
@@ -388,108 +314,6 @@ __global__ void __launch_bounds__(kThreads, ROWS <= 2 ? 2 : 1) attention_kernel(
   if (threadIdx.x == 0) atomicExch(&p.tickets[slot], 0);
 }
 
-/// Which kernel a launch runs: the plain one (q and the cache given ready) or the fused one, with
-/// or without q/k norms, on bf16 or f32 tables.
-enum class Variant { plain, fused_bf16, fused_f32, fused_norm_bf16, fused_norm_f32 };
-
-template <int D, int ROWS>
-auto kernel_for(Variant v) {
-  switch (v) {
-    case Variant::fused_bf16:
-      return attention_kernel<D, ROWS, true, false, __nv_bfloat16>;
-    case Variant::fused_f32:
-      return attention_kernel<D, ROWS, true, false, float>;
-    case Variant::fused_norm_bf16:
-      return attention_kernel<D, ROWS, true, true, __nv_bfloat16>;
-    case Variant::fused_norm_f32:
-      return attention_kernel<D, ROWS, true, true, float>;
-    default:
-      return attention_kernel<D, ROWS>;
-  }
-}
-
-constexpr char const* kSized =
-    "tickets and per-slice results; attention_workspace_bytes gives the size";
-
-/// The checks both entries make before the device check: the workspace, the scale, the split count
-/// (and, for a given count, the workspace's size).
-inline void check_workspace(char const* entry, Args const& a, TensorView const& out, int64_t kv,
-                            TensorView const& workspace, double scale, int64_t splits) {
-  a.dtype(workspace, "workspace", kDLUInt, 8, "uint8");
-  a.rank(workspace, "workspace", 1, "(bytes,), zero-filled once");
-  a.contiguous(workspace, "workspace");
-  a.aligned(workspace, "workspace");
-  if (!(scale > 0.0)) {
-    TVM_FFI_THROW(ValueError) << entry << ": scale is " << scale
-                              << "; pass the softmax scale, e.g. head_dim ** -0.5";
-  }
-  if (splits < 0 || splits > kMaxSplits) {
-    TVM_FFI_THROW(ValueError) << entry << ": splits is " << splits << "; use 1 to " << kMaxSplits
-                              << ", or 0 to choose";
-  }
-  a.disjoint(workspace, "workspace", out, "out");
-  if (splits) {
-    Layout const l =
-        layout(int(out.size(0)), int(out.size(1)), int(kv), int(out.size(2)), int(splits));
-    a.min_numel(workspace, "workspace", static_cast<int64_t>(l.bytes), kSized);
-  }
-}
-
-/// The launch both entries share once every input is checked (check_workspace, then the device);
-/// p holds the entry's own pointers (q, or the projection and tables).
-inline void launch_attention(char const* entry, Args const& a, int device, Params& p,
-                             TensorView const& cache_k, TensorView const& cache_v,
-                             TensorView const& position, TensorView const& out,
-                             TensorView const& workspace, double scale, int64_t splits,
-                             Variant variant) {
-  int64_t const m = out.size(0), h = out.size(1), d = out.size(2);
-  int64_t const capacity = cache_k.size(0), kv = cache_k.size(1);
-  a.cuda(arg(out, "out"), arg(workspace, "workspace"));
-  Layout l = layout(int(m), int(h), int(kv), int(d), int(splits));
-  if (!splits) {  // the automatic count depends on the device
-    l = layout(int(m), int(h), int(kv), int(d), auto_splits(int(kv), l.tiles, sm_count(device)));
-    a.min_numel(workspace, "workspace", static_cast<int64_t>(l.bytes), kSized);
-  }
-
-  p.k = data<__nv_bfloat16 const>(cache_k);
-  p.v = data<__nv_bfloat16 const>(cache_v);
-  p.position = data<int const>(position);
-  p.out = data<__nv_bfloat16>(out);
-  char* ws = data<char>(workspace);
-  p.tickets = reinterpret_cast<int*>(ws);
-  p.lse = reinterpret_cast<float*>(ws + l.lse_offset);
-  p.partial = reinterpret_cast<float*>(ws + l.partial_offset);
-  p.scale_log2 = static_cast<float>(scale * 1.4426950408889634);
-  p.m = int(m);
-  p.h = int(h);
-  p.kv = int(kv);
-  p.group = int(h / kv);
-  p.capacity = int(capacity);
-  p.splits = l.splits;
-  p.tile = l.tile;
-  dim3 const grid(l.splits, kv, l.tiles);
-  auto go = [&](auto kernel) { launch(entry, device, kernel, grid, dim3(kThreads), 0, p); };
-  if (d == 64) {
-    if (l.rows == 1)
-      go(kernel_for<64, 1>(variant));
-    else if (l.rows == 2)
-      go(kernel_for<64, 2>(variant));
-    else if (l.rows == 4)
-      go(kernel_for<64, 4>(variant));
-    else
-      go(kernel_for<64, 8>(variant));
-  } else {
-    if (l.rows == 1)
-      go(kernel_for<128, 1>(variant));
-    else if (l.rows == 2)
-      go(kernel_for<128, 2>(variant));
-    else if (l.rows == 4)
-      go(kernel_for<128, 4>(variant));
-    else
-      go(kernel_for<128, 8>(variant));
-  }
-}
-
 inline void run(TensorView const& q, TensorView const& cache_k, TensorView const& cache_v,
                 TensorView const& position, TensorView const& out, TensorView const& workspace,
                 double scale, int64_t splits) {
@@ -531,58 +355,73 @@ inline void run(TensorView const& q, TensorView const& cache_k, TensorView const
     a.contiguous(*t, name);
     a.aligned(*t, name);
   }
-  check_workspace(entry, a, out, kv, workspace, scale, splits);
+  a.dtype(workspace, "workspace", kDLUInt, 8, "uint8");
+  a.rank(workspace, "workspace", 1, "(bytes,), zero-filled once");
+  a.contiguous(workspace, "workspace");
+  a.aligned(workspace, "workspace");
+  if (!(scale > 0.0)) {
+    TVM_FFI_THROW(ValueError) << entry << ": scale is " << scale
+                              << "; pass the softmax scale, e.g. head_dim ** -0.5";
+  }
+  if (splits < 0 || splits > kMaxSplits) {
+    TVM_FFI_THROW(ValueError) << entry << ": splits is " << splits << "; use 1 to " << kMaxSplits
+                              << ", or 0 to choose";
+  }
   a.disjoint(out, "out", q, "q");
   a.disjoint(out, "out", cache_k, "cache_k");
   a.disjoint(out, "out", cache_v, "cache_v");
+  a.disjoint(workspace, "workspace", out, "out");
+  char const* sized = "tickets and per-slice results; attention_workspace_bytes gives the size";
+  Layout l = layout(int(m), int(h), int(kv), int(d), int(splits));
+  if (splits) a.min_numel(workspace, "workspace", static_cast<int64_t>(l.bytes), sized);
   int const device =
       a.cuda(arg(q, "q"), arg(cache_k, "cache_k"), arg(cache_v, "cache_v"),
              arg(position, "position"), arg(out, "out"), arg(workspace, "workspace"));
+  if (!splits) {  // the automatic count depends on the device
+    l = layout(int(m), int(h), int(kv), int(d), auto_splits(int(kv), l.tiles, sm_count(device)));
+    a.min_numel(workspace, "workspace", static_cast<int64_t>(l.bytes), sized);
+  }
+  int const s = l.splits;
+
   Params p = {};
   p.q = data<__nv_bfloat16 const>(q);
-  launch_attention(entry, a, device, p, cache_k, cache_v, position, out, workspace, scale, splits,
-                   Variant::plain);
-}
-
-/// The fused entries: rope_attention (norm null) and qk_norm_rope_attention. qkv is the packed
-/// projection of this step's M tokens; q/k are normalised (q_norm, k_norm) and rotated by the
-/// tables, k and v written into the cache at position .. position + M - 1, and the attention of
-/// every token written to out, all in one kernel.
-inline void run_fused(char const* entry, TensorView const& qkv, TensorView const* q_norm,
-                      TensorView const* k_norm, TensorView const& cos, TensorView const& sin,
-                      TensorView const& position, TensorView const& cache_k,
-                      TensorView const& cache_v, TensorView const& out, TensorView const& workspace,
-                      double scale, double eps, int64_t splits) {
-  Args const a(entry);
-  bool const f32 = rope::check_projection(a, entry, qkv, q_norm, k_norm, cos, sin, position, out,
-                                          "out", cache_k, cache_v, eps);
-  int64_t const h = out.size(1), kv = cache_k.size(1), capacity = cache_k.size(0);
-  if (h % kv != 0 || h / kv > kMaxRows) {
-    TVM_FFI_THROW(ValueError) << entry << ": out has " << h << " heads and the cache " << kv
-                              << " KV heads; the heads must be a multiple of the KV heads, at most "
-                              << kMaxRows << " query heads per KV head";
+  p.k = data<__nv_bfloat16 const>(cache_k);
+  p.v = data<__nv_bfloat16 const>(cache_v);
+  p.position = data<int const>(position);
+  p.out = data<__nv_bfloat16>(out);
+  char* ws = data<char>(workspace);
+  p.tickets = reinterpret_cast<int*>(ws);
+  p.lse = reinterpret_cast<float*>(ws + l.lse_offset);
+  p.partial = reinterpret_cast<float*>(ws + l.partial_offset);
+  p.scale_log2 = static_cast<float>(scale * 1.4426950408889634);
+  p.m = int(m);
+  p.h = int(h);
+  p.kv = int(kv);
+  p.group = int(h / kv);
+  p.capacity = int(capacity);
+  p.splits = s;
+  p.tile = l.tile;
+  dim3 const grid(s, kv, l.tiles);
+  auto go = [&](auto kernel) { launch(entry, device, kernel, grid, dim3(kThreads), 0, p); };
+  if (d == 64) {
+    if (l.rows == 1)
+      go(attention_kernel<64, 1>);
+    else if (l.rows == 2)
+      go(attention_kernel<64, 2>);
+    else if (l.rows == 4)
+      go(attention_kernel<64, 4>);
+    else
+      go(attention_kernel<64, 8>);
+  } else {
+    if (l.rows == 1)
+      go(attention_kernel<128, 1>);
+    else if (l.rows == 2)
+      go(attention_kernel<128, 2>);
+    else if (l.rows == 4)
+      go(attention_kernel<128, 4>);
+    else
+      go(attention_kernel<128, 8>);
   }
-  if (cos.size(0) < capacity) {
-    TVM_FFI_THROW(ValueError) << entry << ": the tables hold " << cos.size(0)
-                              << " positions but the cache " << capacity
-                              << "; every cached position needs its table row";
-  }
-  check_workspace(entry, a, out, kv, workspace, scale, splits);
-  int const device =
-      a.cuda(arg(qkv, "qkv"), arg(cos, "cos"), arg(sin, "sin"), arg(position, "position"),
-             arg(cache_k, "cache_k"), arg(cache_v, "cache_v"), arg(out, "out"));
-  if (q_norm) a.cuda(arg(qkv, "qkv"), arg(*q_norm, "q_norm"), arg(*k_norm, "k_norm"));
-  Params p = {};
-  p.qkv = data<__nv_bfloat16 const>(qkv);
-  p.q_norm = q_norm ? data<__nv_bfloat16 const>(*q_norm) : nullptr;
-  p.k_norm = k_norm ? data<__nv_bfloat16 const>(*k_norm) : nullptr;
-  p.cos = data<void const>(cos);
-  p.sin = data<void const>(sin);
-  p.eps = static_cast<float>(eps);
-  Variant const v = q_norm ? (f32 ? Variant::fused_norm_f32 : Variant::fused_norm_bf16)
-                           : (f32 ? Variant::fused_f32 : Variant::fused_bf16);
-  launch_attention(entry, a, device, p, cache_k, cache_v, position, out, workspace, scale, splits,
-                   v);
 }
 
 /// The workspace bytes decode_attention needs (splits 0: the automatic count on `device`).

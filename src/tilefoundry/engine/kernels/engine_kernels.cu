@@ -98,23 +98,6 @@ void rope_cache(TensorView qkv, TensorView cos, TensorView sin, TensorView posit
                                  cache_k, cache_v, 0.0);
 }
 
-void qk_norm_rope_attention(TensorView qkv, TensorView q_norm, TensorView k_norm, TensorView cos,
-                            TensorView sin, TensorView position, TensorView cache_k,
-                            TensorView cache_v, TensorView out, TensorView workspace, double scale,
-                            double eps, int64_t splits) {
-  tilefoundry::engine::attention::run_fused("qk_norm_rope_attention", qkv, &q_norm, &k_norm, cos,
-                                            sin, position, cache_k, cache_v, out, workspace, scale,
-                                            eps, splits);
-}
-
-void rope_attention(TensorView qkv, TensorView cos, TensorView sin, TensorView position,
-                    TensorView cache_k, TensorView cache_v, TensorView out, TensorView workspace,
-                    double scale, int64_t splits) {
-  tilefoundry::engine::attention::run_fused("rope_attention", qkv, nullptr, nullptr, cos, sin,
-                                            position, cache_k, cache_v, out, workspace, scale, 0.0,
-                                            splits);
-}
-
 void rmsnorm(TensorView x, TensorView weight, TensorView out, double eps) {
   tilefoundry::engine::rmsnorm::run("rmsnorm", x, nullptr, weight, out, eps);
 }
@@ -132,7 +115,7 @@ void set_pdl(bool enabled) { tilefoundry::engine::pdl_enabled().store(enabled); 
 bool pdl() { return tilefoundry::engine::pdl_enabled().load(); }
 
 /// The GEMVs' grid (CTAs per SM; 0: one per row block) and early-prefetch budget (bytes per CTA;
-/// 0: each warp's first words), for tuning runs; the defaults are 2 and 64 KiB (gemv.cuh).
+/// 0: each warp's first words), for tuning runs; the defaults are 2 and 32 KiB (gemv.cuh).
 void set_gemv_tuning(int64_t ctas_per_sm, int64_t prefetch_bytes) {
   if (ctas_per_sm < 0 || ctas_per_sm > 64 || prefetch_bytes < 0 || prefetch_bytes > (1 << 24)) {
     TVM_FFI_THROW(ValueError) << "set_gemv_tuning: ctas_per_sm must lie in [0, 64] and "
@@ -157,8 +140,6 @@ TVM_FFI_DLL_EXPORT_TYPED_FUNC(decode_attention, decode_attention);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(attention_workspace_bytes, attention_workspace_bytes);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(qk_norm_rope_cache, qk_norm_rope_cache);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(rope_cache, rope_cache);
-TVM_FFI_DLL_EXPORT_TYPED_FUNC(qk_norm_rope_attention, qk_norm_rope_attention);
-TVM_FFI_DLL_EXPORT_TYPED_FUNC(rope_attention, rope_attention);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(rmsnorm, rmsnorm);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(add_rmsnorm, add_rmsnorm);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(swiglu, swiglu);

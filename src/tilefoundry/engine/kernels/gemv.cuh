@@ -30,12 +30,13 @@
 // Grid. Two CTAs per SM (or one per row block when there are fewer), each stepping over row blocks
 // i, i + grid, ...; the argmax's global atomics are then one pair per CTA however long the
 // vocabulary is (one pair per 16 rows cost the lm_head ~90 us on an H200). Before waiting for the
-// kernel before it (PDL), a CTA asks L2 for its row blocks' weight lines, up to 64 KiB, so the
-// weights' DRAM latency overlaps the kernel before it (17 MiB in flight over 264 CTAs: more
-// thrashed L2 on the H200). set_gemv_tuning changes both for tuning runs: measured on an H200, a
-// Qwen3-1.7B step took 1787 us with one CTA per row block and only each warp's first words
-// prefetched, 2048 us with one CTA per SM, 1677 us with two and 64 KiB, 1781 us with two and
-// 256 KiB, 1909 us with three and 128 KiB.
+// kernel before it (PDL), a CTA asks L2 for its row blocks' weight lines, up to 32 KiB, so the
+// weights' DRAM latency overlaps the kernel before it (8 MiB in flight over 264 CTAs: more was
+// slower on the H200). set_gemv_tuning changes both for tuning runs: measured on an H200, a
+// Qwen3-1.7B step at context 1024 took 1787 us with one CTA per row block and only each warp's
+// first words prefetched, 2048 us with one CTA per SM, 1677 us with two and 64 KiB, 1781 us with
+// two and 256 KiB, 1909 us with three and 128 KiB; a later run, 1726 us with two and 64 KiB,
+// 1697 us with two and 32 KiB, 1777 us with two and 96 or 128 KiB.
 #pragma once
 
 #include "common.cuh"
@@ -76,7 +77,7 @@ struct Params {
 /// each launch.
 struct Tuning {
   std::atomic<int> ctas_per_sm{2};
-  std::atomic<int> prefetch_bytes{64 << 10};
+  std::atomic<int> prefetch_bytes{32 << 10};
 };
 
 inline Tuning& tuning() {

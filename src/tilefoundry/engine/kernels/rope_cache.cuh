@@ -19,8 +19,6 @@
 #include "args.cuh"
 #include "launch.cuh"
 
-#include <string>
-
 namespace tilefoundry {
 namespace engine {
 namespace rope {
@@ -56,44 +54,6 @@ __device__ __forceinline__ void load_table(float const* t, size_t at, float (&f)
   for (int i = 0; i < kPerWord; ++i) f[i] = v[i];
 }
 
-/// One head's word of 8 values, in a group of kLanes lanes (lane dl holds elements [8 dl, 8 dl +
-/// 8)): normalised by the head's RMSNorm weight `norm` when Norm (as tf.rms_norm rounds: the
-/// normalised head rounded to bf16, times the weight, rounded), then rotated by row `position` of
-/// the tables (rotate-half, in f32 without contraction) when `rotate`, else multiplied by zero
-/// tables. The result is in f32, not rounded. Every lane of the warp must call it: it shuffles
-/// within its group.
-template <int kLanes, bool Norm, class Table>
-__device__ __forceinline__ void norm_rope(float (&x)[kPerWord], __nv_bfloat16 const* norm,
-                                          float eps, Table const* cos, Table const* sin,
-                                          int position, bool rotate, int dl, float (&y)[kPerWord]) {
-  constexpr int D = kLanes * kPerWord;
-  if constexpr (Norm) {
-    float ss = 0.0f;
-    CUTE_UNROLL
-    for (int i = 0; i < kPerWord; ++i) ss = fmaf(x[i], x[i], ss);
-    float const r = ops::detail::rsqrt_(group_sum<kLanes>(ss) / static_cast<float>(D) + eps);
-    float g[kPerWord];
-    unpack(load_input(reinterpret_cast<Word const*>(norm) + dl), g);
-    CUTE_UNROLL
-    for (int i = 0; i < kPerWord; ++i)
-      x[i] = round_bf16(__fmul_rn(round_bf16(__fmul_rn(x[i], r)), g[i]));
-  }
-  float c[kPerWord], s[kPerWord];
-  CUTE_UNROLL
-  for (int i = 0; i < kPerWord; ++i) c[i] = s[i] = 0.0f;
-  if (rotate) {
-    size_t const at = static_cast<size_t>(position) * D + dl * kPerWord;
-    load_table(cos, at, c);
-    load_table(sin, at, s);
-  }
-  CUTE_UNROLL
-  for (int i = 0; i < kPerWord; ++i) {
-    float const partner = __shfl_xor_sync(0xffffffffu, x[i], kLanes / 2);
-    float const rotated = dl < kLanes / 2 ? -partner : partner;
-    y[i] = __fadd_rn(__fmul_rn(x[i], c[i]), __fmul_rn(rotated, s[i]));
-  }
-}
-
 template <int D, bool Norm, class Table>
 __global__ void __launch_bounds__(kThreads) rope_cache_kernel(Params const p) {
   constexpr int kLanes = D / kPerWord;  // lanes per head, one 16-byte word each
@@ -120,9 +80,32 @@ __global__ void __launch_bounds__(kThreads) rope_cache_kernel(Params const p) {
                      (static_cast<size_t>(m) * slots + slot) * kLanes + dl);
   float x[kPerWord];
   unpack(raw, x);
+  if constexpr (Norm) {
+    float ss = 0.0f;
+    CUTE_UNROLL
+    for (int i = 0; i < kPerWord; ++i) ss = fmaf(x[i], x[i], ss);
+    float const r = ops::detail::rsqrt_(group_sum<kLanes>(ss) / static_cast<float>(D) + p.eps);
+    float g[kPerWord];
+    unpack(load_input(reinterpret_cast<Word const*>(is_q ? p.q_norm : p.k_norm) + dl), g);
+    CUTE_UNROLL
+    for (int i = 0; i < kPerWord; ++i)
+      x[i] = round_bf16(__fmul_rn(round_bf16(__fmul_rn(x[i], r)), g[i]));
+  }
+  float c[kPerWord], s[kPerWord];
+  CUTE_UNROLL
+  for (int i = 0; i < kPerWord; ++i) c[i] = s[i] = 0.0f;
+  if (valid && !is_v && in_table) {
+    size_t const at = static_cast<size_t>(pos) * D + dl * kPerWord;
+    load_table(static_cast<Table const*>(p.cos), at, c);
+    load_table(static_cast<Table const*>(p.sin), at, s);
+  }
   float y[kPerWord];
-  norm_rope<kLanes, Norm>(x, is_q ? p.q_norm : p.k_norm, p.eps, static_cast<Table const*>(p.cos),
-                          static_cast<Table const*>(p.sin), pos, valid && !is_v && in_table, dl, y);
+  CUTE_UNROLL
+  for (int i = 0; i < kPerWord; ++i) {
+    float const partner = __shfl_xor_sync(0xffffffffu, x[i], kLanes / 2);
+    float const rotated = dl < kLanes / 2 ? -partner : partner;
+    y[i] = __fadd_rn(__fmul_rn(x[i], c[i]), __fmul_rn(rotated, s[i]));
+  }
   if (!valid) return;
   if (is_v) {
     if (pos < p.capacity)
@@ -138,40 +121,35 @@ __global__ void __launch_bounds__(kThreads) rope_cache_kernel(Params const p) {
   }
 }
 
-/// The checks the rope entries and the fused rope + attention entries share: the packed projection
-/// qkv, the norms, the tables, the position and the cache, for h heads of head_dim d as the output
-/// `out` (named `out_name`) declares them. Returns whether the tables are f32.
-inline bool check_projection(Args const& a, char const* entry, TensorView const& qkv,
-                             TensorView const* q_norm, TensorView const* k_norm,
-                             TensorView const& cos, TensorView const& sin,
-                             TensorView const& position, TensorView const& out,
-                             char const* out_name, TensorView const& cache_k,
-                             TensorView const& cache_v, double eps) {
-  std::string const dims = std::string(out_name) + "'s head_dim D";
+/// `norm` null: no q/k norm (rope_cache); else (q_norm, k_norm) (qk_norm_rope_cache).
+inline void run(char const* entry, TensorView const& qkv, TensorView const* q_norm,
+                TensorView const* k_norm, TensorView const& cos, TensorView const& sin,
+                TensorView const& position, TensorView const& q_out, TensorView const& cache_k,
+                TensorView const& cache_v, double eps) {
+  Args const a(entry);
   a.rank(qkv, "qkv", 2, "(tokens M, (heads + 2 kv_heads) * head_dim), the packed projection");
   a.bf16(qkv, "qkv");
-  a.rank(out, out_name, 3, "(tokens M, heads H, head_dim D)");
-  a.bf16(out, out_name);
+  a.rank(q_out, "q_out", 3, "(tokens M, heads H, head_dim D)");
+  a.bf16(q_out, "q_out");
   a.rank(cache_k, "cache_k", 3, "(capacity, kv_heads KV, head_dim D)");
   a.bf16(cache_k, "cache_k");
   a.rank(cache_v, "cache_v", 3, "(capacity, kv_heads KV, head_dim D)");
   a.bf16(cache_v, "cache_v");
-  int64_t const m = qkv.size(0), h = out.size(1), d = out.size(2);
+  int64_t const m = qkv.size(0), h = q_out.size(1), d = q_out.size(2);
   int64_t const capacity = cache_k.size(0), kv = cache_k.size(1);
   a.range(m, "the token count M (qkv's axis 0)", 1, kMaxTokens);
   if (d != 64 && d != 128) {
-    TVM_FFI_THROW(ValueError) << entry << ": head_dim D (" << out_name << "'s axis 2) is " << d
+    TVM_FFI_THROW(ValueError) << entry << ": head_dim D (q_out's axis 2) is " << d
                               << "; this kernel is built for 64 and 128";
   }
-  a.range(h, (std::string("the head count H (") + out_name + "'s axis 1)").c_str(), 1, 1024);
+  a.range(h, "the head count H (q_out's axis 1)", 1, 1024);
   a.range(kv, "the KV head count (cache_k's axis 1)", 1, 1024);
-  a.extent(out, out_name, 0, m, "qkv's tokens M");
-  a.extent(qkv, "qkv", 1, (h + 2 * kv) * d,
-           (std::string("(H + 2 KV) * D from ") + out_name + " and cache_k").c_str());
-  a.extent(cache_k, "cache_k", 2, d, dims.c_str());
+  a.extent(q_out, "q_out", 0, m, "qkv's tokens M");
+  a.extent(qkv, "qkv", 1, (h + 2 * kv) * d, "(H + 2 KV) * D from q_out and cache_k");
+  a.extent(cache_k, "cache_k", 2, d, "q_out's head_dim D");
   a.extent(cache_v, "cache_v", 0, capacity, "cache_k's capacity");
   a.extent(cache_v, "cache_v", 1, kv, "cache_k's KV heads");
-  a.extent(cache_v, "cache_v", 2, d, dims.c_str());
+  a.extent(cache_v, "cache_v", 2, d, "q_out's head_dim D");
   bool const f32 = a.bf16_or_f32(cos, "cos");
   if (a.bf16_or_f32(sin, "sin") != f32) {
     TVM_FFI_THROW(TypeError) << entry << ": cos is " << dtype_text(cos.dtype()) << " but sin is "
@@ -179,14 +157,14 @@ inline bool check_projection(Args const& a, char const* entry, TensorView const&
   }
   a.rank(cos, "cos", 2, "(positions, head_dim D)");
   a.rank(sin, "sin", 2, "(positions, head_dim D)");
-  a.extent(cos, "cos", 1, d, dims.c_str());
+  a.extent(cos, "cos", 1, d, "q_out's head_dim D");
   a.extent(sin, "sin", 0, cos.size(0), "cos's positions");
-  a.extent(sin, "sin", 1, d, dims.c_str());
+  a.extent(sin, "sin", 1, d, "q_out's head_dim D");
   if (q_norm) {
     for (auto [t, name] : {arg(*q_norm, "q_norm"), arg(*k_norm, "k_norm")}) {
       a.rank(*t, name, 1, "(head_dim D,)");
       a.bf16(*t, name);
-      a.extent(*t, name, 0, d, dims.c_str());
+      a.extent(*t, name, 0, d, "q_out's head_dim D");
       a.contiguous(*t, name);
     }
     if (!(eps >= 0.0 && eps < 1.0)) {
@@ -195,7 +173,7 @@ inline bool check_projection(Args const& a, char const* entry, TensorView const&
   }
   a.dtype(position, "position", kDLInt, 32, "int32");
   a.min_numel(position, "position", 1, "the tokens cached before this step");
-  for (auto [t, name] : {arg(qkv, "qkv"), arg(out, out_name), arg(cache_k, "cache_k"),
+  for (auto [t, name] : {arg(qkv, "qkv"), arg(q_out, "q_out"), arg(cache_k, "cache_k"),
                          arg(cache_v, "cache_v"), arg(cos, "cos"), arg(sin, "sin")}) {
     a.contiguous(*t, name);
     a.aligned(*t, name);
@@ -204,25 +182,12 @@ inline bool check_projection(Args const& a, char const* entry, TensorView const&
     a.aligned(*q_norm, "q_norm");
     a.aligned(*k_norm, "k_norm");
   }
-  a.disjoint(out, out_name, qkv, "qkv");
+  a.disjoint(q_out, "q_out", qkv, "qkv");
   a.disjoint(cache_k, "cache_k", qkv, "qkv");
   a.disjoint(cache_v, "cache_v", qkv, "qkv");
   a.disjoint(cache_k, "cache_k", cache_v, "cache_v");
-  a.disjoint(out, out_name, cache_k, "cache_k");
-  a.disjoint(out, out_name, cache_v, "cache_v");
-  return f32;
-}
-
-/// `norm` null: no q/k norm (rope_cache); else (q_norm, k_norm) (qk_norm_rope_cache).
-inline void run(char const* entry, TensorView const& qkv, TensorView const* q_norm,
-                TensorView const* k_norm, TensorView const& cos, TensorView const& sin,
-                TensorView const& position, TensorView const& q_out, TensorView const& cache_k,
-                TensorView const& cache_v, double eps) {
-  Args const a(entry);
-  bool const f32 = check_projection(a, entry, qkv, q_norm, k_norm, cos, sin, position, q_out,
-                                    "q_out", cache_k, cache_v, eps);
-  int64_t const m = qkv.size(0), h = q_out.size(1), d = q_out.size(2);
-  int64_t const capacity = cache_k.size(0), kv = cache_k.size(1);
+  a.disjoint(q_out, "q_out", cache_k, "cache_k");
+  a.disjoint(q_out, "q_out", cache_v, "cache_v");
   int const device =
       a.cuda(arg(qkv, "qkv"), arg(cos, "cos"), arg(sin, "sin"), arg(position, "position"),
              arg(q_out, "q_out"), arg(cache_k, "cache_k"), arg(cache_v, "cache_v"));
