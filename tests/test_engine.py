@@ -308,3 +308,29 @@ def test_generate_runs_a_given_engine(qwen3) -> None:
         generate(engine, PROMPT, 2, engine=False)
     with pytest.raises(ValueError, match="the twin's weights are on cpu but device='cuda' was asked"):
         generate(engine, PROMPT, 2, device="cuda")
+
+
+def test_greedy_yields_decode_and_argmax_step_by_step(qwen3) -> None:
+    """DecodeEngine.greedy (generate's greedy path) on a CPU: each step's first largest logit, fed to the next
+    step; leaving the loop early leaves ``length`` at the steps taken, and the engine goes on from there."""
+    twin = qwen3[2]
+    engine = DecodeEngine(twin, 64)
+    first = int(engine.prefill(PROMPT)[-1].argmax())
+    want = [first]
+    for _ in range(12):
+        want.append(int(engine.decode(want[-1])[-1].argmax()))
+    engine.reset()
+    engine.prefill(PROMPT)
+    got = list(engine.greedy(first, 12))
+    assert [t for t, _ in got] == want[1:] and all(finite for _, finite in got)
+    assert engine.length == PROMPT.numel() + 12
+    engine.reset()
+    engine.prefill(PROMPT)
+    run = engine.greedy(first, 12)
+    taken = [next(run)[0] for _ in range(5)]
+    run.close()
+    assert taken == want[1:6] and engine.length == PROMPT.numel() + 5
+    assert int(engine.decode(taken[-1])[-1].argmax()) == want[6], "the engine goes on from the last yielded step"
+    assert list(engine.greedy(first, 0)) == []
+    with pytest.raises(ValueError, match="count must be an integer >= 0"):
+        list(engine.greedy(first, -1))

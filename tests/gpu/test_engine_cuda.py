@@ -78,7 +78,7 @@ def test_64_greedy_tokens_equal_the_references(qwen3) -> None:
     engine = engine_for(twin, 1, "cuda")
     replays = engine.stats.replays
     again = generate(twin, PROMPT[:3], 64, device="cuda")  # another prompt: the same graph, replayed
-    assert engine.stats.replays == replays + 63 and engine.stats.captures == 1
+    assert engine.stats.replays == replays + 63 and engine.stats.captures == 2, "greedy: two graphs, replayed"
     assert again.tokens == generate(reference, PROMPT[:3], 64, device="cuda").tokens
 
 
@@ -257,3 +257,22 @@ def test_cuda_kernel_greedy_tokens_follow_the_reference_where_it_is_clear(qwen3_
     wrong = [i for i in range(64) if clear[i] and choice[i] != want[i]]
     assert not wrong, f"steps {wrong} chose other tokens than the reference although its margin was clear"
     assert engine.graph_status == "captured" and engine.stats.replays == 62
+
+
+def test_pipelined_greedy_decoding_equals_step_by_step_decoding(qwen3_bf16) -> None:
+    """generate's greedy path (the step picks its token on the device, the next queued before it is read) gives
+    the tokens of decode() + argmax one step at a time, on the same kernels; a stop token ends it there."""
+    _, twin = qwen3_bf16
+    got = generate(twin, PROMPT, 48, device="cuda")
+    engine = engine_for(twin, 1, "cuda")
+    assert engine.kernels.name == "cuda" and got.runner.endswith("CUDA graph: captured)")
+    engine.reset()
+    want = [int(engine.prefill(PROMPT)[-1].argmax())]
+    while len(want) < 48:
+        want.append(int(engine.decode(want[-1])[-1].argmax()))
+    assert got.tokens == want
+    stop = want[20]
+    first = want.index(stop)
+    stopped = generate(twin, PROMPT, 48, device="cuda", stop_tokens=[stop])
+    assert stopped.tokens == want[:first + 1] and stopped.stopped_by == stop
+    assert generate(twin, PROMPT, 48, device="cuda").tokens == want, "an early stop leaves the engine reusable"

@@ -19,6 +19,7 @@ engine's own step checkable the same way.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -143,6 +144,9 @@ class DecodeEngine:
             self._inputs = torch.zeros((3, 4), dtype=torch.int32, device=self.device)
             self._staging = torch.zeros((3, 4), dtype=torch.int32, pin_memory=pinned)
             self._decode = _Activations.allocate(spec, self.weights, 1, 1, self.dtype, self.device)
+            # Greedy decoding's result (token, finite) on the device, and its two host rows (see greedy).
+            self._greedy_result = torch.zeros(2, dtype=torch.int64, device=self.device)
+            self._greedy_host = torch.zeros((2, 2), dtype=torch.int64, pin_memory=pinned)
         self._staging_np = self._staging.numpy()
         self._staged = torch.cuda.Event() if pinned else None
         self.capacity = 0
@@ -150,6 +154,9 @@ class DecodeEngine:
         self._kv = torch.empty(0)
         self._graph: torch.cuda.CUDAGraph | None = None
         self._graph_addresses: tuple[int, ...] = ()
+        # Greedy decoding's two graphs (see greedy) and their host result rows (token, finite), pinned.
+        self._greedy_graphs: tuple[torch.cuda.CUDAGraph, torch.cuda.CUDAGraph] | None = None
+        self._greedy_addresses: tuple[int, ...] = ()
         self.resize(capacity)
 
     # -- state ----------------------------------------------------------------------------------------
@@ -169,7 +176,8 @@ class DecodeEngine:
             return f"eager: {self._graph_failure}"
         if not self._graph_wanted:
             return "off"
-        return "captured" if self._graph is not None else "not captured yet"
+        captured = self._graph is not None or self._greedy_graphs is not None
+        return "captured" if captured else "not captured yet"
 
     def resize(self, capacity: int) -> None:
         """Hold ``capacity`` positions from now on: a new, empty cache (``length`` 0); the graph is captured again."""
@@ -257,6 +265,105 @@ class DecodeEngine:
                 self.stats.eager_steps += 1
         self.length += 1
         return self._decode.logits
+
+    def greedy(self, token: int, count: int) -> Iterator[tuple[int, bool]]:
+        """Decode greedily: ``token`` at position ``length``, then each chosen token, ``count`` steps in all.
+
+        Yields, per step, the chosen token (the first largest logit, as ``torch.argmax``) and whether the
+        step's logits were all finite; ``length`` counts the steps yielded so far. On CUDA the step is a
+        captured graph that also picks the token and feeds it to the next step on the device, and the next
+        step is queued before the host reads this one's result, so the GPU never waits for the host between
+        tokens. Stop early by leaving the loop (closing the generator). After a step whose logits were not all
+        finite the run ends; :meth:`decode` at ``length - 1`` with that step's input token recomputes them.
+        """
+        token = self._checked_token(token)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise ValueError(f"DecodeEngine.greedy: count must be an integer >= 0, got {count!r}")
+        self._check_room(count)
+        if count and self._graph_wanted and self._graph_failure is None:
+            with torch.no_grad(), _on(self.device):
+                self._positions(token, self.length, 1)
+                self._capture_greedy()
+        if not count or self._greedy_graphs is None:
+            for _ in range(count):  # eager steps: on a CPU, or after a failed capture
+                chosen, finite = self._host_choice(self.decode(token)[-1])
+                yield chosen, finite
+                if not finite:
+                    return
+                token = chosen
+            return
+        graphs, events, start = self._greedy_graphs, (torch.cuda.Event(), torch.cuda.Event()), self.length
+        with _on(self.device):
+            graphs[0].replay()
+            events[0].record()
+        for i in range(count):
+            if i + 1 < count:  # the next step, queued before this one's result is read
+                with _on(self.device):
+                    graphs[(i + 1) % 2].replay()
+                    events[(i + 1) % 2].record()
+            events[i % 2].synchronize()
+            chosen, finite = self._greedy_host[i % 2].tolist()
+            self.length = start + i + 1
+            self.stats.replays += 1
+            yield int(chosen), bool(finite)
+            if not finite:
+                return
+
+    def _host_choice(self, logits: torch.Tensor) -> tuple[int, bool]:
+        """The first largest logit and whether every logit is finite, in one read from the device."""
+        finite, chosen = torch.stack((torch.isfinite(logits).all().long(), torch.argmax(logits))).tolist()
+        return int(chosen), bool(finite)
+
+    def _greedy_body(self, slot: int) -> None:
+        """A decode step that also chooses its token: the step, argmax and a finiteness flag of the logits
+        (their sum is finite), the token fed to the next step and the position advanced, on the device, then
+        (token, finite) copied to host row ``slot``."""
+        at = StepPositions(self._inputs[1, :1], self._inputs[2, :1], None)
+        self._decode_body(at)
+        row = self._decode.logits[-1]
+        chosen = torch.argmax(row)
+        finite = torch.isfinite(row.float().sum()).long()
+        self._greedy_result.copy_(torch.stack((chosen, finite)))
+        self._inputs[0, 0].copy_(chosen)
+        self._inputs[1:, 0].add_(1)
+        self._greedy_host[slot].copy_(self._greedy_result, non_blocking=True)
+
+    def _capture_greedy(self) -> None:
+        """Capture greedy decoding's two graphs (host rows 0 and 1) unless they hold: a warm-up step first,
+        undone on the inputs (the cache entry it writes is the one the first replay writes again)."""
+        if self._greedy_graphs is not None and self._greedy_addresses == self._addresses():
+            return
+        self._greedy_graphs = None
+        staged = self._inputs.clone()
+        stream = torch.cuda.Stream(self.device)
+        stream.wait_stream(torch.cuda.current_stream(self.device))
+        failure: BaseException | None = None
+        graphs = []
+        with torch.cuda.stream(stream):
+            self._greedy_body(0)  # warm-up: kernels loaded, workspaces made
+            self._inputs.copy_(staged)
+            for slot in (0, 1):
+                graph = torch.cuda.CUDAGraph()
+                graph.capture_begin(capture_error_mode="thread_local")
+                try:
+                    self._greedy_body(slot)
+                except Exception as error:  # noqa: BLE001 - any failure of capture means: decode eagerly
+                    failure = error
+                try:
+                    graph.capture_end()
+                except Exception as error:  # noqa: BLE001
+                    failure = failure or error
+                if failure is not None:
+                    break
+                graphs.append(graph)
+        torch.cuda.current_stream(self.device).wait_stream(stream)
+        torch.cuda.synchronize(self.device)
+        if failure is not None:
+            self._fall_back(failure)
+            return
+        self._greedy_graphs = (graphs[0], graphs[1])
+        self._greedy_addresses = self._addresses()
+        self.stats.captures += 2
 
     # -- internals ------------------------------------------------------------------------------------
     def _positions(self, token: int, length: int, count: int) -> StepPositions:

@@ -206,23 +206,45 @@ def generate(model: Any, prompt_ids: Sequence[int] | torch.Tensor, max_new_token
     generator = torch.Generator().manual_seed(sampling.seed) if sampling.temperature > 0 else None
     stops = set(stop_tokens)
     result = GenerationResult(runner=steps.runner)
-    token = -1
+
+    def take(token: int) -> bool:
+        """Record a chosen token; True when it ends generation (a stop token)."""
+        result.tokens.append(token)
+        if on_token is not None:
+            on_token(token)
+        if token in stops:
+            result.stopped_by = token
+            return True
+        return False
+
     with torch.inference_mode():
-        for i in range(max_new_tokens):
+        start = time.perf_counter()
+        token = _checked_choice(steps.first(), sampling, generator, 0, prompt.numel(), 0)
+        result.prefill_seconds = time.perf_counter() - start
+        stopped = take(token)
+        if not stopped and max_new_tokens > 1 and sampling.temperature == 0.0 and isinstance(steps, _EngineSteps):
+            # Greedy on the engine: the steps pick their tokens themselves, the next queued before this one is read.
             start = time.perf_counter()
-            logits = steps.first() if i == 0 else steps.next(token)
-            token = _checked_choice(logits, sampling, generator, i, prompt.numel(), len(result.tokens))
-            elapsed = time.perf_counter() - start
-            if i == 0:
-                result.prefill_seconds = elapsed
-            else:
-                result.decode_seconds += elapsed
-            result.tokens.append(token)
-            if on_token is not None:
-                on_token(token)
-            if token in stops:
-                result.stopped_by = token
-                break
+            run = steps.engine.greedy(token, max_new_tokens - 1)
+            try:
+                for chosen, finite in run:
+                    if not finite:
+                        steps.engine.length -= 1  # the step again, eagerly, for its logits (cache unchanged)
+                        _refuse_nonfinite(steps.engine.decode(token)[-1], len(result.tokens), prompt.numel(),
+                                          len(result.tokens))
+                    token = chosen
+                    if take(token):
+                        break
+            finally:
+                run.close()
+                result.decode_seconds = time.perf_counter() - start
+        else:
+            for i in range(1, max_new_tokens if not stopped else 1):
+                start = time.perf_counter()
+                token = _checked_choice(steps.next(token), sampling, generator, i, prompt.numel(), len(result.tokens))
+                result.decode_seconds += time.perf_counter() - start
+                if take(token):
+                    break
     result.runner = steps.runner
     return result
 
