@@ -1,14 +1,34 @@
-"""The kernels the compile-path tests jit for the CPU, defined once so that a test session builds each once.
+"""The kernels the compile-path tests jit (for the CPU here, for CUDA on the GPU), defined once so that a test
+session builds each once, and what the tests feed them and expect back.
 
 Row counts are DimVars (``rows`` from 0), so one build serves every row count a test runs, a row count
-that is a multiple of nothing (7, 13) and no rows at all included; ``reductions`` also has a DimVar last
-axis (``cols`` from 0), so an empty reduction is one call away.
+that is a multiple of nothing (7, 13) and no rows at all included; ``reductions`` and ``softmax_any_width``
+also have a DimVar last axis (``cols`` from 0), so an empty reduction is one call away and a row's length
+is known only at launch. ``row_kernels(hidden)`` are the bf16 row kernels the GPU bench times (RMSNorm,
+residual add + RMSNorm, softmax, SwiGLU at a static hidden size).
+
+Tolerances (``expectations``): outputs whose computation the evaluator and the kernel perform in the same
+order with the same roundings (casts, bf16 elementwise ops rounding once per op, rms_norm in f32 to one bf16
+rounding) still differ where torch's vectorised kernels round differently (a pairwise sum, a SLEEF exp); bf16
+outputs are compared to two bf16 ulps (2**-6 relative: rms_norm rounds twice, before and after the weight
+multiply, and a sum in another order may tip either rounding) plus an absolute floor, f32 outputs to 1e-5
+relative (a few ulps accumulated over a row of at most 96 elements) plus 1e-6 absolute for values near 0.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+
 from tilefoundry import func
 from tilefoundry.dsl import ConstTensor, DimVar, Tensor, tf
+from tilefoundry.evaluator import registry
+from tilefoundry.ir.core.function import Function
+from tilefoundry.runtime import CompiledModule
+from tilefoundry.runtime.check import allclose, equal
 
 ROWS = DimVar("rows", 0, 1 << 20)
 COLS = DimVar("cols", 0, 4096)
@@ -82,5 +102,138 @@ def elementwise(x: Tensor[(ROWS, HIDDEN), "f32"], y: Tensor[(ROWS, HIDDEN), "f32
     return mixed, positive, tf.sigmoid(x) * tf.sqrt(tf.square(y) + 1.0)
 
 
+@func
+def softmax_any_width(x: Tensor[(ROWS, COLS), "f32"]):
+    y = tf.softmax(x, axis=-1)
+    return y
+
+
 ACCEPTANCE = (rms_norm, rms_norm_written_out, softmax, softmax_written_out, swiglu, residual_rms_norm,
-              reductions, cast_chain, elementwise)
+              reductions, cast_chain, elementwise, softmax_any_width)
+
+BENCH_HIDDEN = (2048, 8192)
+
+
+def row_kernels(hidden: int) -> tuple[Function, ...]:
+    """RMSNorm, residual add + RMSNorm, softmax and SwiGLU on bf16 rows of ``hidden`` elements (any number
+    of rows), named ``<kernel>_<hidden>``."""
+
+    def rms_norm(x: Tensor[(ROWS, hidden), "bf16"], weight: ConstTensor[(hidden,), "bf16"]):
+        return tf.rms_norm(x, weight, 1e-6)
+
+    def add_rms_norm(x: Tensor[(ROWS, hidden), "bf16"], residual: Tensor[(ROWS, hidden), "bf16"],
+                     weight: ConstTensor[(hidden,), "bf16"]):
+        h = x + residual
+        return tf.rms_norm(h, weight, 1e-6), h
+
+    def softmax(x: Tensor[(ROWS, hidden), "bf16"]):
+        return tf.softmax(x, axis=-1)
+
+    def swiglu(gate: Tensor[(ROWS, hidden), "bf16"], up: Tensor[(ROWS, hidden), "bf16"]):
+        return tf.silu(gate) * up
+
+    scope = {"hidden": hidden}
+    return tuple(Function(f, name=f"{f.__name__}_{hidden}", localns=scope)
+                 for f in (rms_norm, add_rms_norm, softmax, swiglu))
+
+
+# -- what the tests feed the kernels and expect back -----------------------------------------------------
+
+BF16 = allclose(atol=1e-3, rtol=2**-6)
+F32 = allclose(atol=1e-6, rtol=1e-5)
+
+
+def rand(shape: tuple[int, ...], dtype: torch.dtype, seed: int, device: str | torch.device = "cpu") -> torch.Tensor:
+    """Normal random numbers of ``dtype`` from ``seed`` (drawn on the CPU, so every device sees the same)."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(shape, generator=g).to(dtype).to(device)
+
+
+def inputs_for(kernel: Any, rows: int, device: str | torch.device = "cpu", cols: int = 33) -> tuple[torch.Tensor, ...]:
+    """The inputs of an acceptance or row kernel at ``rows`` rows (``cols``: the DimVar width)."""
+    bf, f = torch.bfloat16, torch.float32
+    h, ffn = HIDDEN, FFN
+
+    def r(shape: tuple[int, ...], dtype: torch.dtype, seed: int, scale: float = 1.0) -> torch.Tensor:
+        return rand(shape, dtype, seed, device) * scale
+
+    name, _, width = kernel.name.rpartition("_")
+    if width.isdigit():  # a row kernel
+        w = int(width)
+        return {
+            "rms_norm": lambda: (r((rows, w), bf, 1), r((w,), bf, 2)),
+            "add_rms_norm": lambda: (r((rows, w), bf, 3), r((rows, w), bf, 4), r((w,), bf, 5)),
+            "softmax": lambda: (r((rows, w), bf, 6, 4.0),),
+            "swiglu": lambda: (r((rows, w), bf, 7), r((rows, w), bf, 8)),
+        }[name]()
+    return {
+        "rms_norm": lambda: (r((rows, h), bf, 1), r((h,), bf, 2)),
+        "rms_norm_written_out": lambda: (r((rows, h), f, 3), r((h,), f, 4)),
+        "softmax": lambda: (r((2, rows, h), f, 5, 4.0),),
+        "softmax_written_out": lambda: (r((rows, h), bf, 6, 4.0),),
+        "swiglu": lambda: (r((rows, ffn), bf, 7), r((rows, ffn), bf, 8)),
+        "residual_rms_norm": lambda: (r((rows, h), bf, 9), r((rows, h), bf, 10), r((h,), bf, 11)),
+        "reductions": lambda: (r((rows, cols), f, 12),),
+        "cast_chain": lambda: (r((rows, h), f, 13, 100.0),),
+        "elementwise": lambda: (r((rows, h), f, 14), r((rows, h), f, 15)),
+        "softmax_any_width": lambda: (r((rows, cols), f, 16, 4.0),),
+    }[kernel.name]()
+
+
+def expectations(kernel: Any) -> dict[str, list]:
+    """``check``'s expectations per output of ``kernel`` (see the module docstring for the tolerances)."""
+    ref = kernel.output_types
+    leaves = ref if isinstance(ref, tuple) else (ref,)
+    paths = ["output"] if not isinstance(ref, tuple) else [f"output[{i}]" for i in range(len(leaves))]
+    out = {}
+    for path, t in zip(paths, leaves):
+        if t.dtype.name == "bool":
+            out[path] = [equal()]
+        elif kernel.name == "cast_chain":
+            out[path] = [equal()]  # conversions and one multiply by 3 round identically
+        else:
+            out[path] = [BF16 if t.dtype.name == "bf16" else F32]
+    return out
+
+
+@contextmanager
+def evaluator_refuses() -> Iterator[None]:
+    """Every evaluator handler raises while the block runs: whatever answers, it is not the evaluator."""
+    saved = dict(registry.HANDLERS)
+
+    def refuse(node: Any, *args: Any) -> Any:
+        raise AssertionError(f"the evaluator ran {node.op} inside a compiled call")
+
+    try:
+        registry.HANDLERS.update({op: refuse for op in saved})
+        yield
+    finally:
+        registry.HANDLERS.clear()
+        registry.HANDLERS.update(saved)
+
+
+def output_templates(compiled: CompiledModule, inputs: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+    """The outputs the entry allocates for ``inputs`` (auto-alloc: shapes, dtypes and device from its ABI)."""
+    with evaluator_refuses():
+        made = compiled(*inputs)
+    return made if isinstance(made, tuple) else (made,)
+
+
+def poisoned_like(t: torch.Tensor) -> torch.Tensor:
+    """A tensor like ``t`` holding what no kernel computes: NaN, or -7 / True for integers and booleans."""
+    if t.dtype.is_floating_point:
+        return torch.full_like(t, float("nan"))
+    return torch.full_like(t, True if t.dtype == torch.bool else -7)
+
+
+def compiled_only(compiled: CompiledModule) -> Callable[..., Any]:
+    """The compiled entry, called pre-alloc with poisoned outputs (all of which must be overwritten), the
+    evaluator refusing to run meanwhile."""
+
+    def call(*inputs: torch.Tensor) -> Any:
+        outs = [poisoned_like(t) for t in output_templates(compiled, inputs)]
+        with evaluator_refuses():
+            result = compiled(*inputs, *outs)
+        return result
+
+    return call

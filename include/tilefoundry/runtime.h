@@ -24,4 +24,7 @@
 // argument checks those entries run; the build defines the macro and puts tvm-ffi on the path.
 #if defined(TILEFOUNDRY_HOST_ENTRY)
 #include <tilefoundry/runtime/common/host_entry.h>
+#if defined(TILEFOUNDRY_TARGET_CUDA)
+#include <tilefoundry/runtime/cuda/host_launch.cuh>
+#endif
 #endif

@@ -3,14 +3,14 @@
 Shared by every target: the checks (``host::ArgChecker``, runtime/common/host_entry.h) run in
 declaration order, per parameter device, dtype, rank and static extents, binding each DimVar at its
 first plain axis (in range); then every other DimVar axis and expression must agree, every tensor be
-contiguous, and no output share memory with an input. A target supplies the device it runs on and
-the launch statement.
+contiguous (and, where the target reads it in wide words, aligned), and no output share memory with an
+input or another output. A target supplies its checker, the device it runs on and the launch.
 """
 
 from __future__ import annotations
 
 from ..ir.types.dim import DimVar
-from ..tir.function import PrimFunc
+from ..tir.function import KernelParam, PrimFunc
 from . import cxx
 from .kernel import KernelEmitter
 
@@ -21,9 +21,10 @@ class HostEmitter:
     device_type = "kDLCPU"
     device_label = "cpu"
 
-    def __init__(self, fn: PrimFunc, kernel: KernelEmitter) -> None:
+    def __init__(self, fn: PrimFunc, kernel: KernelEmitter, target: object = None) -> None:
         self.fn = fn
         self.kernel = kernel
+        self.target = target
         self.names = cxx.Names(("check", "grid"))
         self.views = {p.name: self.names(("view", p.name), p.name) for p in fn.params}
         self.pointers = {p.name: self.names(("ptr", p.name), f"{p.name}_ptr") for p in fn.params}
@@ -37,7 +38,7 @@ class HostEmitter:
         """The entry function's lines."""
         fn = self.fn
         params = ", ".join(f"tvm::ffi::TensorView {self.views[p.name]}" for p in fn.params)
-        body = [f"host::ArgChecker check({cxx.string(fn.name)});"]
+        body = [self.checker()]
         binding = {(b.param, b.axis): b for b in fn.dimvars}
         bound_by = {b.dimvar.name: b.param for b in fn.dimvars}
         later: list[str] = []
@@ -61,10 +62,14 @@ class HostEmitter:
         body += later
         for p in fn.params:
             body.append(f"check.contiguous({self.views[p.name]}, {cxx.string(p.name)});")
-        for o in fn.outputs:
+            body += self.layout_checks(p)
+        for k, o in enumerate(fn.outputs):
             for i in fn.inputs:
                 body.append(f"check.disjoint({self.views[o.name]}, {cxx.string(o.name)}, {self.views[i.name]}, "
                             f"{cxx.string(i.name)});")
+            for other in fn.outputs[:k]:
+                body.append(f"check.disjoint_outputs({self.views[o.name]}, {cxx.string(o.name)}, "
+                            f"{self.views[other.name]}, {cxx.string(other.name)});")
         for p in fn.params:
             const = "" if p.is_output else " const"
             ctype = cxx.cxx_type(p.type.dtype)
@@ -72,6 +77,14 @@ class HostEmitter:
         body.append(f"int64_t const grid = {cxx.dim_expr(fn.schedule.grid, self.dims)};")
         body += self.launch(self.kernel.call_args(self.pointers, self.dims))
         return [f"void {self.entry_name}({params}) {{", *("  " + line for line in body), "}"]
+
+    def checker(self) -> str:
+        """The declaration of the entry's argument checker ``check``."""
+        return f"host::ArgChecker check({cxx.string(self.fn.name)});"
+
+    def layout_checks(self, p: KernelParam) -> list[str]:
+        """Checks of a parameter's memory beyond contiguity (none on a target without vector accesses)."""
+        return []
 
     def device(self, view: str, name: str) -> list[str]:
         """The device check of one argument."""

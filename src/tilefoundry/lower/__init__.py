@@ -6,7 +6,8 @@ The passes, in order (each a small function over a printable form):
 2. ``expand_composites``: rms_norm, layer_norm and softmax as the primitives they compute (``expand.py``);
 3. placement: the function's own ``with Mesh(...)`` placement when it has one (``meshwise.py``), else
    the automatic row-wise placement (``rows.py``, ``schedule.py``, ``layouts.py``);
-4. materialisation: buffers, views and runtime-op calls (``rowwise.py`` / ``meshwise.py``).
+4. materialisation: buffers, views and runtime-op calls (``rowwise.py`` / ``meshwise.py``);
+5. the shared-memory workspace of reductions whose partial results cross warps (``workspace.py``).
 
 An op that cannot be compiled is refused with a :class:`LoweringError` naming it, the function and the
 source line.
@@ -27,6 +28,7 @@ from .program import Program, flatten_function
 from .rowwise import lower_rows
 from .schedule import Declared
 from .topology import declared_topologies
+from .workspace import attach_workspaces
 
 __all__ = ["LoweringError", "as_module", "lower", "lower_function", "target_for"]
 
@@ -72,8 +74,8 @@ def lower_function(fn: Function, target: Target, declared: Declared) -> PrimFunc
                             "compiling a dispatch is not supported yet: jit each variant (its .variants[i])", fn.loc)
     prog: Program = expand_composites(flatten_function(fn))
     if is_placed(prog):
-        return lower_mesh(prog, target, declared)
-    return lower_rows(prog, target, declared)
+        return attach_workspaces(lower_mesh(prog, target, declared))
+    return attach_workspaces(lower_rows(prog, target, declared))
 
 
 def lower(fn_or_mod: Any, target: str | Target | None = None) -> TirModule:

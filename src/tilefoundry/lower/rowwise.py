@@ -23,7 +23,7 @@ from .opmap import BINARY_TAGS, COMPILED_DTYPES, REDUCE_TAGS, UNARY_TAGS, litera
 from .params import bind_dimvars, output_params
 from .program import Op, Program, Val
 from .rows import RowForm, RowSpace, analyze_rows
-from .schedule import Declared, row_schedule
+from .schedule import Declared, row_schedule, stages_inputs
 
 _UNARY = frozenset(UNARY_TAGS) | {"cast", "gelu", "clamp"}
 _ALIASES = frozenset({"reshard", "local"})
@@ -94,21 +94,42 @@ class _RowLowering:
         return buf
 
     # -- program ------------------------------------------------------------------------------
-    def params(self) -> None:
+    def params(self, stage: bool) -> None:
+        """Views of the used parameters. With ``stage``, an input spanning a row of static length that several
+        ops read, or that is the same for every row and read in the row loop, is loaded into registers once
+        (per row, or once per CTA before the loop)."""
         used = {id(v) for op in self.prog.ops for v in op.inputs} | {id(v) for v in self.prog.outputs}
+        readers: dict[int, list[Op]] = {}
+        for op in self.prog.ops:
+            if op.op not in _ALIASES:
+                for v in op.inputs:
+                    readers.setdefault(id(self.root(v)), []).append(op)
         for p in self.prog.params:
-            if id(p) in used:
-                self.operand[id(p)] = self.gmem(p.name, p, p.name)
+            if id(p) not in used:
+                continue
+            buf = self.gmem(p.name, p, p.name)
+            self.operand[id(p)] = buf
+            form, ops = self.form(p), readers.get(id(p), [])
+            in_loop = any(not self.form(op.outputs[0]).invariant for op in ops)
+            static_row = isinstance(self.space.row, int)  # else the copy would live in shared memory, not registers
+            if stage and static_row and form.vector and (len(ops) > 1 or (form.invariant and in_loop)):
+                regs = self.rmem(p, f"{p.name}_regs")
+                self.sec.of(form.invariant).append(
+                    OpCall("unary", Tag("cast_op"), (buf,), regs, Origin(f"load {p.name} into registers", None)))
+                self.operand[id(p)] = regs
 
     def outputs(self, names: list[str]) -> list[tuple[Buffer, Val]]:
-        """Output views; an op result returned (first time) is written there directly."""
-        claimed: set[int] = set()
+        """Output views. An op result returned once and read by no other op is written there directly; one
+        that is read again (or returned twice) is computed in registers and stored once per output, so that
+        no op reads back global memory the kernel wrote."""
+        roots = [self.root(v) for v in self.prog.outputs]
+        read = {id(self.root(v)) for op in self.prog.ops for v in op.inputs}
         pending = []
-        for name, v in zip(names, self.prog.outputs):
+        for name, v, root in zip(names, self.prog.outputs, roots):
             buf = self.gmem(name, v, name)
-            root = self.root(v)
-            if root.producer is not None and root.producer.op != "constant" and id(root) not in claimed:
-                claimed.add(id(root))
+            direct = (root.producer is not None and root.producer.op != "constant" and id(root) not in read
+                      and sum(r is root for r in roots) == 1)
+            if direct:
                 self.operand[id(root)] = buf
             else:
                 pending.append((buf, v))
@@ -188,10 +209,14 @@ def lower_rows(prog: Program, target: Target, declared: Declared) -> PrimFunc:
     layouts = RowLayouts(mesh, sched.vector_width, space.row)
     outs = output_params(prog)
     low = _RowLowering(prog, space, layouts)
-    low.params()
+    low.params(stages_inputs(target))
     pending = low.outputs([p.name for p in outs])
     for op in prog.ops:
         low.op(op)
+        # an output computed in registers is stored as soon as it is complete
+        done = {id(v) for v in op.outputs}
+        low.copy_outputs([(buf, v) for buf, v in pending if id(low.root(v)) in done])
+        pending = [(buf, v) for buf, v in pending if id(low.root(v)) not in done]
     low.copy_outputs(pending)
     sec = low.sec
     body: list[Stmt] = [*sec.allocs, *sec.invariant]

@@ -3,12 +3,13 @@ CTA and the per-thread vector width, per target, and builds the thread mesh a ro
 
 The CPU target runs each CTA on one host thread (OpenMP spreads the CTAs), so a row stays on its
 thread and a CTA takes enough rows to amortise the loop. A CUDA target spreads a row over a CTA's
-threads in 16-byte vectors; the CUDA back end (issue 13) tunes these numbers here without touching
-the rest of lowering.
+threads in 16-byte vectors (8 bf16, 4 f32), one row per CTA, about 256 threads a row (see
+``_cuda_threads``); the numbers live here and nowhere else in lowering.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ..ir.types.dim import Dim, floordiv
@@ -21,6 +22,12 @@ from .errors import LoweringError
 # A CPU CTA takes rows until it holds about this many elements of a row-wise program.
 CPU_ELEMENTS_PER_CTA = 16384
 CPU_MAX_ROWS_PER_CTA = 64
+# A CUDA row is spread over about this many threads (8 warps: cheap cross-warp reductions, a CTA
+# granularity that fills an SM), at most CUDA_MAX_THREADS, each holding at most this many elements
+# where the row allows it (registers, not local memory).
+CUDA_TARGET_THREADS = 256
+CUDA_MAX_THREADS = 1024
+CUDA_MAX_ELEMENTS_PER_THREAD = 32
 
 
 @dataclass(frozen=True)
@@ -79,11 +86,28 @@ def _rows_per_cta(target: Target, row: Dim) -> int:
 
 
 def _cuda_threads(function: str, row: Dim, dtypes: set[DType], declared: Declared) -> tuple[int, int]:
-    """16 bytes a thread for the widest element type, halved until the threads' vectors tile the row."""
-    widest = max((d.bits for d in dtypes), default=32)
+    """Threads per CTA and the vector width of a CUDA row: 16 bytes of the narrowest float type in memory.
+
+    The runtime moves an op's memory operands in groups of 16 bytes of the narrowest among them (8 bf16
+    elements, also when the op reads f32 beside them), so a thread's contiguous strip is 16 bytes of the
+    narrowest float type the kernel reads or writes (8 for bf16, 4 for f32 alone), halved until it
+    divides the row. Declared threads are taken as they are (the vector
+    halved until their vectors tile the row). Otherwise a row of ``n`` vectors takes the number of
+    threads closest to CUDA_TARGET_THREADS (in factors of two) among the whole warps dividing ``n``,
+    keeping a thread's share of the row within CUDA_MAX_ELEMENTS_PER_THREAD where it can; a row of
+    fewer vectors than a warp, or not a whole number of warps of them, takes the largest power of
+    two dividing ``n``. A row whose length is a DimVar runs on one thread per CTA.
+    """
+    floats = [d.bits for d in dtypes if d.is_float and d.bits >= 16]
+    narrowest = min(floats or [d.bits for d in dtypes] or [32])
     if not isinstance(row, int):
-        return declared.thread or 1, 1
-    vector = max(1, 128 // widest)
+        if declared.thread not in (None, 1):
+            raise LoweringError(
+                "topologies", function, f"it declares Topology('thread', {declared.thread}), but its row length "
+                f"{row} is known only at launch, and such a row runs on one thread per CTA; give the row a static "
+                "length, or declare Topology('thread', 1)", None)
+        return 1, 1
+    vector = max(1, 128 // narrowest)
     if declared.thread is not None:
         threads = declared.thread
         while vector > 1 and row % (vector * threads):
@@ -91,13 +115,30 @@ def _cuda_threads(function: str, row: Dim, dtypes: set[DType], declared: Declare
     else:
         while vector > 1 and row % vector:
             vector //= 2
-        threads = 1
-        while threads < 1024 and (row // vector) % (threads * 2) == 0:
-            threads *= 2
+        threads = _cuda_row_threads(row // vector, vector)
     if row % (vector * threads):
         raise LoweringError("topologies", function, f"a row of {row} elements does not split over the {threads} "
                             "declared threads", None)
     return threads, vector
+
+
+def _cuda_row_threads(vectors: int, vector: int) -> int:
+    """Threads for a row of ``vectors`` vectors of ``vector`` elements (see _cuda_threads)."""
+    warps = [t for t in range(32, CUDA_MAX_THREADS + 1, 32) if vectors % t == 0]
+    if not warps:
+        threads = 1
+        while threads < 32 and vectors % (threads * 2) == 0:
+            threads *= 2
+        return threads
+    fitting = [t for t in warps if vectors // t * vector <= CUDA_MAX_ELEMENTS_PER_THREAD] or [warps[-1]]
+    return min(fitting, key=lambda t: (abs(math.log2(t / CUDA_TARGET_THREADS)), t))
+
+
+def stages_inputs(target: Target) -> bool:
+    """Whether row inputs read more than once (and weights read in the row loop) are loaded into registers
+    first: on CUDA, so that each is read from global memory once and a weight's load is issued before the
+    row's work, not after its reductions; the CPU reads its cache either way."""
+    return isinstance(target, CudaTarget)
 
 
 def thread_mesh(threads: int) -> TMesh:

@@ -134,6 +134,19 @@ class ArgChecker {
     }
   }
 
+  /// The tensor's data starts at a multiple of `bytes` (the kernel moves it in words that wide).
+  void aligned(TensorView const& t, char const* param, int bytes) {
+    auto const address = reinterpret_cast<std::uintptr_t>(t.data_ptr()) + t.byte_offset();
+    if (t.numel() > 0 && address % static_cast<std::uintptr_t>(bytes) != 0) {
+      TVM_FFI_THROW(ValueError) << entry_ << ": argument " << param << " starts at an address that is "
+                                << "not a multiple of " << bytes << " bytes (offset "
+                                << address % static_cast<std::uintptr_t>(bytes)
+                                << "), and the kernel moves it " << bytes
+                                << " bytes at a time; pass a tensor whose data starts at a " << bytes
+                                << "-byte boundary (a fresh tensor, or .clone() of this view)";
+    }
+  }
+
   void contiguous(TensorView const& t, char const* param) {
     if (!t.IsContiguous()) {
       std::string strides;
@@ -147,19 +160,38 @@ class ArgChecker {
   /// An output may not share memory with an input: the entry reads inputs after writing outputs.
   void disjoint(TensorView const& out, char const* out_param, TensorView const& in,
                 char const* in_param) {
-    auto const a = span(out), b = span(in);
-    if (a.first < a.second && b.first < b.second && a.first < b.second && b.first < a.second) {
+    if (overlap(out, in)) {
       TVM_FFI_THROW(ValueError) << entry_ << ": output " << out_param
                                 << " shares memory with input " << in_param
                                 << "; pass an output tensor of its own";
     }
   }
 
+  /// Two outputs may not share memory either: each is written on its own.
+  void disjoint_outputs(TensorView const& out, char const* out_param, TensorView const& other,
+                        char const* other_param) {
+    if (overlap(out, other)) {
+      TVM_FFI_THROW(ValueError) << entry_ << ": output " << out_param
+                                << " shares memory with output " << other_param
+                                << "; pass each output a tensor of its own";
+    }
+  }
+
+  /// The device index every tensor checked so far sits on (-1 before the first).
+  int device_index() const { return device_id_; }
+
+  /// The entry's name, as messages give it.
+  char const* entry() const { return entry_; }
+
  private:
   static std::string shape_text(TensorView const& t) {
     std::string s = "(";
     for (int i = 0; i < t.ndim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
     return s + (t.ndim() == 1 ? ",)" : ")");
+  }
+  static bool overlap(TensorView const& x, TensorView const& y) {
+    auto const a = span(x), b = span(y);
+    return a.first < a.second && b.first < b.second && a.first < b.second && b.first < a.second;
   }
   static std::pair<std::uintptr_t, std::uintptr_t> span(TensorView const& t) {
     auto const base = reinterpret_cast<std::uintptr_t>(t.data_ptr()) + t.byte_offset();

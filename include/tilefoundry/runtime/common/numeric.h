@@ -30,6 +30,10 @@ template <>
 struct compute_type<__nv_bfloat16> {
   using type = float;
 };
+// CuTe stores bool register tensors bit-packed; their elements read as subbyte references, which
+// compute as the type they refer to.
+template <class T>
+struct compute_type<cute::subbyte_reference<T>> : compute_type<cute::remove_cv_t<T>> {};
 template <class T>
 using compute_t = typename compute_type<cute::remove_cvref_t<T>>::type;
 

@@ -15,7 +15,7 @@ from ...tir.stmt import Alloc, MeshScope, RowLoop, Stmt
 from .. import cxx
 from ..host import HostEmitter
 from ..kernel import KernelEmitter
-from ..unit import translation_unit
+from ..unit import translation_unit, uniform_program_shapes
 
 # Register arrays of one CTA beyond this many bytes go to heap scratch instead of the host stack.
 STACK_BYTES = 256 * 1024
@@ -63,4 +63,5 @@ def _allocs(body: list[Stmt]) -> list[Buffer]:
 
 def emit_cpu(mod: TirModule) -> str:
     """The translation unit of ``mod`` for the CPU target."""
-    return translation_unit(mod, CpuKernel, CpuHost, "TILEFOUNDRY_TARGET_CPU")
+    shapes = uniform_program_shapes(list(mod.functions.values()))
+    return translation_unit(mod, CpuKernel, CpuHost, "TILEFOUNDRY_TARGET_CPU", shapes)

@@ -344,8 +344,23 @@ struct reduce_plan<Op, Axes, ShardLayout<SLay, SAttrs, MeshT>, ShardLayout<DLay,
   static_assert(exchanges.error != exchange_error::lane_not_pow2,
                 "ops::reduce: a mesh axis reduced within a warp needs a power-of-two extent");
 
-  static constexpr int thread_count =
-      static_cast<int>(static_count<dependent_level<TopologyScope::thread, MeshT>>());
+  // Threads per CTA: the declared thread level (TILEFOUNDRY_STATIC_PROGRAM_SHAPE), else, when the
+  // level is launch-provided, the product of the mesh's thread axes (static extents only). The
+  // mesh rule gives a launch-provided level every axis left to it, so those axes cover the
+  // launched block; generated code launches exactly that many threads.
+  static constexpr long mesh_threads = [] {
+    long n = 1;
+    for (int m = 0; m < M; ++m) {
+      if (MeshT::topology_list[MeshT::level_of_axis(m)] != TopologyScope::thread) continue;
+      if (extents[m] < 0) return -1L;
+      n *= extents[m];
+    }
+    return n;
+  }();
+  static constexpr int thread_count = static_cast<int>(
+      static_count<dependent_level<TopologyScope::thread, MeshT>>() >= 0
+          ? static_count<dependent_level<TopologyScope::thread, MeshT>>()
+          : mesh_threads);
   static constexpr int n_lane_masks = exchanges.n_lane_masks;
   static constexpr auto lane_masks = exchanges.lane_masks;
   static constexpr int n_warp_axes = exchanges.n_warp_axes;

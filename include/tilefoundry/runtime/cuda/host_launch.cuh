@@ -1,0 +1,157 @@
+// The CUDA half of a generated host entry (host code of a CUDA translation unit that exports
+// entries, -DTILEFOUNDRY_HOST_ENTRY): the device its tensors sit on must exist, the kernel is
+// launched on the caller's current stream for that device, and a launch that fails is reported.
+//
+// - CudaArgChecker refuses what ArgChecker refuses; a tensor that is not on a CUDA device, on a
+//   machine with no CUDA device at all, is refused by saying that no device is present.
+// - CudaLaunch makes the tensors' device current for the launch (the caller's is restored
+//   after), checks that it exists, and hands out the stream: the one the caller set through
+//   tvm-ffi (TVMFFIEnvGetStream, which tvm-ffi fills from torch's current stream on every call
+//   passing a CUDA tensor). When the caller's stream is the legacy default (null) stream, the
+//   launch goes to the per-thread default stream instead: the null stream is never launched on,
+//   and the legacy stream synchronises with the per-thread one both ways, so the kernel is still
+//   ordered after the caller's earlier work and before its later work.
+#pragma once
+
+#include <tilefoundry/runtime/common/config.h>
+#include <tilefoundry/runtime/common/host_entry.h>
+
+#include <cuda_runtime_api.h>
+#include <tvm/ffi/extra/c_env_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tilefoundry {
+namespace host {
+namespace detail {
+
+/// How many CUDA devices this process sees; 0, with the runtime's reason in `why`, when none.
+inline int cuda_device_count(cudaError_t* why) {
+  int n = 0;
+  cudaError_t const e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // the query's error is an answer, not a failure of the next call
+    *why = e;
+    return 0;
+  }
+  *why = n > 0 ? cudaSuccess : cudaErrorNoDevice;
+  return n;
+}
+
+}  // namespace detail
+
+/// The argument checks of an entry compiled for a CUDA target.
+class CudaArgChecker : public ArgChecker {
+ public:
+  /// `target` names what the entry was compiled for, as messages give it.
+  CudaArgChecker(char const* entry, char const* target) : ArgChecker(entry), target_(target) {}
+
+  /// As ArgChecker::device; a tensor elsewhere than on a CUDA device, on a machine without one,
+  /// is refused by saying that no CUDA device is present.
+  void device(TensorView const& t, char const* param, DLDeviceType device_type,
+              char const* label) {
+    if (t.device().device_type != device_type) {
+      cudaError_t why = cudaSuccess;
+      if (detail::cuda_device_count(&why) == 0) {
+        TVM_FFI_THROW(RuntimeError)
+            << entry() << ": no CUDA device is present here (the CUDA runtime says: "
+            << cudaGetErrorString(why) << "); this entry was compiled for " << target_
+            << " and runs on a CUDA GPU (argument " << param << " is on " << device_name(t.device())
+            << ")";
+      }
+    }
+    ArgChecker::device(t, param, device_type, label);
+  }
+
+  char const* target() const { return target_; }
+
+ private:
+  char const* target_;
+};
+
+/// One launch of a kernel: its device made current, its stream, and the check of the launch.
+class CudaLaunch {
+ public:
+  /// The device is the one every tensor `check` saw sits on (checked by then).
+  explicit CudaLaunch(CudaArgChecker const& check) : entry_(check.entry()) {
+    device_ = check.device_index() < 0 ? 0 : check.device_index();
+    cudaError_t why = cudaSuccess;
+    int const count = detail::cuda_device_count(&why);
+    if (count == 0) {
+      TVM_FFI_THROW(RuntimeError) << entry_ << ": no CUDA device is present here (the CUDA runtime "
+                                  << "says: " << cudaGetErrorString(why)
+                                  << "); this entry was compiled for " << check.target()
+                                  << " and runs on a CUDA GPU";
+    }
+    if (device_ >= count) {
+      TVM_FFI_THROW(ValueError) << entry_ << ": the tensors are on cuda:" << device_
+                                << ", but this process sees " << count << " CUDA device"
+                                << (count == 1 ? "" : "s");
+    }
+    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
+    if (previous_ != device_) fail_on(cudaSetDevice(device_), "making the tensors' device current");
+    void* const env = TVMFFIEnvGetStream(kDLCUDA, device_);
+    stream_ = env != nullptr ? static_cast<cudaStream_t>(env) : cudaStreamPerThread;
+  }
+
+  CudaLaunch(CudaLaunch const&) = delete;
+  CudaLaunch& operator=(CudaLaunch const&) = delete;
+
+  ~CudaLaunch() {
+    if (previous_ >= 0 && previous_ != device_) cudaSetDevice(previous_);
+  }
+
+  /// The stream to launch on: the caller's, never the null stream.
+  cudaStream_t stream() const { return stream_; }
+
+  /// A grid of `ctas` CTAs along x (at most 2^31 - 1).
+  unsigned grid(int64_t ctas) const {
+    if (ctas < 0 || ctas > 2147483647) {
+      TVM_FFI_THROW(ValueError) << entry_ << ": this call needs " << ctas
+                                << " CTAs, beyond a CUDA grid's 2^31 - 1";
+    }
+    return static_cast<unsigned>(ctas);
+  }
+
+  /// Lets `kernel` take `bytes` of dynamic shared memory per CTA (beyond the default 48 KiB
+  /// only where the device allows it; refused otherwise, saying what needs it).
+  template <class Kernel>
+  void dynamic_shared_memory(Kernel* kernel, std::size_t bytes, char const* what) {
+    if (bytes <= 48 * 1024) return;
+    cudaFuncAttributes attrs{};
+    fail_on(cudaFuncGetAttributes(&attrs, kernel), "reading the kernel's attributes");
+    int limit = 0;
+    fail_on(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device_),
+            "reading the device's shared memory limit");
+    if (bytes + attrs.sharedSizeBytes > static_cast<std::size_t>(limit)) {
+      TVM_FFI_THROW(ValueError) << entry_ << ": this call needs " << bytes + attrs.sharedSizeBytes
+                                << " bytes of shared memory per CTA (" << what << "), more than the "
+                                << limit << " a CTA of cuda:" << device_ << " may have";
+    }
+    fail_on(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(bytes)),
+            "raising the kernel's dynamic shared memory limit");
+  }
+
+  /// Reports a launch the runtime refused (a bad configuration, no kernel image for this GPU).
+  void launched() const { fail_on(cudaGetLastError(), "launching the kernel"); }
+
+ private:
+  void fail_on(cudaError_t e, char const* doing) const {
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      TVM_FFI_THROW(RuntimeError) << entry_ << ": " << doing << " on cuda:" << device_
+                                  << " failed: " << cudaGetErrorName(e) << " ("
+                                  << cudaGetErrorString(e) << ")";
+    }
+  }
+
+  char const* entry_;
+  int device_ = 0;
+  int previous_ = -1;
+  cudaStream_t stream_ = nullptr;
+};
+
+}  // namespace host
+}  // namespace tilefoundry

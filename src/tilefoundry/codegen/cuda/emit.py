@@ -1,0 +1,257 @@
+"""CUDA for the CUDA target: ``__global__`` kernels and host entries that launch them on the caller's stream.
+
+The kernel body is the shared one (codegen/kernel.py): the same buffers, views and ``ops::`` calls as on
+the CPU. What differs is storage and launch:
+
+- registers (rmem) of a static size are register tensors; shared memory (smem) of a static size is a
+  ``__shared__`` array, 16-byte aligned; a buffer whose size is known only at launch (a row whose
+  length is a DimVar) is carved out of the dynamic shared memory, one slice per thread for registers;
+- the reductions that cross warps share the kernel's ``reduce_workspace`` (lowering allocates it), a
+  ``__shared__`` array wrapped by ``ops::make_reduce_workspace``: one barrier per reduction;
+- pointers are ``__restrict__`` (the entry refuses outputs that overlap inputs or one another) and the
+  kernel states its block size in ``__launch_bounds__``.
+
+The launch geometry (CTAs, threads per CTA, dynamic shared memory) is derived here, by
+:func:`_derive_launch_config`, and written into the host entry as numbers and expressions of the
+DimVars; nothing carries it past codegen (spec 1.4). The entry checks what the CPU entry checks, plus
+that every tensor is on one CUDA device that exists and starts at the alignment its wide accesses need;
+it launches on the caller's current stream for that device (``TVMFFIEnvGetStream``), never the null
+stream, and reports a launch the runtime refused. The thread level is left launch-provided (no
+``TILEFOUNDRY_STATIC_PROGRAM_SHAPE(thread, N)``) unless a mesh needs it static, so translation units
+of kernels with different block sizes can share one compilation (the runtime takes a reduction's
+thread count from the mesh).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...ir.types.dim import Dim, dimvars_of, floordiv
+from ...ir.types.storage import Storage
+from ...tir.buffer import Buffer
+from ...tir.function import KernelParam, PrimFunc, TirModule
+from ...tir.stmt import Alloc, MeshScope, OpCall, RowLoop, Stmt
+from .. import cxx
+from ..host import HostEmitter
+from ..kernel import KernelEmitter
+from ..unit import translation_unit
+
+# Bytes each buffer in the dynamic shared memory is aligned to (a 16-byte vector access).
+SMEM_ALIGN = 16
+DYNAMIC_SMEM = "dynamic_smem"
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """How a kernel is launched: ``grid`` CTAs of ``block`` threads with ``dynamic_smem`` bytes of dynamic
+    shared memory each (expressions of the DimVars where they depend on them)."""
+
+    grid: Dim
+    block: int
+    dynamic_smem: Dim
+
+    def __str__(self) -> str:
+        return f"grid={self.grid} block={self.block} dynamic_smem={self.dynamic_smem}"
+
+
+def _derive_launch_config(fn: PrimFunc) -> LaunchConfig:
+    """The launch geometry of ``fn``: its schedule's CTAs and threads, and the dynamic shared memory its
+    buffers of launch-time size take."""
+    bytes_: Dim = 0
+    for b in _dynamic_buffers(fn):
+        bytes_ = bytes_ + _slice_bytes(b, fn)
+    return LaunchConfig(fn.schedule.grid, fn.schedule.threads_per_cta, bytes_)
+
+
+def _slice_bytes(b: Buffer, fn: PrimFunc) -> Dim:
+    """Bytes a buffer of launch-time size takes in the dynamic shared memory (every thread's slice of a
+    register buffer), rounded up to SMEM_ALIGN."""
+    per = _round_up(b.local_size() * (b.dtype.bits // 8))
+    threads = fn.schedule.threads_per_cta if b.storage is Storage.rmem else 1
+    return per * threads
+
+
+def _round_up(n: Dim) -> Dim:
+    return floordiv(n + (SMEM_ALIGN - 1), SMEM_ALIGN) * SMEM_ALIGN
+
+
+def _dynamic_buffers(fn: PrimFunc) -> list[Buffer]:
+    return [b for b in _allocs(fn.body) if not isinstance(b.local_size(), int)]
+
+
+def _allocs(body: list[Stmt]) -> list[Buffer]:
+    out: list[Buffer] = []
+    for s in body:
+        if isinstance(s, Alloc):
+            out.append(s.buffer)
+        elif isinstance(s, (MeshScope, RowLoop)):
+            out += _allocs(s.body)
+    return out
+
+
+def _workspaces(body: list[Stmt]) -> set[int]:
+    found: set[int] = set()
+    for s in body:
+        if isinstance(s, OpCall) and s.workspace is not None:
+            found.add(id(s.workspace))
+        elif isinstance(s, (MeshScope, RowLoop)):
+            found |= _workspaces(s.body)
+    return found
+
+
+class CudaKernel(KernelEmitter):
+    target_label = "cuda"
+
+    def __init__(self, fn: PrimFunc) -> None:
+        super().__init__(fn)
+        self.launch = _derive_launch_config(fn)
+        self.qualifier = f"__global__ void __launch_bounds__({self.launch.block})"
+        self.workspaces = _workspaces(fn.body)
+        self.dynamic_offset: Dim = 0
+
+    def signature_params(self) -> list[str]:
+        """Typed ``__restrict__`` pointers (inputs const), then the DimVars."""
+        out = []
+        for p in self.fn.params:
+            const = "" if p.is_output else " const"
+            out.append(f"{cxx.cxx_type(p.type.dtype)}{const}* __restrict__ {self.pointers[p.name]}")
+        out += [f"int64_t {self.dims[b.dimvar.name]}" for b in self.fn.dimvars]
+        return out
+
+    def emit(self) -> list[str]:
+        lines = super().emit()
+        if not _dynamic_buffers(self.fn):
+            return lines
+        at = next(i for i, line in enumerate(lines) if line.startswith(self.qualifier)) + 1
+        decl = f"  extern __shared__ __align__({SMEM_ALIGN}) unsigned char {DYNAMIC_SMEM}[];"
+        return lines[:at] + [decl] + lines[at:]
+
+    def alloc(self, b: Buffer, ind: str) -> list[str]:
+        size = b.local_size()
+        if id(b) in self.workspaces:
+            return self._workspace(b, ind)
+        if not isinstance(size, int):
+            return self._dynamic(b, ind)
+        if b.storage is Storage.rmem:
+            return super().alloc(b, ind)
+        name = self.buffer(b)
+        storage = self.names(("storage", id(b)), f"{name}_storage")
+        decl = f"__shared__ alignas({SMEM_ALIGN}) {cxx.cxx_type(b.dtype)} {storage}[{size}];"
+        return [decl, f"auto {name} = {self.view_over(f'cute::make_smem_ptr({storage})', b, ind)};"]
+
+    def _workspace(self, b: Buffer, ind: str) -> list[str]:
+        """The reductions' double-buffered workspace: a ``__shared__`` array behind ``make_reduce_workspace``."""
+        name = self.buffer(b)
+        storage = self.names(("storage", id(b)), f"{name}_storage")
+        layout = self.layout(b.layout, b.storage, ind)
+        return [f"__shared__ alignas({SMEM_ALIGN}) {cxx.cxx_type(b.dtype)} {storage}[{b.local_size()}];",
+                f"auto {name} = ops::make_reduce_workspace(cute::make_tensor(cute::make_smem_ptr({storage}), "
+                f"{layout}));"]
+
+    def _dynamic(self, b: Buffer, ind: str) -> list[str]:
+        """A buffer of launch-time size, in the dynamic shared memory (this thread's slice of registers)."""
+        name = self.buffer(b)
+        storage = self.names(("storage", id(b)), f"{name}_storage")
+        ctype = cxx.cxx_type(b.dtype)
+        offset = cxx.dim_expr(self.dynamic_offset, self.dims)
+        at = f"{DYNAMIC_SMEM} + {offset}" if offset != "0" else DYNAMIC_SMEM
+        lines = [f"{ctype}* const {storage} = reinterpret_cast<{ctype}*>({at});"]
+        pointer = f"cute::make_smem_ptr({storage})"
+        if b.storage is Storage.rmem and self.launch.block > 1:
+            per = cxx.dim_expr(_round_up(b.local_size() * (b.dtype.bits // 8)), self.dims)
+            pointer = (f"cute::make_smem_ptr({storage} + program_id<TopologyScope::thread>() * (({per}) / "
+                       f"sizeof({ctype})))")
+        self.dynamic_offset = self.dynamic_offset + _slice_bytes(b, self.fn)
+        return lines + [f"auto {name} = {self.view_over(pointer, b, ind)};"]
+
+
+class CudaHost(HostEmitter):
+    device_type = "kDLCUDA"
+    device_label = "cuda"
+
+    def checker(self) -> str:
+        return f"host::CudaArgChecker check({cxx.string(self.fn.name)}, {cxx.string(str(self.target))});"
+
+    def layout_checks(self, p: KernelParam) -> list[str]:
+        """A float tensor the kernel reads or writes in vectors starts at a vector's alignment."""
+        width = self.fn.schedule.vector_width
+        t = p.type
+        if width <= 1 or t.rank == 0 or t.shape[-1] == 1 or not t.dtype.is_float or t.dtype.bits < 16:
+            return []
+        align = min(16, width * t.dtype.bits // 8)
+        return [f"check.aligned({self.views[p.name]}, {cxx.string(p.name)}, {align});"]
+
+    def launch(self, args: str) -> list[str]:
+        kernel = self.kernel
+        assert isinstance(kernel, CudaKernel)
+        cfg = kernel.launch
+        smem = cxx.dim_expr(cfg.dynamic_smem, self.dims)
+        lines = [f"// launch: {_describe(self.fn, cfg, self.dims)}",
+                 "host::CudaLaunch launch(check);",
+                 "unsigned const ctas = launch.grid(grid);"]
+        if smem != "0":
+            lines.insert(1, f"std::size_t const shared_bytes = static_cast<std::size_t>({smem});")
+            lines.append(f"launch.dynamic_shared_memory({kernel.kernel_name}, shared_bytes, "
+                         f"{cxx.string(_dynamic_what(self.fn))});")
+            smem = "shared_bytes"
+        lines += ["if (ctas > 0) {",
+                  f"  {kernel.kernel_name}<<<ctas, {cfg.block}, {smem}, launch.stream()>>>({args});",
+                  "  launch.launched();",
+                  "}"]
+        return lines
+
+
+def _describe(fn: PrimFunc, cfg: LaunchConfig, dims: dict[str, str]) -> str:
+    s = fn.schedule
+    what = f"{cxx.dim_expr(cfg.grid, dims)} CTAs of {_count(cfg.block, 'thread')}"
+    if s.placement == "rows":
+        what += f", {_count(s.rows_per_cta, 'row')} each" if isinstance(s.rows_per_cta, int) else ""
+        if s.vector_width > 1:
+            what += f", a thread's part of a row in strips of {s.vector_width} contiguous elements"
+    if cfg.dynamic_smem != 0:
+        what += f", {cxx.dim_expr(cfg.dynamic_smem, dims)} bytes of dynamic shared memory"
+    return what
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _dynamic_what(fn: PrimFunc) -> str:
+    buffers = _dynamic_buffers(fn)
+    names = ", ".join(b.name for b in buffers)
+    sizes = sorted(d.name for d in dimvars_of(b.local_size() for b in buffers))
+    return f"buffers {names}, sized by {', '.join(sizes)}"
+
+
+def program_shapes(fns: list[PrimFunc]) -> list[str]:
+    """The static program shapes a CUDA unit declares: the thread level only where a mesh spans the CTA
+    level and the thread level (the runtime's mesh rule then needs the thread count static), and then
+    only when every function agrees on it."""
+    needing = [f for f in fns if any(len(m.levels) > 1 for m in _meshes(f.body))]
+    if not needing:
+        return []
+    threads = {f.schedule.threads_per_cta for f in fns}
+    if len(threads) > 1:
+        names = ", ".join(f"{f.name} ({f.schedule.threads_per_cta})" for f in fns)
+        raise ValueError(f"the functions of one CUDA translation unit run different thread counts ({names}) and "
+                         f"{needing[0].name}'s mesh needs its thread level static; compile them as separate "
+                         "Modules, or declare one Topology('thread', N) for the Module")
+    return [f"TILEFOUNDRY_STATIC_PROGRAM_SHAPE(thread, {threads.pop()});"]
+
+
+def _meshes(body: list[Stmt]) -> list:
+    out = []
+    for s in body:
+        if isinstance(s, MeshScope):
+            out.append(s.mesh)
+            out += _meshes(s.body)
+        elif isinstance(s, RowLoop):
+            out += _meshes(s.body)
+    return out
+
+
+def emit_cuda(mod: TirModule) -> str:
+    """The translation unit of ``mod`` for a CUDA target."""
+    fns = list(mod.functions.values())
+    return translation_unit(mod, CudaKernel, CudaHost, "TILEFOUNDRY_TARGET_CUDA", program_shapes(fns))
