@@ -41,11 +41,15 @@ class BuildError(RuntimeError):
 
 
 def base_key(linkable: LinkableModule, tc: Toolchain) -> str:
-    """The digest of everything but the compiler that decides the library."""
+    """The digest of everything but the compiler that decides the library: the toolchain's flags and versions,
+    the source, and every file of its include folders."""
     h = hashlib.sha256()
     h.update(tc.base_key_text().encode())
     h.update(b"\0")
     h.update(linkable.source.encode())
+    for folder in linkable.include_dirs:
+        for p in sorted(q for q in Path(folder).rglob("*") if q.is_file()):
+            h.update(b"\0" + str(p.relative_to(folder)).encode() + b"\0" + p.read_bytes())
     return h.hexdigest()[:32]
 
 
@@ -96,8 +100,9 @@ def _linked(linkable: LinkableModule, entry: Path, diagnostics: str) -> LinkedMo
 def _compile(linkable: LinkableModule, tc: Toolchain, tmp: Path, cache: DiskCache, diagnostics: list[str]) -> dict:
     source = tmp / source_name(linkable)
     source.write_text(linkable.source)
-    (tmp / f"{linkable.name}.tir").write_text(linkable.tir + "\n")
-    command = tc.command(source, tmp / library_name(linkable))
+    if linkable.tir:
+        (tmp / f"{linkable.name}.tir").write_text(linkable.tir + "\n")
+    command = tc.command(source, tmp / library_name(linkable), linkable.include_dirs)
     with _Progress(f"compiling {linkable.name} for {linkable.target} ({Path(command[0]).name})"):
         proc = subprocess.run(command, capture_output=True, text=True)
     output = (proc.stdout + proc.stderr).strip()
@@ -120,7 +125,8 @@ def _dump(linkable: LinkableModule, key: str) -> None:
     out.mkdir(parents=True, exist_ok=True)
     stem = f"{linkable.name}-{key[:12]}"
     (out / f"{stem}{Path(source_name(linkable)).suffix}").write_text(linkable.source)
-    (out / f"{stem}.tir").write_text(linkable.tir + "\n")
+    if linkable.tir:
+        (out / f"{stem}.tir").write_text(linkable.tir + "\n")
 
 
 class _Progress:

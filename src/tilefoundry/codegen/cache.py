@@ -78,6 +78,11 @@ class DiskCache:
             raise
         return final
 
+    @staticmethod
+    def metadata(entry: Path) -> dict:
+        """What ``put`` recorded for the entry folder ``entry`` (its command, the compiler's diagnostics...)."""
+        return json.loads((entry / ENTRY_FILE).read_text())
+
     def _exists(self) -> bool:
         """True when the cache folder exists; NotADirectoryError when something else holds its name."""
         if self.dir.exists() and not self.dir.is_dir():

@@ -20,7 +20,9 @@ class LinkableModule:
         source: the translation unit (it includes only ``<tilefoundry/runtime.h>``).
         entries: the EntryABI of every exported function (inputs, then ``output_count`` outputs).
         entry: the name of the Module's entry among them.
-        tir: the printed TIR the source was generated from.
+        tir: the printed TIR the source was generated from ('' for hand-written source).
+        include_dirs: folders holding the files the source includes by relative path (``#include "x.cuh"``);
+            they are put on the include path and their files are part of the disk cache key.
     """
 
     name: str
@@ -29,11 +31,12 @@ class LinkableModule:
     entries: tuple[EntryABI, ...]
     entry: str
     tir: str
+    include_dirs: tuple[Path, ...] = ()
 
     @property
-    def entry_abi(self) -> EntryABI:
-        """The EntryABI of the entry function."""
-        return next(e for e in self.entries if e.name == self.entry)
+    def entry_abi(self) -> EntryABI | None:
+        """The EntryABI of the entry function (None for a hand-written library exporting functions of its own)."""
+        return next((e for e in self.entries if e.name == self.entry), None)
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,8 @@ class LinkedModule:
     Attributes:
         library: the shared library (in the disk cache).
         source: the source it was built from.
-        entry: the entry's EntryABI (``output_count`` trailing outputs); its name is the exported symbol.
+        entry: the entry's EntryABI (``output_count`` trailing outputs); its name is the exported symbol (None
+            for a hand-written library, whose functions the caller looks up itself).
         entries: every exported function's EntryABI.
         target: the target it runs on.
         tir: the printed TIR the source was generated from.
@@ -53,7 +57,7 @@ class LinkedModule:
 
     library: Path
     source: str
-    entry: EntryABI
+    entry: EntryABI | None
     entries: tuple[EntryABI, ...]
     target: Target
     tir: str = ""

@@ -3,8 +3,10 @@
 CPU target: g++ (``$TILEFOUNDRY_CXX`` or ``CompilerOptions.compiler`` to change it) with OpenMP, the
 CuTe headers of the installed ``nvidia-cutlass`` wheel, the CUDA toolkit's include folders (CuTe reads
 ``cuda_runtime_api.h`` even on the host), the repository's runtime headers and tvm-ffi's include and
-library folders. CUDA target: nvcc with ``-gencode`` for the target's architecture (its emitter is not
-built yet; the command is the one the next step will run).
+library folders. CUDA target: nvcc with ``-gencode arch=compute_X,code=sm_X`` for the target's architecture
+(``CudaTarget.arch``, part of the flags and so of the disk cache key), warnings of host code on, the same
+include folders, and tvm-ffi linked with its folder on the rpath (``-Xlinker -rpath,...``: nvcc refuses
+``-Wl,``).
 """
 
 from __future__ import annotations
@@ -49,13 +51,17 @@ class Toolchain:
         """The compiler executable; CompilerNotFoundError names it and the way to provide one."""
         return find_compiler(self.compiler_spec, self.target)
 
-    def command(self, source: Path, output: Path) -> list[str]:
-        """The full command line building ``source`` into the shared library ``output``."""
-        return [str(self.compiler()), *self.flags, str(source), "-o", str(output), *self._link_flags()]
+    def command(self, source: Path, output: Path, include_dirs: tuple[Path, ...] = ()) -> list[str]:
+        """The full command line building ``source`` into the shared library ``output`` (``include_dirs``:
+        folders of the files it includes by relative path)."""
+        includes = [f"-I{d}" for d in include_dirs]
+        return [str(self.compiler()), *self.flags, *includes, str(source), "-o", str(output), *self._link_flags()]
 
     def _link_flags(self) -> list[str]:
         lib = tvm_ffi_library_dir()
-        return [f"-L{lib}", "-ltvm_ffi", f"-Wl,-rpath,{lib}"]
+        # nvcc refuses -Wl,...: it hands the linker its own options through -Xlinker
+        rpath = ["-Xlinker", f"-rpath,{lib}"] if isinstance(self.target, CudaTarget) else [f"-Wl,-rpath,{lib}"]
+        return [f"-L{lib}", "-ltvm_ffi", *rpath]
 
 
 def toolchain(target: Target, options: CompilerOptions) -> Toolchain:
@@ -94,8 +100,8 @@ def _cuda_flags(target: CudaTarget, options: CompilerOptions) -> list[str]:
     arch = target.arch
     compute = arch.replace("sm_", "compute_")
     return ["-std=c++17", f"-O{options.opt_level}", "-gencode", f"arch={compute},code={arch}", "-Xcompiler",
-            "-fPIC,-fvisibility=hidden", "-shared", "-DTILEFOUNDRY_TARGET_CUDA", "-DTILEFOUNDRY_HOST_ENTRY",
-            *_include_flags(), *options.extra_flags]
+            "-fPIC,-fvisibility=hidden,-Wall,-Wextra", "-shared", "-DTILEFOUNDRY_TARGET_CUDA",
+            "-DTILEFOUNDRY_HOST_ENTRY", *_include_flags(), *options.extra_flags]
 
 
 def find_compiler(spec: str, target: Target) -> Path:
