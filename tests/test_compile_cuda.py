@@ -1,0 +1,300 @@
+"""The CUDA target on a machine without a GPU: what lowering and codegen make of a row for CUDA, the one
+translation unit of every acceptance kernel (exactly what jit emits; its digest recorded in the repository)
+built with nvcc without a warning, its machine code (16-byte accesses, no local memory, one barrier per
+reduction), and the host entries: every argument check runs in C++ before the device is touched, and a call
+on a machine without a GPU says that no CUDA device is present.
+
+The entries are called directly (tvm-ffi functions of the built library) with tensors that claim to be on a
+CUDA device (hand-built DLPack capsules over host memory that is never read), so that each refusal can only
+come from the checks compiled into the library. tests/gpu/test_compile_cuda.py runs the same kernels on a GPU.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from tests import compile_kernels as K
+from tests import cuda_unit
+from tests.dlpack_fake import KDL_BFLOAT, KDL_CUDA, KDL_FLOAT, fake_tensor
+from tilefoundry import func, jit, lower
+from tilefoundry.codegen import LinkableModule, LinkedModule, generate, link
+from tilefoundry.codegen.cuda.emit import _derive_launch_config
+from tilefoundry.dsl import ConstTensor, DimVar, Mesh, Tensor, Topology, tf
+from tilefoundry.ir.types.dim import evaluate_dim
+from tilefoundry.lower import LoweringError
+from tilefoundry.runtime import CompiledModule
+from tilefoundry.runtime.loader import load_library
+from tilefoundry.target import CudaTarget
+from tilefoundry.tir import Alloc, OpCall, PrimFunc
+
+ROOT = Path(__file__).resolve().parents[1]
+ROWS = DimVar("rows", 0, 1 << 20)
+NO_NVCC = shutil.which(os.environ.get("TILEFOUNDRY_NVCC") or "nvcc") is None
+needs_nvcc = pytest.mark.skipif(NO_NVCC, reason="needs nvcc to build CUDA code")
+pytestmark = pytest.mark.usefixtures("compile_cache")
+
+
+def _fn(kernel: Any) -> PrimFunc:
+    return lower(kernel, CudaTarget()).functions[kernel.name]
+
+
+def _walk(body: list) -> list:
+    out = []
+    for s in body:
+        out.append(s)
+        if hasattr(s, "body"):
+            out += _walk(s.body)
+    return out
+
+
+# -- lowering for CUDA ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("hidden, threads, per_thread", [(2048, 256, 8), (4096, 256, 16), (8192, 256, 32),
+                                                         (5120, 320, 16), (16384, 512, 32)])
+def test_a_bf16_row_takes_16_byte_strips_over_about_256_threads(hidden: int, threads: int, per_thread: int) -> None:
+    rms = next(k for k in K.row_kernels(hidden) if k.name.startswith("rms_norm"))
+    s = _fn(rms).schedule
+    assert (s.vector_width, s.threads_per_cta, s.rows_per_cta) == (8, threads, 1)
+    assert hidden // s.threads_per_cta == per_thread  # registers a thread holds per row buffer
+    assert s.grid == ROWS
+
+
+def test_the_strip_is_16_bytes_of_the_narrowest_float_the_kernel_moves() -> None:
+    @func
+    def mixed(x: Tensor[(ROWS, 2048), "f32"], w: ConstTensor[(2048,), "bf16"]):
+        return x * tf.cast(w, "f32")
+
+    @func
+    def wide(x: Tensor[(ROWS, 2048), "f32"]):
+        return tf.exp(x)
+
+    assert _fn(mixed).schedule.vector_width == 8  # 16 bytes of bf16; the f32 operands move 32 bytes a strip
+    assert _fn(wide).schedule.vector_width == 4
+
+
+def test_a_row_of_launch_time_length_runs_on_one_thread_and_a_declared_thread_count_is_refused() -> None:
+    assert _fn(K.softmax_any_width).schedule.threads_per_cta == 1
+
+    @func(topologies=(Topology("thread", 128),))
+    def any_width(x: Tensor[(ROWS, K.COLS), "f32"]):
+        return tf.exp(x)
+
+    with pytest.raises(LoweringError, match=r"Topology\('thread', 128\).*known only at launch"):
+        lower(any_width, CudaTarget())
+
+
+def test_reductions_across_warps_share_one_double_buffered_workspace() -> None:
+    fn = _fn(K.row_kernels(2048)[2])  # softmax: a max and a sum
+    stmts = _walk(fn.body)
+    (ws,) = [s.buffer for s in stmts if isinstance(s, Alloc) and s.buffer.name == "reduce_workspace"]
+    assert ws.storage.value == "smem" and ws.dtype.name == "f32" and ws.shape == (2 * 1 * 256,)
+    reduces = [s for s in stmts if isinstance(s, OpCall) and s.family == "reduce"]
+    assert len(reduces) == 2 and all(r.workspace is ws for r in reduces)
+    assert "workspace=reduce_workspace" in str(fn)
+    small = _fn(K.softmax_written_out)  # 4 threads: the exchange stays within a warp
+    assert small.schedule.threads_per_cta == 4
+    assert not any(isinstance(s, OpCall) and s.workspace is not None for s in _walk(small.body))
+
+
+def test_weights_and_inputs_read_twice_are_loaded_into_registers_once() -> None:
+    fn = _fn(K.row_kernels(8192)[0])  # rms_norm: the weight is read after the reduction
+    text = str(fn)
+    before_loop = text[:text.index("for row in rows of this cta")]
+    assert "weight_regs <- unary<cast_op>(weight)" in before_loop
+    out_written = _fn(K.residual_rms_norm)  # h is returned and normalised: computed once in registers
+    assert "out1 <- unary<cast_op>(h)" in str(out_written) and "(out1)" not in str(out_written)
+
+
+def test_launch_geometry_is_derived_in_codegen_and_written_into_the_entry() -> None:
+    fn = _fn(K.row_kernels(8192)[0])
+    cfg = _derive_launch_config(fn)
+    assert (cfg.grid, cfg.block, cfg.dynamic_smem) == (ROWS, 256, 0)
+    src = generate(lower(K.row_kernels(8192)[0], CudaTarget())).source
+    assert "int64_t const grid = rows;" in src
+    assert "rms_norm_8192_kernel<<<ctas, 256, 0, launch.stream()>>>(x_ptr, weight_ptr, out_ptr, rows);" in src
+    any_width = _derive_launch_config(_fn(K.softmax_any_width))  # two f32 rows in dynamic shared memory
+    assert evaluate_dim(any_width.dynamic_smem, {"cols": 1000}) == 2 * 4000
+    assert evaluate_dim(any_width.dynamic_smem, {"cols": 1}) == 2 * 16  # each buffer 16-byte aligned
+    abi = generate(lower(K.softmax_any_width, CudaTarget())).entry_abi
+    assert not re.search(r"grid|block|smem|shared", repr(abi))  # nothing of the launch travels past codegen
+
+
+def test_a_cuda_unit_of_row_kernels_declares_no_program_shape_and_a_placed_one_its_thread_level() -> None:
+    text = cuda_unit.UNIT.read_text()
+    assert "TILEFOUNDRY_STATIC_PROGRAM_SHAPE" not in text
+    assert set(re.findall(r"^#include .*$", text, re.M)) == {"#include <tilefoundry/runtime.h>"}
+    kernels = re.findall(r"^__global__ void __launch_bounds__\((\d+)\) (\w+)_kernel\(", text, re.M)
+    assert [name for _, name in kernels] == [k.name for k in cuda_unit.kernels()]
+    launches = re.findall(r"(\w+)_kernel<<<([^>]*)>>>", text)
+    assert len(launches) == len(kernels)
+    assert all(cfg.endswith(", launch.stream()") and cfg.startswith("ctas, ") for _, cfg in launches)
+    assert text.count("host::CudaLaunch launch(check);") == len(kernels)
+    src = generate(lower(_placed, CudaTarget())).source
+    assert "TILEFOUNDRY_STATIC_PROGRAM_SHAPE(thread, 128);" in src
+
+
+TOPO = (Topology("cta", 4), Topology("thread", 128))
+
+
+@func(topologies=TOPO)
+def _placed(x: Tensor[(8, 256), "f32"]):
+    with Mesh(("cta",), layout=(4,), names=("blk",)) as m:
+        with Mesh(("thread",), layout=(128,), names=("lane",)) as t:
+            staged = tf.reshard(x, (8 @ m.blk, 256 @ t.lane), "smem")
+            y = tf.where(staged > 0.0, staged, staged * 0.5)
+            mean = tf.reduce(y, axes=(-1,), keepdim=False, kind="mean")
+    return y, mean
+
+
+# -- the one translation unit --------------------------------------------------------------------------------
+
+def test_the_unit_is_exactly_what_jit_emits_and_its_digest_is_recorded() -> None:
+    text = cuda_unit.generate_unit()
+    recorded = cuda_unit.UNIT.read_text()
+    if text != recorded:
+        diff = "".join(list(difflib.unified_diff(recorded.splitlines(True), text.splitlines(True), "recorded",
+                                                 "generated"))[:80])
+        pytest.fail("the generated CUDA differs from tests/generated/cuda_acceptance.cu; review the diff and "
+                    f"rewrite it with `python -m tests.cuda_unit --write`:\n{diff}")
+    assert cuda_unit.digest(text) == cuda_unit.recorded_digest()
+    for kernel in (K.rms_norm, K.row_kernels(8192)[1]):  # each piece is one kernel's jit source, unchanged
+        assert f"// ---- kernel {kernel.name}\n{cuda_unit.source_of(kernel)}" in text
+
+
+@pytest.fixture(scope="module")
+def unit() -> LinkedModule:
+    if NO_NVCC:
+        pytest.skip("needs nvcc to build CUDA code")
+    linkable = LinkableModule("cuda_acceptance", CudaTarget(), cuda_unit.UNIT.read_text(), (), "", "")
+    return link(linkable)
+
+
+@pytest.fixture(scope="module")
+def entries(unit: LinkedModule) -> Any:
+    return load_library(unit)
+
+
+@needs_nvcc
+def test_the_unit_builds_with_nvcc_without_a_warning_and_exports_every_kernel(unit: LinkedModule,
+                                                                              entries: Any) -> None:
+    assert unit.diagnostics == "", f"nvcc printed:\n{unit.diagnostics}"
+    for kernel in cuda_unit.kernels():
+        assert callable(entries[kernel.name]), kernel.name
+
+
+def _cuobjdump() -> str | None:
+    for candidate in (os.environ.get("CUOBJDUMP"), "/work/tools/cuobjdump", shutil.which("cuobjdump")):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+@needs_nvcc
+def test_bf16_row_kernels_move_16_bytes_at_a_time_with_one_barrier_per_reduction(unit: LinkedModule) -> None:
+    tool = _cuobjdump()
+    if tool is None:
+        pytest.skip("no cuobjdump (set $CUOBJDUMP or put it on PATH)")
+    names = cuda_unit.bf16_row_kernels()
+    pattern = "[0-9](" + "|".join(names) + ")_kernelE"
+    done = subprocess.run([str(ROOT / "tests" / "gpu" / "check_sass.sh"), str(unit.library), pattern],
+                          capture_output=True, text=True, env={**os.environ, "CUOBJDUMP": tool})
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout.splitlines()
+    lines = {name: [line for line in out if re.search(f"[0-9]{name}_kernelE", line)] for name in names}
+    assert all(len(found) == 1 and found[0].startswith("ok ") for found in lines.values()), done.stdout
+    lines = {name: found[0] for name, found in lines.items()}
+    barriers = {name: int(re.search(r"BAR\.SYNC (\d+)", line).group(1)) for name, line in lines.items()}
+    for hidden in K.BENCH_HIDDEN:
+        want = {"rms_norm": 1, "add_rms_norm": 1, "softmax": 2, "swiglu": 0}
+        assert {n: barriers[f"{n}_{hidden}"] for n in want} == want, done.stdout
+    assert all(barriers[n] == 0 for n in names if not n[-1].isdigit())  # a warp or less: shuffles only
+
+
+# -- the host entries ----------------------------------------------------------------------------------------
+
+def bf16(*shape: int, device: int = 0, **kw: Any) -> Any:
+    return fake_tensor(shape, KDL_BFLOAT, 16, KDL_CUDA, device, **kw)
+
+
+def f32(*shape: int, device: int = 0, **kw: Any) -> Any:
+    return fake_tensor(shape, KDL_FLOAT, 32, KDL_CUDA, device, **kw)
+
+
+@needs_nvcc
+def test_a_call_whose_arguments_all_pass_stops_at_the_launch_saying_no_device_is_present(entries: Any) -> None:
+    with pytest.raises(RuntimeError, match=r"rms_norm_2048: no CUDA device is present here \(the CUDA runtime "
+                                           r"says: .*\); this entry was compiled for cuda:nvidia.h200_sxm:sm_90a"):
+        entries["rms_norm_2048"](bf16(3, 2048), bf16(2048), bf16(3, 2048))
+
+
+REFUSALS = [
+    # (kernel, arguments, exception, words of the message)
+    ("rms_norm_2048", lambda: (f32(3, 2048), bf16(2048), bf16(3, 2048)), TypeError,
+     "rms_norm_2048: argument x has dtype float32, declared Tensor[(rows, 2048), bf16]"),
+    ("rms_norm_2048", lambda: (bf16(3, 2047), bf16(2048), bf16(3, 2048)), ValueError,
+     "argument x has shape (3, 2047), declared Tensor[(rows, 2048), bf16] (axis 1: 2047 != 2048)"),
+    ("rms_norm_2048", lambda: (bf16(3, 2048), bf16(1, 2048), bf16(3, 2048)), TypeError,
+     "argument weight has rank 2"),
+    ("rms_norm_2048", lambda: (bf16(3, 2048), bf16(2048, device=1), bf16(3, 2048)), ValueError,
+     "argument weight is on cuda:1 but x is on cuda:0; put every tensor on one device"),
+    ("rms_norm_2048", lambda: (bf16(3, 2048, byte_offset=2), bf16(2048), bf16(3, 2048)), ValueError,
+     "argument x starts at an address that is not a multiple of 16 bytes (offset 2)"),
+    ("rms_norm_2048", lambda: (bf16(3, 2048), bf16(2048), bf16(3, 2048, byte_offset=8)), ValueError,
+     "argument out starts at an address that is not a multiple of 16 bytes (offset 8)"),
+    ("rms_norm_2048", lambda: (bf16(3, 2048, strides=(1, 3)), bf16(2048), bf16(3, 2048)), ValueError,
+     "argument x is not contiguous (shape (3, 2048), strides (1, 3))"),
+    ("rms_norm_2048", lambda: (bf16(3, 2048), bf16(2048), bf16(4, 2048)), ValueError,
+     "argument out (Tensor[(rows, 2048), bf16]) axis 0 is 4, but rows = 3 from argument x"),
+    ("softmax_any_width", lambda: (f32(2, 5000), f32(2, 5000)), ValueError,
+     "argument x (Tensor[(rows, cols), f32]): DimVar cols = 5000 is outside its range [0, 4096)"),
+    ("swiglu_8192", lambda: (bf16(2, 8192), bf16(2, 8192, device=3), bf16(2, 8192)), ValueError,
+     "argument up is on cuda:3 but gate is on cuda:0"),
+]
+
+
+@needs_nvcc
+@pytest.mark.parametrize("kernel, make, error, words", REFUSALS, ids=[f"{r[0]}-{i}" for i, r in enumerate(REFUSALS)])
+def test_an_entry_refuses_bad_arguments_naming_the_parameter(entries: Any, kernel: str, make: Any, error: type,
+                                                             words: str) -> None:
+    with pytest.raises(error) as info:
+        entries[kernel](*make())
+    assert words in str(info.value) and str(info.value).startswith(kernel), str(info.value)
+
+
+@needs_nvcc
+def test_outputs_may_share_memory_with_no_input_and_no_other_output(entries: Any) -> None:
+    x, r, w = bf16(2, 2048), bf16(2, 2048), bf16(2048)
+    out = bf16(2, 2048)
+    with pytest.raises(ValueError, match="add_rms_norm_2048: output out0 shares memory with input residual"):
+        entries["add_rms_norm_2048"](x, r, w, bf16(2, 2048, base=r), out)
+    with pytest.raises(ValueError, match="output out1 shares memory with output out0; pass each output a tensor"):
+        entries["add_rms_norm_2048"](x, r, w, out, bf16(2, 2048, base=out, byte_offset=4096))
+
+
+@needs_nvcc
+def test_jit_builds_for_cuda_by_default_and_a_call_without_a_gpu_says_no_device_is_present() -> None:
+    compiled = jit(K.swiglu)  # the default target is cuda
+    assert isinstance(compiled, CompiledModule) and compiled.library.is_file()
+    assert "__global__ void __launch_bounds__(2) swiglu_kernel(" in compiled.source
+    gate, up = torch.randn(3, K.FFN).bfloat16(), torch.randn(3, K.FFN).bfloat16()
+    with pytest.raises(RuntimeError, match=r"swiglu: no CUDA device is present here .*runs on a CUDA GPU "
+                                           r"\(argument gate is on cpu\)"):
+        compiled(gate, up)
+
+
+@needs_nvcc
+def test_a_placed_kernel_with_a_cross_warp_reduction_over_shared_memory_builds(compile_cache: Path) -> None:
+    compiled = jit(_placed)
+    assert "__shared__ alignas(16) float staged_storage[512];" in compiled.source
+    assert "ops::reduce<ops::mean_op, cute::seq<2, 3>>(out0, out1_as_2, reduce_workspace);" in compiled.source
+    with pytest.raises(RuntimeError, match="no CUDA device is present"):
+        compiled(torch.randn(8, 256))
