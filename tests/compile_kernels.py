@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from tilefoundry import func
-from tilefoundry.dsl import ConstTensor, DimVar, Tensor, tf
+from tilefoundry.dsl import ConstTensor, DimVar, Mesh, Tensor, Topology, tf
 from tilefoundry.evaluator import registry
 from tilefoundry.ir.core.function import Function
 from tilefoundry.runtime import CompiledModule
@@ -111,6 +111,19 @@ def softmax_any_width(x: Tensor[(ROWS, COLS), "f32"]):
 ACCEPTANCE = (rms_norm, rms_norm_written_out, softmax, softmax_written_out, swiglu, residual_rms_norm,
               reductions, cast_chain, elementwise, softmax_any_width)
 
+
+
+@func(topologies=(Topology("cta", 4), Topology("thread", 128)))
+def placed_rows(x: Tensor[(8, 256), "f32"]):
+    """Its own placement: two rows a CTA staged in shared memory over 128 threads (4 warps), a mean across them."""
+    with Mesh(("cta",), layout=(4,), names=("blk",)) as m:
+        with Mesh(("thread",), layout=(128,), names=("lane",)) as t:
+            staged = tf.reshard(x, (8 @ m.blk, 256 @ t.lane), "smem")
+            y = tf.where(staged > 0.0, staged, staged * 0.5)
+            mean = tf.reduce(y, axes=(-1,), keepdim=False, kind="mean")
+    return y, mean
+
+
 BENCH_HIDDEN = (2048, 8192)
 
 
@@ -177,6 +190,7 @@ def inputs_for(kernel: Any, rows: int, device: str | torch.device = "cpu", cols:
         "cast_chain": lambda: (r((rows, h), f, 13, 100.0),),
         "elementwise": lambda: (r((rows, h), f, 14), r((rows, h), f, 15)),
         "softmax_any_width": lambda: (r((rows, cols), f, 16, 4.0),),
+        "placed_rows": lambda: (r((8, 256), f, 17),),
     }[kernel.name]()
 
 

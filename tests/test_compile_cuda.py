@@ -24,14 +24,16 @@ import torch
 
 from tests import compile_kernels as K
 from tests import cuda_unit
+from tests.compile_kernels import compiled_only, expectations, inputs_for
 from tests.dlpack_fake import KDL_BFLOAT, KDL_CUDA, KDL_FLOAT, fake_tensor
 from tilefoundry import func, jit, lower
 from tilefoundry.codegen import LinkableModule, LinkedModule, generate, link
 from tilefoundry.codegen.cuda.emit import _derive_launch_config
-from tilefoundry.dsl import ConstTensor, DimVar, Mesh, Tensor, Topology, tf
+from tilefoundry.dsl import ConstTensor, DimVar, Tensor, Topology, tf
 from tilefoundry.ir.types.dim import evaluate_dim
 from tilefoundry.lower import LoweringError
 from tilefoundry.runtime import CompiledModule
+from tilefoundry.runtime.check import check
 from tilefoundry.runtime.loader import load_library
 from tilefoundry.target import CudaTarget
 from tilefoundry.tir import Alloc, OpCall, PrimFunc
@@ -138,21 +140,8 @@ def test_a_cuda_unit_of_row_kernels_declares_no_program_shape_and_a_placed_one_i
     assert len(launches) == len(kernels)
     assert all(cfg.endswith(", launch.stream()") and cfg.startswith("ctas, ") for _, cfg in launches)
     assert text.count("host::CudaLaunch launch(check);") == len(kernels)
-    src = generate(lower(_placed, CudaTarget())).source
+    src = generate(lower(K.placed_rows, CudaTarget())).source
     assert "TILEFOUNDRY_STATIC_PROGRAM_SHAPE(thread, 128);" in src
-
-
-TOPO = (Topology("cta", 4), Topology("thread", 128))
-
-
-@func(topologies=TOPO)
-def _placed(x: Tensor[(8, 256), "f32"]):
-    with Mesh(("cta",), layout=(4,), names=("blk",)) as m:
-        with Mesh(("thread",), layout=(128,), names=("lane",)) as t:
-            staged = tf.reshard(x, (8 @ m.blk, 256 @ t.lane), "smem")
-            y = tf.where(staged > 0.0, staged, staged * 0.5)
-            mean = tf.reduce(y, axes=(-1,), keepdim=False, kind="mean")
-    return y, mean
 
 
 # -- the one translation unit --------------------------------------------------------------------------------
@@ -292,9 +281,24 @@ def test_jit_builds_for_cuda_by_default_and_a_call_without_a_gpu_says_no_device_
 
 
 @needs_nvcc
-def test_a_placed_kernel_with_a_cross_warp_reduction_over_shared_memory_builds(compile_cache: Path) -> None:
-    compiled = jit(_placed)
+def test_a_placed_kernel_with_a_cross_warp_reduction_over_shared_memory_builds() -> None:
+    compiled = jit(K.placed_rows)
     assert "__shared__ alignas(16) float staged_storage[512];" in compiled.source
     assert "ops::reduce<ops::mean_op, cute::seq<2, 3>>(out0, out1_as_2, reduce_workspace);" in compiled.source
     with pytest.raises(RuntimeError, match="no CUDA device is present"):
         compiled(torch.randn(8, 256))
+
+
+def test_the_cuda_lowerings_register_staging_runs_right_on_the_cpu_target(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The TIR CUDA gets beyond the CPU's (inputs read twice and weights loaded into registers once, outputs
+    read again computed in registers) is target-independent: lowered so for the CPU, it matches the evaluator."""
+    from tilefoundry import compile as compile_
+    from tilefoundry.lower import rowwise
+
+    monkeypatch.setattr(rowwise, "stages_inputs", lambda target: True)
+    for kernel in (K.rms_norm, K.rms_norm_written_out, K.residual_rms_norm, K.elementwise):
+        compiled = compile_(kernel, target="cpu")  # no in-process cache: lowered anew
+        assert "_regs" in compiled.tir, kernel.name
+        for rows in (0, 7, 130):
+            report = check(compiled_only(compiled), kernel, inputs_for(kernel, rows), expect=expectations(kernel))
+            assert report.passed, f"{kernel.name} at {rows} rows:\n{report}"

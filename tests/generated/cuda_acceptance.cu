@@ -954,7 +954,7 @@ namespace {
 using namespace tilefoundry;
 using cute::Int;
 
-// from @func rms_norm_2048 at compile_kernels.py:121
+// from @func rms_norm_2048 at compile_kernels.py:134
 // rms_norm_2048: schedule placement=rows grid=rows threads_per_cta=256 rows=rows rows_per_cta=1 vector_width=8
 __global__ void __launch_bounds__(256) rms_norm_2048_kernel(cute::bfloat16_t const* __restrict__ x_ptr, cute::bfloat16_t const* __restrict__ weight_ptr, cute::bfloat16_t* __restrict__ out_ptr, int64_t rows) {
   // threads = mesh thread(warp=8, lane=32)
@@ -980,7 +980,7 @@ __global__ void __launch_bounds__(256) rms_norm_2048_kernel(cute::bfloat16_t con
   for (int64_t row = row_begin; row < row_end; ++row) {
     auto x = tilefoundry::make_tensor(cute::make_gmem_ptr(x_ptr + row * 2048), gmem_layout);
     auto out = tilefoundry::make_tensor(cute::make_gmem_ptr(out_ptr + row * 2048), gmem_layout);
-    // compile_kernels.py:122: return tf.rms_norm(x, weight, 1e-6) [rms_norm]
+    // compile_kernels.py:135: return tf.rms_norm(x, weight, 1e-6) [rms_norm]
     ops::unary(ops::cast_op{}, x, rms_norm_x);
     ops::unary(ops::square_op{}, rms_norm_x, rms_norm_square);
     ops::reduce<ops::mean_op, cute::seq<0, 1, 2, 3>>(rms_norm_square, rms_norm_mean_square, reduce_workspace);
@@ -1047,7 +1047,7 @@ namespace {
 using namespace tilefoundry;
 using cute::Int;
 
-// from @func add_rms_norm_2048 at compile_kernels.py:124
+// from @func add_rms_norm_2048 at compile_kernels.py:137
 // add_rms_norm_2048: schedule placement=rows grid=rows threads_per_cta=256 rows=rows rows_per_cta=1 vector_width=8
 __global__ void __launch_bounds__(256) add_rms_norm_2048_kernel(cute::bfloat16_t const* __restrict__ x_ptr, cute::bfloat16_t const* __restrict__ residual_ptr, cute::bfloat16_t const* __restrict__ weight_ptr, cute::bfloat16_t* __restrict__ out0_ptr, cute::bfloat16_t* __restrict__ out1_ptr, int64_t rows) {
   // threads = mesh thread(warp=8, lane=32)
@@ -1076,11 +1076,11 @@ __global__ void __launch_bounds__(256) add_rms_norm_2048_kernel(cute::bfloat16_t
     auto residual = tilefoundry::make_tensor(cute::make_gmem_ptr(residual_ptr + row * 2048), gmem_layout);
     auto out0 = tilefoundry::make_tensor(cute::make_gmem_ptr(out0_ptr + row * 2048), gmem_layout);
     auto out1 = tilefoundry::make_tensor(cute::make_gmem_ptr(out1_ptr + row * 2048), gmem_layout);
-    // compile_kernels.py:126: h = x + residual
+    // compile_kernels.py:139: h = x + residual
     ops::binary(ops::add_op{}, x, residual, h);
-    // compile_kernels.py:124: def add_rms_norm(x: Tensor[(ROWS, hidden), "bf16"], residual: Tensor[(ROWS, hidden), "bf16"],
+    // compile_kernels.py:137: def add_rms_norm(x: Tensor[(ROWS, hidden), "bf16"], residual: Tensor[(ROWS, hidden), "bf16"],
     ops::unary(ops::cast_op{}, h, out1);
-    // compile_kernels.py:127: return tf.rms_norm(h, weight, 1e-6), h [rms_norm]
+    // compile_kernels.py:140: return tf.rms_norm(h, weight, 1e-6), h [rms_norm]
     ops::unary(ops::cast_op{}, h, rms_norm_x);
     ops::unary(ops::square_op{}, rms_norm_x, rms_norm_square);
     ops::reduce<ops::mean_op, cute::seq<0, 1, 2, 3>>(rms_norm_square, rms_norm_mean_square, reduce_workspace);
@@ -1170,7 +1170,7 @@ namespace {
 using namespace tilefoundry;
 using cute::Int;
 
-// from @func softmax_2048 at compile_kernels.py:129
+// from @func softmax_2048 at compile_kernels.py:142
 // softmax_2048: schedule placement=rows grid=rows threads_per_cta=256 rows=rows rows_per_cta=1 vector_width=8
 __global__ void __launch_bounds__(256) softmax_2048_kernel(cute::bfloat16_t const* __restrict__ x_ptr, cute::bfloat16_t* __restrict__ out_ptr, int64_t rows) {
   // threads = mesh thread(warp=8, lane=32)
@@ -1192,7 +1192,7 @@ __global__ void __launch_bounds__(256) softmax_2048_kernel(cute::bfloat16_t cons
   for (int64_t row = row_begin; row < row_end; ++row) {
     auto x = tilefoundry::make_tensor(cute::make_gmem_ptr(x_ptr + row * 2048), gmem_layout);
     auto out = tilefoundry::make_tensor(cute::make_gmem_ptr(out_ptr + row * 2048), gmem_layout);
-    // compile_kernels.py:130: return tf.softmax(x, axis=-1) [softmax]
+    // compile_kernels.py:143: return tf.softmax(x, axis=-1) [softmax]
     ops::unary(ops::cast_op{}, x, softmax_x);
     ops::reduce<ops::max_op, cute::seq<0, 1, 2, 3>>(softmax_x, softmax_max, reduce_workspace);
     ops::binary(ops::sub_op{}, softmax_x, softmax_max, softmax_shifted);
@@ -1249,7 +1249,7 @@ namespace {
 using namespace tilefoundry;
 using cute::Int;
 
-// from @func swiglu_2048 at compile_kernels.py:132
+// from @func swiglu_2048 at compile_kernels.py:145
 // swiglu_2048: schedule placement=rows grid=rows threads_per_cta=256 rows=rows rows_per_cta=1 vector_width=8
 __global__ void __launch_bounds__(256) swiglu_2048_kernel(cute::bfloat16_t const* __restrict__ gate_ptr, cute::bfloat16_t const* __restrict__ up_ptr, cute::bfloat16_t* __restrict__ out_ptr, int64_t rows) {
   // threads = mesh thread(warp=8, lane=32)
@@ -1263,7 +1263,7 @@ __global__ void __launch_bounds__(256) swiglu_2048_kernel(cute::bfloat16_t const
     auto gate = tilefoundry::make_tensor(cute::make_gmem_ptr(gate_ptr + row * 2048), gmem_layout);
     auto up = tilefoundry::make_tensor(cute::make_gmem_ptr(up_ptr + row * 2048), gmem_layout);
     auto out = tilefoundry::make_tensor(cute::make_gmem_ptr(out_ptr + row * 2048), gmem_layout);
-    // compile_kernels.py:133: return tf.silu(gate) * up
+    // compile_kernels.py:146: return tf.silu(gate) * up
     ops::unary(ops::silu_op{}, gate, silu);
     ops::binary(ops::mul_op{}, silu, up, out);
   }
@@ -1325,7 +1325,7 @@ namespace {
 using namespace tilefoundry;
 using cute::Int;
 
-// from @func rms_norm_8192 at compile_kernels.py:121
+// from @func rms_norm_8192 at compile_kernels.py:134
 // rms_norm_8192: schedule placement=rows grid=rows threads_per_cta=256 rows=rows rows_per_cta=1 vector_width=8
 __global__ void __launch_bounds__(256) rms_norm_8192_kernel(cute::bfloat16_t const* __restrict__ x_ptr, cute::bfloat16_t const* __restrict__ weight_ptr, cute::bfloat16_t* __restrict__ out_ptr, int64_t rows) {
   // threads = mesh thread(warp=8, lane=32)
@@ -1351,7 +1351,7 @@ __global__ void __launch_bounds__(256) rms_norm_8192_kernel(cute::bfloat16_t con
   for (int64_t row = row_begin; row < row_end; ++row) {
     auto x = tilefoundry::make_tensor(cute::make_gmem_ptr(x_ptr + row * 8192), gmem_layout);
     auto out = tilefoundry::make_tensor(cute::make_gmem_ptr(out_ptr + row * 8192), gmem_layout);
-    // compile_kernels.py:122: return tf.rms_norm(x, weight, 1e-6) [rms_norm]
+    // compile_kernels.py:135: return tf.rms_norm(x, weight, 1e-6) [rms_norm]
     ops::unary(ops::cast_op{}, x, rms_norm_x);
     ops::unary(ops::square_op{}, rms_norm_x, rms_norm_square);
     ops::reduce<ops::mean_op, cute::seq<0, 1, 2, 3>>(rms_norm_square, rms_norm_mean_square, reduce_workspace);
@@ -1418,7 +1418,7 @@ namespace {
 using namespace tilefoundry;
 using cute::Int;
 
-// from @func add_rms_norm_8192 at compile_kernels.py:124
+// from @func add_rms_norm_8192 at compile_kernels.py:137
 // add_rms_norm_8192: schedule placement=rows grid=rows threads_per_cta=256 rows=rows rows_per_cta=1 vector_width=8
 __global__ void __launch_bounds__(256) add_rms_norm_8192_kernel(cute::bfloat16_t const* __restrict__ x_ptr, cute::bfloat16_t const* __restrict__ residual_ptr, cute::bfloat16_t const* __restrict__ weight_ptr, cute::bfloat16_t* __restrict__ out0_ptr, cute::bfloat16_t* __restrict__ out1_ptr, int64_t rows) {
   // threads = mesh thread(warp=8, lane=32)
@@ -1447,11 +1447,11 @@ __global__ void __launch_bounds__(256) add_rms_norm_8192_kernel(cute::bfloat16_t
     auto residual = tilefoundry::make_tensor(cute::make_gmem_ptr(residual_ptr + row * 8192), gmem_layout);
     auto out0 = tilefoundry::make_tensor(cute::make_gmem_ptr(out0_ptr + row * 8192), gmem_layout);
     auto out1 = tilefoundry::make_tensor(cute::make_gmem_ptr(out1_ptr + row * 8192), gmem_layout);
-    // compile_kernels.py:126: h = x + residual
+    // compile_kernels.py:139: h = x + residual
     ops::binary(ops::add_op{}, x, residual, h);
-    // compile_kernels.py:124: def add_rms_norm(x: Tensor[(ROWS, hidden), "bf16"], residual: Tensor[(ROWS, hidden), "bf16"],
+    // compile_kernels.py:137: def add_rms_norm(x: Tensor[(ROWS, hidden), "bf16"], residual: Tensor[(ROWS, hidden), "bf16"],
     ops::unary(ops::cast_op{}, h, out1);
-    // compile_kernels.py:127: return tf.rms_norm(h, weight, 1e-6), h [rms_norm]
+    // compile_kernels.py:140: return tf.rms_norm(h, weight, 1e-6), h [rms_norm]
     ops::unary(ops::cast_op{}, h, rms_norm_x);
     ops::unary(ops::square_op{}, rms_norm_x, rms_norm_square);
     ops::reduce<ops::mean_op, cute::seq<0, 1, 2, 3>>(rms_norm_square, rms_norm_mean_square, reduce_workspace);
@@ -1541,7 +1541,7 @@ namespace {
 using namespace tilefoundry;
 using cute::Int;
 
-// from @func softmax_8192 at compile_kernels.py:129
+// from @func softmax_8192 at compile_kernels.py:142
 // softmax_8192: schedule placement=rows grid=rows threads_per_cta=256 rows=rows rows_per_cta=1 vector_width=8
 __global__ void __launch_bounds__(256) softmax_8192_kernel(cute::bfloat16_t const* __restrict__ x_ptr, cute::bfloat16_t* __restrict__ out_ptr, int64_t rows) {
   // threads = mesh thread(warp=8, lane=32)
@@ -1563,7 +1563,7 @@ __global__ void __launch_bounds__(256) softmax_8192_kernel(cute::bfloat16_t cons
   for (int64_t row = row_begin; row < row_end; ++row) {
     auto x = tilefoundry::make_tensor(cute::make_gmem_ptr(x_ptr + row * 8192), gmem_layout);
     auto out = tilefoundry::make_tensor(cute::make_gmem_ptr(out_ptr + row * 8192), gmem_layout);
-    // compile_kernels.py:130: return tf.softmax(x, axis=-1) [softmax]
+    // compile_kernels.py:143: return tf.softmax(x, axis=-1) [softmax]
     ops::unary(ops::cast_op{}, x, softmax_x);
     ops::reduce<ops::max_op, cute::seq<0, 1, 2, 3>>(softmax_x, softmax_max, reduce_workspace);
     ops::binary(ops::sub_op{}, softmax_x, softmax_max, softmax_shifted);
@@ -1620,7 +1620,7 @@ namespace {
 using namespace tilefoundry;
 using cute::Int;
 
-// from @func swiglu_8192 at compile_kernels.py:132
+// from @func swiglu_8192 at compile_kernels.py:145
 // swiglu_8192: schedule placement=rows grid=rows threads_per_cta=256 rows=rows rows_per_cta=1 vector_width=8
 __global__ void __launch_bounds__(256) swiglu_8192_kernel(cute::bfloat16_t const* __restrict__ gate_ptr, cute::bfloat16_t const* __restrict__ up_ptr, cute::bfloat16_t* __restrict__ out_ptr, int64_t rows) {
   // threads = mesh thread(warp=8, lane=32)
@@ -1634,7 +1634,7 @@ __global__ void __launch_bounds__(256) swiglu_8192_kernel(cute::bfloat16_t const
     auto gate = tilefoundry::make_tensor(cute::make_gmem_ptr(gate_ptr + row * 8192), gmem_layout);
     auto up = tilefoundry::make_tensor(cute::make_gmem_ptr(up_ptr + row * 8192), gmem_layout);
     auto out = tilefoundry::make_tensor(cute::make_gmem_ptr(out_ptr + row * 8192), gmem_layout);
-    // compile_kernels.py:133: return tf.silu(gate) * up
+    // compile_kernels.py:146: return tf.silu(gate) * up
     ops::unary(ops::silu_op{}, gate, silu);
     ops::binary(ops::mul_op{}, silu, up, out);
   }
