@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import statistics
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,6 +28,9 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from graph_timing import Launch, copies_for, copy_bandwidth, graph_of, time_graphs  # noqa: E402
 
 from tilefoundry.engine import (  # noqa: E402
     DecoderShape,
@@ -48,8 +49,6 @@ EPS = 1e-6
 # Qwen3-1.7B
 HIDDEN, INTER, HEADS, KV, D, VOCAB, LAYERS = 2048, 6144, 16, 8, 128, 151936, 28
 
-Launch = Callable[[int], None]  # launch on copy i of the inputs
-
 
 @dataclass
 class Case:
@@ -65,12 +64,6 @@ class Case:
     error: float = float("nan")
 
 
-def copies_for(nbytes: int) -> int:
-    """Copies whose total is four times L2, so that no launch finds its weights there."""
-    l2 = torch.cuda.get_device_properties(0).L2_cache_size
-    return max(2, min(64, math.ceil(4 * l2 / max(nbytes, 1))))
-
-
 def rand(*shape: int, scale: float = 1.0) -> torch.Tensor:
     return (torch.randn(*shape, device="cuda") * scale).to(BF16)
 
@@ -78,51 +71,6 @@ def rand(*shape: int, scale: float = 1.0) -> torch.Tensor:
 def rel_l2(a: torch.Tensor, b: torch.Tensor) -> float:
     a, b = a.float(), b.float()
     return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
-
-
-def graph_of(launch: Launch, launches: int, copies: int) -> torch.cuda.CUDAGraph:
-    for i in range(min(copies, 3)):  # warm-up outside capture (lazy init, cuBLAS handles)
-        launch(i)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for j in range(launches):
-            launch(j % copies)
-    return graph
-
-
-def time_graphs(graphs: dict[str, torch.cuda.CUDAGraph], launches: int, reps: int) -> dict[str, float]:
-    """Median microseconds of one launch, replays interleaved across the variants."""
-    samples: dict[str, list[float]] = {k: [] for k in graphs}
-    for g in graphs.values():
-        g.replay()
-    torch.cuda.synchronize()
-    for _ in range(reps):
-        for name, g in graphs.items():
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            g.replay()
-            end.record()
-            end.synchronize()
-            samples[name].append(start.elapsed_time(end) * 1e3 / launches)
-    return {k: statistics.median(v) for k, v in samples.items()}
-
-
-def copy_bandwidth(reps: int) -> float:
-    """Device-to-device copy in TB/s, counting bytes read and written (1 GiB)."""
-    src = torch.empty(1 << 29, dtype=BF16, device="cuda").normal_()
-    dst = torch.empty_like(src)
-    dst.copy_(src)
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        dst.copy_(src)
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e-3)
-    return 2 * src.numel() * 2 / statistics.median(times) / 1e12
 
 
 # ---- the cases ------------------------------------------------------------------------------------------------
