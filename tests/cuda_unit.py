@@ -8,7 +8,8 @@ and its SHA-256 in ``cuda_acceptance.sha256`` beside it: ``tests/test_compile_cu
 and compares both, so any change of the generated code shows up as a diff to review; the GPU run
 (``tests/gpu/test_compile_cuda.py``) jits the same kernels and checks that their sources make the same
 digest. After a deliberate codegen change, rewrite both files with
-``PYTHONPATH=src python -m tests.cuda_unit --write`` (``--check`` compares without writing).
+``PYTHONPATH=src python -m tests.cuda_unit --write``; without options it compares, ``--build`` compares and
+builds the recorded unit with jit's build step (tests/gpu/run.sh checks its SASS).
 """
 
 from __future__ import annotations
@@ -80,10 +81,33 @@ def recorded_digest() -> str:
     return DIGEST.read_text().split()[0]
 
 
+def sass_pattern() -> str:
+    """The check_sass.sh pattern picking the bf16 row kernels out of the unit's (mangled) function names."""
+    return "[0-9](" + "|".join(bf16_row_kernels()) + ")_kernelE"
+
+
+def build_unit() -> Path:
+    """The recorded unit built into the disk cache with jit's own build step (nvcc, the CUDA target's flags)."""
+    from tilefoundry.codegen import LinkableModule, link
+    from tilefoundry.target import CudaTarget
+
+    linked = link(LinkableModule("cuda_acceptance", CudaTarget(), UNIT.read_text(), (), "", ""))
+    if linked.diagnostics:
+        print(f"nvcc printed:\n{linked.diagnostics}")
+    return linked.library
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="rewrite the unit and its digest")
+    parser.add_argument("--build", action="store_true", help="check, then build the recorded unit and print the "
+                        "library's path (last line)")
+    parser.add_argument("--sass-pattern", action="store_true", help="print check_sass.sh's pattern of the bf16 row "
+                        "kernels")
     args = parser.parse_args(argv)
+    if args.sass_pattern:
+        print(sass_pattern())
+        return 0
     text = generate_unit()
     if args.write:
         FOLDER.mkdir(parents=True, exist_ok=True)
@@ -94,7 +118,13 @@ def main(argv: list[str] | None = None) -> int:
     same = UNIT.is_file() and UNIT.read_text() == text and recorded_digest() == digest(text)
     print(f"{UNIT.name}: {'matches' if same else 'DIFFERS FROM'} the generated text (sha256 {digest(text)}, "
           f"recorded {recorded_digest() if DIGEST.is_file() else 'nothing'})")
-    return 0 if same else 1
+    if not same:
+        return 1
+    if args.build:
+        library = build_unit()
+        print(library)
+        return 0
+    return 0
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ __global__ void __launch_bounds__(4) rms_norm_kernel(cute::bfloat16_t const* __r
   auto const rmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<4>{}, Int<3>{}), cute::make_stride(Int<1>{}, Int<0>{}, Int<8>{})), cute::make_tuple(shard::S<1>{}), threads);
   auto const one_element = make_shard_layout(cute::make_layout(cute::make_shape(Int<1>{}, Int<1>{}, Int<1>{}), cute::make_stride(Int<0>{}, Int<0>{}, Int<0>{})), cute::make_tuple(shard::B{}), threads);
   auto const gmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<4>{}, Int<3>{}), cute::make_stride(Int<1>{}, Int<8>{}, Int<32>{})), cute::make_tuple(shard::S<1>{}), threads);
-  auto weight_regs = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
   auto rms_norm_x = tilefoundry::make_tensor<float>(rmem_layout);
   auto rms_norm_square = tilefoundry::make_tensor<float>(rmem_layout);
   auto rms_norm_mean_square = tilefoundry::make_tensor<float>(one_element);
@@ -29,7 +28,6 @@ __global__ void __launch_bounds__(4) rms_norm_kernel(cute::bfloat16_t const* __r
   auto rms_norm_normed = tilefoundry::make_tensor<float>(rmem_layout);
   auto rms_norm_rounded = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
   auto weight = tilefoundry::make_tensor(cute::make_gmem_ptr(weight_ptr), gmem_layout);
-  ops::unary(ops::cast_op{}, weight, weight_regs);
   int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
   int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
   for (int64_t row = row_begin; row < row_end; ++row) {
@@ -43,7 +41,7 @@ __global__ void __launch_bounds__(4) rms_norm_kernel(cute::bfloat16_t const* __r
     ops::unary(ops::rsqrt_op{}, rms_norm_plus_eps, rms_norm_rstd);
     ops::binary(ops::mul_op{}, rms_norm_x, rms_norm_rstd, rms_norm_normed);
     ops::unary(ops::cast_op{}, rms_norm_normed, rms_norm_rounded);
-    ops::binary(ops::mul_op{}, rms_norm_rounded, weight_regs, out);
+    ops::binary(ops::mul_op{}, rms_norm_rounded, weight, out);
   }
 }
 
@@ -111,14 +109,12 @@ __global__ void __launch_bounds__(8) rms_norm_written_out_kernel(float const* __
   auto const one_element = make_shard_layout(cute::make_layout(cute::make_shape(Int<1>{}, Int<1>{}, Int<1>{}), cute::make_stride(Int<0>{}, Int<0>{}, Int<0>{})), cute::make_tuple(shard::B{}), threads);
   auto const gmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<4>{}, Int<8>{}, Int<3>{}), cute::make_stride(Int<1>{}, Int<4>{}, Int<32>{})), cute::make_tuple(shard::S<1>{}), threads);
   auto x_regs = tilefoundry::make_tensor<float>(rmem_layout);
-  auto weight_regs = tilefoundry::make_tensor<float>(rmem_layout);
   auto mul = tilefoundry::make_tensor<float>(rmem_layout);
   auto mean_square = tilefoundry::make_tensor<float>(one_element);
   auto add = tilefoundry::make_tensor<float>(one_element);
   auto rsqrt = tilefoundry::make_tensor<float>(one_element);
   auto mul_1 = tilefoundry::make_tensor<float>(rmem_layout);
   auto weight = tilefoundry::make_tensor(cute::make_gmem_ptr(weight_ptr), gmem_layout);
-  ops::unary(ops::cast_op{}, weight, weight_regs);
   int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
   int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
   for (int64_t row = row_begin; row < row_end; ++row) {
@@ -132,7 +128,7 @@ __global__ void __launch_bounds__(8) rms_norm_written_out_kernel(float const* __
     ops::binary(ops::add_op{}, mean_square, 1e-05f, add);
     ops::unary(ops::rsqrt_op{}, add, rsqrt);
     ops::binary(ops::mul_op{}, x_regs, rsqrt, mul_1);
-    ops::binary(ops::mul_op{}, mul_1, weight_regs, out);
+    ops::binary(ops::mul_op{}, mul_1, weight, out);
   }
 }
 
@@ -430,7 +426,6 @@ __global__ void __launch_bounds__(4) residual_rms_norm_kernel(cute::bfloat16_t c
   auto const rmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<4>{}, Int<3>{}), cute::make_stride(Int<1>{}, Int<0>{}, Int<8>{})), cute::make_tuple(shard::S<1>{}), threads);
   auto const one_element = make_shard_layout(cute::make_layout(cute::make_shape(Int<1>{}, Int<1>{}, Int<1>{}), cute::make_stride(Int<0>{}, Int<0>{}, Int<0>{})), cute::make_tuple(shard::B{}), threads);
   auto const gmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<4>{}, Int<3>{}), cute::make_stride(Int<1>{}, Int<8>{}, Int<32>{})), cute::make_tuple(shard::S<1>{}), threads);
-  auto weight_regs = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
   auto h = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
   auto rms_norm_x = tilefoundry::make_tensor<float>(rmem_layout);
   auto rms_norm_square = tilefoundry::make_tensor<float>(rmem_layout);
@@ -440,7 +435,6 @@ __global__ void __launch_bounds__(4) residual_rms_norm_kernel(cute::bfloat16_t c
   auto rms_norm_normed = tilefoundry::make_tensor<float>(rmem_layout);
   auto rms_norm_rounded = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
   auto weight = tilefoundry::make_tensor(cute::make_gmem_ptr(weight_ptr), gmem_layout);
-  ops::unary(ops::cast_op{}, weight, weight_regs);
   int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
   int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
   for (int64_t row = row_begin; row < row_end; ++row) {
@@ -460,7 +454,7 @@ __global__ void __launch_bounds__(4) residual_rms_norm_kernel(cute::bfloat16_t c
     ops::unary(ops::rsqrt_op{}, rms_norm_plus_eps, rms_norm_rstd);
     ops::binary(ops::mul_op{}, rms_norm_x, rms_norm_rstd, rms_norm_normed);
     ops::unary(ops::cast_op{}, rms_norm_normed, rms_norm_rounded);
-    ops::binary(ops::mul_op{}, rms_norm_rounded, weight_regs, out0);
+    ops::binary(ops::mul_op{}, rms_norm_rounded, weight, out0);
   }
 }
 
@@ -965,7 +959,6 @@ __global__ void __launch_bounds__(256) rms_norm_2048_kernel(cute::bfloat16_t con
   auto const gmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<8>{}, Int<1>{}), cute::make_stride(Int<1>{}, Int<8>{}, Int<256>{}, Int<2048>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
   __shared__ alignas(16) float reduce_workspace_storage[512];
   auto reduce_workspace = ops::make_reduce_workspace(cute::make_tensor(cute::make_smem_ptr(reduce_workspace_storage), smem_layout));
-  auto weight_regs = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
   auto rms_norm_x = tilefoundry::make_tensor<float>(rmem_layout);
   auto rms_norm_square = tilefoundry::make_tensor<float>(rmem_layout);
   auto rms_norm_mean_square = tilefoundry::make_tensor<float>(one_element);
@@ -974,7 +967,6 @@ __global__ void __launch_bounds__(256) rms_norm_2048_kernel(cute::bfloat16_t con
   auto rms_norm_normed = tilefoundry::make_tensor<float>(rmem_layout);
   auto rms_norm_rounded = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
   auto weight = tilefoundry::make_tensor(cute::make_gmem_ptr(weight_ptr), gmem_layout);
-  ops::unary(ops::cast_op{}, weight, weight_regs);
   int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
   int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
   for (int64_t row = row_begin; row < row_end; ++row) {
@@ -988,7 +980,7 @@ __global__ void __launch_bounds__(256) rms_norm_2048_kernel(cute::bfloat16_t con
     ops::unary(ops::rsqrt_op{}, rms_norm_plus_eps, rms_norm_rstd);
     ops::binary(ops::mul_op{}, rms_norm_x, rms_norm_rstd, rms_norm_normed);
     ops::unary(ops::cast_op{}, rms_norm_normed, rms_norm_rounded);
-    ops::binary(ops::mul_op{}, rms_norm_rounded, weight_regs, out);
+    ops::binary(ops::mul_op{}, rms_norm_rounded, weight, out);
   }
 }
 
@@ -1058,7 +1050,6 @@ __global__ void __launch_bounds__(256) add_rms_norm_2048_kernel(cute::bfloat16_t
   auto const gmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<8>{}, Int<1>{}), cute::make_stride(Int<1>{}, Int<8>{}, Int<256>{}, Int<2048>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
   __shared__ alignas(16) float reduce_workspace_storage[512];
   auto reduce_workspace = ops::make_reduce_workspace(cute::make_tensor(cute::make_smem_ptr(reduce_workspace_storage), smem_layout));
-  auto weight_regs = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
   auto h = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
   auto rms_norm_x = tilefoundry::make_tensor<float>(rmem_layout);
   auto rms_norm_square = tilefoundry::make_tensor<float>(rmem_layout);
@@ -1068,7 +1059,6 @@ __global__ void __launch_bounds__(256) add_rms_norm_2048_kernel(cute::bfloat16_t
   auto rms_norm_normed = tilefoundry::make_tensor<float>(rmem_layout);
   auto rms_norm_rounded = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
   auto weight = tilefoundry::make_tensor(cute::make_gmem_ptr(weight_ptr), gmem_layout);
-  ops::unary(ops::cast_op{}, weight, weight_regs);
   int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
   int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
   for (int64_t row = row_begin; row < row_end; ++row) {
@@ -1088,7 +1078,7 @@ __global__ void __launch_bounds__(256) add_rms_norm_2048_kernel(cute::bfloat16_t
     ops::unary(ops::rsqrt_op{}, rms_norm_plus_eps, rms_norm_rstd);
     ops::binary(ops::mul_op{}, rms_norm_x, rms_norm_rstd, rms_norm_normed);
     ops::unary(ops::cast_op{}, rms_norm_normed, rms_norm_rounded);
-    ops::binary(ops::mul_op{}, rms_norm_rounded, weight_regs, out0);
+    ops::binary(ops::mul_op{}, rms_norm_rounded, weight, out0);
   }
 }
 
@@ -1336,7 +1326,6 @@ __global__ void __launch_bounds__(256) rms_norm_8192_kernel(cute::bfloat16_t con
   auto const gmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<8>{}, Int<4>{}), cute::make_stride(Int<1>{}, Int<8>{}, Int<256>{}, Int<2048>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
   __shared__ alignas(16) float reduce_workspace_storage[512];
   auto reduce_workspace = ops::make_reduce_workspace(cute::make_tensor(cute::make_smem_ptr(reduce_workspace_storage), smem_layout));
-  auto weight_regs = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
   auto rms_norm_x = tilefoundry::make_tensor<float>(rmem_layout);
   auto rms_norm_square = tilefoundry::make_tensor<float>(rmem_layout);
   auto rms_norm_mean_square = tilefoundry::make_tensor<float>(one_element);
@@ -1345,7 +1334,6 @@ __global__ void __launch_bounds__(256) rms_norm_8192_kernel(cute::bfloat16_t con
   auto rms_norm_normed = tilefoundry::make_tensor<float>(rmem_layout);
   auto rms_norm_rounded = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
   auto weight = tilefoundry::make_tensor(cute::make_gmem_ptr(weight_ptr), gmem_layout);
-  ops::unary(ops::cast_op{}, weight, weight_regs);
   int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
   int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
   for (int64_t row = row_begin; row < row_end; ++row) {
@@ -1359,7 +1347,7 @@ __global__ void __launch_bounds__(256) rms_norm_8192_kernel(cute::bfloat16_t con
     ops::unary(ops::rsqrt_op{}, rms_norm_plus_eps, rms_norm_rstd);
     ops::binary(ops::mul_op{}, rms_norm_x, rms_norm_rstd, rms_norm_normed);
     ops::unary(ops::cast_op{}, rms_norm_normed, rms_norm_rounded);
-    ops::binary(ops::mul_op{}, rms_norm_rounded, weight_regs, out);
+    ops::binary(ops::mul_op{}, rms_norm_rounded, weight, out);
   }
 }
 
@@ -1429,7 +1417,6 @@ __global__ void __launch_bounds__(256) add_rms_norm_8192_kernel(cute::bfloat16_t
   auto const gmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<8>{}, Int<4>{}), cute::make_stride(Int<1>{}, Int<8>{}, Int<256>{}, Int<2048>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
   __shared__ alignas(16) float reduce_workspace_storage[512];
   auto reduce_workspace = ops::make_reduce_workspace(cute::make_tensor(cute::make_smem_ptr(reduce_workspace_storage), smem_layout));
-  auto weight_regs = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
   auto h = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
   auto rms_norm_x = tilefoundry::make_tensor<float>(rmem_layout);
   auto rms_norm_square = tilefoundry::make_tensor<float>(rmem_layout);
@@ -1439,7 +1426,6 @@ __global__ void __launch_bounds__(256) add_rms_norm_8192_kernel(cute::bfloat16_t
   auto rms_norm_normed = tilefoundry::make_tensor<float>(rmem_layout);
   auto rms_norm_rounded = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
   auto weight = tilefoundry::make_tensor(cute::make_gmem_ptr(weight_ptr), gmem_layout);
-  ops::unary(ops::cast_op{}, weight, weight_regs);
   int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
   int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
   for (int64_t row = row_begin; row < row_end; ++row) {
@@ -1459,7 +1445,7 @@ __global__ void __launch_bounds__(256) add_rms_norm_8192_kernel(cute::bfloat16_t
     ops::unary(ops::rsqrt_op{}, rms_norm_plus_eps, rms_norm_rstd);
     ops::binary(ops::mul_op{}, rms_norm_x, rms_norm_rstd, rms_norm_normed);
     ops::unary(ops::cast_op{}, rms_norm_normed, rms_norm_rounded);
-    ops::binary(ops::mul_op{}, rms_norm_rounded, weight_regs, out0);
+    ops::binary(ops::mul_op{}, rms_norm_rounded, weight, out0);
   }
 }
 

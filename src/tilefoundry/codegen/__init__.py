@@ -1,6 +1,6 @@
 """Code generation: TIR to one translation unit per target, built into a library (spec 1.1.3, 1.4).
 
-``generate(tir_module)`` emits the source (``cpu/`` today; ``cuda/`` is the next step) as a
+``generate(tir_module)`` emits the source (``cpu/`` or ``cuda/``, by the module's target) as a
 :class:`LinkableModule`; ``link`` builds it with the target's compiler through the disk cache into a
 :class:`LinkedModule`, which the runtime's loader binds.
 """

@@ -96,8 +96,9 @@ class _RowLowering:
     # -- program ------------------------------------------------------------------------------
     def params(self, stage: bool) -> None:
         """Views of the used parameters. With ``stage``, an input spanning a row of static length that several
-        ops read, or that is the same for every row and read in the row loop, is loaded into registers once
-        (per row, or once per CTA before the loop)."""
+        ops read is loaded into registers once (per row; once per CTA before the loop for a weight). A weight
+        read by one op in the row loop is left in memory: holding it in registers across the row's work
+        would cost more registers (and so resident CTAs) than its second read from L2 costs."""
         used = {id(v) for op in self.prog.ops for v in op.inputs} | {id(v) for v in self.prog.outputs}
         readers: dict[int, list[Op]] = {}
         for op in self.prog.ops:
@@ -110,9 +111,8 @@ class _RowLowering:
             buf = self.gmem(p.name, p, p.name)
             self.operand[id(p)] = buf
             form, ops = self.form(p), readers.get(id(p), [])
-            in_loop = any(not self.form(op.outputs[0]).invariant for op in ops)
             static_row = isinstance(self.space.row, int)  # else the copy would live in shared memory, not registers
-            if stage and static_row and form.vector and (len(ops) > 1 or (form.invariant and in_loop)):
+            if stage and static_row and form.vector and len(ops) > 1:
                 regs = self.rmem(p, f"{p.name}_regs")
                 self.sec.of(form.invariant).append(
                     OpCall("unary", Tag("cast_op"), (buf,), regs, Origin(f"load {p.name} into registers", None)))

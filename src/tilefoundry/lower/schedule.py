@@ -135,9 +135,8 @@ def _cuda_row_threads(vectors: int, vector: int) -> int:
 
 
 def stages_inputs(target: Target) -> bool:
-    """Whether row inputs read more than once (and weights read in the row loop) are loaded into registers
-    first: on CUDA, so that each is read from global memory once and a weight's load is issued before the
-    row's work, not after its reductions; the CPU reads its cache either way."""
+    """Whether row inputs read by more than one op are loaded into registers first: on CUDA, so that each is
+    read from global memory once; the CPU reads its cache either way."""
     return isinstance(target, CudaTarget)
 
 
