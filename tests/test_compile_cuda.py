@@ -302,3 +302,20 @@ def test_the_cuda_lowerings_register_staging_runs_right_on_the_cpu_target(monkey
         for rows in (0, 7, 130):
             report = check(compiled_only(compiled), kernel, inputs_for(kernel, rows), expect=expectations(kernel))
             assert report.passed, f"{kernel.name} at {rows} rows:\n{report}"
+
+
+def test_nvcc_builds_for_the_targets_architecture_and_the_cache_key_holds_it() -> None:
+    from tilefoundry import CompilerOptions
+    from tilefoundry.codegen.build import base_key
+    from tilefoundry.codegen.toolchain import toolchain
+
+    h200, a100 = CudaTarget(), CudaTarget("nvidia.a100")
+    flags = toolchain(h200, CompilerOptions()).flags
+    assert flags[flags.index("-gencode") + 1] == "arch=compute_90a,code=sm_90a"
+    assert "arch=compute_80,code=sm_80" in toolchain(a100, CompilerOptions()).flags
+    same_source = generate(lower(K.swiglu, h200))
+    keys = {base_key(same_source, toolchain(t, CompilerOptions())) for t in (h200, a100)}
+    assert len(keys) == 2  # one source, two architectures: two libraries
+    if not NO_NVCC:
+        command = toolchain(h200, CompilerOptions()).command(Path("k.cu"), Path("k.so"))
+        assert "-Xlinker" in command and not any(c.startswith("-Wl,") for c in command)  # nvcc refuses -Wl,
