@@ -25,6 +25,7 @@ class KernelEmitter:
 
     target_label = "?"
     qualifier = "void"
+    pointer_qualifier = ""  # e.g. " __restrict__" where the entry guarantees no aliasing
 
     def __init__(self, fn: PrimFunc, names: cxx.Names | None = None) -> None:
         self.fn = fn
@@ -54,7 +55,7 @@ class KernelEmitter:
         out = []
         for p in self.fn.params:
             const = "" if p.is_output else " const"
-            out.append(f"{cxx.cxx_type(p.type.dtype)}{const}* {self.pointers[p.name]}")
+            out.append(f"{cxx.cxx_type(p.type.dtype)}{const}*{self.pointer_qualifier} {self.pointers[p.name]}")
         out += [f"int64_t {self.dims[b.dimvar.name]}" for b in self.fn.dimvars]
         return out
 
@@ -71,7 +72,7 @@ class KernelEmitter:
         if self.fn.loc is not None:
             head.insert(0, f"// from @func {self.fn.name} at {_short(self.fn.loc.filename)}:{self.fn.loc.lineno}")
         self.lines = []
-        self.declare_meshes(_meshes(self.fn.body), "  ")
+        self.declare_meshes(meshes_of(self.fn.body), "  ")
         for b in _buffers(self.fn.body):
             self.layout(b.layout, b.storage, "  ")
         for stmt in self.fn.body:
@@ -216,6 +217,17 @@ class KernelEmitter:
         self.lines.append(f"{ind}}}")
 
 
+def allocations(body: list[Stmt]) -> list[Buffer]:
+    """Every buffer a body allocates (``Alloc``), nested scopes included, in order."""
+    out: list[Buffer] = []
+    for s in body:
+        if isinstance(s, Alloc):
+            out.append(s.buffer)
+        elif isinstance(s, (MeshScope, RowLoop)):
+            out += allocations(s.body)
+    return out
+
+
 def _buffers(body: list[Stmt]) -> list[Buffer]:
     """Every buffer a body declares, in order (nested scopes included)."""
     out: list[Buffer] = []
@@ -227,16 +239,16 @@ def _buffers(body: list[Stmt]) -> list[Buffer]:
     return out
 
 
-def _meshes(body: list[Stmt]) -> list[TMesh]:
+def meshes_of(body: list[Stmt]) -> list[TMesh]:
     """Every mesh a body runs over or lays a buffer out over, first use first."""
     found: dict[str, TMesh] = {}
     for s in body:
         if isinstance(s, MeshScope):
             found.setdefault(s.mesh.name, s.mesh)
-            for m in _meshes(s.body):
+            for m in meshes_of(s.body):
                 found.setdefault(m.name, m)
         elif isinstance(s, RowLoop):
-            for m in _meshes(s.body):
+            for m in meshes_of(s.body):
                 found.setdefault(m.name, m)
     for b in _buffers(body):
         if b.layout.mesh is not None:

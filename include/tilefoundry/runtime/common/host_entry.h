@@ -138,11 +138,13 @@ class ArgChecker {
   void aligned(TensorView const& t, char const* param, int bytes) {
     auto const address = reinterpret_cast<std::uintptr_t>(t.data_ptr()) + t.byte_offset();
     if (t.numel() > 0 && address % static_cast<std::uintptr_t>(bytes) != 0) {
-      TVM_FFI_THROW(ValueError) << entry_ << ": argument " << param << " starts at an address that is "
+      TVM_FFI_THROW(ValueError) << entry_ << ": argument " << param
+                                << " starts at an address that is "
                                 << "not a multiple of " << bytes << " bytes (offset "
                                 << address % static_cast<std::uintptr_t>(bytes)
                                 << "), and the kernel moves it " << bytes
-                                << " bytes at a time; pass a tensor whose data starts at a " << bytes
+                                << " bytes at a time; pass a tensor whose data starts at a "
+                                << bytes
                                 << "-byte boundary (a fresh tensor, or .clone() of this view)";
     }
   }

@@ -49,8 +49,7 @@ class CudaArgChecker : public ArgChecker {
 
   /// As ArgChecker::device; a tensor elsewhere than on a CUDA device, on a machine without one,
   /// is refused by saying that no CUDA device is present.
-  void device(TensorView const& t, char const* param, DLDeviceType device_type,
-              char const* label) {
+  void device(TensorView const& t, char const* param, DLDeviceType device_type, char const* label) {
     if (t.device().device_type != device_type) {
       cudaError_t why = cudaSuccess;
       if (detail::cuda_device_count(&why) == 0) {
@@ -126,8 +125,9 @@ class CudaLaunch {
             "reading the device's shared memory limit");
     if (bytes + attrs.sharedSizeBytes > static_cast<std::size_t>(limit)) {
       TVM_FFI_THROW(ValueError) << entry_ << ": this call needs " << bytes + attrs.sharedSizeBytes
-                                << " bytes of shared memory per CTA (" << what << "), more than the "
-                                << limit << " a CTA of cuda:" << device_ << " may have";
+                                << " bytes of shared memory per CTA (" << what
+                                << "), more than the " << limit << " a CTA of cuda:" << device_
+                                << " may have";
     }
     fail_on(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  static_cast<int>(bytes)),

@@ -11,10 +11,9 @@ from __future__ import annotations
 from ...ir.types.storage import Storage
 from ...tir.buffer import Buffer
 from ...tir.function import PrimFunc, TirModule
-from ...tir.stmt import Alloc, MeshScope, RowLoop, Stmt
 from .. import cxx
 from ..host import HostEmitter
-from ..kernel import KernelEmitter
+from ..kernel import KernelEmitter, allocations
 from ..unit import translation_unit, uniform_program_shapes
 
 # Register arrays of one CTA beyond this many bytes go to heap scratch instead of the host stack.
@@ -27,7 +26,7 @@ class CpuKernel(KernelEmitter):
 
     def __init__(self, fn: PrimFunc) -> None:
         super().__init__(fn)
-        static = [b for b in _allocs(fn.body) if isinstance(b.local_size(), int)]
+        static = [b for b in allocations(fn.body) if isinstance(b.local_size(), int)]
         total = sum(b.local_size() * b.dtype.bits // 8 for b in static)
         self.on_stack = total <= STACK_BYTES
 
@@ -49,16 +48,6 @@ class CpuHost(HostEmitter):
 
     def launch(self, args: str) -> list[str]:
         return [f"cpu::launch(static_cast<int>(grid), [&] {{ {self.kernel.kernel_name}({args}); }});"]
-
-
-def _allocs(body: list[Stmt]) -> list[Buffer]:
-    out: list[Buffer] = []
-    for s in body:
-        if isinstance(s, Alloc):
-            out.append(s.buffer)
-        elif isinstance(s, (MeshScope, RowLoop)):
-            out += _allocs(s.body)
-    return out
 
 
 def emit_cpu(mod: TirModule) -> str:

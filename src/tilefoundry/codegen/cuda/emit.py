@@ -30,10 +30,10 @@ from ...ir.types.dim import Dim, dimvars_of, floordiv
 from ...ir.types.storage import Storage
 from ...tir.buffer import Buffer
 from ...tir.function import KernelParam, PrimFunc, TirModule
-from ...tir.stmt import Alloc, MeshScope, OpCall, RowLoop, Stmt
+from ...tir.stmt import MeshScope, OpCall, RowLoop, Stmt
 from .. import cxx
 from ..host import HostEmitter
-from ..kernel import KernelEmitter
+from ..kernel import KernelEmitter, allocations, meshes_of
 from ..unit import translation_unit
 
 # Bytes each buffer in the dynamic shared memory is aligned to (a 16-byte vector access).
@@ -76,17 +76,7 @@ def _round_up(n: Dim) -> Dim:
 
 
 def _dynamic_buffers(fn: PrimFunc) -> list[Buffer]:
-    return [b for b in _allocs(fn.body) if not isinstance(b.local_size(), int)]
-
-
-def _allocs(body: list[Stmt]) -> list[Buffer]:
-    out: list[Buffer] = []
-    for s in body:
-        if isinstance(s, Alloc):
-            out.append(s.buffer)
-        elif isinstance(s, (MeshScope, RowLoop)):
-            out += _allocs(s.body)
-    return out
+    return [b for b in allocations(fn.body) if not isinstance(b.local_size(), int)]
 
 
 def _workspaces(body: list[Stmt]) -> set[int]:
@@ -101,6 +91,7 @@ def _workspaces(body: list[Stmt]) -> set[int]:
 
 class CudaKernel(KernelEmitter):
     target_label = "cuda"
+    pointer_qualifier = " __restrict__"  # the entry refuses outputs overlapping inputs or one another
 
     def __init__(self, fn: PrimFunc) -> None:
         super().__init__(fn)
@@ -108,15 +99,6 @@ class CudaKernel(KernelEmitter):
         self.qualifier = f"__global__ void __launch_bounds__({self.launch.block})"
         self.workspaces = _workspaces(fn.body)
         self.dynamic_offset: Dim = 0
-
-    def signature_params(self) -> list[str]:
-        """Typed ``__restrict__`` pointers (inputs const), then the DimVars."""
-        out = []
-        for p in self.fn.params:
-            const = "" if p.is_output else " const"
-            out.append(f"{cxx.cxx_type(p.type.dtype)}{const}* __restrict__ {self.pointers[p.name]}")
-        out += [f"int64_t {self.dims[b.dimvar.name]}" for b in self.fn.dimvars]
-        return out
 
     def emit(self) -> list[str]:
         lines = super().emit()
@@ -228,7 +210,7 @@ def program_shapes(fns: list[PrimFunc]) -> list[str]:
     """The static program shapes a CUDA unit declares: the thread level only where a mesh spans the CTA
     level and the thread level (the runtime's mesh rule then needs the thread count static), and then
     only when every function agrees on it."""
-    needing = [f for f in fns if any(len(m.levels) > 1 for m in _meshes(f.body))]
+    needing = [f for f in fns if any(len(m.levels) > 1 for m in meshes_of(f.body))]
     if not needing:
         return []
     threads = {f.schedule.threads_per_cta for f in fns}
@@ -238,17 +220,6 @@ def program_shapes(fns: list[PrimFunc]) -> list[str]:
                          f"{needing[0].name}'s mesh needs its thread level static; compile them as separate "
                          "Modules, or declare one Topology('thread', N) for the Module")
     return [f"TILEFOUNDRY_STATIC_PROGRAM_SHAPE(thread, {threads.pop()});"]
-
-
-def _meshes(body: list[Stmt]) -> list:
-    out = []
-    for s in body:
-        if isinstance(s, MeshScope):
-            out.append(s.mesh)
-            out += _meshes(s.body)
-        elif isinstance(s, RowLoop):
-            out += _meshes(s.body)
-    return out
 
 
 def emit_cuda(mod: TirModule) -> str:

@@ -357,10 +357,10 @@ struct reduce_plan<Op, Axes, ShardLayout<SLay, SAttrs, MeshT>, ShardLayout<DLay,
     }
     return n;
   }();
-  static constexpr int thread_count = static_cast<int>(
-      static_count<dependent_level<TopologyScope::thread, MeshT>>() >= 0
-          ? static_count<dependent_level<TopologyScope::thread, MeshT>>()
-          : mesh_threads);
+  static constexpr int thread_count =
+      static_cast<int>(static_count<dependent_level<TopologyScope::thread, MeshT>>() >= 0
+                           ? static_count<dependent_level<TopologyScope::thread, MeshT>>()
+                           : mesh_threads);
   static constexpr int n_lane_masks = exchanges.n_lane_masks;
   static constexpr auto lane_masks = exchanges.lane_masks;
   static constexpr int n_warp_axes = exchanges.n_warp_axes;
