@@ -27,6 +27,7 @@ from tilefoundry import func
 from tilefoundry.dsl import ConstTensor, DimVar, Mesh, Tensor, Topology, tf
 from tilefoundry.evaluator import registry
 from tilefoundry.ir.core.function import Function
+from tilefoundry.ir.core.module import Module
 from tilefoundry.runtime import CompiledModule
 from tilefoundry.runtime.check import allclose, equal
 
@@ -196,7 +197,8 @@ def inputs_for(kernel: Any, rows: int, device: str | torch.device = "cpu", cols:
 
 def expectations(kernel: Any) -> dict[str, list]:
     """``check``'s expectations per output of ``kernel`` (see the module docstring for the tolerances)."""
-    ref = kernel.output_types
+    fn = kernel.functions[kernel.entry] if isinstance(kernel, Module) else kernel
+    ref = fn.output_types
     leaves = ref if isinstance(ref, tuple) else (ref,)
     paths = ["output"] if not isinstance(ref, tuple) else [f"output[{i}]" for i in range(len(leaves))]
     out = {}

@@ -12,7 +12,7 @@ namespace {
 using namespace tilefoundry;
 using cute::Int;
 
-// from @func rms_norm at compile_kernels.py:39
+// from @func rms_norm at compile_kernels.py:40
 // rms_norm: schedule placement=rows grid=rows threads_per_cta=4 rows=rows rows_per_cta=1 vector_width=8
 __global__ void __launch_bounds__(4) rms_norm_kernel(cute::bfloat16_t const* __restrict__ x_ptr, cute::bfloat16_t const* __restrict__ weight_ptr, cute::bfloat16_t* __restrict__ out_ptr, int64_t rows) {
   // threads = mesh thread(lane=4)
@@ -33,7 +33,7 @@ __global__ void __launch_bounds__(4) rms_norm_kernel(cute::bfloat16_t const* __r
   for (int64_t row = row_begin; row < row_end; ++row) {
     auto x = tilefoundry::make_tensor(cute::make_gmem_ptr(x_ptr + row * 96), gmem_layout);
     auto out = tilefoundry::make_tensor(cute::make_gmem_ptr(out_ptr + row * 96), gmem_layout);
-    // compile_kernels.py:41: y = tf.rms_norm(x, weight, 1e-6) [rms_norm]
+    // compile_kernels.py:42: y = tf.rms_norm(x, weight, 1e-6) [rms_norm]
     ops::unary(ops::cast_op{}, x, rms_norm_x);
     ops::unary(ops::square_op{}, rms_norm_x, rms_norm_square);
     ops::reduce<ops::mean_op, cute::seq<0, 1, 2>>(rms_norm_square, rms_norm_mean_square);
@@ -100,7 +100,7 @@ namespace {
 using namespace tilefoundry;
 using cute::Int;
 
-// from @func rms_norm_written_out at compile_kernels.py:45
+// from @func rms_norm_written_out at compile_kernels.py:46
 // rms_norm_written_out: schedule placement=rows grid=rows threads_per_cta=8 rows=rows rows_per_cta=1 vector_width=4
 __global__ void __launch_bounds__(8) rms_norm_written_out_kernel(float const* __restrict__ x_ptr, float const* __restrict__ weight_ptr, float* __restrict__ out_ptr, int64_t rows) {
   // threads = mesh thread(lane=8)
@@ -121,10 +121,10 @@ __global__ void __launch_bounds__(8) rms_norm_written_out_kernel(float const* __
     auto x = tilefoundry::make_tensor(cute::make_gmem_ptr(x_ptr + row * 96), gmem_layout);
     ops::unary(ops::cast_op{}, x, x_regs);
     auto out = tilefoundry::make_tensor(cute::make_gmem_ptr(out_ptr + row * 96), gmem_layout);
-    // compile_kernels.py:47: mean_square = tf.reduce(x * x, axes=(-1,), keepdim=True, kind="mean")
+    // compile_kernels.py:48: mean_square = tf.reduce(x * x, axes=(-1,), keepdim=True, kind="mean")
     ops::binary(ops::mul_op{}, x_regs, x_regs, mul);
     ops::reduce<ops::mean_op, cute::seq<0, 1, 2>>(mul, mean_square);
-    // compile_kernels.py:48: y = x * tf.rsqrt(mean_square + 1e-5) * weight
+    // compile_kernels.py:49: y = x * tf.rsqrt(mean_square + 1e-5) * weight
     ops::binary(ops::add_op{}, mean_square, 1e-05f, add);
     ops::unary(ops::rsqrt_op{}, add, rsqrt);
     ops::binary(ops::mul_op{}, x_regs, rsqrt, mul_1);
@@ -187,7 +187,7 @@ namespace {
 using namespace tilefoundry;
 using cute::Int;
 
-// from @func softmax at compile_kernels.py:52
+// from @func softmax at compile_kernels.py:53
 // softmax: schedule placement=rows grid=2*rows threads_per_cta=8 rows=2*rows rows_per_cta=1 vector_width=4
 __global__ void __launch_bounds__(8) softmax_kernel(float const* __restrict__ x_ptr, float* __restrict__ out_ptr, int64_t rows) {
   // threads = mesh thread(lane=8)
@@ -206,7 +206,7 @@ __global__ void __launch_bounds__(8) softmax_kernel(float const* __restrict__ x_
     auto x = tilefoundry::make_tensor(cute::make_gmem_ptr(x_ptr + (row / rows) * (96 * rows) + (row % rows) * 96), gmem_layout);
     ops::unary(ops::cast_op{}, x, x_regs);
     auto out = tilefoundry::make_tensor(cute::make_gmem_ptr(out_ptr + (row / rows) * (96 * rows) + (row % rows) * 96), gmem_layout);
-    // compile_kernels.py:54: y = tf.softmax(x, axis=-1) [softmax]
+    // compile_kernels.py:55: y = tf.softmax(x, axis=-1) [softmax]
     ops::reduce<ops::max_op, cute::seq<0, 1, 2>>(x_regs, softmax_max);
     ops::binary(ops::sub_op{}, x_regs, softmax_max, softmax_shifted);
     ops::unary(ops::exp_op{}, softmax_shifted, softmax_exp);
@@ -263,7 +263,7 @@ namespace {
 using namespace tilefoundry;
 using cute::Int;
 
-// from @func softmax_written_out at compile_kernels.py:58
+// from @func softmax_written_out at compile_kernels.py:59
 // softmax_written_out: schedule placement=rows grid=rows threads_per_cta=4 rows=rows rows_per_cta=1 vector_width=8
 __global__ void __launch_bounds__(4) softmax_written_out_kernel(cute::bfloat16_t const* __restrict__ x_ptr, cute::bfloat16_t* __restrict__ out_ptr, int64_t rows) {
   // threads = mesh thread(lane=4)
@@ -282,16 +282,16 @@ __global__ void __launch_bounds__(4) softmax_written_out_kernel(cute::bfloat16_t
   for (int64_t row = row_begin; row < row_end; ++row) {
     auto x = tilefoundry::make_tensor(cute::make_gmem_ptr(x_ptr + row * 96), gmem_layout);
     auto out = tilefoundry::make_tensor(cute::make_gmem_ptr(out_ptr + row * 96), gmem_layout);
-    // compile_kernels.py:60: xf = tf.cast(x, "f32")
+    // compile_kernels.py:61: xf = tf.cast(x, "f32")
     ops::unary(ops::cast_op{}, x, xf);
-    // compile_kernels.py:61: e = tf.exp(xf - tf.reduce(xf, axes=(-1,), kind="max"))
+    // compile_kernels.py:62: e = tf.exp(xf - tf.reduce(xf, axes=(-1,), kind="max"))
     ops::reduce<ops::max_op, cute::seq<0, 1, 2>>(xf, reduce);
     ops::binary(ops::sub_op{}, xf, reduce, sub);
     ops::unary(ops::exp_op{}, sub, e);
-    // compile_kernels.py:62: p = e / tf.reduce(e, axes=(-1,), kind="sum")
+    // compile_kernels.py:63: p = e / tf.reduce(e, axes=(-1,), kind="sum")
     ops::reduce<ops::sum_op, cute::seq<0, 1, 2>>(e, reduce_1);
     ops::binary(ops::div_op{}, e, reduce_1, p);
-    // compile_kernels.py:63: return tf.cast(p, "bf16")
+    // compile_kernels.py:64: return tf.cast(p, "bf16")
     ops::unary(ops::cast_op{}, p, out);
   }
 }
@@ -342,7 +342,7 @@ namespace {
 using namespace tilefoundry;
 using cute::Int;
 
-// from @func swiglu at compile_kernels.py:66
+// from @func swiglu at compile_kernels.py:67
 // swiglu: schedule placement=rows grid=rows threads_per_cta=2 rows=rows rows_per_cta=1 vector_width=8
 __global__ void __launch_bounds__(2) swiglu_kernel(cute::bfloat16_t const* __restrict__ gate_ptr, cute::bfloat16_t const* __restrict__ up_ptr, cute::bfloat16_t* __restrict__ out_ptr, int64_t rows) {
   // threads = mesh thread(lane=2)
@@ -356,7 +356,7 @@ __global__ void __launch_bounds__(2) swiglu_kernel(cute::bfloat16_t const* __res
     auto gate = tilefoundry::make_tensor(cute::make_gmem_ptr(gate_ptr + row * 80), gmem_layout);
     auto up = tilefoundry::make_tensor(cute::make_gmem_ptr(up_ptr + row * 80), gmem_layout);
     auto out = tilefoundry::make_tensor(cute::make_gmem_ptr(out_ptr + row * 80), gmem_layout);
-    // compile_kernels.py:68: h = tf.silu(gate) * up
+    // compile_kernels.py:69: h = tf.silu(gate) * up
     ops::unary(ops::silu_op{}, gate, silu);
     ops::binary(ops::mul_op{}, silu, up, out);
   }
@@ -418,7 +418,7 @@ namespace {
 using namespace tilefoundry;
 using cute::Int;
 
-// from @func residual_rms_norm at compile_kernels.py:72
+// from @func residual_rms_norm at compile_kernels.py:73
 // residual_rms_norm: schedule placement=rows grid=rows threads_per_cta=4 rows=rows rows_per_cta=1 vector_width=8
 __global__ void __launch_bounds__(4) residual_rms_norm_kernel(cute::bfloat16_t const* __restrict__ x_ptr, cute::bfloat16_t const* __restrict__ residual_ptr, cute::bfloat16_t const* __restrict__ weight_ptr, cute::bfloat16_t* __restrict__ out0_ptr, cute::bfloat16_t* __restrict__ out1_ptr, int64_t rows) {
   // threads = mesh thread(lane=4)
@@ -442,11 +442,11 @@ __global__ void __launch_bounds__(4) residual_rms_norm_kernel(cute::bfloat16_t c
     auto residual = tilefoundry::make_tensor(cute::make_gmem_ptr(residual_ptr + row * 96), gmem_layout);
     auto out0 = tilefoundry::make_tensor(cute::make_gmem_ptr(out0_ptr + row * 96), gmem_layout);
     auto out1 = tilefoundry::make_tensor(cute::make_gmem_ptr(out1_ptr + row * 96), gmem_layout);
-    // compile_kernels.py:75: h = x + residual
+    // compile_kernels.py:76: h = x + residual
     ops::binary(ops::add_op{}, x, residual, h);
-    // compile_kernels.py:72: @func
+    // compile_kernels.py:73: @func
     ops::unary(ops::cast_op{}, h, out1);
-    // compile_kernels.py:76: y = tf.rms_norm(h, weight, 1e-6) [rms_norm]
+    // compile_kernels.py:77: y = tf.rms_norm(h, weight, 1e-6) [rms_norm]
     ops::unary(ops::cast_op{}, h, rms_norm_x);
     ops::unary(ops::square_op{}, rms_norm_x, rms_norm_square);
     ops::reduce<ops::mean_op, cute::seq<0, 1, 2>>(rms_norm_square, rms_norm_mean_square);
@@ -536,7 +536,7 @@ namespace {
 using namespace tilefoundry;
 using cute::Int;
 
-// from @func reductions at compile_kernels.py:80
+// from @func reductions at compile_kernels.py:81
 // reductions: schedule placement=rows grid=rows threads_per_cta=1 rows=rows rows_per_cta=1 vector_width=1
 __global__ void __launch_bounds__(1) reductions_kernel(float const* __restrict__ x_ptr, float* __restrict__ out0_ptr, float* __restrict__ out1_ptr, float* __restrict__ out2_ptr, int64_t rows, int64_t cols) {
   // threads = mesh thread(lane=1)
@@ -550,11 +550,11 @@ __global__ void __launch_bounds__(1) reductions_kernel(float const* __restrict__
     auto out0 = tilefoundry::make_tensor(cute::make_gmem_ptr(out0_ptr + row), one_element);
     auto out1 = tilefoundry::make_tensor(cute::make_gmem_ptr(out1_ptr + row), one_element);
     auto out2 = tilefoundry::make_tensor(cute::make_gmem_ptr(out2_ptr + row), one_element);
-    // compile_kernels.py:82: total = tf.reduce(x, axes=(-1,), keepdim=False, kind="sum")
+    // compile_kernels.py:83: total = tf.reduce(x, axes=(-1,), keepdim=False, kind="sum")
     ops::reduce<ops::sum_op, cute::seq<0, 1, 2>>(x, out0);
-    // compile_kernels.py:83: largest = tf.reduce(x, axes=(-1,), keepdim=True, kind="max")
+    // compile_kernels.py:84: largest = tf.reduce(x, axes=(-1,), keepdim=True, kind="max")
     ops::reduce<ops::max_op, cute::seq<0, 1, 2>>(x, out1);
-    // compile_kernels.py:84: mean = tf.reduce(x, axes=(-1,), keepdim=False, kind="mean")
+    // compile_kernels.py:85: mean = tf.reduce(x, axes=(-1,), keepdim=False, kind="mean")
     ops::reduce<ops::mean_op, cute::seq<0, 1, 2>>(x, out2);
   }
 }
@@ -622,7 +622,7 @@ namespace {
 using namespace tilefoundry;
 using cute::Int;
 
-// from @func cast_chain at compile_kernels.py:88
+// from @func cast_chain at compile_kernels.py:89
 // cast_chain: schedule placement=rows grid=rows threads_per_cta=4 rows=rows rows_per_cta=1 vector_width=8
 __global__ void __launch_bounds__(4) cast_chain_kernel(float const* __restrict__ x_ptr, float* __restrict__ out0_ptr, float* __restrict__ out1_ptr, cute::bfloat16_t* __restrict__ out2_ptr, int64_t rows) {
   // threads = mesh thread(lane=4)
@@ -643,18 +643,18 @@ __global__ void __launch_bounds__(4) cast_chain_kernel(float const* __restrict__
     auto out0 = tilefoundry::make_tensor(cute::make_gmem_ptr(out0_ptr + row * 96), gmem_layout);
     auto out1 = tilefoundry::make_tensor(cute::make_gmem_ptr(out1_ptr + row * 96), gmem_layout);
     auto out2 = tilefoundry::make_tensor(cute::make_gmem_ptr(out2_ptr + row * 96), gmem_layout);
-    // compile_kernels.py:90: narrow = tf.cast(tf.cast(x, "bf16"), "f16")
+    // compile_kernels.py:91: narrow = tf.cast(tf.cast(x, "bf16"), "f16")
     ops::unary(ops::cast_op{}, x_regs, cast);
     ops::unary(ops::cast_op{}, cast, narrow);
-    // compile_kernels.py:91: back = tf.cast(narrow, "f32") * 3.0
+    // compile_kernels.py:92: back = tf.cast(narrow, "f32") * 3.0
     ops::unary(ops::cast_op{}, narrow, cast_1);
     ops::binary(ops::mul_op{}, cast_1, 3.0f, back);
-    // compile_kernels.py:88: @func
+    // compile_kernels.py:89: @func
     ops::unary(ops::cast_op{}, back, out0);
-    // compile_kernels.py:92: whole = tf.cast(tf.cast(back, "i32"), "f32")
+    // compile_kernels.py:93: whole = tf.cast(tf.cast(back, "i32"), "f32")
     ops::unary(ops::cast_op{}, back, cast_2);
     ops::unary(ops::cast_op{}, cast_2, out1);
-    // compile_kernels.py:93: return back, whole, tf.cast(x, "bf16")
+    // compile_kernels.py:94: return back, whole, tf.cast(x, "bf16")
     ops::unary(ops::cast_op{}, x_regs, out2);
   }
 }
@@ -728,7 +728,7 @@ namespace {
 using namespace tilefoundry;
 using cute::Int;
 
-// from @func elementwise at compile_kernels.py:96
+// from @func elementwise at compile_kernels.py:97
 // elementwise: schedule placement=rows grid=rows threads_per_cta=8 rows=rows rows_per_cta=1 vector_width=4
 __global__ void __launch_bounds__(8) elementwise_kernel(float const* __restrict__ x_ptr, float const* __restrict__ y_ptr, float* __restrict__ out0_ptr, bool* __restrict__ out1_ptr, float* __restrict__ out2_ptr, int64_t rows) {
   // threads = mesh thread(lane=8)
@@ -764,18 +764,18 @@ __global__ void __launch_bounds__(8) elementwise_kernel(float const* __restrict_
     auto out0 = tilefoundry::make_tensor(cute::make_gmem_ptr(out0_ptr + row * 96), gmem_layout);
     auto out1 = tilefoundry::make_tensor(cute::make_gmem_ptr(out1_ptr + row * 96), gmem_layout);
     auto out2 = tilefoundry::make_tensor(cute::make_gmem_ptr(out2_ptr + row * 96), gmem_layout);
-    // compile_kernels.py:98: positive = x > 0.0
+    // compile_kernels.py:99: positive = x > 0.0
     ops::binary(ops::gt_op{}, x_regs, 0.0f, positive);
-    // compile_kernels.py:96: @func
+    // compile_kernels.py:97: @func
     ops::unary(ops::cast_op{}, positive, out1);
-    // compile_kernels.py:99: leaky = tf.where(positive, x, x * 0.125)
+    // compile_kernels.py:100: leaky = tf.where(positive, x, x * 0.125)
     ops::binary(ops::mul_op{}, x_regs, 0.125f, mul);
     ops::ternary(ops::select_op{}, positive, x_regs, mul, leaky);
-    // compile_kernels.py:100: bounded = tf.clamp(leaky + tf.tanh(y), -1.5, 2.0)
+    // compile_kernels.py:101: bounded = tf.clamp(leaky + tf.tanh(y), -1.5, 2.0)
     ops::unary(ops::tanh_op{}, y_regs, v_tanh);
     ops::binary(ops::add_op{}, leaky, v_tanh, add);
     ops::unary(ops::clamp_op<float>{-1.5f, 2.0f}, add, bounded);
-    // compile_kernels.py:101: mixed = tf.max(bounded, tf.gelu(y, approximate="tanh")) - tf.abs(tf.min(x, y)) / (tf.exp(y) + 1.0)
+    // compile_kernels.py:102: mixed = tf.max(bounded, tf.gelu(y, approximate="tanh")) - tf.abs(tf.min(x, y)) / (tf.exp(y) + 1.0)
     ops::unary(ops::gelu_tanh_op{}, y_regs, gelu);
     ops::binary(ops::max_op{}, bounded, gelu, v_max);
     ops::binary(ops::min_op{}, x_regs, y_regs, v_min);
@@ -784,7 +784,7 @@ __global__ void __launch_bounds__(8) elementwise_kernel(float const* __restrict_
     ops::binary(ops::add_op{}, v_exp, 1.0f, add_1);
     ops::binary(ops::div_op{}, v_abs, add_1, div);
     ops::binary(ops::sub_op{}, v_max, div, out0);
-    // compile_kernels.py:102: return mixed, positive, tf.sigmoid(x) * tf.sqrt(tf.square(y) + 1.0)
+    // compile_kernels.py:103: return mixed, positive, tf.sigmoid(x) * tf.sqrt(tf.square(y) + 1.0)
     ops::unary(ops::sigmoid_op{}, x_regs, sigmoid);
     ops::unary(ops::square_op{}, y_regs, square);
     ops::binary(ops::add_op{}, square, 1.0f, add_2);
@@ -873,7 +873,7 @@ namespace {
 using namespace tilefoundry;
 using cute::Int;
 
-// from @func softmax_any_width at compile_kernels.py:105
+// from @func softmax_any_width at compile_kernels.py:106
 // softmax_any_width: schedule placement=rows grid=rows threads_per_cta=1 rows=rows rows_per_cta=1 vector_width=1
 __global__ void __launch_bounds__(1) softmax_any_width_kernel(float const* __restrict__ x_ptr, float* __restrict__ out_ptr, int64_t rows, int64_t cols) {
   extern __shared__ __align__(16) unsigned char dynamic_smem[];
@@ -893,7 +893,7 @@ __global__ void __launch_bounds__(1) softmax_any_width_kernel(float const* __res
   for (int64_t row = row_begin; row < row_end; ++row) {
     auto x = tilefoundry::make_tensor(cute::make_gmem_ptr(x_ptr + row * cols), gmem_layout);
     auto out = tilefoundry::make_tensor(cute::make_gmem_ptr(out_ptr + row * cols), gmem_layout);
-    // compile_kernels.py:107: y = tf.softmax(x, axis=-1) [softmax]
+    // compile_kernels.py:108: y = tf.softmax(x, axis=-1) [softmax]
     ops::reduce<ops::max_op, cute::seq<0, 1, 2>>(x, softmax_max);
     ops::binary(ops::sub_op{}, x, softmax_max, softmax_shifted);
     ops::unary(ops::exp_op{}, softmax_shifted, softmax_exp);
@@ -948,7 +948,7 @@ namespace {
 using namespace tilefoundry;
 using cute::Int;
 
-// from @func rms_norm_2048 at compile_kernels.py:134
+// from @func rms_norm_2048 at compile_kernels.py:135
 // rms_norm_2048: schedule placement=rows grid=rows threads_per_cta=256 rows=rows rows_per_cta=1 vector_width=8
 __global__ void __launch_bounds__(256) rms_norm_2048_kernel(cute::bfloat16_t const* __restrict__ x_ptr, cute::bfloat16_t const* __restrict__ weight_ptr, cute::bfloat16_t* __restrict__ out_ptr, int64_t rows) {
   // threads = mesh thread(warp=8, lane=32)
@@ -972,7 +972,7 @@ __global__ void __launch_bounds__(256) rms_norm_2048_kernel(cute::bfloat16_t con
   for (int64_t row = row_begin; row < row_end; ++row) {
     auto x = tilefoundry::make_tensor(cute::make_gmem_ptr(x_ptr + row * 2048), gmem_layout);
     auto out = tilefoundry::make_tensor(cute::make_gmem_ptr(out_ptr + row * 2048), gmem_layout);
-    // compile_kernels.py:135: return tf.rms_norm(x, weight, 1e-6) [rms_norm]
+    // compile_kernels.py:136: return tf.rms_norm(x, weight, 1e-6) [rms_norm]
     ops::unary(ops::cast_op{}, x, rms_norm_x);
     ops::unary(ops::square_op{}, rms_norm_x, rms_norm_square);
     ops::reduce<ops::mean_op, cute::seq<0, 1, 2, 3>>(rms_norm_square, rms_norm_mean_square, reduce_workspace);
@@ -1039,7 +1039,7 @@ namespace {
 using namespace tilefoundry;
 using cute::Int;
 
-// from @func add_rms_norm_2048 at compile_kernels.py:137
+// from @func add_rms_norm_2048 at compile_kernels.py:138
 // add_rms_norm_2048: schedule placement=rows grid=rows threads_per_cta=256 rows=rows rows_per_cta=1 vector_width=8
 __global__ void __launch_bounds__(256) add_rms_norm_2048_kernel(cute::bfloat16_t const* __restrict__ x_ptr, cute::bfloat16_t const* __restrict__ residual_ptr, cute::bfloat16_t const* __restrict__ weight_ptr, cute::bfloat16_t* __restrict__ out0_ptr, cute::bfloat16_t* __restrict__ out1_ptr, int64_t rows) {
   // threads = mesh thread(warp=8, lane=32)
@@ -1066,11 +1066,11 @@ __global__ void __launch_bounds__(256) add_rms_norm_2048_kernel(cute::bfloat16_t
     auto residual = tilefoundry::make_tensor(cute::make_gmem_ptr(residual_ptr + row * 2048), gmem_layout);
     auto out0 = tilefoundry::make_tensor(cute::make_gmem_ptr(out0_ptr + row * 2048), gmem_layout);
     auto out1 = tilefoundry::make_tensor(cute::make_gmem_ptr(out1_ptr + row * 2048), gmem_layout);
-    // compile_kernels.py:139: h = x + residual
+    // compile_kernels.py:140: h = x + residual
     ops::binary(ops::add_op{}, x, residual, h);
-    // compile_kernels.py:137: def add_rms_norm(x: Tensor[(ROWS, hidden), "bf16"], residual: Tensor[(ROWS, hidden), "bf16"],
+    // compile_kernels.py:138: def add_rms_norm(x: Tensor[(ROWS, hidden), "bf16"], residual: Tensor[(ROWS, hidden), "bf16"],
     ops::unary(ops::cast_op{}, h, out1);
-    // compile_kernels.py:140: return tf.rms_norm(h, weight, 1e-6), h [rms_norm]
+    // compile_kernels.py:141: return tf.rms_norm(h, weight, 1e-6), h [rms_norm]
     ops::unary(ops::cast_op{}, h, rms_norm_x);
     ops::unary(ops::square_op{}, rms_norm_x, rms_norm_square);
     ops::reduce<ops::mean_op, cute::seq<0, 1, 2, 3>>(rms_norm_square, rms_norm_mean_square, reduce_workspace);
@@ -1160,7 +1160,7 @@ namespace {
 using namespace tilefoundry;
 using cute::Int;
 
-// from @func softmax_2048 at compile_kernels.py:142
+// from @func softmax_2048 at compile_kernels.py:143
 // softmax_2048: schedule placement=rows grid=rows threads_per_cta=256 rows=rows rows_per_cta=1 vector_width=8
 __global__ void __launch_bounds__(256) softmax_2048_kernel(cute::bfloat16_t const* __restrict__ x_ptr, cute::bfloat16_t* __restrict__ out_ptr, int64_t rows) {
   // threads = mesh thread(warp=8, lane=32)
@@ -1182,7 +1182,7 @@ __global__ void __launch_bounds__(256) softmax_2048_kernel(cute::bfloat16_t cons
   for (int64_t row = row_begin; row < row_end; ++row) {
     auto x = tilefoundry::make_tensor(cute::make_gmem_ptr(x_ptr + row * 2048), gmem_layout);
     auto out = tilefoundry::make_tensor(cute::make_gmem_ptr(out_ptr + row * 2048), gmem_layout);
-    // compile_kernels.py:143: return tf.softmax(x, axis=-1) [softmax]
+    // compile_kernels.py:144: return tf.softmax(x, axis=-1) [softmax]
     ops::unary(ops::cast_op{}, x, softmax_x);
     ops::reduce<ops::max_op, cute::seq<0, 1, 2, 3>>(softmax_x, softmax_max, reduce_workspace);
     ops::binary(ops::sub_op{}, softmax_x, softmax_max, softmax_shifted);
@@ -1239,7 +1239,7 @@ namespace {
 using namespace tilefoundry;
 using cute::Int;
 
-// from @func swiglu_2048 at compile_kernels.py:145
+// from @func swiglu_2048 at compile_kernels.py:146
 // swiglu_2048: schedule placement=rows grid=rows threads_per_cta=256 rows=rows rows_per_cta=1 vector_width=8
 __global__ void __launch_bounds__(256) swiglu_2048_kernel(cute::bfloat16_t const* __restrict__ gate_ptr, cute::bfloat16_t const* __restrict__ up_ptr, cute::bfloat16_t* __restrict__ out_ptr, int64_t rows) {
   // threads = mesh thread(warp=8, lane=32)
@@ -1253,7 +1253,7 @@ __global__ void __launch_bounds__(256) swiglu_2048_kernel(cute::bfloat16_t const
     auto gate = tilefoundry::make_tensor(cute::make_gmem_ptr(gate_ptr + row * 2048), gmem_layout);
     auto up = tilefoundry::make_tensor(cute::make_gmem_ptr(up_ptr + row * 2048), gmem_layout);
     auto out = tilefoundry::make_tensor(cute::make_gmem_ptr(out_ptr + row * 2048), gmem_layout);
-    // compile_kernels.py:146: return tf.silu(gate) * up
+    // compile_kernels.py:147: return tf.silu(gate) * up
     ops::unary(ops::silu_op{}, gate, silu);
     ops::binary(ops::mul_op{}, silu, up, out);
   }
@@ -1315,7 +1315,7 @@ namespace {
 using namespace tilefoundry;
 using cute::Int;
 
-// from @func rms_norm_8192 at compile_kernels.py:134
+// from @func rms_norm_8192 at compile_kernels.py:135
 // rms_norm_8192: schedule placement=rows grid=rows threads_per_cta=256 rows=rows rows_per_cta=1 vector_width=8
 __global__ void __launch_bounds__(256) rms_norm_8192_kernel(cute::bfloat16_t const* __restrict__ x_ptr, cute::bfloat16_t const* __restrict__ weight_ptr, cute::bfloat16_t* __restrict__ out_ptr, int64_t rows) {
   // threads = mesh thread(warp=8, lane=32)
@@ -1339,7 +1339,7 @@ __global__ void __launch_bounds__(256) rms_norm_8192_kernel(cute::bfloat16_t con
   for (int64_t row = row_begin; row < row_end; ++row) {
     auto x = tilefoundry::make_tensor(cute::make_gmem_ptr(x_ptr + row * 8192), gmem_layout);
     auto out = tilefoundry::make_tensor(cute::make_gmem_ptr(out_ptr + row * 8192), gmem_layout);
-    // compile_kernels.py:135: return tf.rms_norm(x, weight, 1e-6) [rms_norm]
+    // compile_kernels.py:136: return tf.rms_norm(x, weight, 1e-6) [rms_norm]
     ops::unary(ops::cast_op{}, x, rms_norm_x);
     ops::unary(ops::square_op{}, rms_norm_x, rms_norm_square);
     ops::reduce<ops::mean_op, cute::seq<0, 1, 2, 3>>(rms_norm_square, rms_norm_mean_square, reduce_workspace);
@@ -1406,7 +1406,7 @@ namespace {
 using namespace tilefoundry;
 using cute::Int;
 
-// from @func add_rms_norm_8192 at compile_kernels.py:137
+// from @func add_rms_norm_8192 at compile_kernels.py:138
 // add_rms_norm_8192: schedule placement=rows grid=rows threads_per_cta=256 rows=rows rows_per_cta=1 vector_width=8
 __global__ void __launch_bounds__(256) add_rms_norm_8192_kernel(cute::bfloat16_t const* __restrict__ x_ptr, cute::bfloat16_t const* __restrict__ residual_ptr, cute::bfloat16_t const* __restrict__ weight_ptr, cute::bfloat16_t* __restrict__ out0_ptr, cute::bfloat16_t* __restrict__ out1_ptr, int64_t rows) {
   // threads = mesh thread(warp=8, lane=32)
@@ -1433,11 +1433,11 @@ __global__ void __launch_bounds__(256) add_rms_norm_8192_kernel(cute::bfloat16_t
     auto residual = tilefoundry::make_tensor(cute::make_gmem_ptr(residual_ptr + row * 8192), gmem_layout);
     auto out0 = tilefoundry::make_tensor(cute::make_gmem_ptr(out0_ptr + row * 8192), gmem_layout);
     auto out1 = tilefoundry::make_tensor(cute::make_gmem_ptr(out1_ptr + row * 8192), gmem_layout);
-    // compile_kernels.py:139: h = x + residual
+    // compile_kernels.py:140: h = x + residual
     ops::binary(ops::add_op{}, x, residual, h);
-    // compile_kernels.py:137: def add_rms_norm(x: Tensor[(ROWS, hidden), "bf16"], residual: Tensor[(ROWS, hidden), "bf16"],
+    // compile_kernels.py:138: def add_rms_norm(x: Tensor[(ROWS, hidden), "bf16"], residual: Tensor[(ROWS, hidden), "bf16"],
     ops::unary(ops::cast_op{}, h, out1);
-    // compile_kernels.py:140: return tf.rms_norm(h, weight, 1e-6), h [rms_norm]
+    // compile_kernels.py:141: return tf.rms_norm(h, weight, 1e-6), h [rms_norm]
     ops::unary(ops::cast_op{}, h, rms_norm_x);
     ops::unary(ops::square_op{}, rms_norm_x, rms_norm_square);
     ops::reduce<ops::mean_op, cute::seq<0, 1, 2, 3>>(rms_norm_square, rms_norm_mean_square, reduce_workspace);
@@ -1527,7 +1527,7 @@ namespace {
 using namespace tilefoundry;
 using cute::Int;
 
-// from @func softmax_8192 at compile_kernels.py:142
+// from @func softmax_8192 at compile_kernels.py:143
 // softmax_8192: schedule placement=rows grid=rows threads_per_cta=256 rows=rows rows_per_cta=1 vector_width=8
 __global__ void __launch_bounds__(256) softmax_8192_kernel(cute::bfloat16_t const* __restrict__ x_ptr, cute::bfloat16_t* __restrict__ out_ptr, int64_t rows) {
   // threads = mesh thread(warp=8, lane=32)
@@ -1549,7 +1549,7 @@ __global__ void __launch_bounds__(256) softmax_8192_kernel(cute::bfloat16_t cons
   for (int64_t row = row_begin; row < row_end; ++row) {
     auto x = tilefoundry::make_tensor(cute::make_gmem_ptr(x_ptr + row * 8192), gmem_layout);
     auto out = tilefoundry::make_tensor(cute::make_gmem_ptr(out_ptr + row * 8192), gmem_layout);
-    // compile_kernels.py:143: return tf.softmax(x, axis=-1) [softmax]
+    // compile_kernels.py:144: return tf.softmax(x, axis=-1) [softmax]
     ops::unary(ops::cast_op{}, x, softmax_x);
     ops::reduce<ops::max_op, cute::seq<0, 1, 2, 3>>(softmax_x, softmax_max, reduce_workspace);
     ops::binary(ops::sub_op{}, softmax_x, softmax_max, softmax_shifted);
@@ -1606,7 +1606,7 @@ namespace {
 using namespace tilefoundry;
 using cute::Int;
 
-// from @func swiglu_8192 at compile_kernels.py:145
+// from @func swiglu_8192 at compile_kernels.py:146
 // swiglu_8192: schedule placement=rows grid=rows threads_per_cta=256 rows=rows rows_per_cta=1 vector_width=8
 __global__ void __launch_bounds__(256) swiglu_8192_kernel(cute::bfloat16_t const* __restrict__ gate_ptr, cute::bfloat16_t const* __restrict__ up_ptr, cute::bfloat16_t* __restrict__ out_ptr, int64_t rows) {
   // threads = mesh thread(warp=8, lane=32)
@@ -1620,7 +1620,7 @@ __global__ void __launch_bounds__(256) swiglu_8192_kernel(cute::bfloat16_t const
     auto gate = tilefoundry::make_tensor(cute::make_gmem_ptr(gate_ptr + row * 8192), gmem_layout);
     auto up = tilefoundry::make_tensor(cute::make_gmem_ptr(up_ptr + row * 8192), gmem_layout);
     auto out = tilefoundry::make_tensor(cute::make_gmem_ptr(out_ptr + row * 8192), gmem_layout);
-    // compile_kernels.py:146: return tf.silu(gate) * up
+    // compile_kernels.py:147: return tf.silu(gate) * up
     ops::unary(ops::silu_op{}, gate, silu);
     ops::binary(ops::mul_op{}, silu, up, out);
   }

@@ -90,8 +90,8 @@ class CudaLaunch {
     }
     if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
     if (previous_ != device_) fail_on(cudaSetDevice(device_), "making the tensors' device current");
-    void* const env = TVMFFIEnvGetStream(kDLCUDA, device_);
-    stream_ = env != nullptr ? static_cast<cudaStream_t>(env) : cudaStreamPerThread;
+    auto const env = static_cast<cudaStream_t>(TVMFFIEnvGetStream(kDLCUDA, device_));
+    stream_ = env != nullptr && env != cudaStreamLegacy ? env : cudaStreamPerThread;
   }
 
   CudaLaunch(CudaLaunch const&) = delete;
