@@ -228,7 +228,7 @@ def test_the_source_reads_like_code_a_person_writes() -> None:
     assert len(statements) == 7  # one runtime call per HIR op: cast, max, sub, exp, sum, div, cast
     assert "ops::unary(ops::exp_op{}, sub, e);" in statements
     assert "ops::reduce<ops::max_op, cute::seq<0, 1, 2>>(xf, reduce);" in statements
-    assert "// compile_kernels.py:61: e = tf.exp(xf - tf.reduce(xf, axes=(-1,), kind=\"max\"))" in kernel
+    assert "// compile_kernels.py:62: e = tf.exp(xf - tf.reduce(xf, axes=(-1,), kind=\"max\"))" in kernel
     assert "auto e = tilefoundry::make_tensor<float>(rmem_layout);" in kernel  # named after the source
 
 

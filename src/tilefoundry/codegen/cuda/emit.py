@@ -90,6 +90,8 @@ def _workspaces(body: list[Stmt]) -> set[int]:
 
 
 class CudaKernel(KernelEmitter):
+    """A ``__global__`` kernel: the shared body, CUDA storage for buffers, the block size in its bounds."""
+
     target_label = "cuda"
     pointer_qualifier = " __restrict__"  # the entry refuses outputs overlapping inputs or one another
 
@@ -148,6 +150,9 @@ class CudaKernel(KernelEmitter):
 
 
 class CudaHost(HostEmitter):
+    """The host entry of a CUDA kernel: the shared checks plus device presence, index and alignment, then the
+    launch with the derived geometry on the caller's stream."""
+
     device_type = "kDLCUDA"
     device_label = "cuda"
 
