@@ -4,9 +4,13 @@
 #   set -o pipefail; bash tests/gpu/run.sh 2>&1 | tee $OUT/log        (carry: [".whl"])
 # CuTe and tvm-ffi come from the nvidia-cutlass and apache-tvm-ffi wheels in .whl/ (that machine has
 # neither), or from installed packages when there are no wheels. TF_GPU_BUILD_ONLY=1 stops after
-# building. TF_GPU_SKIP_DECODE=1 leaves out the (minutes long) decode benchmark. TF_GPU_ONLY=compile runs
-# only the compile path's CUDA target: the recorded acceptance unit built and its SASS checked, the jitted
-# kernels against the evaluator (tests/gpu/test_compile_cuda.py) and their bench (bench/kernels.py).
+# building. TF_GPU_PARTS (comma-separated; default all) picks what runs, so the suite fits several device
+# calls of 600 s each:
+#   runtime  the C++ runtime's CUDA programs (tests/gpu/*.cu), their SASS, the copy bandwidth bench
+#   compile  the compile path's CUDA target: the recorded acceptance unit built and its SASS checked, the
+#            jitted kernels against the evaluator (test_compile_cuda.py), their bench (bench/kernels.py)
+#   engine   model families on cuda, the decode engine's kernels and CUDA-graph path, its kernel bench
+#   decode   the decode bench at Qwen3-1.7B's shape (bench/decode.py), minutes long
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -14,8 +18,11 @@ out=${OUT:-$root/build/gpu}
 build=$root/build/gpu
 mkdir -p "$build" "$out"
 py=${PYTHON:-python3}
-only=${TF_GPU_ONLY:-}
-if [[ -n $only && $only != compile ]]; then echo "run.sh: TF_GPU_ONLY is 'compile' or unset, not '$only'"; exit 2; fi
+parts=,${TF_GPU_PARTS:-runtime,compile,engine,decode},
+for p in ${parts//,/ }; do
+  case $p in runtime|compile|engine|decode) ;; *) echo "run.sh: TF_GPU_PARTS names '$p'; use runtime, compile, engine, decode"; exit 2 ;; esac
+done
+want() { [[ $parts == *,$1,* ]]; }
 
 site=$build/site
 wheels=($(ls .whl/nvidia_cutlass-*.whl .whl/apache_tvm_ffi-*.whl 2>/dev/null))
@@ -36,7 +43,7 @@ flags=(-std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -DTILEFOUNDRY_TARGET
        -isystem "$cute" -Werror all-warnings -Xcompiler -Wall,-Wextra)
 tests=(test_topology test_elementwise test_reduce test_sync test_copy_async test_vector_path test_spec_style
        test_row_kernels)
-[[ $only == compile ]] && tests=()
+want runtime || tests=()
 
 # Build everything at once: each nvcc is single-threaded.
 declare -A pids
@@ -44,10 +51,12 @@ for t in "${tests[@]}"; do
   nvcc "${flags[@]}" "tests/gpu/$t.cu" -o "$build/$t" > "$build/$t.build.log" 2>&1 &
   pids[$t]=$!
 done
-if [[ $only != compile ]]; then
+if want runtime; then
   nvcc "${flags[@]}" -Xcompiler -fPIC -shared bench/copy_bandwidth.cu -o "$build/libtf_copy.so" \
     > "$build/bench.build.log" 2>&1 &
   pids[bench]=$!
+fi
+if want engine || want decode; then
   # The decode engine's kernels (one translation unit, built through tilefoundry.engine into the cache).
   PYTHONPATH=$root/src${PYTHONPATH:+:$PYTHONPATH} "$py" -c "from tilefoundry.engine import build_kernels; print(build_kernels())" \
     > "$build/engine_build.build.log" 2>&1 &
@@ -56,15 +65,19 @@ fi
 # The compile path's CUDA acceptance unit (tests/generated/cuda_acceptance.cu): regenerated and compared with
 # the recorded text and digest, then built by jit's own build step (nvcc, the CUDA target's flags); its
 # library's path is the log's last line.
-PYTHONPATH=$root/src:$root${PYTHONPATH:+:$PYTHONPATH} "$py" -m tests.cuda_unit --build > "$build/cuda_unit.build.log" 2>&1 &
-pids[cuda_unit]=$!
+if want compile; then
+  PYTHONPATH=$root/src:$root${PYTHONPATH:+:$PYTHONPATH} "$py" -m tests.cuda_unit --build > "$build/cuda_unit.build.log" 2>&1 &
+  pids[cuda_unit]=$!
+fi
 declare -A status
 for k in "${!pids[@]}"; do
   if wait "${pids[$k]}"; then status[$k]=built; else status[$k]="BUILD FAILED"; cat "$build/$k.build.log"; fi
 done
 [[ ${status[engine_build]:-} == built ]] && status[engine_build]="passed (built)"
 echo "=== sass of the compiled acceptance unit's bf16 row kernels"
-if [[ ${status[cuda_unit]} == built ]]; then
+if ! want compile; then
+  :
+elif [[ ${status[cuda_unit]} == built ]]; then
   status[cuda_unit]="passed (matches its recorded digest, built)"
   tests/gpu/check_sass.sh "$(tail -n 1 "$build/cuda_unit.build.log")" \
     "$(PYTHONPATH=$root/src:$root "$py" -m tests.cuda_unit --sass-pattern)"
@@ -80,8 +93,8 @@ fi
 # 16 bytes at a time and never spill to local memory; check_sass.sh prints their counts. No GPU is
 # needed for this, so it runs in a build-only call too.
 echo "=== sass of the row kernels"
-if [[ $only == compile ]]; then
-  status[sass]="skipped (TF_GPU_ONLY=compile)"
+if ! want runtime; then
+  :
 elif [[ ${status[test_row_kernels]} != "BUILD FAILED" ]]; then
   tests/gpu/check_sass.sh "$build/test_row_kernels" 'rms_norm|softmax|swiglu'
   case $? in
@@ -117,7 +130,7 @@ if command -v cuobjdump >/dev/null; then
   done
 fi
 
-if [[ ${status[bench]:-} == built ]]; then
+if want runtime && [[ ${status[bench]:-} == built ]]; then
   echo "=== copy bandwidth"
   if PYTHONUNBUFFERED=1 "$py" bench/copy_bandwidth.py --lib "$build/libtf_copy.so" --json "$out/copy_bandwidth.json"; then
     if "$py" -c "import json,sys; sys.exit(0 if json.load(open('$out/copy_bandwidth.json'))['meets_target'] else 1)"; then
@@ -134,36 +147,30 @@ fi
 # their GB/s against torch), model families through reference and twin, the decode engine's graph path,
 # and decode speed vs HF.
 export PYTHONPATH=$root/src${PYTHONPATH:+:$PYTHONPATH}
-echo "=== python: the acceptance kernels jitted for cuda against the evaluator; devices and streams"
-if "$py" -m pytest -q -p no:cacheprovider tests/gpu/test_compile_cuda.py; then status[compile]=passed
-else status[compile]=FAILED; fi
-echo "=== compiled row kernels vs torch eager / torch.compile (GB/s)"
-if PYTHONUNBUFFERED=1 "$py" bench/kernels.py --json "$out/kernels.json"; then status[kernels_bench]=passed
-else status[kernels_bench]=FAILED; fi
-if [[ $only == compile ]]; then
-  echo "=== summary"
-  fail=0
-  for k in cuda_unit cuda_unit_sass compile kernels_bench; do
-    echo "$k: ${status[$k]}"
-    [[ ${status[$k]} == passed* ]] || fail=1
-  done
-  exit $fail
+if want compile; then
+  echo "=== python: the acceptance kernels jitted for cuda against the evaluator; devices and streams"
+  if "$py" -m pytest -q -p no:cacheprovider tests/gpu/test_compile_cuda.py; then status[compile]=passed
+  else status[compile]=FAILED; fi
+  echo "=== compiled row kernels vs torch eager / torch.compile (GB/s)"
+  if PYTHONUNBUFFERED=1 "$py" bench/kernels.py --json "$out/kernels.json"; then status[kernels_bench]=passed
+  else status[kernels_bench]=FAILED; fi
 fi
-echo "=== python: model families on cuda"
-if "$py" -m pytest -q -p no:cacheprovider tests/gpu/test_models_cuda.py; then status[models]=passed
-else status[models]=FAILED; fi
-echo "=== python: the decode engine's kernels against torch"
-if "$py" -m pytest -q -p no:cacheprovider tests/gpu/test_engine_kernels.py; then status[engine]=passed
-else status[engine]=FAILED; fi
-echo "=== python: the decode engine's CUDA-graph path against the semantic Module"
-if "$py" -m pytest -q -p no:cacheprovider tests/gpu/test_engine_cuda.py; then status[engine_graph]=passed
-else status[engine_graph]=FAILED; fi
-echo "=== engine kernels vs torch / cuBLAS (GB/s), and a whole Qwen3-1.7B step from them"
-if PYTHONUNBUFFERED=1 "$py" bench/engine_kernels.py --json "$out/engine_kernels.json"; then status[engine_bench]=passed
-else status[engine_bench]=FAILED; fi
-if [[ ${TF_GPU_SKIP_DECODE:-0} == 1 ]]; then
-  status[decode]="passed (skipped: TF_GPU_SKIP_DECODE=1)"
-else
+if want engine; then
+  echo "=== python: model families on cuda"
+  if "$py" -m pytest -q -p no:cacheprovider tests/gpu/test_models_cuda.py; then status[models]=passed
+  else status[models]=FAILED; fi
+  echo "=== python: the decode engine's kernels against torch"
+  if "$py" -m pytest -q -p no:cacheprovider tests/gpu/test_engine_kernels.py; then status[engine]=passed
+  else status[engine]=FAILED; fi
+  echo "=== python: the decode engine's CUDA-graph path against the semantic Module"
+  if "$py" -m pytest -q -p no:cacheprovider tests/gpu/test_engine_cuda.py; then status[engine_graph]=passed
+  else status[engine_graph]=FAILED; fi
+  echo "=== engine kernels vs torch / cuBLAS (GB/s), and a whole Qwen3-1.7B step from them"
+  if PYTHONUNBUFFERED=1 "$py" bench/engine_kernels.py --json "$out/engine_kernels.json"; then
+    status[engine_bench]=passed
+  else status[engine_bench]=FAILED; fi
+fi
+if want decode; then
   # One device call may run 600 s: the decode bench gets what is left of TF_GPU_TIME_LIMIT (590 s), and
   # its last runner (transformers' static cache + compile) only what the others leave.
   budget=$(( ${TF_GPU_TIME_LIMIT:-590} - SECONDS ))
@@ -172,11 +179,15 @@ else
   then status[decode]=passed; else status[decode]=FAILED; fi
 fi
 
-echo "=== summary"
+echo "=== summary ($parts)"
 fail=0
-for k in "${tests[@]}" sass bench engine_build cuda_unit cuda_unit_sass compile kernels_bench models engine \
-         engine_graph engine_bench decode; do
-  echo "$k: ${status[$k]}"
-  [[ ${status[$k]} == passed* ]] || fail=1
+names=("${tests[@]}")
+want runtime && names+=(sass bench)
+want compile && names+=(cuda_unit cuda_unit_sass compile kernels_bench)
+want engine && names+=(engine_build models engine engine_graph engine_bench)
+want decode && names+=(decode)
+for k in "${names[@]}"; do
+  echo "$k: ${status[$k]:-not run}"
+  [[ ${status[$k]:-} == passed* ]] || fail=1
 done
 exit $fail
