@@ -45,6 +45,9 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from graph_timing import copy_bandwidth  # noqa: E402
 
 from tilefoundry.engine.reference import rms_norm, rotate  # noqa: E402
 from tilefoundry.models import generate, open_checkpoint  # noqa: E402
@@ -428,19 +431,8 @@ def agreement(tokens: list[int], peer: list[int], margins: list[float], clear: f
 
 
 def copy_tb_per_s(device: str) -> float | None:
-    if torch.device(device).type != "cuda":
-        return None
-    src = torch.empty(1 << 29, dtype=torch.bfloat16, device=device).normal_()
-    dst = torch.empty_like(src)
-    times = []
-    for _ in range(12):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        dst.copy_(src)
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e-3)
-    return 2 * src.numel() * 2 / statistics.median(times[2:]) / 1e12
+    """torch's device copy in TB/s on a GPU (graph_timing.copy_bandwidth), None on the CPU."""
+    return copy_bandwidth(12) if torch.device(device).type == "cuda" else None
 
 
 def build_hf(shape: str, device: str, dtype: torch.dtype) -> torch.nn.Module:

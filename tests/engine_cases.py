@@ -16,7 +16,9 @@ from transformers import AutoModelForCausalLM, Qwen3Config
 from tilefoundry.engine import StepPositions, TorchKernels
 from tilefoundry.engine.reference import rms_norm
 from tilefoundry.ir.core.tree import flatten, leaf_paths
+from tilefoundry.models import open_checkpoint
 from tilefoundry.models.engine_step import EngineStep
+from tilefoundry.models.twins import build_twin
 from tilefoundry.runtime.check import Report, check, parse_predicate
 
 CAPACITY = 1040
@@ -56,8 +58,17 @@ def check_step(step: EngineStep, reference, inputs: tuple) -> Report:  # noqa: A
     return check(step, reference, inputs, expect={path: TIGHT for path in leaf_paths(spec)})
 
 
-class StaleNewestKernels(TorchKernels):
-    """Broken: attention never reads the step's own key and value (the cache's newest entry)."""
+def load_qwen3(folder: Path, device: str) -> tuple:
+    """(opened checkpoint, reference reading, loaded twin) on ``device`` of the Qwen3 saved in ``folder``."""
+    opened = open_checkpoint(folder, progress=False)
+    twin = build_twin(opened.module, opened.config)
+    twin.load(opened.resource(device))
+    return opened, opened.module.load(opened.resource(device)), twin
+
+
+class StaleNewest:
+    """Broken, mixed into a kernel set: its attention never reads the step's own key and value (the cache's
+    newest entry is zeroed around the set's own attention, then put back)."""
 
     def attention(self, q, cache_k, cache_v, out, scale, at: StepPositions) -> None:  # noqa: ANN001
         m = q.shape[0]
@@ -68,6 +79,10 @@ class StaleNewestKernels(TorchKernels):
         super().attention(q, cache_k, cache_v, out, scale, at)
         cache_k.index_copy_(0, fresh, saved_k)
         cache_v.index_copy_(0, fresh, saved_v)
+
+
+class StaleNewestKernels(StaleNewest, TorchKernels):
+    """Broken: the torch attention never reads the step's own key and value."""
 
 
 class GeluKernels(TorchKernels):

@@ -17,7 +17,7 @@ from tilefoundry.models.generation import engine_for
 from tilefoundry.models.twins import build_twin
 from tilefoundry.runtime import NotLoadedError, bound_weights
 
-from .engine_cases import BROKEN, CAPACITY, CONTEXTS, check_step, make_long_qwen3, step_inputs
+from .engine_cases import BROKEN, CAPACITY, CONTEXTS, check_step, load_qwen3, make_long_qwen3, step_inputs
 from .hf_models import make_checkpoint
 
 PROMPT = torch.tensor([3, 17, 42, 99, 5, 250, 7])
@@ -28,10 +28,7 @@ def qwen3(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
     """(opened checkpoint, reference reading, loaded twin) of a tiny f32 Qwen3 with 2048 positions."""
     folder = tmp_path_factory.mktemp("engine") / "qwen3"
     make_long_qwen3(folder)
-    opened = open_checkpoint(folder, progress=False)
-    twin = build_twin(opened.module, opened.config)
-    twin.load(opened.resource("cpu"))
-    return opened, opened.module.load(opened.resource("cpu")), twin
+    return load_qwen3(folder, "cpu")
 
 
 @pytest.mark.parametrize(("context", "tokens"), CONTEXTS, ids=[f"ctx{c}-{n}tok" for c, n in CONTEXTS])

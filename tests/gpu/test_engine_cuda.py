@@ -16,7 +16,16 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root, for tests.*
 
-from tests.engine_cases import BROKEN, CAPACITY, CONTEXTS, check_step, make_long_qwen3, step_inputs  # noqa: E402
+from tests.engine_cases import (  # noqa: E402
+    BROKEN,
+    CAPACITY,
+    CONTEXTS,
+    StaleNewest,
+    check_step,
+    load_qwen3,
+    make_long_qwen3,
+    step_inputs,
+)
 from tests.hf_models import add_tokenizer  # noqa: E402
 from transformers import AutoModelForCausalLM, Qwen3Config  # noqa: E402
 
@@ -38,10 +47,7 @@ def qwen3(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
     """(folder, opened checkpoint, reference reading on cuda, loaded twin on cuda): a tiny f32 Qwen3."""
     folder = tmp_path_factory.mktemp("engine_cuda") / "qwen3"
     make_long_qwen3(folder)
-    opened = open_checkpoint(folder, progress=False)
-    twin = build_twin(opened.module, opened.config)
-    twin.load(opened.resource("cuda"))
-    return folder, opened, opened.module.load(opened.resource("cuda")), twin
+    return (folder, *load_qwen3(folder, "cuda"))
 
 
 def test_the_graph_path_passes_check_at_every_context_length(qwen3) -> None:
@@ -183,10 +189,7 @@ def qwen3_bf16(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
     config = Qwen3Config(vocab_size=512, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
                          num_attention_heads=4, num_key_value_heads=2, head_dim=64, max_position_embeddings=2048)
     AutoModelForCausalLM.from_config(config).to(torch.bfloat16).eval().save_pretrained(str(folder))
-    opened = open_checkpoint(folder, progress=False)
-    twin = build_twin(opened.module, opened.config)
-    twin.load(opened.resource("cuda"))
-    return opened.module.load(opened.resource("cuda")), twin
+    return load_qwen3(folder, "cuda")[1:]
 
 
 def check_bf16(step: EngineStep, reference, inputs: tuple):  # noqa: ANN001, ANN201
@@ -206,17 +209,8 @@ def test_the_cuda_kernels_pass_check_on_the_graph_path(qwen3_bf16) -> None:
     assert engine.graph_status == "captured" and engine.stats.captures == 1
 
 
-class StaleNewestCuda(CudaKernels):
+class StaleNewestCuda(StaleNewest, CudaKernels):
     """Broken: the CUDA attention never sees the step's own key and value (the cache's newest entry)."""
-
-    def attention(self, q, cache_k, cache_v, out, scale, at: StepPositions) -> None:  # noqa: ANN001
-        fresh = at.rows(q.shape[0])
-        saved_k, saved_v = cache_k.index_select(0, fresh), cache_v.index_select(0, fresh)
-        cache_k.index_fill_(0, fresh, 0.0)
-        cache_v.index_fill_(0, fresh, 0.0)
-        super().attention(q, cache_k, cache_v, out, scale, at)
-        cache_k.index_copy_(0, fresh, saved_k)
-        cache_v.index_copy_(0, fresh, saved_v)
 
 
 class SwappedSwigluCuda(CudaKernels):

@@ -19,7 +19,7 @@ engine's own step checkable the same way.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -337,30 +337,17 @@ class DecodeEngine:
         staged = self._inputs.clone()
         stream = torch.cuda.Stream(self.device)
         stream.wait_stream(torch.cuda.current_stream(self.device))
-        failure: BaseException | None = None
-        graphs = []
         with torch.cuda.stream(stream):
             self._greedy_body(0)  # warm-up: kernels loaded, workspaces made
             self._inputs.copy_(staged)
-            for slot in (0, 1):
-                graph = torch.cuda.CUDAGraph()
-                graph.capture_begin(capture_error_mode="thread_local")
-                try:
-                    self._greedy_body(slot)
-                except Exception as error:  # noqa: BLE001 - any failure of capture means: decode eagerly
-                    failure = error
-                try:
-                    graph.capture_end()
-                except Exception as error:  # noqa: BLE001
-                    failure = failure or error
-                if failure is not None:
-                    break
-                graphs.append(graph)
+        graphs = []
+        for slot in (0, 1):
+            graph = _captured(stream, lambda slot=slot: self._greedy_body(slot))
+            if isinstance(graph, BaseException):
+                self._fall_back(graph)
+                return
+            graphs.append(graph)
         torch.cuda.current_stream(self.device).wait_stream(stream)
-        torch.cuda.synchronize(self.device)
-        if failure is not None:
-            self._fall_back(failure)
-            return
         self._greedy_graphs = (graphs[0], graphs[1])
         self._greedy_addresses = self._addresses()
         self.stats.captures += 2
@@ -419,22 +406,9 @@ class DecodeEngine:
         current.wait_stream(stream)
         self.stats.eager_steps += 1
         torch.cuda.synchronize(self.device)
-        graph = torch.cuda.CUDAGraph()
-        failure: BaseException | None = None
-        # Captured by hand rather than with torch.cuda.graph(): when capture fails, ending it raises too, and the
-        # context manager would then leave the side stream current. Here the stream context always closes.
-        with torch.cuda.stream(stream):
-            graph.capture_begin(capture_error_mode="thread_local")
-            try:
-                self._decode_body(graph_mode)
-            except Exception as error:  # noqa: BLE001 - any failure of capture means: decode eagerly
-                failure = error
-            try:
-                graph.capture_end()
-            except Exception as error:  # noqa: BLE001
-                failure = failure or error
-        if failure is not None:
-            self._fall_back(failure)
+        graph = _captured(stream, lambda: self._decode_body(graph_mode))
+        if isinstance(graph, BaseException):
+            self._fall_back(graph)
             return
         self._graph = graph
         self._graph_addresses = self._addresses()
@@ -476,6 +450,28 @@ class DecodeEngine:
             bad = low if low < 0 else high
             raise ValueError(f"DecodeEngine: token id {bad} is outside the vocabulary [0, {self.spec.vocab})")
         return ids.to(torch.int64)
+
+
+def _captured(stream: torch.cuda.Stream, body: Callable[[], None]) -> torch.cuda.CUDAGraph | BaseException:
+    """``body`` captured on ``stream`` as a CUDA graph, or the exception that made its capture fail.
+
+    Captured by hand rather than with ``torch.cuda.graph()``: when capture fails, ending it raises too, and that
+    context manager would then leave the side stream current; here the stream context always closes.
+    """
+    graph = torch.cuda.CUDAGraph()
+    failure: BaseException | None = None
+    with torch.cuda.stream(stream):
+        graph.capture_begin(capture_error_mode="thread_local")
+        try:
+            body()
+        except Exception as error:  # noqa: BLE001 - any failure of capture means: decode eagerly
+            failure = error
+        try:
+            graph.capture_end()
+        except Exception as error:  # noqa: BLE001
+            failure = failure or error
+    torch.cuda.synchronize(stream.device)
+    return failure if failure is not None else graph
 
 
 class _on:
