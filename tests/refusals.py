@@ -35,6 +35,13 @@ def refused(capsys: pytest.CaptureFixture[str], argv: Sequence[str], *words: str
     return _assert_refusal(_command(argv), status, captured.out, captured.err, words)
 
 
+def run_check(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """``tilefoundry check argv`` in this process: (exit status, stdout, stderr)."""
+    status = main(["check", *argv])
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
 def _command(argv: Sequence[str]) -> str:
     return argv[0] if argv and argv[0] in SUBCOMMANDS else ""
 

@@ -11,6 +11,8 @@ from safetensors.torch import save_file
 
 from tilefoundry.cli.main import main
 
+from .refusals import run_check as run
+
 SOURCE = '''\
 from __future__ import annotations
 
@@ -152,12 +154,6 @@ def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("cli") / "net.py"
     path.write_text(SOURCE)
     return path
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    status = main(["check", *argv])
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
 
 
 def refused(capsys: pytest.CaptureFixture[str], *argv: str) -> str:

@@ -13,9 +13,8 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from tilefoundry.cli.main import main
-
 from .refusals import SRC, refused
+from .refusals import run_check as run
 
 SOURCE = '''\
 import os
@@ -147,12 +146,6 @@ def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("checkfail") / "m.py"
     path.write_text(SOURCE)
     return path
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    status = main(["check", *argv])
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
 
 
 def failed_row(out: str, label: str) -> list[str]:
