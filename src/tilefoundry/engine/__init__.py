@@ -15,7 +15,7 @@ launches one decoder step from them; ``reference`` is each kernel's meaning in t
 """
 
 from .cuda_kernels import CudaKernels
-from .decode_engine import DecodeEngine, EngineStats, default_kernels
+from .decode_engine import DecodeEngine, EngineStats, default_kernels, greedy_choice
 from .decoder import DecoderLayerWeights, DecoderSpec, DecoderWeights
 from .library import ENTRIES, KernelBuildError, build_kernels, load_kernels, require_cuda
 from .packed import PackedDecoder, PackedLayer, pack_decoder
@@ -28,5 +28,5 @@ from .workspace import argmax_workspace, attention_workspace
 __all__ = ["ENTRIES", "CudaKernels", "DecodeEngine", "DecoderLayerWeights", "DecoderShape", "DecoderSpec",
            "DecoderWeights", "EngineStats", "KernelBuildError", "KernelSet", "LayerWeights", "PackedDecoder",
            "PackedLayer", "StepBuffers", "StepPositions", "TorchKernels", "argmax_workspace", "attention_workspace",
-           "build_kernels", "decode_step", "default_kernels", "load_kernels", "pack_decoder", "pack_gate_up",
-           "pack_qkv", "require_cuda"]
+           "build_kernels", "decode_step", "default_kernels", "greedy_choice", "load_kernels", "pack_decoder",
+           "pack_gate_up", "pack_qkv", "require_cuda"]

@@ -32,7 +32,7 @@ from .packed import PackedDecoder, pack_decoder
 from .slots import KernelSet, StepPositions
 from .torch_kernels import TorchKernels
 
-__all__ = ["DecodeEngine", "EngineStats", "default_kernels"]
+__all__ = ["DecodeEngine", "EngineStats", "default_kernels", "greedy_choice"]
 
 
 @dataclass
@@ -69,6 +69,13 @@ class _Activations:
         return cls(x=empty(rows, s.hidden), qkv=empty(rows, (s.heads + 2 * s.kv_heads) * s.head_dim),
                    q=empty(rows, s.heads, s.head_dim), attn=empty(rows, s.heads, s.head_dim), act=empty(rows, inter),
                    logits=empty(logit_rows, s.vocab))
+
+
+def greedy_choice(logits: torch.Tensor) -> tuple[int, bool]:
+    """The first largest logit of a row (as ``torch.argmax``) and whether every logit is finite, in one read from
+    the device."""
+    finite, chosen = torch.stack((torch.isfinite(logits).all().long(), torch.argmax(logits))).tolist()
+    return int(chosen), bool(finite)
 
 
 def default_kernels(spec: DecoderSpec, dtype: torch.dtype, device: torch.device) -> KernelSet:
@@ -286,7 +293,7 @@ class DecodeEngine:
                 self._capture_greedy()
         if not count or self._greedy_graphs is None:
             for _ in range(count):  # eager steps: on a CPU, or after a failed capture
-                chosen, finite = self._host_choice(self.decode(token)[-1])
+                chosen, finite = greedy_choice(self.decode(token)[-1])
                 yield chosen, finite
                 if not finite:
                     return
@@ -308,11 +315,6 @@ class DecodeEngine:
             yield int(chosen), bool(finite)
             if not finite:
                 return
-
-    def _host_choice(self, logits: torch.Tensor) -> tuple[int, bool]:
-        """The first largest logit and whether every logit is finite, in one read from the device."""
-        finite, chosen = torch.stack((torch.isfinite(logits).all().long(), torch.argmax(logits))).tolist()
-        return int(chosen), bool(finite)
 
     def _greedy_body(self, slot: int) -> None:
         """A decode step that also chooses its token: the step, argmax and a finiteness flag of the logits

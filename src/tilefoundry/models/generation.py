@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from ..engine import DecodeEngine, DecoderSpec
+from ..engine import DecodeEngine, DecoderSpec, greedy_choice
 
 SEED_LIMIT = 2**64
 """Seeds are integers in ``[0, SEED_LIMIT)``: what a torch generator takes."""
@@ -145,10 +145,10 @@ def _checked_choice(logits: torch.Tensor, sampling: Sampling, generator: torch.G
                     prompt_len: int, produced: int) -> int:
     """The next token from finite logits (choose_token), refusing non-finite ones; greedy asks the device once."""
     if sampling.temperature == 0.0:
-        finite, token = torch.stack((torch.isfinite(logits).all().long(), torch.argmax(logits))).tolist()
+        token, finite = greedy_choice(logits)
         if not finite:
             _refuse_nonfinite(logits, step, prompt_len, produced)
-        return int(token)
+        return token
     _refuse_nonfinite(logits, step, prompt_len, produced)
     return choose_token(logits, sampling, generator)
 
