@@ -70,16 +70,19 @@ def test_sass_streams_weights_16_bytes_at_a_time_and_never_spills(built: Path) -
     sass = subprocess.run([tool, "-sass", str(built)], capture_output=True, text=True, check=True).stdout
     functions = {m.group(1): body for m in re.finditer(r"Function : (\S+)\n(.*?)(?=\n\s*Function : |\Z)", sass,
                                                         re.S) for body in [m.group(2)]}
-    families = {"gemv_kernel": 40, "attention_kernel": 8, "rope_cache_kernel": 8, "rmsnorm_kernel": 2,
-                "swiglu_kernel": 1}
+    families = {"gemv_tiled_kernel": 50, "gemv_stream_kernel": 30, "attention_kernel": 8, "rope_cache_kernel": 8,
+                "rmsnorm_kernel": 2, "swiglu_kernel": 1}
     for family, count in families.items():
         assert sum(family in name for name in functions) == count, f"{family}: {count} kernels expected"
     for name, body in functions.items():
         assert not re.search(r"\b(LDL|STL)\b", body), f"{name} spills to local memory"
         wide = re.findall(r"\bLDG\.E(?:\.\w+)*\.128\b", body)
         assert wide, f"{name} has no 16-byte load"
-        if "gemv_kernel" in name:  # the weights: not kept in L1, 256-byte L2 lines
+        if "gemv_tiled_kernel" in name:  # the weights: not kept in L1, 256-byte L2 lines
             assert any(".NA." in w and "LTC256B" in w for w in wide), f"{name}: weight loads are not streamed"
+        if "gemv_stream_kernel" in name:  # the weights: bulk copies into shared memory, read 16 bytes at a time
+            assert re.search(r"\bUBLKCP\b", body), f"{name}: weights are not bulk-copied"
+            assert re.search(r"\bLDS(?:\.\w+)*\.128\b", body), f"{name}: no 16-byte shared-memory load"
 
 
 def test_package_data_ships_every_kernel_source() -> None:
@@ -128,6 +131,18 @@ REFUSALS = [
      TypeError, "token has dtype int32, expected int64"),
     ("gemv_argmax", lambda: (t(2, 64), t(8, 64), t(2, 8), t(2, dtype=torch.int64), t(2, dtype=torch.int64), 0),
      ValueError, "workspace holds 2 elements, fewer than the 3 it needs"),
+    ("rmsnorm_gemv_greedy", lambda: (t(2, 64), t(64), t(8, 64), t(2, 8), t(2, dtype=torch.int64),
+                                     t(3, 4, dtype=torch.int32), t(4, dtype=torch.int64), 1e-6), ValueError,
+     "token count M (x's axis 0) is 2, which must lie in [1, 1]"),
+    ("gemv_greedy", lambda: (t(1, 64), t(8, 64), t(1, 8), t(1, dtype=torch.int64), t(3, 4, dtype=torch.int32),
+                             t(3, dtype=torch.int64)), ValueError, "result has shape (1,), but axis 0 must be 2"),
+    ("gemv_greedy", lambda: (t(1, 64), t(8, 64), t(1, 8), t(2, dtype=torch.int64), t(3, 4, dtype=torch.int64),
+                             t(3, dtype=torch.int64)), TypeError, "step has dtype int64, expected int32"),
+    ("gemv_greedy", lambda: (t(1, 64), t(8, 64), t(1, 8), t(2, dtype=torch.int64), t(2, 4, dtype=torch.int32),
+                             t(3, dtype=torch.int64)), ValueError, "step has shape (2, 4), but axis 0 must be 3"),
+    ("gemv_greedy", lambda: (t(1, 64), t(8, 64), t(1, 8), t(2, dtype=torch.int64), t(3, 4, dtype=torch.int32),
+                             t(2, dtype=torch.int64)), ValueError,
+     "workspace holds 2 elements, fewer than the 3 it needs (a ticket, one key per token and a not-finite flag)"),
     ("decode_attention", lambda: (t(1, 6, 128), t(16, 4, 128), t(16, 4, 128), t(1, dtype=torch.int32),
                                   t(1, 6, 128), t(1 << 20, dtype=torch.uint8), 0.1, 0), ValueError,
      "q has 6 heads and the cache 4 KV heads"),

@@ -82,12 +82,17 @@ def rope_tables(positions: int, d: int, dtype: torch.dtype = BF16) -> tuple[torc
 
 # ---- GEMV ------------------------------------------------------------------------------------------------
 
-# (M, N, K, split_k): N and K multiples of nothing the kernel tiles by (16 rows a CTA, 256 K a warp pass),
-# an odd N, the smallest K, a K that leaves lanes idle in a slice, and every split.
+# (M, N, K, split_k). split_k 0 with M <= 2 takes the streamed kernel where its plan fits, anything else the tiled
+# one. Tiled: N and K multiples of nothing it tiles by (16 rows a CTA, 256 K a warp pass), an odd N, the smallest
+# K, a K that leaves lanes idle in a slice, and every split. Streamed: Qwen3-1.7B's projections (stages of 4 rows
+# of 2048, one row of 6144), fewer rows than CTAs, a last stage part full, stages of 8 short rows, 1 and 2 tokens,
+# K at the register limit (16384: 8 words a lane), and K just past it for two tokens (8200: tiled).
 GEMV_CASES = [
     (1, 2048, 2048, 0), (1, 4096, 2048, 0), (1, 1, 8, 0), (1, 3, 2056, 0), (2, 17, 264, 2), (3, 257, 6144, 0),
     (4, 130, 1000, 8), (5, 64, 4104, 4), (8, 2050, 2048, 1), (9, 33, 136, 8), (16, 1030, 2048, 0),
     (16, 6, 6144, 2), (7, 12288 // 8, 2048, 0),
+    (1, 12288, 2048, 0), (1, 2048, 6144, 0), (2, 4096, 2048, 0), (2, 1000, 6144, 0), (1, 2050, 1024, 0),
+    (2, 131, 512, 0), (1, 270, 12288, 0), (1, 96, 16384, 0), (2, 40, 8200, 0), (1, 7, 2048, 0),
 ]
 VARIANTS = ["gemv", "gemv_residual", "gemv_swiglu", "rmsnorm_gemv", "rmsnorm_gemv_residual", "rmsnorm_gemv_swiglu"]
 
@@ -150,6 +155,69 @@ def test_gemv_argmax_is_the_first_largest_logit(lib, norm: bool, m: int, n: int,
         if n > 100 and not attempt:
             assert int(token[0]) == tie, f"token 0 is {int(token[0])}, not the first of the tied rows {tie}"
         assert not ws.any(), "the workspace was not left zeroed"
+
+
+@pytest.mark.parametrize("variant", ["gemv_swiglu", "rmsnorm_gemv_residual"])
+def test_gemv_tiled_when_streaming_is_off(lib, variant: str) -> None:
+    """set_gemv_stream with no ring: one-token launches take the tiled kernel, with the same results."""
+    rand = Rand()
+    x, w, g = rand.normal(1, 2048), rand.normal(4096, 2048, scale=2048**-0.5), rand.normal(2048, scale=0.2) + 1
+    h = rand.normal(1, 4096)
+    lib.set_gemv_stream(1, 0, 16 << 10)
+    try:
+        if variant == "gemv_swiglu":
+            out = nan(1, 2048)
+            lib.gemv_swiglu(x, w, out, 0)
+            want = reference.gemv(x, w, epilogue="swiglu")
+        else:
+            out = h.clone()
+            lib.rmsnorm_gemv_residual(x, g, w, out, out, EPS, 0)
+            want = reference.gemv(x, w, norm_weight=g, eps=EPS, residual=h, epilogue="residual", fused_norm=True)
+    finally:
+        lib.set_gemv_stream(1, 96 << 10, 16 << 10)
+    assert_close(out, want, 2 * TOL, f"{variant} tiled ({rand})")
+
+
+@pytest.mark.parametrize("stream", [True, False])
+@pytest.mark.parametrize("norm", [True, False])
+def test_gemv_greedy_picks_the_token_and_feeds_the_next_step(lib, norm: bool, stream: bool) -> None:
+    """The greedy epilogue: logits as the argmax GEMV's, result = (first largest logit, all finite), and the next
+    step's inputs (token, position + 1, context + 1) in column 0 of step; a NaN logit clears the finite flag and
+    is the largest, as in torch.argmax; the workspace is left zeroed for the next launch."""
+    n, k = 151936, 2048
+    rand = Rand()
+    x, w, g = rand.normal(1, k), rand.normal(n, k, scale=k**-0.5), rand.normal(k, scale=0.2) + 1
+    tie = 70001
+    w[tie] = x[0] * (4 * k**-0.5)
+    w[tie + 5] = w[tie]
+    logits, ws = nan(1, n), argmax_workspace(1, "cuda")
+    result = torch.full((2,), -1, dtype=torch.int64, device="cuda")
+    step = torch.tensor([[5, 9, 9, 9], [40, 9, 9, 9], [41, 9, 9, 9]], dtype=torch.int32, device="cuda")
+    lib.set_gemv_stream(1, (96 << 10) if stream else 0, 16 << 10)
+    try:
+        for attempt in range(3):  # 1: a fresh x; 2: a NaN weight row makes a NaN logit
+            if attempt == 1:
+                x.copy_(rand.normal(1, k))
+            if attempt == 2:
+                w[123] = float("nan")
+            if norm:
+                lib.rmsnorm_gemv_greedy(x, g, w, logits, result, step, ws, EPS)
+            else:
+                lib.gemv_greedy(x, w, logits, result, step, ws)
+            want = reference.gemv(x, w, norm_weight=g if norm else None, eps=EPS, fused_norm=True)
+            if attempt < 2:
+                assert_close(logits, want, TOL, f"greedy logits ({rand})")
+            token = int(logits.float().argmax(-1))
+            assert result.tolist() == [token, 0 if attempt == 2 else 1], f"result {result.tolist()} ({rand})"
+            if attempt == 0:
+                assert token == tie, f"token {token}, not the first of the tied rows {tie} ({rand})"
+            if attempt == 2:
+                assert token == 123, f"a NaN logit is the largest (torch.argmax); got {token}"
+            assert step[:, 0].tolist() == [token, 41 + attempt, 42 + attempt], f"step {step.tolist()}"
+            assert step[:, 1:].eq(9).all(), "step was written outside column 0"
+            assert not ws.any(), "the workspace was not left zeroed"
+    finally:
+        lib.set_gemv_stream(1, 96 << 10, 16 << 10)
 
 
 def test_gemv_runs_on_the_current_stream(lib) -> None:

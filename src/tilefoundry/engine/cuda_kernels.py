@@ -3,7 +3,8 @@
 :class:`CudaKernels` puts the library's kernels (:func:`~.library.load_kernels`) into the slots of a decode step:
 RMSNorm fused into the packed q/k/v GEMV and into the interleaved gate/up GEMV with its SwiGLU epilogue, q/k norm
 + RoPE + the KV-cache write in one kernel, split-context decode attention reading the position on the device, the
-o_proj and down GEMVs adding into the hidden state in place, and the final norm fused into the lm_head GEMV. The
+o_proj and down GEMVs adding into the hidden state in place, and the final norm fused into the lm_head GEMV (with the
+greedy choice, the finiteness check and the next step's inputs in its epilogue when the engine decodes greedily). The
 kernels take bf16 and at most 16 tokens a step; anything else (a long prefill chunk, a q/k/v bias, routed experts,
 the embedding gather) runs the torch slot it inherits from :class:`~.torch_kernels.TorchKernels`.
 
@@ -21,7 +22,7 @@ import torch
 from .decoder import DecoderSpec
 from .slots import StepPositions
 from .torch_kernels import TorchKernels
-from .workspace import attention_workspace
+from .workspace import argmax_workspace, attention_workspace
 
 __all__ = ["CudaKernels"]
 
@@ -45,7 +46,7 @@ class CudaKernels(TorchKernels):
 
             library = load_kernels()
         self.lib = library
-        self._workspaces: dict[tuple[int, ...], torch.Tensor] = {}
+        self._workspaces: dict[tuple[Any, ...], torch.Tensor] = {}
 
     @staticmethod
     def unsupported(spec: DecoderSpec, dtype: torch.dtype, device: torch.device) -> str | None:
@@ -111,6 +112,19 @@ class CudaKernels(TorchKernels):
             super().head(x, norm, weight, out, eps)
             return
         self.lib.rmsnorm_gemv(x, norm, weight, out, eps, 0)
+
+    def greedy_head(self, x: torch.Tensor, norm: torch.Tensor, weight: torch.Tensor, logits: torch.Tensor,
+                    result: torch.Tensor, step: torch.Tensor, eps: float) -> None:
+        if not self._fits(x) or x.shape[0] != 1:
+            super().greedy_head(x, norm, weight, logits, result, step, eps)
+            return
+        key = ("greedy", x.device.index if x.device.index is not None else -1)
+        ws = self._workspaces.get(key)
+        if ws is None:
+            with torch.inference_mode(False):
+                ws = argmax_workspace(1, x.device)
+            self._workspaces[key] = ws
+        self.lib.rmsnorm_gemv_greedy(x, norm, weight, logits, result, step, ws, eps)
 
     def _workspace(self, tokens: int, heads: int, kv_heads: int, head_dim: int, device: torch.device) -> torch.Tensor:
         """The attention workspace of a step shape, made on its first (eager) step and kept (zeroed by every

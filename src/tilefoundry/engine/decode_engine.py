@@ -317,17 +317,15 @@ class DecodeEngine:
                 return
 
     def _greedy_body(self, slot: int) -> None:
-        """A decode step that also chooses its token: the step, argmax and a finiteness flag of the logits
-        (their sum is finite), the token fed to the next step and the position advanced, on the device, then
+        """A decode step that also chooses its token (the kernel set's ``greedy_head``: the argmax, whether every
+        logit is finite, the token fed to the next step and the position advanced, on the device), then
         (token, finite) copied to host row ``slot``."""
         at = StepPositions(self._inputs[1, :1], self._inputs[2, :1], None)
-        self._decode_body(at)
-        row = self._decode.logits[-1]
-        chosen = torch.argmax(row)
-        finite = torch.isfinite(row.float().sum()).long()
-        self._greedy_result.copy_(torch.stack((chosen, finite)))
-        self._inputs[0, 0].copy_(chosen)
-        self._inputs[1:, 0].add_(1)
+        act, w = self._decode, self.weights
+        self.kernels.embed(self._inputs[0, :1], w.embed, act.x)
+        self._layers(act, at)
+        self.kernels.greedy_head(act.x, w.final_norm, w.lm_head, act.logits, self._greedy_result, self._inputs,
+                                 self.spec.eps)
         self._greedy_host[slot].copy_(self._greedy_result, non_blocking=True)
 
     def _capture_greedy(self) -> None:
@@ -370,6 +368,12 @@ class DecodeEngine:
         self._layers_and_head(self._decode, at)
 
     def _layers_and_head(self, act: _Activations, at: StepPositions) -> None:
+        self._layers(act, at)
+        rows = act.x.shape[0]
+        last = act.x[rows - act.logits.shape[0]:]
+        self.kernels.head(last, self.weights.final_norm, self.weights.lm_head, act.logits, self.spec.eps)
+
+    def _layers(self, act: _Activations, at: StepPositions) -> None:
         k, s, w = self.kernels, self.spec, self.weights
         rows = act.x.shape[0]
         for i, layer in enumerate(w.layers):
@@ -384,8 +388,6 @@ class DecodeEngine:
             else:
                 k.norm_swiglu(act.x, layer.post_norm, layer.gate_up, act.act, s.eps)
                 k.linear_residual(act.act, layer.down_proj, act.x, act.x)
-        last = act.x[rows - act.logits.shape[0]:]
-        k.head(last, w.final_norm, w.lm_head, act.logits, s.eps)
 
     def _addresses(self) -> tuple[int, ...]:
         """Where the buffers a captured graph reads and writes live; a change means capture again."""

@@ -25,10 +25,10 @@ TARGET = CudaTarget()
 ARCH = TARGET.arch
 
 ENTRIES = (
-    "gemv", "gemv_residual", "gemv_swiglu", "gemv_argmax",
-    "rmsnorm_gemv", "rmsnorm_gemv_residual", "rmsnorm_gemv_swiglu", "rmsnorm_gemv_argmax",
+    "gemv", "gemv_residual", "gemv_swiglu", "gemv_argmax", "gemv_greedy",
+    "rmsnorm_gemv", "rmsnorm_gemv_residual", "rmsnorm_gemv_swiglu", "rmsnorm_gemv_argmax", "rmsnorm_gemv_greedy",
     "decode_attention", "attention_workspace_bytes", "qk_norm_rope_cache", "rope_cache",
-    "rmsnorm", "add_rmsnorm", "swiglu", "set_pdl", "pdl", "set_gemv_tuning",
+    "rmsnorm", "add_rmsnorm", "swiglu", "set_pdl", "pdl", "set_gemv_tuning", "set_gemv_stream",
 )
 """Every function the library exports."""
 

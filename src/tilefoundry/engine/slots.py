@@ -55,7 +55,7 @@ class KernelSet(ABC):
 
     A step calls, per layer: ``norm_linear`` (q/k/v), ``rope_cache``, ``attention``, ``linear_residual``
     (o_proj), then ``norm_swiglu`` and ``linear_residual`` (down) for a dense layer or ``moe`` for a routed
-    one; ``embed`` before the layers and ``head`` after them.
+    one; ``embed`` before the layers and ``head`` after them (``greedy_head`` when the engine decodes greedily).
     """
 
     name = "kernels"
@@ -105,3 +105,19 @@ class KernelSet(ABC):
     @abstractmethod
     def head(self, x: torch.Tensor, norm: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, eps: float) -> None:
         """``out`` (R, vocab) = rms_norm(x, norm, eps) @ weight.T for the R rows of ``x``."""
+
+    def greedy_head(self, x: torch.Tensor, norm: torch.Tensor, weight: torch.Tensor, logits: torch.Tensor,
+                    result: torch.Tensor, step: torch.Tensor, eps: float) -> None:
+        """The head of one token (``x`` (1, hidden)) that also picks it greedily, for the next step on the device:
+        ``logits`` (1, vocab) as :meth:`head` makes them; ``result`` (2,) int64 = (the first largest logit's index,
+        as ``torch.argmax``; 1 if every logit is finite, else 0); and ``step`` (3, W) int32, the next step's
+        inputs, gets the token in ``[0, 0]`` and one more in ``[1, 0]`` (position) and ``[2, 0]`` (context).
+
+        This default runs :meth:`head` and torch; a set overrides it to fuse the choice into the head's kernel.
+        """
+        self.head(x, norm, weight, logits, eps)
+        row = logits[-1]
+        chosen = torch.argmax(row)
+        result.copy_(torch.stack((chosen, torch.isfinite(row).all().long())))
+        step[0, 0].copy_(chosen)
+        step[1:, 0].add_(1)

@@ -1,7 +1,7 @@
 """Scratch buffers two kernels keep between launches, zero-filled once and left zeroed by every launch.
 
-* ``gemv_argmax`` / ``rmsnorm_gemv_argmax``: an int64 ticket and one key per token, which the last CTA
-  reads into the tokens and zeroes again.
+* ``gemv_argmax`` / ``rmsnorm_gemv_argmax`` and the greedy entries: an int64 ticket, one key per token and a
+  not-finite flag (greedy), which the last CTA reads into the tokens and zeroes again.
 * ``decode_attention``: per (KV head, token tile) a ticket, then every context slice's log-sum-exp and
   normalised output; the size comes from the library (``attention_workspace_bytes``), so the layout has
   one home, in C++.
@@ -18,10 +18,10 @@ import torch
 
 
 def argmax_workspace(tokens: int, device: torch.device | str) -> torch.Tensor:
-    """The zeroed workspace of an argmax GEMV over ``tokens`` rows of x."""
+    """The zeroed workspace of an argmax or greedy GEMV over ``tokens`` rows of x."""
     if tokens < 1:
         raise ValueError(f"argmax_workspace: tokens must be >= 1, got {tokens}")
-    return torch.zeros(tokens + 1, dtype=torch.int64, device=device)
+    return torch.zeros(tokens + 2, dtype=torch.int64, device=device)
 
 
 def attention_workspace(kernels: Any, tokens: int, heads: int, kv_heads: int, head_dim: int, *,

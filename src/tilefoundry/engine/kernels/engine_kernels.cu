@@ -1,6 +1,6 @@
 // The decode engine's hand-written CUDA kernels, one translation unit, exported through tvm-ffi.
 // Each is a gap of the compiler (it cannot yet express them from @funcs): the batch-1 GEMV with
-// fused norm prologue and residual / SwiGLU / argmax epilogues, decode attention over the in-place
+// fused norm prologue and residual / SwiGLU / argmax / greedy epilogues, decode attention over the in-place
 // cache, the fused q/k norm + RoPE + cache write, residual + RMSNorm, and SwiGLU.
 //
 // Every entry checks its arguments (names, dtypes, shapes, layouts, one CUDA device) before it
@@ -27,51 +27,65 @@ using gemv::Prologue;
 
 void gemv_plain(TensorView x, TensorView weight, TensorView out, int64_t split_k) {
   gemv::run<Prologue::none, Epilogue::store>(
-      "gemv", {x, nullptr, weight, nullptr, out, nullptr, nullptr}, 0.0, split_k);
+      "gemv", {x, nullptr, weight, nullptr, out, nullptr, nullptr, nullptr}, 0.0, split_k);
 }
 
 void gemv_residual(TensorView x, TensorView weight, TensorView residual, TensorView out,
                    int64_t split_k) {
   gemv::run<Prologue::none, Epilogue::residual>(
-      "gemv_residual", {x, nullptr, weight, &residual, out, nullptr, nullptr}, 0.0, split_k);
+      "gemv_residual", {x, nullptr, weight, &residual, out, nullptr, nullptr, nullptr}, 0.0, split_k);
 }
 
 void gemv_swiglu(TensorView x, TensorView weight, TensorView out, int64_t split_k) {
   gemv::run<Prologue::none, Epilogue::swiglu>(
-      "gemv_swiglu", {x, nullptr, weight, nullptr, out, nullptr, nullptr}, 0.0, split_k);
+      "gemv_swiglu", {x, nullptr, weight, nullptr, out, nullptr, nullptr, nullptr}, 0.0, split_k);
 }
 
 void gemv_argmax(TensorView x, TensorView weight, TensorView logits, TensorView token,
                  TensorView workspace, int64_t split_k) {
   gemv::run<Prologue::none, Epilogue::argmax>(
-      "gemv_argmax", {x, nullptr, weight, nullptr, logits, &token, &workspace}, 0.0, split_k);
+      "gemv_argmax", {x, nullptr, weight, nullptr, logits, &token, &workspace, nullptr}, 0.0, split_k);
+}
+
+void gemv_greedy(TensorView x, TensorView weight, TensorView logits, TensorView result,
+                 TensorView step, TensorView workspace) {
+  gemv::run<Prologue::none, Epilogue::greedy>(
+      "gemv_greedy", {x, nullptr, weight, nullptr, logits, &result, &workspace, &step}, 0.0, 0);
 }
 
 void rmsnorm_gemv(TensorView x, TensorView norm_weight, TensorView weight, TensorView out,
                   double eps, int64_t split_k) {
   gemv::run<Prologue::rmsnorm, Epilogue::store>(
-      "rmsnorm_gemv", {x, &norm_weight, weight, nullptr, out, nullptr, nullptr}, eps, split_k);
+      "rmsnorm_gemv", {x, &norm_weight, weight, nullptr, out, nullptr, nullptr, nullptr}, eps, split_k);
 }
 
 void rmsnorm_gemv_residual(TensorView x, TensorView norm_weight, TensorView weight,
                            TensorView residual, TensorView out, double eps, int64_t split_k) {
   gemv::run<Prologue::rmsnorm, Epilogue::residual>(
-      "rmsnorm_gemv_residual", {x, &norm_weight, weight, &residual, out, nullptr, nullptr}, eps,
+      "rmsnorm_gemv_residual", {x, &norm_weight, weight, &residual, out, nullptr, nullptr, nullptr}, eps,
       split_k);
 }
 
 void rmsnorm_gemv_swiglu(TensorView x, TensorView norm_weight, TensorView weight, TensorView out,
                          double eps, int64_t split_k) {
   gemv::run<Prologue::rmsnorm, Epilogue::swiglu>(
-      "rmsnorm_gemv_swiglu", {x, &norm_weight, weight, nullptr, out, nullptr, nullptr}, eps,
+      "rmsnorm_gemv_swiglu", {x, &norm_weight, weight, nullptr, out, nullptr, nullptr, nullptr}, eps,
       split_k);
 }
 
 void rmsnorm_gemv_argmax(TensorView x, TensorView norm_weight, TensorView weight, TensorView logits,
                          TensorView token, TensorView workspace, double eps, int64_t split_k) {
   gemv::run<Prologue::rmsnorm, Epilogue::argmax>(
-      "rmsnorm_gemv_argmax", {x, &norm_weight, weight, nullptr, logits, &token, &workspace}, eps,
+      "rmsnorm_gemv_argmax", {x, &norm_weight, weight, nullptr, logits, &token, &workspace, nullptr}, eps,
       split_k);
+}
+
+void rmsnorm_gemv_greedy(TensorView x, TensorView norm_weight, TensorView weight,
+                         TensorView logits, TensorView result, TensorView step,
+                         TensorView workspace, double eps) {
+  gemv::run<Prologue::rmsnorm, Epilogue::greedy>(
+      "rmsnorm_gemv_greedy", {x, &norm_weight, weight, nullptr, logits, &result, &workspace, &step},
+      eps, 0);
 }
 
 void decode_attention(TensorView q, TensorView cache_k, TensorView cache_v, TensorView position,
@@ -114,8 +128,9 @@ void set_pdl(bool enabled) { tilefoundry::engine::pdl_enabled().store(enabled); 
 
 bool pdl() { return tilefoundry::engine::pdl_enabled().load(); }
 
-/// The GEMVs' grid (CTAs per SM; 0: one per row block) and early-prefetch budget (bytes per CTA;
-/// 0: each warp's first words), for tuning runs; the defaults are 2 and 32 KiB (gemv.cuh).
+/// The tiled GEMV's grid (CTAs per SM; 0: one per row block) and early L2 prefetch (bytes per
+/// CTA; 0: each warp's first words), for tuning runs; the defaults are 2 and 32 KiB
+/// (gemv_tiled.cuh).
 void set_gemv_tuning(int64_t ctas_per_sm, int64_t prefetch_bytes) {
   if (ctas_per_sm < 0 || ctas_per_sm > 64 || prefetch_bytes < 0 || prefetch_bytes > (1 << 24)) {
     TVM_FFI_THROW(ValueError) << "set_gemv_tuning: ctas_per_sm must lie in [0, 64] and "
@@ -126,16 +141,34 @@ void set_gemv_tuning(int64_t ctas_per_sm, int64_t prefetch_bytes) {
   tilefoundry::engine::gemv::tuning().prefetch_bytes.store(static_cast<int>(prefetch_bytes));
 }
 
+/// The streamed GEMV's grid (CTAs per SM), weight ring (bytes of shared memory per CTA; 0: never
+/// stream, every launch takes the tiled kernel) and stage size (bytes), for tuning runs; the
+/// defaults are 1, 96 KiB and 16 KiB (gemv_stream.cuh).
+void set_gemv_stream(int64_t ctas_per_sm, int64_t ring_bytes, int64_t stage_bytes) {
+  if (ctas_per_sm < 1 || ctas_per_sm > 8 || ring_bytes < 0 || ring_bytes > (200 << 10) ||
+      stage_bytes < 256 || stage_bytes > (64 << 10)) {
+    TVM_FFI_THROW(ValueError) << "set_gemv_stream: ctas_per_sm must lie in [1, 8], ring_bytes in "
+                                 "[0, 200 KiB] and stage_bytes in [256, 64 KiB]; got "
+                              << ctas_per_sm << ", " << ring_bytes << " and " << stage_bytes;
+  }
+  auto& t = tilefoundry::engine::gemv::tuning();
+  t.stream_ctas_per_sm.store(static_cast<int>(ctas_per_sm));
+  t.stream_ring_bytes.store(static_cast<int>(ring_bytes));
+  t.stream_stage_bytes.store(static_cast<int>(stage_bytes));
+}
+
 }  // namespace
 
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(gemv, gemv_plain);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(gemv_residual, gemv_residual);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(gemv_swiglu, gemv_swiglu);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(gemv_argmax, gemv_argmax);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(gemv_greedy, gemv_greedy);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(rmsnorm_gemv, rmsnorm_gemv);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(rmsnorm_gemv_residual, rmsnorm_gemv_residual);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(rmsnorm_gemv_swiglu, rmsnorm_gemv_swiglu);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(rmsnorm_gemv_argmax, rmsnorm_gemv_argmax);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(rmsnorm_gemv_greedy, rmsnorm_gemv_greedy);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(decode_attention, decode_attention);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(attention_workspace_bytes, attention_workspace_bytes);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(qk_norm_rope_cache, qk_norm_rope_cache);
@@ -146,3 +179,4 @@ TVM_FFI_DLL_EXPORT_TYPED_FUNC(swiglu, swiglu);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(set_pdl, set_pdl);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(pdl, pdl);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(set_gemv_tuning, set_gemv_tuning);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(set_gemv_stream, set_gemv_stream);
