@@ -8,8 +8,10 @@ the activations it reads and writes); a device-to-device copy measured in the sa
 "ours, no PDL" is the same kernel with Programmatic Dependent Launch off, so back-to-back launches do not
 overlap. Every variant's output is checked against torch's before it is timed.
 
-The last part times a whole decode step: 28 layers and the lm_head of Qwen3-1.7B (random weights, cache at
-1024 positions) as the engine will launch them (tilefoundry.engine.step), captured as one graph, and prints
+The last part times the decode engine's own step: ``DecodeEngine`` on ``CudaKernels`` running bench/decode.py's
+Qwen3-1.7B with random bf16 weights (embedding, 28 layers, final norm and lm_head), its cache holding random keys
+and values so that the step's attention reads ``--contexts`` entries (1024), timed as replays of the CUDA graph
+its decode captured (``DecodeEngine.decode_graph``), with PDL on and off and each ``--gemv-tuning``, and prints
 the kernels' share of it. The summary table comes last.
 
     python bench/engine_kernels.py --json engine_kernels.json
@@ -20,9 +22,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -30,24 +34,31 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from decode import SHAPES, build_hf  # noqa: E402
 from graph_timing import Launch, copies_for, copy_bandwidth, graph_of, time_graphs  # noqa: E402
 
 from tilefoundry.engine import (  # noqa: E402
-    DecoderShape,
-    LayerWeights,
-    StepBuffers,
+    CudaKernels,
+    DecodeEngine,
     argmax_workspace,
     attention_workspace,
-    decode_step,
     load_kernels,
     reference,
     require_cuda,
 )
+from tilefoundry.models import open_checkpoint  # noqa: E402
+from tilefoundry.models.session import load_backend  # noqa: E402
 
 BF16 = torch.bfloat16
-EPS = 1e-6
-# Qwen3-1.7B
-HIDDEN, INTER, HEADS, KV, D, VOCAB, LAYERS = 2048, 6144, 16, 8, 128, 151936, 28
+SHAPE = "qwen3-1.7b"
+"""The model of every shape here, bench/decode.py's (the whole step runs it with random weights)."""
+_CONFIG = SHAPES[SHAPE][1]
+HIDDEN, INTER, HEADS, KV, D, VOCAB, LAYERS = (_CONFIG[k] for k in (
+    "hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim", "vocab_size",
+    "num_hidden_layers"))
+EPS = _CONFIG["rms_norm_eps"]
+MAX_CONTEXT = _CONFIG["max_position_embeddings"] - 64
+"""The longest context of the whole step (its engine holds the context plus 64 positions)."""
 
 
 @dataclass
@@ -238,50 +249,53 @@ DEFAULT_GEMV_TUNING = (2, 32 << 10)
 """set_gemv_tuning's defaults (gemv.cuh): two CTAs per SM, 32 KiB of weights prefetched per CTA."""
 
 
-def whole_step(lib, reps: int, ctx: int, profile: bool, tunings: list[tuple[int, int]] = ()) -> dict[str, object]:
-    """One Qwen3-1.7B decode step (28 layers + lm_head) from the engine's kernels, replayed as one graph.
+def step_twin(folder: Path) -> tuple[Any, int]:
+    """bench/decode.py's Qwen3-1.7B with random bf16 weights, saved into ``folder`` and loaded on the GPU as a
+    runtime twin, and its parameter count (asserted)."""
+    hf = build_hf(SHAPE, "cuda", BF16)
+    params = sum(p.numel() for p in hf.parameters())
+    assert params == SHAPES[SHAPE][2], f"{SHAPE}: {params} parameters, expected {SHAPES[SHAPE][2]}"
+    hf.save_pretrained(folder)
+    del hf
+    torch.cuda.empty_cache()
+    return load_backend(open_checkpoint(folder, progress=False), "twin", "cuda"), params
+
+
+def captured_engine(twin: Any, lib, ctx: int) -> DecodeEngine:
+    """A DecodeEngine of ``twin`` on the CUDA kernels, its cache holding ``ctx - 1`` random positions, after one
+    decode: its ``decode_graph`` is the step of a token at position ``ctx - 1`` attending to ``ctx`` cache
+    entries, captured with the library's PDL and GEMV settings of the moment."""
+    capacity = ctx + 64
+    engine = DecodeEngine(twin, capacity, kernels=CudaKernels(lib))
+    engine.load_caches([(rand(capacity, KV, D), rand(capacity, KV, D)) for _ in range(LAYERS)], ctx - 1)
+    engine.decode(0)
+    if engine.decode_graph is None:
+        raise RuntimeError(f"engine_kernels.py: the decode engine captured no graph ({engine.graph_status})")
+    return engine
+
+
+def whole_step(lib, twin: Any, params: int, reps: int, ctx: int, profile: bool,
+               tunings: list[tuple[int, int]] = ()) -> dict[str, object]:
+    """The decode engine's own step on Qwen3-1.7B (embedding, 28 layers, the head): its captured CUDA graph
+    replayed, one engine per setting (PDL on and off, and each GEMV tuning) so each captures its own graph.
 
     ``tunings``: GEMV (CTAs per SM, prefetch bytes per CTA) settings (``set_gemv_tuning``) timed beside the
-    default, each captured in its own graph.
+    default.
     """
-    shape = DecoderShape(HIDDEN, INTER, HEADS, KV, D, VOCAB, EPS)
-    s = HIDDEN**-0.5
-    layers = [LayerWeights(qkv=rand((HEADS + 2 * KV) * D, HIDDEN, scale=s), o_proj=rand(HIDDEN, HEADS * D, scale=s),
-                           gate_up=rand(2 * INTER, HIDDEN, scale=s), down_proj=rand(HIDDEN, INTER, scale=INTER**-0.5),
-                           input_norm=rand(HIDDEN, scale=0.1) + 1, post_norm=rand(HIDDEN, scale=0.1) + 1,
-                           q_norm=rand(D, scale=0.1) + 1, k_norm=rand(D, scale=0.1) + 1) for _ in range(LAYERS)]
-    embed, final_norm = rand(VOCAB, HIDDEN, scale=0.05), rand(HIDDEN, scale=0.1) + 1
-    params = sum(w.numel() for layer in layers for w in vars(layer).values()) + embed.numel() + final_norm.numel()
-    capacity = ctx + 64
-    buf = StepBuffers.allocate(lib, shape, tokens=1, layers=LAYERS, capacity=capacity, device="cuda")
-    for ck, cv in buf.caches:
-        ck.normal_()
-        cv.normal_()
-    buf.position.fill_(ctx - 1)
-    inv = 1.0 / (1e6 ** (torch.arange(0, D, 2, device="cuda").float() / D))
-    emb = torch.arange(capacity, device="cuda").float()[:, None] * inv[None]
-    cos, sin = torch.cat((emb, emb), -1).cos().to(BF16), torch.cat((emb, emb), -1).sin().to(BF16)
-
-    def step() -> None:
-        torch.index_select(embed, 0, buf.token, out=buf.x)
-        decode_step(lib, shape, layers, final_norm, embed, cos, sin, buf)
-
     result: dict[str, object] = {"parameters": params, "context": ctx}
-    graphs = {}
+    engines: dict[str, DecodeEngine] = {}  # each graph replays into its engine's buffers: keep them alive
     default = DEFAULT_GEMV_TUNING
     configs = [("ours", True, default), ("ours, no PDL", False, default)]
     configs += [(f"ours, gemv {c}/SM {b >> 10} KiB", True, (c, b)) for c, b in tunings]
-    for name, pdl, (ctas, nbytes) in configs:
-        lib.set_pdl(pdl)
-        lib.set_gemv_tuning(ctas, nbytes)
-        step()
-        torch.cuda.synchronize()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            step()
-        graphs[name] = g
-    lib.set_pdl(True)
-    lib.set_gemv_tuning(*default)
+    try:
+        for name, pdl, (ctas, nbytes) in configs:
+            lib.set_pdl(pdl)
+            lib.set_gemv_tuning(ctas, nbytes)
+            engines[name] = captured_engine(twin, lib, ctx)
+    finally:
+        lib.set_pdl(True)
+        lib.set_gemv_tuning(*default)
+    graphs = {name: engine.decode_graph for name, engine in engines.items()}
     us = time_graphs(graphs, 1, reps)
     kv_bytes = LAYERS * 2 * ctx * KV * D * 2
     result["bytes_per_step"] = params * 2 + kv_bytes
@@ -289,6 +303,8 @@ def whole_step(lib, reps: int, ctx: int, profile: bool, tunings: list[tuple[int,
     result["tokens_per_s"] = {k: 1e6 / v for k, v in us.items()}
     if profile:
         result["profile_us"] = kernel_profile(graphs["ours"])
+    del graphs, engines
+    torch.cuda.empty_cache()
     return result
 
 
@@ -325,8 +341,14 @@ def main() -> int:
     ap.add_argument("--gemv-tuning", nargs="*", default=[], metavar="CTAS:BYTES",
                     help="also time the whole step with the GEMVs' grid at CTAS per SM and BYTES of weights per "
                          "CTA prefetched before the PDL wait (set_gemv_tuning), e.g. 1:65536 2:262144")
-    ap.add_argument("--contexts", type=int, nargs="+", default=[1024], help="cache lengths of the whole step")
+    ap.add_argument("--contexts", type=int, nargs="+", default=[1024],
+                    help="cache entries the whole step's attention reads (the step's own included), each in "
+                         f"[1, {MAX_CONTEXT}]")
     args = ap.parse_args()
+    bad = [c for c in args.contexts if not 1 <= c <= MAX_CONTEXT]
+    if bad:
+        ap.error(f"--contexts: {bad} outside [1, {MAX_CONTEXT}] (the engine's capacity is the context plus 64, "
+                 f"at most {SHAPE}'s max_position_embeddings)")
     try:
         tunings = [(int(c), int(b)) for c, b in (t.split(":") for t in args.gemv_tuning)]
     except ValueError:
@@ -369,8 +391,13 @@ def main() -> int:
         del graphs, case
         torch.cuda.empty_cache()
 
-    steps = [] if args.no_step else [whole_step(lib, args.reps, ctx, not args.no_profile and i == 0, tunings)
-                                     for i, ctx in enumerate(args.contexts)]
+    steps = []
+    if not args.no_step:
+        with tempfile.TemporaryDirectory(prefix="tf-engine-kernels-") as tmp:
+            twin, params = step_twin(Path(tmp) / SHAPE)
+            steps = [whole_step(lib, twin, params, args.reps, ctx, not args.no_profile and i == 0, tunings)
+                     for i, ctx in enumerate(args.contexts)]
+            del twin
     step = steps[0] if steps else None
 
     results = {"device": device, "copy_tb_per_s": copy_tbps, "launches_per_graph": args.launches,

@@ -8,6 +8,7 @@ neither side may read); kernel sets with one deliberately broken slot.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -32,14 +33,19 @@ TIGHT = [parse_predicate("rel_l2:max=1e-5"), parse_predicate("cosine:min=0.99999
 """f32 engine against the f32 evaluator: different summation orders, nothing more."""
 
 
-def make_long_qwen3(folder: Path) -> torch.nn.Module:
-    """Save a random two-layer f32 Qwen3 with 2048 positions into ``folder`` and return it."""
-    torch.manual_seed(0)
-    config = Qwen3Config(vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=2048)
-    model = AutoModelForCausalLM.from_config(config).eval()
+def save_random_qwen3(folder: Path, seed: int, dtype: torch.dtype = torch.float32, **config: Any) -> torch.nn.Module:
+    """Save a Qwen3 of ``config`` (Qwen3Config's fields) with random weights (torch seeded with ``seed``) in
+    ``dtype`` into ``folder`` and return it."""
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(Qwen3Config(**config)).to(dtype).eval()
     model.save_pretrained(str(folder))
     return model
+
+
+def make_long_qwen3(folder: Path) -> torch.nn.Module:
+    """Save a random two-layer f32 Qwen3 with 2048 positions into ``folder`` and return it."""
+    return save_random_qwen3(folder, 0, vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                             num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=2048)
 
 
 def step_inputs(reference, context: int, tokens: int, seed: int, device: str = "cpu") -> tuple:  # noqa: ANN001

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tilefoundry.engine import LayerWeights, pack_gate_up, pack_qkv, reference
+from tilefoundry.engine import DecoderLayerWeights, DecoderWeights, pack_decoder, pack_gate_up, pack_qkv, reference
 from tilefoundry.models.config import parse_config
 from tilefoundry.models.rope import rope_tables
 
@@ -66,9 +66,14 @@ def test_packed_weights_hold_the_projections_where_the_kernels_read_them() -> No
     assert torch.equal(gate_up[0::2], gate) and torch.equal(gate_up[1::2], up)
     torch.testing.assert_close(reference.gemv(x, gate_up, epilogue="swiglu"),
                                torch.nn.functional.silu(x @ gate.T) * (x @ up.T), rtol=1e-5, atol=1e-5)
-    layer = LayerWeights.pack(q_proj=q, k_proj=k, v_proj=v, o_proj=torch.zeros(16, 32), gate_proj=gate, up_proj=up,
-                              down_proj=torch.zeros(16, 12), input_norm=torch.ones(16), post_norm=torch.ones(16))
-    assert torch.equal(layer.qkv, qkv) and torch.equal(layer.gate_up, gate_up) and layer.q_norm is None
+    embed = torch.randn(10, 16, generator=g)
+    layer = DecoderLayerWeights(input_norm=torch.ones(16), q_proj=q, k_proj=k, v_proj=v, o_proj=torch.zeros(16, 32),
+                                post_norm=torch.ones(16), gate_proj=gate, up_proj=up, down_proj=torch.zeros(16, 12))
+    packed = pack_decoder(DecoderWeights(embed=embed, layers=(layer,), final_norm=torch.ones(16), lm_head=embed,
+                                         cos=torch.ones(8, 8), sin=torch.zeros(8, 8)))
+    got = packed.layers[0]
+    assert torch.equal(got.qkv, qkv) and torch.equal(got.gate_up, gate_up) and got.q_norm is None
+    assert packed.lm_head is packed.embed, "a tied lm_head stays the embedding tensor"
 
 
 def test_packing_refuses_mismatched_projections() -> None:
@@ -76,8 +81,8 @@ def test_packing_refuses_mismatched_projections() -> None:
         pack_qkv(torch.zeros(32, 16), torch.zeros(8, 12), torch.zeros(8, 16))
     with pytest.raises(ValueError, match="pack_gate_up: gate_proj has shape \\(12, 16\\) and up_proj \\(10, 16\\)"):
         pack_gate_up(torch.zeros(12, 16), torch.zeros(10, 16))
-    with pytest.raises(ValueError, match="pass both q_norm and k_norm, or neither"):
-        LayerWeights.pack(q_proj=torch.zeros(4, 4), k_proj=torch.zeros(4, 4), v_proj=torch.zeros(4, 4),
-                          o_proj=torch.zeros(4, 4), gate_proj=torch.zeros(4, 4), up_proj=torch.zeros(4, 4),
-                          down_proj=torch.zeros(4, 4), input_norm=torch.ones(4), post_norm=torch.ones(4),
-                          q_norm=torch.ones(4))
+    with pytest.raises(ValueError, match="DecoderLayerWeights: give all of q_norm, k_norm or none"):
+        DecoderLayerWeights(input_norm=torch.ones(4), q_proj=torch.zeros(4, 4), k_proj=torch.zeros(4, 4),
+                            v_proj=torch.zeros(4, 4), o_proj=torch.zeros(4, 4), post_norm=torch.ones(4),
+                            q_norm=torch.ones(4), gate_proj=torch.zeros(4, 4), up_proj=torch.zeros(4, 4),
+                            down_proj=torch.zeros(4, 4))

@@ -165,7 +165,7 @@ if want engine; then
   echo "=== python: the decode engine's CUDA-graph path against the semantic Module"
   if "$py" -m pytest -q -p no:cacheprovider tests/gpu/test_engine_cuda.py; then status[engine_graph]=passed
   else status[engine_graph]=FAILED; fi
-  echo "=== engine kernels vs torch / cuBLAS (GB/s), and a whole Qwen3-1.7B step from them"
+  echo "=== engine kernels vs torch / cuBLAS (GB/s), and the decode engine's whole Qwen3-1.7B step"
   if PYTHONUNBUFFERED=1 "$py" bench/engine_kernels.py --json "$out/engine_kernels.json"; then
     status[engine_bench]=passed
   else status[engine_bench]=FAILED; fi

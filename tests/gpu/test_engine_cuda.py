@@ -24,10 +24,10 @@ from tests.engine_cases import (  # noqa: E402
     check_step,
     load_qwen3,
     make_long_qwen3,
+    save_random_qwen3,
     step_inputs,
 )
 from tests.hf_models import add_tokenizer  # noqa: E402
-from transformers import AutoModelForCausalLM, Qwen3Config  # noqa: E402
 
 from tilefoundry.engine import CudaKernels, DecodeEngine, StepPositions, TorchKernels  # noqa: E402
 from tilefoundry.ir.core.tree import flatten, leaf_paths  # noqa: E402
@@ -185,10 +185,9 @@ BF16_BOUNDS = [parse_predicate("rel_l2:max=3e-2"), parse_predicate("cosine:min=0
 def qwen3_bf16(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
     """(reference reading, loaded twin) on cuda: a tiny bf16 Qwen3 of a shape the CUDA kernels take (head_dim 64)."""
     folder = tmp_path_factory.mktemp("engine_cuda_bf16") / "qwen3"
-    torch.manual_seed(1)
-    config = Qwen3Config(vocab_size=512, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, head_dim=64, max_position_embeddings=2048)
-    AutoModelForCausalLM.from_config(config).to(torch.bfloat16).eval().save_pretrained(str(folder))
+    save_random_qwen3(folder, 1, torch.bfloat16, vocab_size=512, hidden_size=256, intermediate_size=512,
+                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=64,
+                      max_position_embeddings=2048)
     return load_qwen3(folder, "cuda")[1:]
 
 

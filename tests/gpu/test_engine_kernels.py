@@ -3,25 +3,30 @@
 Every test draws fresh random data (its seed is in each failure message), poisons outputs with NaN so that
 an element the kernel skips shows, and bounds the relative L2 error by what bf16 rounding allows. Shapes
 cover M = 1..16 tokens, N and K that are multiples of nothing the kernels tile by, and the context edges
-(the first token, one cached token, odd lengths, a full cache). The last tests run the kernels as one
-decoder layer and a greedy step captured in a CUDA graph, replayed with the position read on the device,
-with Programmatic Dependent Launch on and off.
+(the first token, one cached token, odd lengths, a full cache). The last tests run the kernels as the decode
+engine runs them (DecodeEngine on CudaKernels, a two-layer Qwen3 with Qwen3-1.7B's heads): a prefill chunk,
+then decode steps replayed from the engine's captured CUDA graph, against the torch reference, with
+Programmatic Dependent Launch on and off.
 """
 
 from __future__ import annotations
 
 import random
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 
-from tilefoundry.engine import (
-    DecoderShape,
-    LayerWeights,
-    StepBuffers,
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root, for tests.*
+
+from tests.engine_cases import load_qwen3, save_random_qwen3  # noqa: E402
+
+from tilefoundry.engine import (  # noqa: E402
+    CudaKernels,
+    DecodeEngine,
     argmax_workspace,
     attention_workspace,
-    decode_step,
     load_kernels,
     reference,
     require_cuda,
@@ -369,41 +374,21 @@ def test_swiglu_matches_torch(lib, packed: bool, m: int, i: int) -> None:
     assert_close(out, reference.swiglu(gate, up), 5e-3, f"swiglu M={m} I={i} packed={packed} ({rand})")
 
 
-# ---- the kernels as a decoder ---------------------------------------------------------------------------------
+# ---- the kernels as a decoder: the decode engine on them ------------------------------------------------------
 
-class TinyQwen3:
-    """A Qwen3-shaped decoder (16 query / 8 KV heads of 128, tied embeddings) with random weights, run two
-    ways: engine.step's kernels on packed weights and in-place caches, and torch (engine.reference)."""
+DECODER_CAPACITY = 64
 
-    def __init__(self, rand: Rand, layers: int = 2, hidden: int = 256, inter: int = 512, vocab: int = 1000,
-                 capacity: int = 64) -> None:
-        self.shape = DecoderShape(hidden, inter, 16, 8, 128, vocab, EPS)
-        self.capacity = capacity
-        s = hidden**-0.5
-        self.embed = rand.normal(vocab, hidden, scale=0.1)  # logits of order 1
-        self.final_norm = rand.normal(hidden, scale=0.1) + 1
-        self.raw = [{"q_proj": rand.normal(16 * 128, hidden, scale=s), "k_proj": rand.normal(8 * 128, hidden, scale=s),
-                     "v_proj": rand.normal(8 * 128, hidden, scale=s),
-                     "o_proj": rand.normal(hidden, 16 * 128, scale=(16 * 128) ** -0.5),
-                     "gate_proj": rand.normal(inter, hidden, scale=s), "up_proj": rand.normal(inter, hidden, scale=s),
-                     "down_proj": rand.normal(hidden, inter, scale=inter**-0.5),
-                     "input_norm": rand.normal(hidden, scale=0.1) + 1, "post_norm": rand.normal(hidden, scale=0.1) + 1,
-                     "q_norm": rand.normal(128, scale=0.1) + 1, "k_norm": rand.normal(128, scale=0.1) + 1}
-                    for _ in range(layers)]
-        self.layers = [LayerWeights.pack(**w) for w in self.raw]
-        self.cos, self.sin = rope_tables(capacity, 128)
 
-    def buffers(self, lib, m: int) -> StepBuffers:
-        return StepBuffers.allocate(lib, self.shape, tokens=m, layers=len(self.layers), capacity=self.capacity,
-                                    device="cuda")
-
-    def step(self, lib, buf: StepBuffers) -> None:
-        decode_step(lib, self.shape, self.layers, self.final_norm, self.embed, self.cos, self.sin, buf)
-
-    def reference_step(self, tokens: torch.Tensor, pos: int, cache: list) -> torch.Tensor:
-        """The logits of ``tokens`` at ``pos`` in torch, from the unpacked weights; updates ``cache``."""
-        return reference.decoder_logits(tokens, self.embed, self.raw, self.final_norm, self.embed, self.cos,
-                                        self.sin, pos, cache, heads=16, eps=EPS)
+@pytest.fixture(scope="module")
+def tiny_qwen3(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
+    """(seed, loaded twin on cuda): a two-layer bf16 Qwen3 with Qwen3-1.7B's heads (16 query / 8 KV heads of 128,
+    tied embeddings) and random weights."""
+    seed = random.SystemRandom().randrange(2**31)
+    folder = tmp_path_factory.mktemp("engine_kernels") / "qwen3"
+    save_random_qwen3(folder, seed, BF16, vocab_size=1000, hidden_size=256, intermediate_size=512,
+                      num_hidden_layers=2, num_attention_heads=16, num_key_value_heads=8, head_dim=128,
+                      tie_word_embeddings=True, max_position_embeddings=128)
+    return seed, load_qwen3(folder, "cuda")[2]
 
 
 def margin(logits: torch.Tensor) -> float:
@@ -412,51 +397,54 @@ def margin(logits: torch.Tensor) -> float:
 
 
 @pytest.mark.parametrize("pdl", [True, False])
-def test_decoder_prefill_then_graph_replayed_decode(lib, pdl: bool) -> None:
-    """A 5-token prefill chunk, then 24 greedy steps from one captured CUDA graph (embedding lookup, every
-    layer, lm_head + argmax, position += 1), all on device state; logits follow the torch reference."""
-    lib.set_pdl(pdl)
+def test_the_engine_on_these_kernels_follows_torch_through_prefill_and_graph_replays(lib, tiny_qwen3,
+                                                                                    pdl: bool) -> None:
+    """The decode engine on these kernels (CudaKernels): a 5-token prefill chunk, then 24 decode steps, every one
+    after the first a replay of the CUDA graph the first captured (token and position read on the device); the
+    logits follow the torch reference (engine.reference) run on the twin's unpacked weights, PDL on and off."""
+    seed, twin = tiny_qwen3
     rand = Rand()
-    model = TinyQwen3(rand)
-    ref_cache = [tuple(torch.zeros(model.capacity, 8, 128, dtype=BF16, device="cuda") for _ in range(2))
-                 for _ in model.layers]
-    prompt = torch.randint(0, model.embed.shape[0], (5,), device="cuda", generator=rand.gen)
+    what = f"model seed {seed}, {rand}, pdl={pdl}"
+    weights = twin.decoder_weights()
+    names = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "input_norm", "post_norm",
+             "q_norm", "k_norm")
+    raw = [{name: getattr(layer, name) for name in names} for layer in weights.layers]
+    lib.set_pdl(pdl)
+    try:
+        engine = DecodeEngine(twin, DECODER_CAPACITY, kernels=CudaKernels(lib))
+        spec = engine.spec
+        assert (spec.heads, spec.kv_heads, spec.head_dim) == (16, 8, 128) and weights.lm_head is weights.embed
+        ref_cache = [tuple(torch.zeros(DECODER_CAPACITY, 8, 128, dtype=BF16, device="cuda") for _ in range(2))
+                     for _ in raw]
 
-    pre = model.buffers(lib, 5)
-    decode = model.buffers(lib, 1)
-    pre.x.copy_(model.embed[prompt])
-    model.step(lib, pre)
-    pre.position.add_(5)
-    want = model.reference_step(prompt, 0, ref_cache)
-    assert_close(pre.logits, want, 3 * TOL, f"prefill logits ({rand})")
-    decode.caches = pre.caches
-    decode.position.copy_(pre.position)
-    decode.token.copy_(pre.token[-1:])
+        def reference_step(tokens: torch.Tensor, pos: int) -> torch.Tensor:
+            """The logits of ``tokens`` at ``pos`` in torch, from the unpacked weights; updates ``ref_cache``."""
+            return reference.decoder_logits(tokens, weights.embed, raw, weights.final_norm, weights.lm_head,
+                                            weights.cos, weights.sin, pos, ref_cache, heads=spec.heads, eps=spec.eps)
 
-    def one_step() -> None:
-        torch.index_select(model.embed, 0, decode.token, out=decode.x)
-        model.step(lib, decode)
-        decode.position.add_(1)
+        prompt = torch.randint(0, spec.vocab, (5,), device="cuda", generator=rand.gen)
+        got = engine.prefill(prompt, all_logits=True)
+        assert_close(got, reference_step(prompt, 0), 3 * TOL, f"prefill logits ({what})")
+        token = int(got[-1].float().argmax())
+        for i in range(24):
+            pos = 5 + i
+            logits = engine.decode(token)
+            want = reference_step(torch.tensor([token], device="cuda"), pos)
+            assert_close(logits, want, 3 * TOL, f"decode step {i} at position {pos} ({what})")
+            chosen = int(logits.float().argmax())
+            # Where torch's top-2 gap exceeds twice the largest logit difference, both must pick the same token.
+            if margin(want[0]) > 2 * (logits.float() - want.float()).abs().max().item():
+                assert chosen == int(want[0].float().argmax()), f"step {i}: greedy token differs from torch's ({what})"
+            token = chosen
+        assert engine.graph_status == "captured" and engine.stats.captures == 1 and engine.stats.replays == 23
+        assert engine.length == 5 + 24
 
-    # Every kernel runs once before the capture (a kernel's first launch may load its module); the step it
-    # takes is taken again by the first replay: same position, same token.
-    one_step()
-    decode.position.copy_(pre.position)
-    decode.token.copy_(pre.token[-1:])
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        one_step()
-    tokens = [int(pre.token[-1])]
-    for i in range(24):
-        pos = 5 + i
-        graph.replay()
-        want = model.reference_step(torch.tensor(tokens[-1:], device="cuda"), pos, ref_cache)
-        assert_close(decode.logits, want, 3 * TOL, f"decode step {i} at position {pos} ({rand}, pdl={pdl})")
-        token = int(decode.token)
-        assert token == int(decode.logits.float().argmax()), f"step {i}: token is not the logits' argmax"
-        # Where torch's top-2 gap exceeds twice the largest logit difference, both must pick the same token.
-        if margin(want[0]) > 2 * (decode.logits.float() - want.float()).abs().max().item():
-            assert token == int(want.float().argmax()), f"step {i}: greedy token differs from torch's ({rand})"
-        tokens.append(token)
-    assert int(decode.position) == 5 + 24
+        # The captured step replayed directly (as bench/engine_kernels.py times it) recomputes the last decode.
+        last = logits.clone()
+        logits.fill_(float("nan"))
+        engine.decode_graph.replay()
+        torch.cuda.synchronize()
+        assert_close(logits, last, 1e-3, f"decode_graph replayed ({what})")
+        assert engine.length == 5 + 24 and engine.stats.replays == 23
+    finally:
+        lib.set_pdl(True)

@@ -10,8 +10,8 @@ The hand-written CUDA kernels for batch-1 decode (``kernels/*.cu``, one translat
 compiler: it cannot yet express them from ``@func``s. :func:`load_kernels` builds them with nvcc (cached on
 disk) and loads them as a tvm-ffi module whose functions take torch tensors; outputs are preallocated by the
 caller and passed last, before the scalars. ``packing`` lays weights out as the fused kernels read them (the
-engine packs with it); ``workspace`` sizes the scratch buffers two kernels keep between launches; ``step``
-launches one decoder step from them; ``reference`` is each kernel's meaning in torch.
+engine packs with it); ``workspace`` sizes the scratch buffers two kernels keep between launches;
+``reference`` is each kernel's meaning in torch.
 """
 
 from .cuda_kernels import CudaKernels
@@ -21,12 +21,10 @@ from .library import ENTRIES, KernelBuildError, build_kernels, load_kernels, req
 from .packed import PackedDecoder, PackedLayer, pack_decoder
 from .packing import pack_gate_up, pack_qkv
 from .slots import KernelSet, StepPositions
-from .step import DecoderShape, LayerWeights, StepBuffers, decode_step
 from .torch_kernels import TorchKernels
 from .workspace import argmax_workspace, attention_workspace
 
-__all__ = ["ENTRIES", "CudaKernels", "DecodeEngine", "DecoderLayerWeights", "DecoderShape", "DecoderSpec",
-           "DecoderWeights", "EngineStats", "KernelBuildError", "KernelSet", "LayerWeights", "PackedDecoder",
-           "PackedLayer", "StepBuffers", "StepPositions", "TorchKernels", "argmax_workspace", "attention_workspace",
-           "build_kernels", "decode_step", "default_kernels", "greedy_choice", "load_kernels", "pack_decoder",
-           "pack_gate_up", "pack_qkv", "require_cuda"]
+__all__ = ["ENTRIES", "CudaKernels", "DecodeEngine", "DecoderLayerWeights", "DecoderSpec", "DecoderWeights",
+           "EngineStats", "KernelBuildError", "KernelSet", "PackedDecoder", "PackedLayer", "StepPositions",
+           "TorchKernels", "argmax_workspace", "attention_workspace", "build_kernels", "default_kernels",
+           "greedy_choice", "load_kernels", "pack_decoder", "pack_gate_up", "pack_qkv", "require_cuda"]

@@ -186,6 +186,17 @@ class DecodeEngine:
         captured = self._graph is not None or self._greedy_graphs is not None
         return "captured" if captured else "not captured yet"
 
+    @property
+    def decode_graph(self) -> torch.cuda.CUDAGraph | None:
+        """The CUDA graph :meth:`decode` replays (captured by the first decode on a CUDA device), to time or profile
+        the step alone; None before that, and where steps run eagerly.
+
+        A replay runs the last decode's step again (same token, same position: it rewrites the same cache entry)
+        without decode's host work, and leaves ``length`` and ``stats`` alone. It reads and writes the engine's
+        buffers: replay it only while the engine lives and until a ``resize``.
+        """
+        return self._graph
+
     def resize(self, capacity: int) -> None:
         """Hold ``capacity`` positions from now on: a new, empty cache (``length`` 0); the graph is captured again."""
         if isinstance(capacity, bool) or not isinstance(capacity, int):
