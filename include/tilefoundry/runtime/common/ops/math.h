@@ -30,6 +30,17 @@ TILEFOUNDRY_DEVICE float rsqrt_(float x) { return 1.0f / ::sqrtf(x); }
 TILEFOUNDRY_DEVICE double rsqrt_(double x) { return 1.0 / ::sqrt(x); }
 #endif
 
+// 1 / x for x >= 1 (or +inf, or NaN): a logistic's denominator. On the device one reciprocal
+// instruction (__fdividef: within 2 ulp there, 0 for x > 2^126 where 1 / x is below 1.2e-38) in
+// place of an IEEE division, whose range checks and out-of-line slow path cost ten times more
+// per element; elsewhere the division.
+#if defined(__CUDA_ARCH__)
+TILEFOUNDRY_DEVICE float rcp_at_least_one_(float x) { return ::__fdividef(1.0f, x); }
+#else
+TILEFOUNDRY_DEVICE float rcp_at_least_one_(float x) { return 1.0f / x; }
+#endif
+TILEFOUNDRY_DEVICE double rcp_at_least_one_(double x) { return 1.0 / x; }
+
 // NaN wins, as in torch.maximum / torch.amax.
 template <class T>
 TILEFOUNDRY_DEVICE T nan_max(T a, T b) {

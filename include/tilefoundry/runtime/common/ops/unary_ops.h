@@ -107,7 +107,7 @@ struct sigmoid_op {
   template <class T>
   TILEFOUNDRY_DEVICE T operator()(T x) const {
     static_assert(detail::is_float_compute_v<T>, "sigmoid_op needs a floating-point operand");
-    return T(1) / (T(1) + detail::exp_(-x));
+    return detail::rcp_at_least_one_(T(1) + detail::exp_(-x));
   }
 };
 
