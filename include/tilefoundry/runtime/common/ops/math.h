@@ -41,18 +41,15 @@ TILEFOUNDRY_DEVICE float rcp_at_least_one_(float x) { return 1.0f / x; }
 #endif
 TILEFOUNDRY_DEVICE double rcp_at_least_one_(double x) { return 1.0 / x; }
 
-// NaN wins, as in torch.maximum / torch.amax.
+// NaN wins, as in torch.maximum / torch.amax: a when a is NaN, else b when b is NaN or wins. One
+// selection, not a branch per test (the device compiler keeps early returns as branches).
 template <class T>
 TILEFOUNDRY_DEVICE T nan_max(T a, T b) {
-  if (a != a) return a;
-  if (b != b) return b;
-  return a < b ? b : a;
+  return (a == a && (b != b || a < b)) ? b : a;
 }
 template <class T>
 TILEFOUNDRY_DEVICE T nan_min(T a, T b) {
-  if (a != a) return a;
-  if (b != b) return b;
-  return b < a ? b : a;
+  return (a == a && (b != b || b < a)) ? b : a;
 }
 
 // Evaluated at class scope, so device code reads them as the constants they are.
