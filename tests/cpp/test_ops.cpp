@@ -199,6 +199,22 @@ TEST(Binary, MaxPropagatesNan) {
   EXPECT_TRUE(std::isnan(o[1]));
 }
 
+TEST(Binary, MinPropagatesNanAndKeepsTheFirstOfEqualZeros) {
+  float const nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> a{nan, 1.0f, 0.0f, -0.0f}, b{0.0f, nan, -0.0f, 0.0f}, o(4), m(4);
+  auto ta = cute::make_tensor(a.data(), cute::make_shape(4));
+  auto tb = cute::make_tensor(b.data(), cute::make_shape(4));
+  ops::binary(ops::min_op{}, ta, tb, cute::make_tensor(o.data(), cute::make_shape(4)));
+  ops::binary(ops::max_op{}, ta, tb, cute::make_tensor(m.data(), cute::make_shape(4)));
+  EXPECT_TRUE(std::isnan(o[0]));
+  EXPECT_TRUE(std::isnan(o[1]));
+  // Neither zero wins over the other: the first operand is kept, for min and max alike.
+  EXPECT_FALSE(std::signbit(o[2]));
+  EXPECT_TRUE(std::signbit(o[3]));
+  EXPECT_FALSE(std::signbit(m[2]));
+  EXPECT_TRUE(std::signbit(m[3]));
+}
+
 TEST(Binary, Bf16OperandsComputeInFloat) {
   tftest::Random rnd;
   SCOPED_TRACE(rnd.trace());
