@@ -74,6 +74,16 @@ def test_the_weight_cast_is_hoisted_out_of_the_row_loop() -> None:
     assert any(isinstance(s, RowLoop) for s in scope.body)
 
 
+@pytest.mark.parametrize("target", ["cpu", "cuda"])
+def test_softmax_divides_once_per_row_and_multiplies_each_element(target: str) -> None:
+    softmax = K.row_kernels(2048)[2]
+    calls = _calls(lower(softmax, target).functions[softmax.name])
+    divs = [c for c in calls if c.tag is not None and c.tag.name == "div_op"]
+    assert len(divs) == 1 and divs[0].out.shape == (1,)  # the reciprocal of the row's sum: one element a row
+    (scale,) = [c for c in calls if divs[0].out in c.operands]
+    assert scale.tag.name == "mul_op" and scale.out.name == "softmax_probs" and scale.out.shape == (2048,)
+
+
 def test_a_cuda_schedule_spreads_a_row_over_threads_in_vectors() -> None:
     fn = lower(K.rms_norm, CudaTarget()).functions["rms_norm"]
     s = fn.schedule

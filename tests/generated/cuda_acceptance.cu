@@ -200,6 +200,7 @@ __global__ void __launch_bounds__(8) softmax_kernel(float const* __restrict__ x_
   auto softmax_shifted = tilefoundry::make_tensor<float>(rmem_layout);
   auto softmax_exp = tilefoundry::make_tensor<float>(rmem_layout);
   auto softmax_sum = tilefoundry::make_tensor<float>(one_element);
+  auto softmax_inv_sum = tilefoundry::make_tensor<float>(one_element);
   int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
   int64_t const row_end = row_begin + (1) < (2 * rows) ? row_begin + (1) : (2 * rows);
   for (int64_t row = row_begin; row < row_end; ++row) {
@@ -211,7 +212,8 @@ __global__ void __launch_bounds__(8) softmax_kernel(float const* __restrict__ x_
     ops::binary(ops::sub_op{}, x_regs, softmax_max, softmax_shifted);
     ops::unary(ops::exp_op{}, softmax_shifted, softmax_exp);
     ops::reduce<ops::sum_op, cute::seq<0, 1, 2>>(softmax_exp, softmax_sum);
-    ops::binary(ops::div_op{}, softmax_exp, softmax_sum, out);
+    ops::binary(ops::div_op{}, 1.0f, softmax_sum, softmax_inv_sum);
+    ops::binary(ops::mul_op{}, softmax_exp, softmax_inv_sum, out);
   }
 }
 
@@ -888,6 +890,7 @@ __global__ void __launch_bounds__(1) softmax_any_width_kernel(float const* __res
   float* const softmax_exp_storage = reinterpret_cast<float*>(dynamic_smem + 16 * ((4 * cols + 15) / (16)));
   auto softmax_exp = tilefoundry::make_tensor(cute::make_smem_ptr(softmax_exp_storage), rmem_layout);
   auto softmax_sum = tilefoundry::make_tensor<float>(one_element);
+  auto softmax_inv_sum = tilefoundry::make_tensor<float>(one_element);
   int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
   int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
   for (int64_t row = row_begin; row < row_end; ++row) {
@@ -898,7 +901,8 @@ __global__ void __launch_bounds__(1) softmax_any_width_kernel(float const* __res
     ops::binary(ops::sub_op{}, x, softmax_max, softmax_shifted);
     ops::unary(ops::exp_op{}, softmax_shifted, softmax_exp);
     ops::reduce<ops::sum_op, cute::seq<0, 1, 2>>(softmax_exp, softmax_sum);
-    ops::binary(ops::div_op{}, softmax_exp, softmax_sum, out);
+    ops::binary(ops::div_op{}, 1.0f, softmax_sum, softmax_inv_sum);
+    ops::binary(ops::mul_op{}, softmax_exp, softmax_inv_sum, out);
   }
 }
 
@@ -1176,6 +1180,7 @@ __global__ void __launch_bounds__(256) softmax_2048_kernel(cute::bfloat16_t cons
   auto softmax_shifted = tilefoundry::make_tensor<float>(rmem_layout);
   auto softmax_exp = tilefoundry::make_tensor<float>(rmem_layout);
   auto softmax_sum = tilefoundry::make_tensor<float>(one_element);
+  auto softmax_inv_sum = tilefoundry::make_tensor<float>(one_element);
   auto softmax_probs = tilefoundry::make_tensor<float>(rmem_layout);
   int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
   int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
@@ -1188,7 +1193,8 @@ __global__ void __launch_bounds__(256) softmax_2048_kernel(cute::bfloat16_t cons
     ops::binary(ops::sub_op{}, softmax_x, softmax_max, softmax_shifted);
     ops::unary(ops::exp_op{}, softmax_shifted, softmax_exp);
     ops::reduce<ops::sum_op, cute::seq<0, 1, 2, 3>>(softmax_exp, softmax_sum, reduce_workspace);
-    ops::binary(ops::div_op{}, softmax_exp, softmax_sum, softmax_probs);
+    ops::binary(ops::div_op{}, 1.0f, softmax_sum, softmax_inv_sum);
+    ops::binary(ops::mul_op{}, softmax_exp, softmax_inv_sum, softmax_probs);
     ops::unary(ops::cast_op{}, softmax_probs, out);
   }
 }
@@ -1543,6 +1549,7 @@ __global__ void __launch_bounds__(256) softmax_8192_kernel(cute::bfloat16_t cons
   auto softmax_shifted = tilefoundry::make_tensor<float>(rmem_layout);
   auto softmax_exp = tilefoundry::make_tensor<float>(rmem_layout);
   auto softmax_sum = tilefoundry::make_tensor<float>(one_element);
+  auto softmax_inv_sum = tilefoundry::make_tensor<float>(one_element);
   auto softmax_probs = tilefoundry::make_tensor<float>(rmem_layout);
   int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
   int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
@@ -1555,7 +1562,8 @@ __global__ void __launch_bounds__(256) softmax_8192_kernel(cute::bfloat16_t cons
     ops::binary(ops::sub_op{}, softmax_x, softmax_max, softmax_shifted);
     ops::unary(ops::exp_op{}, softmax_shifted, softmax_exp);
     ops::reduce<ops::sum_op, cute::seq<0, 1, 2, 3>>(softmax_exp, softmax_sum, reduce_workspace);
-    ops::binary(ops::div_op{}, softmax_exp, softmax_sum, softmax_probs);
+    ops::binary(ops::div_op{}, 1.0f, softmax_sum, softmax_inv_sum);
+    ops::binary(ops::mul_op{}, softmax_exp, softmax_inv_sum, softmax_probs);
     ops::unary(ops::cast_op{}, softmax_probs, out);
   }
 }
