@@ -60,14 +60,28 @@ def _walk(body: list) -> list:
 
 # -- lowering for CUDA ---------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("hidden, threads, per_thread", [(2048, 256, 8), (4096, 256, 16), (8192, 256, 32),
-                                                         (5120, 320, 16), (16384, 512, 32)])
-def test_a_bf16_row_takes_16_byte_strips_over_about_256_threads(hidden: int, threads: int, per_thread: int) -> None:
+@pytest.mark.parametrize("hidden, threads, per_thread", [(2048, 64, 32), (4096, 128, 32), (8192, 256, 32),
+                                                         (5120, 160, 32), (16384, 512, 32), (32768, 1024, 32),
+                                                         (2560, 160, 16), (1024, 32, 32), (256, 32, 8)])
+def test_a_bf16_row_takes_four_16_byte_strips_a_thread_over_whole_warps(hidden: int, threads: int,
+                                                                         per_thread: int) -> None:
+    """Four vectors of 8 bf16 a thread (all in flight before the first is used), over whole warps dividing the
+    row; where no such warp count keeps a thread within 32 elements (2560: 64 threads would hold 40), fewer
+    vectors; a row too short for four vectors a warp, one warp."""
     rms = next(k for k in K.row_kernels(hidden) if k.name.startswith("rms_norm"))
     s = _fn(rms).schedule
     assert (s.vector_width, s.threads_per_cta, s.rows_per_cta) == (8, threads, 1)
     assert hidden // s.threads_per_cta == per_thread  # registers a thread holds per row buffer
     assert s.grid == ROWS
+
+
+def test_an_f32_row_takes_four_16_byte_strips_a_thread_too() -> None:
+    @func
+    def wide(x: Tensor[(ROWS, 2048), "f32"]):
+        return tf.exp(x)
+
+    s = _fn(wide).schedule
+    assert (s.vector_width, s.threads_per_cta) == (4, 128)  # 2048 / 128 = 16 f32: four 16-byte vectors
 
 
 def test_the_strip_is_16_bytes_of_the_narrowest_float_the_kernel_moves() -> None:
@@ -98,7 +112,7 @@ def test_reductions_across_warps_share_one_double_buffered_workspace() -> None:
     fn = _fn(K.row_kernels(2048)[2])  # softmax: a max and a sum
     stmts = _walk(fn.body)
     (ws,) = [s.buffer for s in stmts if isinstance(s, Alloc) and s.buffer.name == "reduce_workspace"]
-    assert ws.storage.value == "smem" and ws.dtype.name == "f32" and ws.shape == (2 * 1 * 256,)
+    assert ws.storage.value == "smem" and ws.dtype.name == "f32" and ws.shape == (2 * 1 * 64,)  # 64 threads a row
     reduces = [s for s in stmts if isinstance(s, OpCall) and s.family == "reduce"]
     assert len(reduces) == 2 and all(r.workspace is ws for r in reduces)
     assert "workspace=reduce_workspace" in str(fn)

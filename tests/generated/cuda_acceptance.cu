@@ -953,15 +953,15 @@ using namespace tilefoundry;
 using cute::Int;
 
 // from @func rms_norm_2048 at compile_kernels.py:135
-// rms_norm_2048: schedule placement=rows grid=rows threads_per_cta=256 rows=rows rows_per_cta=1 vector_width=8
-__global__ void __launch_bounds__(256) rms_norm_2048_kernel(cute::bfloat16_t const* __restrict__ x_ptr, cute::bfloat16_t const* __restrict__ weight_ptr, cute::bfloat16_t* __restrict__ out_ptr, int64_t rows) {
-  // threads = mesh thread(warp=8, lane=32)
-  auto const threads = make_mesh<TopologyScope::thread>(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}), cute::make_stride(Int<32>{}, Int<1>{})));
-  auto const smem_layout = cute::make_layout(cute::make_shape(Int<512>{}), cute::make_stride(Int<1>{}));
-  auto const rmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<8>{}, Int<1>{}), cute::make_stride(Int<1>{}, Int<0>{}, Int<0>{}, Int<8>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
+// rms_norm_2048: schedule placement=rows grid=rows threads_per_cta=64 rows=rows rows_per_cta=1 vector_width=8
+__global__ void __launch_bounds__(64) rms_norm_2048_kernel(cute::bfloat16_t const* __restrict__ x_ptr, cute::bfloat16_t const* __restrict__ weight_ptr, cute::bfloat16_t* __restrict__ out_ptr, int64_t rows) {
+  // threads = mesh thread(warp=2, lane=32)
+  auto const threads = make_mesh<TopologyScope::thread>(cute::make_layout(cute::make_shape(Int<2>{}, Int<32>{}), cute::make_stride(Int<32>{}, Int<1>{})));
+  auto const smem_layout = cute::make_layout(cute::make_shape(Int<128>{}), cute::make_stride(Int<1>{}));
+  auto const rmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<2>{}, Int<4>{}), cute::make_stride(Int<1>{}, Int<0>{}, Int<0>{}, Int<8>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
   auto const one_element = make_shard_layout(cute::make_layout(cute::make_shape(Int<1>{}, Int<1>{}, Int<1>{}, Int<1>{}), cute::make_stride(Int<0>{}, Int<0>{}, Int<0>{}, Int<0>{})), cute::make_tuple(shard::B{}, shard::B{}), threads);
-  auto const gmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<8>{}, Int<1>{}), cute::make_stride(Int<1>{}, Int<8>{}, Int<256>{}, Int<2048>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
-  __shared__ alignas(16) float reduce_workspace_storage[512];
+  auto const gmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<2>{}, Int<4>{}), cute::make_stride(Int<1>{}, Int<8>{}, Int<256>{}, Int<512>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
+  __shared__ alignas(16) float reduce_workspace_storage[128];
   auto reduce_workspace = ops::make_reduce_workspace(cute::make_tensor(cute::make_smem_ptr(reduce_workspace_storage), smem_layout));
   auto rms_norm_x = tilefoundry::make_tensor<float>(rmem_layout);
   auto rms_norm_square = tilefoundry::make_tensor<float>(rmem_layout);
@@ -1019,11 +1019,11 @@ void rms_norm_2048_entry(tvm::ffi::TensorView x, tvm::ffi::TensorView weight, tv
   auto* const weight_ptr = host::data<cute::bfloat16_t const>(weight);
   auto* const out_ptr = host::data<cute::bfloat16_t>(out);
   int64_t const grid = rows;
-  // launch: rows CTAs of 256 threads, 1 row each, a thread's part of a row in strips of 8 contiguous elements
+  // launch: rows CTAs of 64 threads, 1 row each, a thread's part of a row in strips of 8 contiguous elements
   host::CudaLaunch launch(check);
   unsigned const ctas = launch.grid(grid);
   if (ctas > 0) {
-    rms_norm_2048_kernel<<<ctas, 256, 0, launch.stream()>>>(x_ptr, weight_ptr, out_ptr, rows);
+    rms_norm_2048_kernel<<<ctas, 64, 0, launch.stream()>>>(x_ptr, weight_ptr, out_ptr, rows);
     launch.launched();
   }
 }
@@ -1044,15 +1044,15 @@ using namespace tilefoundry;
 using cute::Int;
 
 // from @func add_rms_norm_2048 at compile_kernels.py:138
-// add_rms_norm_2048: schedule placement=rows grid=rows threads_per_cta=256 rows=rows rows_per_cta=1 vector_width=8
-__global__ void __launch_bounds__(256) add_rms_norm_2048_kernel(cute::bfloat16_t const* __restrict__ x_ptr, cute::bfloat16_t const* __restrict__ residual_ptr, cute::bfloat16_t const* __restrict__ weight_ptr, cute::bfloat16_t* __restrict__ out0_ptr, cute::bfloat16_t* __restrict__ out1_ptr, int64_t rows) {
-  // threads = mesh thread(warp=8, lane=32)
-  auto const threads = make_mesh<TopologyScope::thread>(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}), cute::make_stride(Int<32>{}, Int<1>{})));
-  auto const smem_layout = cute::make_layout(cute::make_shape(Int<512>{}), cute::make_stride(Int<1>{}));
-  auto const rmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<8>{}, Int<1>{}), cute::make_stride(Int<1>{}, Int<0>{}, Int<0>{}, Int<8>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
+// add_rms_norm_2048: schedule placement=rows grid=rows threads_per_cta=64 rows=rows rows_per_cta=1 vector_width=8
+__global__ void __launch_bounds__(64) add_rms_norm_2048_kernel(cute::bfloat16_t const* __restrict__ x_ptr, cute::bfloat16_t const* __restrict__ residual_ptr, cute::bfloat16_t const* __restrict__ weight_ptr, cute::bfloat16_t* __restrict__ out0_ptr, cute::bfloat16_t* __restrict__ out1_ptr, int64_t rows) {
+  // threads = mesh thread(warp=2, lane=32)
+  auto const threads = make_mesh<TopologyScope::thread>(cute::make_layout(cute::make_shape(Int<2>{}, Int<32>{}), cute::make_stride(Int<32>{}, Int<1>{})));
+  auto const smem_layout = cute::make_layout(cute::make_shape(Int<128>{}), cute::make_stride(Int<1>{}));
+  auto const rmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<2>{}, Int<4>{}), cute::make_stride(Int<1>{}, Int<0>{}, Int<0>{}, Int<8>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
   auto const one_element = make_shard_layout(cute::make_layout(cute::make_shape(Int<1>{}, Int<1>{}, Int<1>{}, Int<1>{}), cute::make_stride(Int<0>{}, Int<0>{}, Int<0>{}, Int<0>{})), cute::make_tuple(shard::B{}, shard::B{}), threads);
-  auto const gmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<8>{}, Int<1>{}), cute::make_stride(Int<1>{}, Int<8>{}, Int<256>{}, Int<2048>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
-  __shared__ alignas(16) float reduce_workspace_storage[512];
+  auto const gmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<2>{}, Int<4>{}), cute::make_stride(Int<1>{}, Int<8>{}, Int<256>{}, Int<512>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
+  __shared__ alignas(16) float reduce_workspace_storage[128];
   auto reduce_workspace = ops::make_reduce_workspace(cute::make_tensor(cute::make_smem_ptr(reduce_workspace_storage), smem_layout));
   auto h = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
   auto rms_norm_x = tilefoundry::make_tensor<float>(rmem_layout);
@@ -1140,11 +1140,11 @@ void add_rms_norm_2048_entry(tvm::ffi::TensorView x, tvm::ffi::TensorView residu
   auto* const out0_ptr = host::data<cute::bfloat16_t>(out0);
   auto* const out1_ptr = host::data<cute::bfloat16_t>(out1);
   int64_t const grid = rows;
-  // launch: rows CTAs of 256 threads, 1 row each, a thread's part of a row in strips of 8 contiguous elements
+  // launch: rows CTAs of 64 threads, 1 row each, a thread's part of a row in strips of 8 contiguous elements
   host::CudaLaunch launch(check);
   unsigned const ctas = launch.grid(grid);
   if (ctas > 0) {
-    add_rms_norm_2048_kernel<<<ctas, 256, 0, launch.stream()>>>(x_ptr, residual_ptr, weight_ptr, out0_ptr, out1_ptr, rows);
+    add_rms_norm_2048_kernel<<<ctas, 64, 0, launch.stream()>>>(x_ptr, residual_ptr, weight_ptr, out0_ptr, out1_ptr, rows);
     launch.launched();
   }
 }
@@ -1165,15 +1165,15 @@ using namespace tilefoundry;
 using cute::Int;
 
 // from @func softmax_2048 at compile_kernels.py:143
-// softmax_2048: schedule placement=rows grid=rows threads_per_cta=256 rows=rows rows_per_cta=1 vector_width=8
-__global__ void __launch_bounds__(256) softmax_2048_kernel(cute::bfloat16_t const* __restrict__ x_ptr, cute::bfloat16_t* __restrict__ out_ptr, int64_t rows) {
-  // threads = mesh thread(warp=8, lane=32)
-  auto const threads = make_mesh<TopologyScope::thread>(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}), cute::make_stride(Int<32>{}, Int<1>{})));
-  auto const smem_layout = cute::make_layout(cute::make_shape(Int<512>{}), cute::make_stride(Int<1>{}));
-  auto const rmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<8>{}, Int<1>{}), cute::make_stride(Int<1>{}, Int<0>{}, Int<0>{}, Int<8>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
+// softmax_2048: schedule placement=rows grid=rows threads_per_cta=64 rows=rows rows_per_cta=1 vector_width=8
+__global__ void __launch_bounds__(64) softmax_2048_kernel(cute::bfloat16_t const* __restrict__ x_ptr, cute::bfloat16_t* __restrict__ out_ptr, int64_t rows) {
+  // threads = mesh thread(warp=2, lane=32)
+  auto const threads = make_mesh<TopologyScope::thread>(cute::make_layout(cute::make_shape(Int<2>{}, Int<32>{}), cute::make_stride(Int<32>{}, Int<1>{})));
+  auto const smem_layout = cute::make_layout(cute::make_shape(Int<128>{}), cute::make_stride(Int<1>{}));
+  auto const rmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<2>{}, Int<4>{}), cute::make_stride(Int<1>{}, Int<0>{}, Int<0>{}, Int<8>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
   auto const one_element = make_shard_layout(cute::make_layout(cute::make_shape(Int<1>{}, Int<1>{}, Int<1>{}, Int<1>{}), cute::make_stride(Int<0>{}, Int<0>{}, Int<0>{}, Int<0>{})), cute::make_tuple(shard::B{}, shard::B{}), threads);
-  auto const gmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<8>{}, Int<1>{}), cute::make_stride(Int<1>{}, Int<8>{}, Int<256>{}, Int<2048>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
-  __shared__ alignas(16) float reduce_workspace_storage[512];
+  auto const gmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<2>{}, Int<4>{}), cute::make_stride(Int<1>{}, Int<8>{}, Int<256>{}, Int<512>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
+  __shared__ alignas(16) float reduce_workspace_storage[128];
   auto reduce_workspace = ops::make_reduce_workspace(cute::make_tensor(cute::make_smem_ptr(reduce_workspace_storage), smem_layout));
   auto softmax_x = tilefoundry::make_tensor<float>(rmem_layout);
   auto softmax_max = tilefoundry::make_tensor<float>(one_element);
@@ -1221,11 +1221,11 @@ void softmax_2048_entry(tvm::ffi::TensorView x, tvm::ffi::TensorView out) {
   auto* const x_ptr = host::data<cute::bfloat16_t const>(x);
   auto* const out_ptr = host::data<cute::bfloat16_t>(out);
   int64_t const grid = rows;
-  // launch: rows CTAs of 256 threads, 1 row each, a thread's part of a row in strips of 8 contiguous elements
+  // launch: rows CTAs of 64 threads, 1 row each, a thread's part of a row in strips of 8 contiguous elements
   host::CudaLaunch launch(check);
   unsigned const ctas = launch.grid(grid);
   if (ctas > 0) {
-    softmax_2048_kernel<<<ctas, 256, 0, launch.stream()>>>(x_ptr, out_ptr, rows);
+    softmax_2048_kernel<<<ctas, 64, 0, launch.stream()>>>(x_ptr, out_ptr, rows);
     launch.launched();
   }
 }
@@ -1246,12 +1246,12 @@ using namespace tilefoundry;
 using cute::Int;
 
 // from @func swiglu_2048 at compile_kernels.py:146
-// swiglu_2048: schedule placement=rows grid=rows threads_per_cta=256 rows=rows rows_per_cta=1 vector_width=8
-__global__ void __launch_bounds__(256) swiglu_2048_kernel(cute::bfloat16_t const* __restrict__ gate_ptr, cute::bfloat16_t const* __restrict__ up_ptr, cute::bfloat16_t* __restrict__ out_ptr, int64_t rows) {
-  // threads = mesh thread(warp=8, lane=32)
-  auto const threads = make_mesh<TopologyScope::thread>(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}), cute::make_stride(Int<32>{}, Int<1>{})));
-  auto const rmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<8>{}, Int<1>{}), cute::make_stride(Int<1>{}, Int<0>{}, Int<0>{}, Int<8>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
-  auto const gmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<8>{}, Int<1>{}), cute::make_stride(Int<1>{}, Int<8>{}, Int<256>{}, Int<2048>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
+// swiglu_2048: schedule placement=rows grid=rows threads_per_cta=64 rows=rows rows_per_cta=1 vector_width=8
+__global__ void __launch_bounds__(64) swiglu_2048_kernel(cute::bfloat16_t const* __restrict__ gate_ptr, cute::bfloat16_t const* __restrict__ up_ptr, cute::bfloat16_t* __restrict__ out_ptr, int64_t rows) {
+  // threads = mesh thread(warp=2, lane=32)
+  auto const threads = make_mesh<TopologyScope::thread>(cute::make_layout(cute::make_shape(Int<2>{}, Int<32>{}), cute::make_stride(Int<32>{}, Int<1>{})));
+  auto const rmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<2>{}, Int<4>{}), cute::make_stride(Int<1>{}, Int<0>{}, Int<0>{}, Int<8>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
+  auto const gmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<2>{}, Int<4>{}), cute::make_stride(Int<1>{}, Int<8>{}, Int<256>{}, Int<512>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
   auto silu = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
   int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
   int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
@@ -1297,11 +1297,11 @@ void swiglu_2048_entry(tvm::ffi::TensorView gate, tvm::ffi::TensorView up, tvm::
   auto* const up_ptr = host::data<cute::bfloat16_t const>(up);
   auto* const out_ptr = host::data<cute::bfloat16_t>(out);
   int64_t const grid = rows;
-  // launch: rows CTAs of 256 threads, 1 row each, a thread's part of a row in strips of 8 contiguous elements
+  // launch: rows CTAs of 64 threads, 1 row each, a thread's part of a row in strips of 8 contiguous elements
   host::CudaLaunch launch(check);
   unsigned const ctas = launch.grid(grid);
   if (ctas > 0) {
-    swiglu_2048_kernel<<<ctas, 256, 0, launch.stream()>>>(gate_ptr, up_ptr, out_ptr, rows);
+    swiglu_2048_kernel<<<ctas, 64, 0, launch.stream()>>>(gate_ptr, up_ptr, out_ptr, rows);
     launch.launched();
   }
 }

@@ -3,7 +3,7 @@ CTA and the per-thread vector width, per target, and builds the thread mesh a ro
 
 The CPU target runs each CTA on one host thread (OpenMP spreads the CTAs), so a row stays on its
 thread and a CTA takes enough rows to amortise the loop. A CUDA target spreads a row over a CTA's
-threads in 16-byte vectors (8 bf16, 4 f32), one row per CTA, about 256 threads a row (see
+threads in 16-byte vectors (8 bf16, 4 f32), one row per CTA, about four vectors a thread (see
 ``_cuda_threads``); the numbers live here and nowhere else in lowering.
 """
 
@@ -22,10 +22,15 @@ from .errors import LoweringError
 # A CPU CTA takes rows until it holds about this many elements of a row-wise program.
 CPU_ELEMENTS_PER_CTA = 16384
 CPU_MAX_ROWS_PER_CTA = 64
-# A CUDA row is spread over about this many threads (8 warps: cheap cross-warp reductions, a CTA
-# granularity that fills an SM), at most CUDA_MAX_THREADS, each holding at most this many elements
-# where the row allows it (registers, not local memory).
-CUDA_TARGET_THREADS = 256
+# A CUDA row is spread over whole warps so that each thread moves about this many 16-byte vectors of
+# each row input, all loaded before the first is used: a row kernel streams from DRAM, and what
+# bounds it is the bytes an SM has in flight. An SM holds at most 2048 threads; at one vector a thread
+# that is 32 KB, too few to cover DRAM latency at the H200's bandwidth, while four vectors a thread
+# keep 64 KB a thread's registers in flight at the occupancy their registers allow, and spread a
+# thread's fixed work (its indices, its part of each reduction) over four times the elements. At most
+# CUDA_MAX_THREADS threads, each holding at most CUDA_MAX_ELEMENTS_PER_THREAD elements where the row
+# allows it (registers, not local memory).
+CUDA_VECTORS_PER_THREAD = 4
 CUDA_MAX_THREADS = 1024
 CUDA_MAX_ELEMENTS_PER_THREAD = 32
 
@@ -92,11 +97,13 @@ def _cuda_threads(function: str, row: Dim, dtypes: set[DType], declared: Declare
     elements, also when the op reads f32 beside them), so a thread's contiguous strip is 16 bytes of the
     narrowest float type the kernel reads or writes (8 for bf16, 4 for f32 alone), halved until it
     divides the row. Declared threads are taken as they are (the vector
-    halved until their vectors tile the row). Otherwise a row of ``n`` vectors takes the number of
-    threads closest to CUDA_TARGET_THREADS (in factors of two) among the whole warps dividing ``n``,
-    keeping a thread's share of the row within CUDA_MAX_ELEMENTS_PER_THREAD where it can; a row of
-    fewer vectors than a warp, or not a whole number of warps of them, takes the largest power of
-    two dividing ``n``. A row whose length is a DimVar runs on one thread per CTA.
+    halved until their vectors tile the row). Otherwise a row of ``n`` vectors takes, among the whole
+    warps dividing ``n`` (at most CUDA_MAX_THREADS threads), the number of threads whose share of
+    the row is closest to CUDA_VECTORS_PER_THREAD vectors (in factors of two; a tie goes to more
+    threads), keeping that share within CUDA_MAX_ELEMENTS_PER_THREAD where it can: a row of 2048 bf16
+    takes 64 threads, 4096 takes 128, 8192 takes 256, each thread four 16-byte vectors. A row of fewer
+    vectors than a warp, or not a whole number of warps of them, takes the largest power of two
+    dividing ``n`` (at most a warp). A row whose length is a DimVar runs on one thread per CTA.
     """
     floats = [d.bits for d in dtypes if d.is_float and d.bits >= 16]
     narrowest = min(floats or [d.bits for d in dtypes] or [32])
@@ -131,7 +138,7 @@ def _cuda_row_threads(vectors: int, vector: int) -> int:
             threads *= 2
         return threads
     fitting = [t for t in warps if vectors // t * vector <= CUDA_MAX_ELEMENTS_PER_THREAD] or [warps[-1]]
-    return min(fitting, key=lambda t: (abs(math.log2(t / CUDA_TARGET_THREADS)), t))
+    return min(fitting, key=lambda t: (abs(math.log2(vectors / t / CUDA_VECTORS_PER_THREAD)), -t))
 
 
 def stages_inputs(target: Target) -> bool:
