@@ -246,7 +246,12 @@ def swiglu_case(lib) -> Case:
 # ---- the whole step -------------------------------------------------------------------------------------------
 
 DEFAULT_GEMV_TUNING = (2, 32 << 10)
-"""set_gemv_tuning's defaults (gemv.cuh): two CTAs per SM, 32 KiB of weights prefetched per CTA."""
+"""set_gemv_tuning's defaults (gemv_tiled.cuh): two CTAs per SM, 32 KiB of weights prefetched per CTA."""
+DEFAULT_GEMV_STREAM = (2, 48 << 10, 16 << 10, 32 << 20, 128 << 20)
+"""set_gemv_stream's defaults (gemv_common.cuh): two CTAs per SM, 48 KiB rings of 16 KiB stages, for weights of
+32 to 128 MiB."""
+TILED_ONLY = (2, 0, 16 << 10, 0, 1 << 62)
+"""set_gemv_stream with no ring: every GEMV takes the tiled kernel."""
 
 
 def step_twin(folder: Path) -> tuple[Any, int]:
@@ -275,26 +280,33 @@ def captured_engine(twin: Any, lib, ctx: int) -> DecodeEngine:
 
 
 def whole_step(lib, twin: Any, params: int, reps: int, ctx: int, profile: bool,
-               tunings: list[tuple[int, int]] = ()) -> dict[str, object]:
+               tunings: list[tuple[int, int]] = (), streams: list[tuple[int, ...]] = ()) -> dict[str, object]:
     """The decode engine's own step on Qwen3-1.7B (embedding, 28 layers, the head): its captured CUDA graph
-    replayed, one engine per setting (PDL on and off, and each GEMV tuning) so each captures its own graph.
+    replayed, one engine per setting (PDL on and off, every GEMV tiled, and each GEMV setting asked for) so each
+    captures its own graph.
 
-    ``tunings``: GEMV (CTAs per SM, prefetch bytes per CTA) settings (``set_gemv_tuning``) timed beside the
-    default.
+    ``tunings``: tiled-GEMV (CTAs per SM, prefetch bytes per CTA) settings (``set_gemv_tuning``); ``streams``:
+    streamed-GEMV (CTAs per SM, ring bytes, stage bytes, min weight bytes, max weight bytes) settings
+    (``set_gemv_stream``); each timed beside the default.
     """
     result: dict[str, object] = {"parameters": params, "context": ctx}
     engines: dict[str, DecodeEngine] = {}  # each graph replays into its engine's buffers: keep them alive
-    default = DEFAULT_GEMV_TUNING
-    configs = [("ours", True, default), ("ours, no PDL", False, default)]
-    configs += [(f"ours, gemv {c}/SM {b >> 10} KiB", True, (c, b)) for c, b in tunings]
+    tiled, stream = DEFAULT_GEMV_TUNING, DEFAULT_GEMV_STREAM
+    configs = [("ours", True, tiled, stream), ("ours, no PDL", False, tiled, stream),
+               ("ours, every GEMV tiled", True, tiled, TILED_ONLY)]
+    configs += [(f"ours, gemv {c}/SM {b >> 10} KiB", True, (c, b), stream) for c, b in tunings]
+    configs += [(f"ours, stream {c}/SM {r >> 10}/{st >> 10} KiB {lo >> 20}-{hi >> 20} MiB", True, tiled,
+                 (c, r, st, lo, hi)) for c, r, st, lo, hi in streams]
     try:
-        for name, pdl, (ctas, nbytes) in configs:
+        for name, pdl, tiled_setting, stream_setting in configs:
             lib.set_pdl(pdl)
-            lib.set_gemv_tuning(ctas, nbytes)
+            lib.set_gemv_tuning(*tiled_setting)
+            lib.set_gemv_stream(*stream_setting)
             engines[name] = captured_engine(twin, lib, ctx)
     finally:
         lib.set_pdl(True)
-        lib.set_gemv_tuning(*default)
+        lib.set_gemv_tuning(*tiled)
+        lib.set_gemv_stream(*stream)
     graphs = {name: engine.decode_graph for name, engine in engines.items()}
     us = time_graphs(graphs, 1, reps)
     kv_bytes = LAYERS * 2 * ctx * KV * D * 2
@@ -341,6 +353,10 @@ def main() -> int:
     ap.add_argument("--gemv-tuning", nargs="*", default=[], metavar="CTAS:BYTES",
                     help="also time the whole step with the GEMVs' grid at CTAS per SM and BYTES of weights per "
                          "CTA prefetched before the PDL wait (set_gemv_tuning), e.g. 1:65536 2:262144")
+    ap.add_argument("--gemv-stream", nargs="*", default=[], metavar="CTAS:RING:STAGE:MIN:MAX",
+                    help="also time the whole step with the streamed GEMV at CTAS per SM, a RING of bytes in "
+                         "stages of STAGE bytes, for weights of MIN to MAX bytes (set_gemv_stream), e.g. "
+                         "2:49152:16384:0:4611686018427387904 (every weight)")
     ap.add_argument("--contexts", type=int, nargs="+", default=[1024],
                     help="cache entries the whole step's attention reads (the step's own included), each in "
                          f"[1, {MAX_CONTEXT}]")
@@ -353,6 +369,9 @@ def main() -> int:
         tunings = [(int(c), int(b)) for c, b in (t.split(":") for t in args.gemv_tuning)]
     except ValueError:
         ap.error(f"--gemv-tuning takes CTAS:BYTES pairs of integers, got {args.gemv_tuning}")
+    streams = [tuple(int(v) for v in t.split(":")) for t in args.gemv_stream if t.replace(":", "").isdigit()]
+    if len(streams) != len(args.gemv_stream) or any(len(t) != 5 for t in streams):
+        ap.error(f"--gemv-stream takes CTAS:RING:STAGE:MIN:MAX settings of five integers, got {args.gemv_stream}")
 
     lib = load_kernels()  # builds on any machine with nvcc
     try:
@@ -395,7 +414,7 @@ def main() -> int:
     if not args.no_step:
         with tempfile.TemporaryDirectory(prefix="tf-engine-kernels-") as tmp:
             twin, params = step_twin(Path(tmp) / SHAPE)
-            steps = [whole_step(lib, twin, params, args.reps, ctx, not args.no_profile and i == 0, tunings)
+            steps = [whole_step(lib, twin, params, args.reps, ctx, not args.no_profile and i == 0, tunings, streams)
                      for i, ctx in enumerate(args.contexts)]
             del twin
     step = steps[0] if steps else None

@@ -11,6 +11,7 @@ Programmatic Dependent Launch on and off.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import sys
 from pathlib import Path
@@ -87,9 +88,10 @@ def rope_tables(positions: int, d: int, dtype: torch.dtype = BF16) -> tuple[torc
 
 # ---- GEMV ------------------------------------------------------------------------------------------------
 
-# (M, N, K, split_k). split_k 0 with M <= 2 takes the streamed kernel where its plan fits, anything else the tiled
-# one. Tiled: N and K multiples of nothing it tiles by (16 rows a CTA, 256 K a warp pass), an odd N, the smallest
-# K, a K that leaves lanes idle in a slice, and every split. Streamed: Qwen3-1.7B's projections (stages of 4 rows
+# (M, N, K, split_k), each run with the streamed kernel allowed for every weight size and with it off. split_k 0
+# with M <= 2 then takes the streamed kernel where its plan fits, anything else the tiled one.
+# Tiled: N and K multiples of nothing it tiles by (16 rows a CTA, 256 K a warp pass), an odd N, the smallest K,
+# a K that leaves lanes idle in a slice, and every split. Streamed: Qwen3-1.7B's projections (stages of 4 rows
 # of 2048, one row of 6144), fewer rows than CTAs, a last stage part full, stages of 8 short rows, 1 and 2 tokens,
 # K at the register limit (16384: 8 words a lane), and K just past it for two tokens (8200: tiled).
 GEMV_CASES = [
@@ -102,9 +104,26 @@ GEMV_CASES = [
 VARIANTS = ["gemv", "gemv_residual", "gemv_swiglu", "rmsnorm_gemv", "rmsnorm_gemv_residual", "rmsnorm_gemv_swiglu"]
 
 
+DEFAULT_STREAM = (2, 48 << 10, 16 << 10, 32 << 20, 128 << 20)
+"""set_gemv_stream's defaults (gemv_common.cuh): the streamed kernel for weights of 32 to 128 MiB."""
+
+
+@contextlib.contextmanager
+def streaming(lib, every: bool):
+    """The streamed GEMV for every weight size (``every``) or for none, the defaults again afterwards."""
+    lib.set_gemv_stream(2, 48 << 10 if every else 0, 16 << 10, 0, 1 << 62)
+    try:
+        yield
+    finally:
+        lib.set_gemv_stream(*DEFAULT_STREAM)
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "tiled"])
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("m,n,k,split", GEMV_CASES)
-def test_gemv_matches_torch(lib, variant: str, m: int, n: int, k: int, split: int) -> None:
+def test_gemv_matches_torch(lib, variant: str, m: int, n: int, k: int, split: int, stream: bool) -> None:
+    if not stream and split == 0 and m > 2:
+        pytest.skip("takes the tiled kernel either way")
     if variant.endswith("swiglu") and n % 2:
         n += 1
     rand = Rand()
@@ -116,29 +135,33 @@ def test_gemv_matches_torch(lib, variant: str, m: int, n: int, k: int, split: in
     out = nan(m, n // 2 if epilogue == "swiglu" else n)
     args = [x] + ([norm] if norm is not None else []) + [w] + ([residual] if residual is not None else []) + [out]
     scalars = ([EPS] if norm is not None else []) + [split]
-    getattr(lib, variant)(*args, *scalars)
+    with streaming(lib, stream):
+        getattr(lib, variant)(*args, *scalars)
     want = reference.gemv(x, w, norm_weight=norm, eps=EPS, residual=residual, epilogue=epilogue, fused_norm=True)
     assert_close(out, want, 2 * TOL if epilogue == "swiglu" else TOL, f"{variant} M={m} N={n} K={k} ({rand})")
 
 
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "tiled"])
 @pytest.mark.parametrize("norm", [False, True])
-def test_gemv_residual_in_place(lib, norm: bool) -> None:
+def test_gemv_residual_in_place(lib, norm: bool, stream: bool) -> None:
     """out may be the residual itself: the decode step adds each projection into the hidden state in place."""
     rand = Rand()
     x, w, h = rand.normal(1, 2048), rand.normal(2048, 2048, scale=2048**-0.5), rand.normal(1, 2048)
     g = rand.normal(2048, scale=0.2) + 1
     want = reference.gemv(x, w, norm_weight=g if norm else None, eps=EPS, residual=h, epilogue="residual",
                           fused_norm=True)
-    if norm:
-        lib.rmsnorm_gemv_residual(x, g, w, h, h, EPS, 0)
-    else:
-        lib.gemv_residual(x, w, h, h, 0)
+    with streaming(lib, stream):
+        if norm:
+            lib.rmsnorm_gemv_residual(x, g, w, h, h, EPS, 0)
+        else:
+            lib.gemv_residual(x, w, h, h, 0)
     assert_close(h, want, TOL, f"in-place residual ({rand})")
 
 
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "tiled"])
 @pytest.mark.parametrize("norm", [False, True])
-@pytest.mark.parametrize("m,n,k", [(1, 151936, 2048), (1, 1, 64), (3, 1001, 136), (16, 5000, 256)])
-def test_gemv_argmax_is_the_first_largest_logit(lib, norm: bool, m: int, n: int, k: int) -> None:
+@pytest.mark.parametrize("m,n,k", [(1, 151936, 2048), (1, 1, 64), (2, 1001, 136), (3, 1001, 136), (16, 5000, 256)])
+def test_gemv_argmax_is_the_first_largest_logit(lib, norm: bool, m: int, n: int, k: int, stream: bool) -> None:
     rand = Rand()
     x, w = rand.normal(m, k), rand.normal(n, k, scale=k**-0.5)
     g = rand.normal(k, scale=0.2) + 1
@@ -150,10 +173,11 @@ def test_gemv_argmax_is_the_first_largest_logit(lib, norm: bool, m: int, n: int,
     for attempt in range(2):  # the second launch finds the workspace zeroed by the first
         if attempt:
             x.copy_(rand.normal(m, k))
-        if norm:
-            lib.rmsnorm_gemv_argmax(x, g, w, logits, token, ws, EPS, 0)
-        else:
-            lib.gemv_argmax(x, w, logits, token, ws, 0)
+        with streaming(lib, stream):
+            if norm:
+                lib.rmsnorm_gemv_argmax(x, g, w, logits, token, ws, EPS, 0)
+            else:
+                lib.gemv_argmax(x, w, logits, token, ws, 0)
         want = reference.gemv(x, w, norm_weight=g if norm else None, eps=EPS, fused_norm=True)
         assert_close(logits, want, TOL, f"argmax logits ({rand})")
         assert torch.equal(token, logits.float().argmax(-1)), f"tokens {token.tolist()} ({rand})"
@@ -162,28 +186,7 @@ def test_gemv_argmax_is_the_first_largest_logit(lib, norm: bool, m: int, n: int,
         assert not ws.any(), "the workspace was not left zeroed"
 
 
-@pytest.mark.parametrize("variant", ["gemv_swiglu", "rmsnorm_gemv_residual"])
-def test_gemv_tiled_when_streaming_is_off(lib, variant: str) -> None:
-    """set_gemv_stream with no ring: one-token launches take the tiled kernel, with the same results."""
-    rand = Rand()
-    x, w, g = rand.normal(1, 2048), rand.normal(4096, 2048, scale=2048**-0.5), rand.normal(2048, scale=0.2) + 1
-    h = rand.normal(1, 4096)
-    lib.set_gemv_stream(1, 0, 16 << 10)
-    try:
-        if variant == "gemv_swiglu":
-            out = nan(1, 2048)
-            lib.gemv_swiglu(x, w, out, 0)
-            want = reference.gemv(x, w, epilogue="swiglu")
-        else:
-            out = h.clone()
-            lib.rmsnorm_gemv_residual(x, g, w, out, out, EPS, 0)
-            want = reference.gemv(x, w, norm_weight=g, eps=EPS, residual=h, epilogue="residual", fused_norm=True)
-    finally:
-        lib.set_gemv_stream(1, 96 << 10, 16 << 10)
-    assert_close(out, want, 2 * TOL, f"{variant} tiled ({rand})")
-
-
-@pytest.mark.parametrize("stream", [True, False])
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "tiled"])
 @pytest.mark.parametrize("norm", [True, False])
 def test_gemv_greedy_picks_the_token_and_feeds_the_next_step(lib, norm: bool, stream: bool) -> None:
     """The greedy epilogue: logits as the argmax GEMV's, result = (first largest logit, all finite), and the next
@@ -198,8 +201,7 @@ def test_gemv_greedy_picks_the_token_and_feeds_the_next_step(lib, norm: bool, st
     logits, ws = nan(1, n), argmax_workspace(1, "cuda")
     result = torch.full((2,), -1, dtype=torch.int64, device="cuda")
     step = torch.tensor([[5, 9, 9, 9], [40, 9, 9, 9], [41, 9, 9, 9]], dtype=torch.int32, device="cuda")
-    lib.set_gemv_stream(1, (96 << 10) if stream else 0, 16 << 10)
-    try:
+    with streaming(lib, stream):
         for attempt in range(3):  # 1: a fresh x; 2: a NaN weight row makes a NaN logit
             if attempt == 1:
                 x.copy_(rand.normal(1, k))
@@ -221,8 +223,6 @@ def test_gemv_greedy_picks_the_token_and_feeds_the_next_step(lib, norm: bool, st
             assert step[:, 0].tolist() == [token, 41 + attempt, 42 + attempt], f"step {step.tolist()}"
             assert step[:, 1:].eq(9).all(), "step was written outside column 0"
             assert not ws.any(), "the workspace was not left zeroed"
-    finally:
-        lib.set_gemv_stream(1, 96 << 10, 16 << 10)
 
 
 def test_gemv_runs_on_the_current_stream(lib) -> None:

@@ -142,19 +142,26 @@ void set_gemv_tuning(int64_t ctas_per_sm, int64_t prefetch_bytes) {
 }
 
 /// The streamed GEMV's grid (CTAs per SM), weight ring (bytes of shared memory per CTA; 0: never
-/// stream, every launch takes the tiled kernel) and stage size (bytes), for tuning runs; the
-/// defaults are 1, 96 KiB and 16 KiB (gemv_stream.cuh).
-void set_gemv_stream(int64_t ctas_per_sm, int64_t ring_bytes, int64_t stage_bytes) {
+/// stream, every launch takes the tiled kernel), stage size (bytes) and the weight sizes it takes
+/// (bytes, min to max; the others take the tiled kernel), for tuning runs; the defaults are 2,
+/// 48 KiB, 16 KiB, 32 MiB and 128 MiB (gemv_common.cuh says why).
+void set_gemv_stream(int64_t ctas_per_sm, int64_t ring_bytes, int64_t stage_bytes,
+                     int64_t min_weight_bytes, int64_t max_weight_bytes) {
   if (ctas_per_sm < 1 || ctas_per_sm > 8 || ring_bytes < 0 || ring_bytes > (200 << 10) ||
-      stage_bytes < 256 || stage_bytes > (64 << 10)) {
+      stage_bytes < 256 || stage_bytes > (64 << 10) || min_weight_bytes < 0 ||
+      max_weight_bytes < min_weight_bytes) {
     TVM_FFI_THROW(ValueError) << "set_gemv_stream: ctas_per_sm must lie in [1, 8], ring_bytes in "
-                                 "[0, 200 KiB] and stage_bytes in [256, 64 KiB]; got "
-                              << ctas_per_sm << ", " << ring_bytes << " and " << stage_bytes;
+                                 "[0, 200 KiB], stage_bytes in [256, 64 KiB] and 0 <= "
+                                 "min_weight_bytes <= max_weight_bytes; got "
+                              << ctas_per_sm << ", " << ring_bytes << ", " << stage_bytes << ", "
+                              << min_weight_bytes << " and " << max_weight_bytes;
   }
   auto& t = tilefoundry::engine::gemv::tuning();
   t.stream_ctas_per_sm.store(static_cast<int>(ctas_per_sm));
   t.stream_ring_bytes.store(static_cast<int>(ring_bytes));
   t.stream_stage_bytes.store(static_cast<int>(stage_bytes));
+  t.stream_min_bytes.store(min_weight_bytes);
+  t.stream_max_bytes.store(max_weight_bytes);
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 // Batch-1 GEMV entries: out[m, n] = sum_k x[m, k] * W[n, k] for M <= 16 tokens against a bf16
 // weight in nn.Linear layout [N, K], with a fused RMSNorm prologue and residual / SwiGLU / argmax /
 // greedy epilogues (gemv_common.cuh). An entry checks its tensors and launches one of two kernels:
-// the streamed kernel (gemv_stream.cuh) for one or two tokens where its plan fits, the tiled
-// kernel (gemv_tiled.cuh) otherwise, or always when set_gemv_tuning switched streaming off.
+// the streamed kernel (gemv_stream.cuh) for one or two tokens where the weight's size lies in its
+// range (set_gemv_stream; by default 32 to 128 MiB, where it measured faster) and its plan fits,
+// the tiled kernel (gemv_tiled.cuh) otherwise.
 #pragma once
 
 #include "common.cuh"
@@ -200,7 +201,11 @@ void run(char const* entry, Tensors const& t, double eps, int64_t split) {
   int const sms = sm_count(device);
   Tuning const& tune = tuning();
   StreamPlan plan = {};
-  if (split == 0 && stream_plan(p.m, p.k, tune.stream_stage_bytes.load(std::memory_order_relaxed),
+  int64_t const weight_bytes = n * k * 2;
+  bool const streamed_size =
+      weight_bytes >= tune.stream_min_bytes.load(std::memory_order_relaxed) &&
+      weight_bytes <= tune.stream_max_bytes.load(std::memory_order_relaxed);
+  if (split == 0 && streamed_size && stream_plan(p.m, p.k, tune.stream_stage_bytes.load(std::memory_order_relaxed),
                                 tune.stream_ring_bytes.load(std::memory_order_relaxed), plan)) {
     int const per_sm = std::max(1, tune.stream_ctas_per_sm.load(std::memory_order_relaxed));
     int const grid = static_cast<int>(std::min<int64_t>(per_sm * sms, (n + 1) / 2));

@@ -11,8 +11,8 @@
 // the same words of every row and keeps the x words it needs (times the norm weight) in registers
 // for the whole launch (at most 8 words a lane for one token, 4 for two: K up to 16384 and 8192).
 //
-// Pipeline. Before the PDL wait, thread 0 starts the copies of the ring's first stages (up to 96
-// KiB: the weights never are an output of the kernel before; see gemv_common.cuh). Per stage:
+// Pipeline. Before the PDL wait, thread 0 starts the copies of the ring's first stages (48 KiB by
+// default: the weights never are an output of the kernel before; see gemv_common.cuh). Per stage:
 // every warp waits for the stage's barrier, multiplies its row slice (16-byte shared loads),
 // sums its lanes and writes one partial per token; a CTA barrier; thread 0 refills the consumed
 // buffer with the stage `ring` ahead; warp 0 sums each row's partials and runs the epilogue (a
