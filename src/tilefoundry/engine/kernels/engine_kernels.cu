@@ -1,7 +1,7 @@
 // The decode engine's hand-written CUDA kernels, one translation unit, exported through tvm-ffi.
 // Each is a gap of the compiler (it cannot yet express them from @funcs): the batch-1 GEMV with
-// fused norm prologue and residual / SwiGLU / argmax / greedy epilogues, decode attention over the in-place
-// cache, the fused q/k norm + RoPE + cache write, residual + RMSNorm, and SwiGLU.
+// fused norm prologue and residual / SwiGLU / argmax / greedy epilogues, decode attention over the
+// in-place cache, the fused q/k norm + RoPE + cache write, residual + RMSNorm, and SwiGLU.
 //
 // Every entry checks its arguments (names, dtypes, shapes, layouts, one CUDA device) before it
 // launches on the caller's current stream (what tvm-ffi takes from torch's current stream, also
@@ -33,7 +33,8 @@ void gemv_plain(TensorView x, TensorView weight, TensorView out, int64_t split_k
 void gemv_residual(TensorView x, TensorView weight, TensorView residual, TensorView out,
                    int64_t split_k) {
   gemv::run<Prologue::none, Epilogue::residual>(
-      "gemv_residual", {x, nullptr, weight, &residual, out, nullptr, nullptr, nullptr}, 0.0, split_k);
+      "gemv_residual", {x, nullptr, weight, &residual, out, nullptr, nullptr, nullptr}, 0.0,
+      split_k);
 }
 
 void gemv_swiglu(TensorView x, TensorView weight, TensorView out, int64_t split_k) {
@@ -44,7 +45,8 @@ void gemv_swiglu(TensorView x, TensorView weight, TensorView out, int64_t split_
 void gemv_argmax(TensorView x, TensorView weight, TensorView logits, TensorView token,
                  TensorView workspace, int64_t split_k) {
   gemv::run<Prologue::none, Epilogue::argmax>(
-      "gemv_argmax", {x, nullptr, weight, nullptr, logits, &token, &workspace, nullptr}, 0.0, split_k);
+      "gemv_argmax", {x, nullptr, weight, nullptr, logits, &token, &workspace, nullptr}, 0.0,
+      split_k);
 }
 
 void gemv_greedy(TensorView x, TensorView weight, TensorView logits, TensorView result,
@@ -56,33 +58,33 @@ void gemv_greedy(TensorView x, TensorView weight, TensorView logits, TensorView 
 void rmsnorm_gemv(TensorView x, TensorView norm_weight, TensorView weight, TensorView out,
                   double eps, int64_t split_k) {
   gemv::run<Prologue::rmsnorm, Epilogue::store>(
-      "rmsnorm_gemv", {x, &norm_weight, weight, nullptr, out, nullptr, nullptr, nullptr}, eps, split_k);
+      "rmsnorm_gemv", {x, &norm_weight, weight, nullptr, out, nullptr, nullptr, nullptr}, eps,
+      split_k);
 }
 
 void rmsnorm_gemv_residual(TensorView x, TensorView norm_weight, TensorView weight,
                            TensorView residual, TensorView out, double eps, int64_t split_k) {
   gemv::run<Prologue::rmsnorm, Epilogue::residual>(
-      "rmsnorm_gemv_residual", {x, &norm_weight, weight, &residual, out, nullptr, nullptr, nullptr}, eps,
-      split_k);
+      "rmsnorm_gemv_residual", {x, &norm_weight, weight, &residual, out, nullptr, nullptr, nullptr},
+      eps, split_k);
 }
 
 void rmsnorm_gemv_swiglu(TensorView x, TensorView norm_weight, TensorView weight, TensorView out,
                          double eps, int64_t split_k) {
   gemv::run<Prologue::rmsnorm, Epilogue::swiglu>(
-      "rmsnorm_gemv_swiglu", {x, &norm_weight, weight, nullptr, out, nullptr, nullptr, nullptr}, eps,
-      split_k);
+      "rmsnorm_gemv_swiglu", {x, &norm_weight, weight, nullptr, out, nullptr, nullptr, nullptr},
+      eps, split_k);
 }
 
 void rmsnorm_gemv_argmax(TensorView x, TensorView norm_weight, TensorView weight, TensorView logits,
                          TensorView token, TensorView workspace, double eps, int64_t split_k) {
   gemv::run<Prologue::rmsnorm, Epilogue::argmax>(
-      "rmsnorm_gemv_argmax", {x, &norm_weight, weight, nullptr, logits, &token, &workspace, nullptr}, eps,
-      split_k);
+      "rmsnorm_gemv_argmax",
+      {x, &norm_weight, weight, nullptr, logits, &token, &workspace, nullptr}, eps, split_k);
 }
 
-void rmsnorm_gemv_greedy(TensorView x, TensorView norm_weight, TensorView weight,
-                         TensorView logits, TensorView result, TensorView step,
-                         TensorView workspace, double eps) {
+void rmsnorm_gemv_greedy(TensorView x, TensorView norm_weight, TensorView weight, TensorView logits,
+                         TensorView result, TensorView step, TensorView workspace, double eps) {
   gemv::run<Prologue::rmsnorm, Epilogue::greedy>(
       "rmsnorm_gemv_greedy", {x, &norm_weight, weight, nullptr, logits, &result, &workspace, &step},
       eps, 0);

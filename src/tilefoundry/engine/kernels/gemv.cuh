@@ -60,8 +60,7 @@ void launch_stream_as(Params const& p, StreamPlan const& s, int device, char con
 }
 
 template <Prologue P, Epilogue E>
-void launch_stream(Params const& p, StreamPlan const& s, int device, char const* entry,
-                   dim3 grid) {
+void launch_stream(Params const& p, StreamPlan const& s, int device, char const* entry, dim3 grid) {
   if (p.m == 1 && s.words_per_lane <= 4) {
     launch_stream_as<1, 4, P, E>(p, s, device, entry, grid);
   } else if (p.m == 1) {
@@ -78,9 +77,9 @@ struct Tensors {
   TensorView const& weight;
   TensorView const* residual;
   TensorView const& out;
-  TensorView const* token;      // argmax: (M,) int64; greedy: the result, (2,) int64
+  TensorView const* token;  // argmax: (M,) int64; greedy: the result, (2,) int64
   TensorView const* workspace;
-  TensorView const* step;       // greedy: the next step's (token, position, context), (3, W) int32
+  TensorView const* step;  // greedy: the next step's (token, position, context), (3, W) int32
 };
 
 /// Checks the tensors of one entry and launches: the streamed kernel when split is 0 and its
@@ -205,8 +204,9 @@ void run(char const* entry, Tensors const& t, double eps, int64_t split) {
   bool const streamed_size =
       weight_bytes >= tune.stream_min_bytes.load(std::memory_order_relaxed) &&
       weight_bytes <= tune.stream_max_bytes.load(std::memory_order_relaxed);
-  if (split == 0 && streamed_size && stream_plan(p.m, p.k, tune.stream_stage_bytes.load(std::memory_order_relaxed),
-                                tune.stream_ring_bytes.load(std::memory_order_relaxed), plan)) {
+  if (split == 0 && streamed_size &&
+      stream_plan(p.m, p.k, tune.stream_stage_bytes.load(std::memory_order_relaxed),
+                  tune.stream_ring_bytes.load(std::memory_order_relaxed), plan)) {
     int const per_sm = std::max(1, tune.stream_ctas_per_sm.load(std::memory_order_relaxed));
     int const grid = static_cast<int>(std::min<int64_t>(per_sm * sms, (n + 1) / 2));
     launch_stream<P, E>(p, plan, device, entry, dim3(grid));

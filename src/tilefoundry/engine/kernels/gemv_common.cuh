@@ -45,7 +45,9 @@ constexpr int kMaxTokens = 16;
 enum class Prologue { none, rmsnorm };
 enum class Epilogue { store, residual, swiglu, argmax, greedy };
 
-__host__ __device__ constexpr bool picks_tokens(Epilogue e) { return e == Epilogue::argmax || e == Epilogue::greedy; }
+__host__ __device__ constexpr bool picks_tokens(Epilogue e) {
+  return e == Epilogue::argmax || e == Epilogue::greedy;
+}
 
 struct Params {
   __nv_bfloat16 const* x;         // [m, k]
@@ -64,10 +66,10 @@ struct Params {
 };
 
 /// Tuning of the two kernels, process-wide, read at each launch (set_gemv_tuning and
-/// set_gemv_stream). Tiled kernel: CTAs per SM (0: one per row block) and its L2 prefetch before the
-/// PDL wait, bytes per CTA (0: each warp's first words). Streamed kernel: CTAs per SM, the bytes of
-/// shared memory its weight ring holds per CTA (0: never stream), the target size of a stage, and
-/// the weight sizes it takes (bytes, min to max; the others take the tiled kernel).
+/// set_gemv_stream). Tiled kernel: CTAs per SM (0: one per row block) and its L2 prefetch before
+/// the PDL wait, bytes per CTA (0: each warp's first words). Streamed kernel: CTAs per SM, the
+/// bytes of shared memory its weight ring holds per CTA (0: never stream), the target size of a
+/// stage, and the weight sizes it takes (bytes, min to max; the others take the tiled kernel).
 ///
 /// The streamed kernel's defaults are what measured fastest on an H200 (a Qwen3-1.7B decode step
 /// at context 1024, the engine's kernels as one CUDA graph, each setting captured and replayed
@@ -125,8 +127,10 @@ template <Epilogue E>
 __device__ __forceinline__ void finish_argmax(Params const& p, unsigned long long const* best,
                                               bool not_finite) {
   __shared__ int last_cta;
-  if (threadIdx.x < p.m && best[threadIdx.x]) atomicMax(&p.workspace[1 + threadIdx.x], best[threadIdx.x]);
-  if (E == Epilogue::greedy && not_finite && threadIdx.x == 0) atomicOr(&p.workspace[1 + p.m], 1ull);
+  if (threadIdx.x < p.m && best[threadIdx.x])
+    atomicMax(&p.workspace[1 + threadIdx.x], best[threadIdx.x]);
+  if (E == Epilogue::greedy && not_finite && threadIdx.x == 0)
+    atomicOr(&p.workspace[1 + p.m], 1ull);
   __threadfence();
   __syncthreads();
   if (threadIdx.x == 0) last_cta = atomicAdd(&p.workspace[0], 1ull) == gridDim.x - 1;

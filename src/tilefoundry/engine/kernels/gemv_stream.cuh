@@ -6,10 +6,11 @@
 // Rows. With P = ceil(N / 2) row pairs, CTA c of G takes the rows [2 floor(P c / G),
 // 2 floor(P (c + 1) / G)) (a SwiGLU pair never splits), contiguous in nn.Linear's layout. A stage
 // holds `rows_per_stage` whole rows: the most of 1, 2, 4, 8 whose bytes fit the stage size (16 KiB
-// by default; one row when a row alone is larger). The 8 warps split a stage as rows_per_stage x warps_per_row: warp w takes
-// row w / warps_per_row of every stage and slice w % warps_per_row of K, so each lane multiplies
-// the same words of every row and keeps the x words it needs (times the norm weight) in registers
-// for the whole launch (at most 8 words a lane for one token, 4 for two: K up to 16384 and 8192).
+// by default; one row when a row alone is larger). The 8 warps split a stage as rows_per_stage x
+// warps_per_row: warp w takes row w / warps_per_row of every stage and slice w % warps_per_row of
+// K, so each lane multiplies the same words of every row and keeps the x words it needs (times the
+// norm weight) in registers for the whole launch (at most 8 words a lane for one token, 4 for two:
+// K up to 16384 and 8192).
 //
 // Pipeline. Before the PDL wait, thread 0 starts the copies of the ring's first stages (48 KiB by
 // default: the weights never are an output of the kernel before; see gemv_common.cuh). Per stage:
@@ -58,7 +59,8 @@ inline bool stream_plan(int m, int k, int stage_bytes, int ring_bytes, StreamPla
 }
 
 template <int MT, int WPL, Prologue P, Epilogue E>
-__global__ void __launch_bounds__(kThreads, 2) gemv_stream_kernel(Params const p, StreamPlan const s) {
+__global__ void __launch_bounds__(kThreads, 2)
+    gemv_stream_kernel(Params const p, StreamPlan const s) {
   extern __shared__ __align__(128) unsigned char ring[];
   __shared__ __align__(8) uint64_t full[kMaxRing];
   __shared__ float partial[2][kWarps][MT];
