@@ -27,12 +27,12 @@ __global__ void __launch_bounds__(4) rms_norm_kernel(cute::bfloat16_t const* __r
   auto rms_norm_rstd = tilefoundry::make_tensor<float>(one_element);
   auto rms_norm_normed = tilefoundry::make_tensor<float>(rmem_layout);
   auto rms_norm_rounded = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
-  auto weight = tilefoundry::make_tensor(cute::make_gmem_ptr(weight_ptr), gmem_layout);
+  auto weight = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(weight_ptr), gmem_layout);
   int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
   int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
   for (int64_t row = row_begin; row < row_end; ++row) {
-    auto x = tilefoundry::make_tensor(cute::make_gmem_ptr(x_ptr + row * 96), gmem_layout);
-    auto out = tilefoundry::make_tensor(cute::make_gmem_ptr(out_ptr + row * 96), gmem_layout);
+    auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 96), gmem_layout);
+    auto out = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out_ptr + row * 96), gmem_layout);
     // compile_kernels.py:42: y = tf.rms_norm(x, weight, 1e-6) [rms_norm]
     ops::unary(ops::cast_op{}, x, rms_norm_x);
     ops::unary(ops::square_op{}, rms_norm_x, rms_norm_square);
@@ -114,13 +114,13 @@ __global__ void __launch_bounds__(8) rms_norm_written_out_kernel(float const* __
   auto add = tilefoundry::make_tensor<float>(one_element);
   auto rsqrt = tilefoundry::make_tensor<float>(one_element);
   auto mul_1 = tilefoundry::make_tensor<float>(rmem_layout);
-  auto weight = tilefoundry::make_tensor(cute::make_gmem_ptr(weight_ptr), gmem_layout);
+  auto weight = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(weight_ptr), gmem_layout);
   int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
   int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
   for (int64_t row = row_begin; row < row_end; ++row) {
-    auto x = tilefoundry::make_tensor(cute::make_gmem_ptr(x_ptr + row * 96), gmem_layout);
+    auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 96), gmem_layout);
     ops::unary(ops::cast_op{}, x, x_regs);
-    auto out = tilefoundry::make_tensor(cute::make_gmem_ptr(out_ptr + row * 96), gmem_layout);
+    auto out = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out_ptr + row * 96), gmem_layout);
     // compile_kernels.py:48: mean_square = tf.reduce(x * x, axes=(-1,), keepdim=True, kind="mean")
     ops::binary(ops::mul_op{}, x_regs, x_regs, mul);
     ops::reduce<ops::mean_op, cute::seq<0, 1, 2>>(mul, mean_square);
@@ -282,8 +282,8 @@ __global__ void __launch_bounds__(4) softmax_written_out_kernel(cute::bfloat16_t
   int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
   int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
   for (int64_t row = row_begin; row < row_end; ++row) {
-    auto x = tilefoundry::make_tensor(cute::make_gmem_ptr(x_ptr + row * 96), gmem_layout);
-    auto out = tilefoundry::make_tensor(cute::make_gmem_ptr(out_ptr + row * 96), gmem_layout);
+    auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 96), gmem_layout);
+    auto out = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out_ptr + row * 96), gmem_layout);
     // compile_kernels.py:61: xf = tf.cast(x, "f32")
     ops::unary(ops::cast_op{}, x, xf);
     // compile_kernels.py:62: e = tf.exp(xf - tf.reduce(xf, axes=(-1,), kind="max"))
@@ -355,9 +355,9 @@ __global__ void __launch_bounds__(2) swiglu_kernel(cute::bfloat16_t const* __res
   int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
   int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
   for (int64_t row = row_begin; row < row_end; ++row) {
-    auto gate = tilefoundry::make_tensor(cute::make_gmem_ptr(gate_ptr + row * 80), gmem_layout);
-    auto up = tilefoundry::make_tensor(cute::make_gmem_ptr(up_ptr + row * 80), gmem_layout);
-    auto out = tilefoundry::make_tensor(cute::make_gmem_ptr(out_ptr + row * 80), gmem_layout);
+    auto gate = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(gate_ptr + row * 80), gmem_layout);
+    auto up = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(up_ptr + row * 80), gmem_layout);
+    auto out = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out_ptr + row * 80), gmem_layout);
     // compile_kernels.py:69: h = tf.silu(gate) * up
     ops::unary(ops::silu_op{}, gate, silu);
     ops::binary(ops::mul_op{}, silu, up, out);
@@ -436,14 +436,14 @@ __global__ void __launch_bounds__(4) residual_rms_norm_kernel(cute::bfloat16_t c
   auto rms_norm_rstd = tilefoundry::make_tensor<float>(one_element);
   auto rms_norm_normed = tilefoundry::make_tensor<float>(rmem_layout);
   auto rms_norm_rounded = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
-  auto weight = tilefoundry::make_tensor(cute::make_gmem_ptr(weight_ptr), gmem_layout);
+  auto weight = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(weight_ptr), gmem_layout);
   int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
   int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
   for (int64_t row = row_begin; row < row_end; ++row) {
-    auto x = tilefoundry::make_tensor(cute::make_gmem_ptr(x_ptr + row * 96), gmem_layout);
-    auto residual = tilefoundry::make_tensor(cute::make_gmem_ptr(residual_ptr + row * 96), gmem_layout);
-    auto out0 = tilefoundry::make_tensor(cute::make_gmem_ptr(out0_ptr + row * 96), gmem_layout);
-    auto out1 = tilefoundry::make_tensor(cute::make_gmem_ptr(out1_ptr + row * 96), gmem_layout);
+    auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 96), gmem_layout);
+    auto residual = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(residual_ptr + row * 96), gmem_layout);
+    auto out0 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out0_ptr + row * 96), gmem_layout);
+    auto out1 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out1_ptr + row * 96), gmem_layout);
     // compile_kernels.py:76: h = x + residual
     ops::binary(ops::add_op{}, x, residual, h);
     // compile_kernels.py:73: @func
@@ -640,11 +640,11 @@ __global__ void __launch_bounds__(4) cast_chain_kernel(float const* __restrict__
   int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
   int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
   for (int64_t row = row_begin; row < row_end; ++row) {
-    auto x = tilefoundry::make_tensor(cute::make_gmem_ptr(x_ptr + row * 96), gmem_layout);
+    auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 96), gmem_layout);
     ops::unary(ops::cast_op{}, x, x_regs);
-    auto out0 = tilefoundry::make_tensor(cute::make_gmem_ptr(out0_ptr + row * 96), gmem_layout);
-    auto out1 = tilefoundry::make_tensor(cute::make_gmem_ptr(out1_ptr + row * 96), gmem_layout);
-    auto out2 = tilefoundry::make_tensor(cute::make_gmem_ptr(out2_ptr + row * 96), gmem_layout);
+    auto out0 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out0_ptr + row * 96), gmem_layout);
+    auto out1 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out1_ptr + row * 96), gmem_layout);
+    auto out2 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out2_ptr + row * 96), gmem_layout);
     // compile_kernels.py:91: narrow = tf.cast(tf.cast(x, "bf16"), "f16")
     ops::unary(ops::cast_op{}, x_regs, cast);
     ops::unary(ops::cast_op{}, cast, narrow);
@@ -759,13 +759,13 @@ __global__ void __launch_bounds__(8) elementwise_kernel(float const* __restrict_
   int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
   int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
   for (int64_t row = row_begin; row < row_end; ++row) {
-    auto x = tilefoundry::make_tensor(cute::make_gmem_ptr(x_ptr + row * 96), gmem_layout);
+    auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 96), gmem_layout);
     ops::unary(ops::cast_op{}, x, x_regs);
-    auto y = tilefoundry::make_tensor(cute::make_gmem_ptr(y_ptr + row * 96), gmem_layout);
+    auto y = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(y_ptr + row * 96), gmem_layout);
     ops::unary(ops::cast_op{}, y, y_regs);
-    auto out0 = tilefoundry::make_tensor(cute::make_gmem_ptr(out0_ptr + row * 96), gmem_layout);
+    auto out0 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out0_ptr + row * 96), gmem_layout);
     auto out1 = tilefoundry::make_tensor(cute::make_gmem_ptr(out1_ptr + row * 96), gmem_layout);
-    auto out2 = tilefoundry::make_tensor(cute::make_gmem_ptr(out2_ptr + row * 96), gmem_layout);
+    auto out2 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out2_ptr + row * 96), gmem_layout);
     // compile_kernels.py:99: positive = x > 0.0
     ops::binary(ops::gt_op{}, x_regs, 0.0f, positive);
     // compile_kernels.py:97: @func
@@ -970,12 +970,12 @@ __global__ void __launch_bounds__(64) rms_norm_2048_kernel(cute::bfloat16_t cons
   auto rms_norm_rstd = tilefoundry::make_tensor<float>(one_element);
   auto rms_norm_normed = tilefoundry::make_tensor<float>(rmem_layout);
   auto rms_norm_rounded = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
-  auto weight = tilefoundry::make_tensor(cute::make_gmem_ptr(weight_ptr), gmem_layout);
+  auto weight = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(weight_ptr), gmem_layout);
   int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
   int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
   for (int64_t row = row_begin; row < row_end; ++row) {
-    auto x = tilefoundry::make_tensor(cute::make_gmem_ptr(x_ptr + row * 2048), gmem_layout);
-    auto out = tilefoundry::make_tensor(cute::make_gmem_ptr(out_ptr + row * 2048), gmem_layout);
+    auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 2048), gmem_layout);
+    auto out = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out_ptr + row * 2048), gmem_layout);
     // compile_kernels.py:136: return tf.rms_norm(x, weight, 1e-6) [rms_norm]
     ops::unary(ops::cast_op{}, x, rms_norm_x);
     ops::unary(ops::square_op{}, rms_norm_x, rms_norm_square);
@@ -1062,14 +1062,14 @@ __global__ void __launch_bounds__(64) add_rms_norm_2048_kernel(cute::bfloat16_t 
   auto rms_norm_rstd = tilefoundry::make_tensor<float>(one_element);
   auto rms_norm_normed = tilefoundry::make_tensor<float>(rmem_layout);
   auto rms_norm_rounded = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
-  auto weight = tilefoundry::make_tensor(cute::make_gmem_ptr(weight_ptr), gmem_layout);
+  auto weight = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(weight_ptr), gmem_layout);
   int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
   int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
   for (int64_t row = row_begin; row < row_end; ++row) {
-    auto x = tilefoundry::make_tensor(cute::make_gmem_ptr(x_ptr + row * 2048), gmem_layout);
-    auto residual = tilefoundry::make_tensor(cute::make_gmem_ptr(residual_ptr + row * 2048), gmem_layout);
-    auto out0 = tilefoundry::make_tensor(cute::make_gmem_ptr(out0_ptr + row * 2048), gmem_layout);
-    auto out1 = tilefoundry::make_tensor(cute::make_gmem_ptr(out1_ptr + row * 2048), gmem_layout);
+    auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 2048), gmem_layout);
+    auto residual = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(residual_ptr + row * 2048), gmem_layout);
+    auto out0 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out0_ptr + row * 2048), gmem_layout);
+    auto out1 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out1_ptr + row * 2048), gmem_layout);
     // compile_kernels.py:140: h = x + residual
     ops::binary(ops::add_op{}, x, residual, h);
     // compile_kernels.py:138: def add_rms_norm(x: Tensor[(ROWS, hidden), "bf16"], residual: Tensor[(ROWS, hidden), "bf16"],
@@ -1185,8 +1185,8 @@ __global__ void __launch_bounds__(64) softmax_2048_kernel(cute::bfloat16_t const
   int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
   int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
   for (int64_t row = row_begin; row < row_end; ++row) {
-    auto x = tilefoundry::make_tensor(cute::make_gmem_ptr(x_ptr + row * 2048), gmem_layout);
-    auto out = tilefoundry::make_tensor(cute::make_gmem_ptr(out_ptr + row * 2048), gmem_layout);
+    auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 2048), gmem_layout);
+    auto out = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out_ptr + row * 2048), gmem_layout);
     // compile_kernels.py:144: return tf.softmax(x, axis=-1) [softmax]
     ops::unary(ops::cast_op{}, x, softmax_x);
     ops::reduce<ops::max_op, cute::seq<0, 1, 2, 3>>(softmax_x, softmax_max, reduce_workspace);
@@ -1256,9 +1256,9 @@ __global__ void __launch_bounds__(64) swiglu_2048_kernel(cute::bfloat16_t const*
   int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
   int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
   for (int64_t row = row_begin; row < row_end; ++row) {
-    auto gate = tilefoundry::make_tensor(cute::make_gmem_ptr(gate_ptr + row * 2048), gmem_layout);
-    auto up = tilefoundry::make_tensor(cute::make_gmem_ptr(up_ptr + row * 2048), gmem_layout);
-    auto out = tilefoundry::make_tensor(cute::make_gmem_ptr(out_ptr + row * 2048), gmem_layout);
+    auto gate = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(gate_ptr + row * 2048), gmem_layout);
+    auto up = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(up_ptr + row * 2048), gmem_layout);
+    auto out = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out_ptr + row * 2048), gmem_layout);
     // compile_kernels.py:147: return tf.silu(gate) * up
     ops::unary(ops::silu_op{}, gate, silu);
     ops::binary(ops::mul_op{}, silu, up, out);
@@ -1339,12 +1339,12 @@ __global__ void __launch_bounds__(256) rms_norm_8192_kernel(cute::bfloat16_t con
   auto rms_norm_rstd = tilefoundry::make_tensor<float>(one_element);
   auto rms_norm_normed = tilefoundry::make_tensor<float>(rmem_layout);
   auto rms_norm_rounded = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
-  auto weight = tilefoundry::make_tensor(cute::make_gmem_ptr(weight_ptr), gmem_layout);
+  auto weight = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(weight_ptr), gmem_layout);
   int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
   int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
   for (int64_t row = row_begin; row < row_end; ++row) {
-    auto x = tilefoundry::make_tensor(cute::make_gmem_ptr(x_ptr + row * 8192), gmem_layout);
-    auto out = tilefoundry::make_tensor(cute::make_gmem_ptr(out_ptr + row * 8192), gmem_layout);
+    auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 8192), gmem_layout);
+    auto out = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out_ptr + row * 8192), gmem_layout);
     // compile_kernels.py:136: return tf.rms_norm(x, weight, 1e-6) [rms_norm]
     ops::unary(ops::cast_op{}, x, rms_norm_x);
     ops::unary(ops::square_op{}, rms_norm_x, rms_norm_square);
@@ -1431,14 +1431,14 @@ __global__ void __launch_bounds__(256) add_rms_norm_8192_kernel(cute::bfloat16_t
   auto rms_norm_rstd = tilefoundry::make_tensor<float>(one_element);
   auto rms_norm_normed = tilefoundry::make_tensor<float>(rmem_layout);
   auto rms_norm_rounded = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
-  auto weight = tilefoundry::make_tensor(cute::make_gmem_ptr(weight_ptr), gmem_layout);
+  auto weight = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(weight_ptr), gmem_layout);
   int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
   int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
   for (int64_t row = row_begin; row < row_end; ++row) {
-    auto x = tilefoundry::make_tensor(cute::make_gmem_ptr(x_ptr + row * 8192), gmem_layout);
-    auto residual = tilefoundry::make_tensor(cute::make_gmem_ptr(residual_ptr + row * 8192), gmem_layout);
-    auto out0 = tilefoundry::make_tensor(cute::make_gmem_ptr(out0_ptr + row * 8192), gmem_layout);
-    auto out1 = tilefoundry::make_tensor(cute::make_gmem_ptr(out1_ptr + row * 8192), gmem_layout);
+    auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 8192), gmem_layout);
+    auto residual = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(residual_ptr + row * 8192), gmem_layout);
+    auto out0 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out0_ptr + row * 8192), gmem_layout);
+    auto out1 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out1_ptr + row * 8192), gmem_layout);
     // compile_kernels.py:140: h = x + residual
     ops::binary(ops::add_op{}, x, residual, h);
     // compile_kernels.py:138: def add_rms_norm(x: Tensor[(ROWS, hidden), "bf16"], residual: Tensor[(ROWS, hidden), "bf16"],
@@ -1554,8 +1554,8 @@ __global__ void __launch_bounds__(256) softmax_8192_kernel(cute::bfloat16_t cons
   int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
   int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
   for (int64_t row = row_begin; row < row_end; ++row) {
-    auto x = tilefoundry::make_tensor(cute::make_gmem_ptr(x_ptr + row * 8192), gmem_layout);
-    auto out = tilefoundry::make_tensor(cute::make_gmem_ptr(out_ptr + row * 8192), gmem_layout);
+    auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 8192), gmem_layout);
+    auto out = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out_ptr + row * 8192), gmem_layout);
     // compile_kernels.py:144: return tf.softmax(x, axis=-1) [softmax]
     ops::unary(ops::cast_op{}, x, softmax_x);
     ops::reduce<ops::max_op, cute::seq<0, 1, 2, 3>>(softmax_x, softmax_max, reduce_workspace);
@@ -1625,9 +1625,9 @@ __global__ void __launch_bounds__(256) swiglu_8192_kernel(cute::bfloat16_t const
   int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
   int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
   for (int64_t row = row_begin; row < row_end; ++row) {
-    auto gate = tilefoundry::make_tensor(cute::make_gmem_ptr(gate_ptr + row * 8192), gmem_layout);
-    auto up = tilefoundry::make_tensor(cute::make_gmem_ptr(up_ptr + row * 8192), gmem_layout);
-    auto out = tilefoundry::make_tensor(cute::make_gmem_ptr(out_ptr + row * 8192), gmem_layout);
+    auto gate = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(gate_ptr + row * 8192), gmem_layout);
+    auto up = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(up_ptr + row * 8192), gmem_layout);
+    auto out = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out_ptr + row * 8192), gmem_layout);
     // compile_kernels.py:147: return tf.silu(gate) * up
     ops::unary(ops::silu_op{}, gate, silu);
     ops::binary(ops::mul_op{}, silu, up, out);
