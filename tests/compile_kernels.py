@@ -109,8 +109,17 @@ def softmax_any_width(x: Tensor[(ROWS, COLS), "f32"]):
     return y
 
 
+@func
+def scaled_segments(x: Tensor[(ROWS, 2048), "bf16"], weight: ConstTensor[(2048,), "bf16"],
+                    scale: Tensor[(ROWS, 1), "f32"]):
+    """No reduction: on CUDA each row is cut into segments (CTAs) of its own; the weight is read at the
+    segment's place in the row, the per-row scale at the segment's row."""
+    y = tf.cast(tf.cast(x, "f32") * tf.cast(weight, "f32") * scale, "bf16")
+    return y
+
+
 ACCEPTANCE = (rms_norm, rms_norm_written_out, softmax, softmax_written_out, swiglu, residual_rms_norm,
-              reductions, cast_chain, elementwise, softmax_any_width)
+              reductions, cast_chain, elementwise, softmax_any_width, scaled_segments)
 
 
 
@@ -191,6 +200,7 @@ def inputs_for(kernel: Any, rows: int, device: str | torch.device = "cpu", cols:
         "cast_chain": lambda: (r((rows, h), f, 13, 100.0),),
         "elementwise": lambda: (r((rows, h), f, 14), r((rows, h), f, 15)),
         "softmax_any_width": lambda: (r((rows, cols), f, 16, 4.0),),
+        "scaled_segments": lambda: (r((rows, 2048), bf, 18), r((2048,), bf, 19), r((rows, 1), f, 20)),
         "placed_rows": lambda: (r((8, 256), f, 17),),
     }[kernel.name]()
 

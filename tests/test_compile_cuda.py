@@ -78,10 +78,68 @@ def test_a_bf16_row_takes_four_16_byte_strips_a_thread_over_whole_warps(hidden: 
 def test_an_f32_row_takes_four_16_byte_strips_a_thread_too() -> None:
     @func
     def wide(x: Tensor[(ROWS, 2048), "f32"]):
-        return tf.exp(x)
+        return x - tf.reduce(x, axes=(-1,), keepdim=True, kind="max")
 
     s = _fn(wide).schedule
     assert (s.vector_width, s.threads_per_cta) == (4, 128)  # 2048 / 128 = 16 f32: four 16-byte vectors
+
+
+@pytest.mark.parametrize("hidden, segments", [(2048, 2), (8192, 8), (16384, 16)])
+def test_a_row_without_reductions_is_cut_into_ctas_of_one_16_byte_vector_a_thread(hidden: int,
+                                                                                   segments: int) -> None:
+    """SwiGLU's rows are cut into segments of 128 threads x 8 bf16, one CTA each: one row (a decode step)
+    spreads over ``segments`` CTAs, and each thread loads its one vector of each input together."""
+    swiglu = next(k for k in K.row_kernels(hidden) if k.name.startswith("swiglu"))
+    fn = _fn(swiglu)
+    s = fn.schedule
+    assert (s.vector_width, s.threads_per_cta, s.rows_per_cta) == (8, 128, 1)
+    assert s.grid == segments * ROWS and s.rows == segments * ROWS
+    text = generate(lower(swiglu, CudaTarget())).source
+    assert f"gate_ptr + (row / {segments}) * {hidden} + (row % {segments}) * 1024" in text
+    assert f"swiglu_{hidden}_kernel<<<ctas, 128, 0, launch.stream()>>>" in text
+
+
+def test_segments_read_a_weight_at_their_place_in_the_row_and_a_per_row_value_at_their_row() -> None:
+    text = generate(lower(K.scaled_segments, CudaTarget())).source
+    assert "weight_ptr + (row % 2) * 1024" in text  # 2048 bf16 in two segments of 1024
+    assert "scale_ptr + (row / 2)" in text
+    assert "x_ptr + (row / 2) * 2048 + (row % 2) * 1024" in text
+
+
+def test_views_the_entry_checked_promise_16_bytes_in_their_type_and_others_do_not() -> None:
+    """The runtime's vector path skips its alignment check for make_aligned_gmem_ptr views: only those
+    whose tensor the entry checks for 16 bytes, at row offsets that are whole 16 bytes, are made so."""
+    text = generate(lower(K.row_kernels(2048)[0], CudaTarget())).source
+    assert 'check.aligned(x, "x", 16);' in text and 'check.aligned(weight, "weight", 16);' in text
+    assert "make_aligned_gmem_ptr<16>(x_ptr + row * 2048)" in text
+    assert "make_aligned_gmem_ptr<16>(weight_ptr)" in text and "make_gmem_ptr" not in text
+    any_width = generate(lower(K.softmax_any_width, CudaTarget())).source  # one thread, element by element
+    assert "check.aligned" not in any_width and "make_aligned_gmem_ptr" not in any_width
+
+    @func
+    def odd_rows(x: Tensor[(ROWS, 2052), "bf16"]):  # 4-element strips: the entry checks 8 bytes only
+        return x - tf.reduce(x, axes=(-1,), keepdim=True, kind="max")
+
+    odd = generate(lower(odd_rows, CudaTarget())).source
+    assert 'check.aligned(x, "x", 8);' in odd and "make_aligned_gmem_ptr" not in odd
+
+
+def test_rows_stay_whole_where_a_reduction_a_declared_topology_or_the_row_asks_for_it() -> None:
+    assert _fn(K.row_kernels(2048)[0]).schedule.grid == ROWS  # rms_norm reduces along the row
+    assert _fn(K.swiglu).schedule.grid == ROWS  # 80 bf16: 10 vectors, no whole warp of them
+
+    @func(topologies=(Topology("thread", 64),))
+    def declared(x: Tensor[(ROWS, 2048), "bf16"]):
+        return tf.silu(x)
+
+    s = _fn(declared).schedule
+    assert (s.grid, s.threads_per_cta) == (ROWS, 64)
+
+    @func
+    def with_constant_output(x: Tensor[(ROWS, 2048), "bf16"], w: ConstTensor[(2048,), "bf16"]):
+        return x * w, w * w  # the second output does not depend on the row
+
+    assert _fn(with_constant_output).schedule.rows == ROWS
 
 
 def test_the_strip_is_16_bytes_of_the_narrowest_float_the_kernel_moves() -> None:

@@ -153,6 +153,65 @@ TEST(VectorPath, MisalignedBasesAndStridesMoveElementByElement) {
     for (int e = 0; e < 8; ++e) EXPECT_EQ(float(y.base[20 * r + e]), float(xv[24 * r + e]));
 }
 
+// ---------------------------------------------------------------- the alignment promise
+
+TEST(AlignedGmemPtr, PromisesItsAlignmentInItsTypeAndAnOffsetDropsIt) {
+  Buffer<bf16> x(64);
+  auto p = tf::make_aligned_gmem_ptr<16>(x.base);
+  using P = decltype(p);
+  static_assert(cute::is_gmem<P>::value, "residency is global memory");
+  static_assert(tf::promised_alignment_v<P> == 16);
+  static_assert(tf::promised_alignment_v<cute::gmem_ptr<bf16*>> == 0);
+  EXPECT_EQ(cute::raw_pointer_cast(p), x.base);
+  // An offset may leave the alignment: a plain gmem pointer, promising nothing.
+  using Moved = decltype(p + 3);
+  static_assert(std::is_same_v<Moved, cute::gmem_ptr<bf16*>>);
+  EXPECT_EQ(cute::raw_pointer_cast(p + 3), x.base + 3);
+  x.base[5] = bf16(2.5f);
+  EXPECT_EQ(float(p[5]), 2.5f);
+}
+
+TEST(AlignedGmemPtr, LocalKeepsThePromiseWhereEverySplitStrideIsWholeWords) {
+  // A row of 64 bf16 over 4 instances: in strips of 8 (stride 8 elements, 16 bytes) each
+  // instance's view keeps the promise; one element each (stride 1, 2 bytes) does not.
+  Buffer<bf16> x(64);
+  auto xv = narrow<bf16>(tftest::Random().floats(64));
+  std::copy(xv.begin(), xv.end(), x.base);
+  auto mesh = tf::make_mesh<tf::TopologyScope::cta>(cute::make_layout(cute::make_shape(Int<4>{})));
+  auto strips = cute::make_layout(cute::make_shape(Int<8>{}, Int<4>{}, Int<2>{}),
+                                  cute::make_stride(Int<1>{}, Int<8>{}, Int<32>{}));
+  auto t =
+      tf::make_tensor(tf::make_aligned_gmem_ptr<16>(x.base),
+                      tf::make_shard_layout(strips, cute::make_tuple(tf::shard::S<1>{}), mesh));
+  using Kept = decltype(tf::local(t).data());
+  static_assert(tf::promised_alignment_v<Kept> == 16);
+  auto single = cute::make_layout(cute::make_shape(Int<4>{}, Int<16>{}),
+                                  cute::make_stride(Int<1>{}, Int<4>{}));
+  auto u =
+      tf::make_tensor(tf::make_aligned_gmem_ptr<16>(x.base),
+                      tf::make_shard_layout(single, cute::make_tuple(tf::shard::S<0>{}), mesh));
+  using Dropped = decltype(tf::local(u).data());
+  static_assert(tf::promised_alignment_v<Dropped> == 0);
+  static_assert(cute::is_gmem<cute::remove_cvref_t<Dropped>>::value);
+  // Either way each instance reads its own elements, and the promised views move as words.
+  std::vector<float> got(64, -1.0f);
+  tf::cpu::launch(4, [&] {
+    int const c = tf::program_id<tf::TopologyScope::cta>();
+    auto l = tf::local(t);
+    auto regs = cute::make_tensor<float>(
+        cute::make_layout(cute::make_shape(Int<8>{}, Int<1>{}, Int<2>{}),
+                          cute::make_stride(Int<1>{}, Int<0>{}, Int<8>{})));
+    auto view = cute::make_tensor(regs.data(), regs.layout());
+    EXPECT_TRUE(ops::detail::groups_aligned(view, l));
+    EXPECT_TRUE(elementwise_groups([](float v) { return v; }, view, l));
+    for (int s = 0; s < 2; ++s)
+      for (int e = 0; e < 8; ++e) got[32 * s + 8 * c + e] = view(e, 0, s);
+    auto k = tf::local(u);
+    for (int i = 0; i < 16; ++i) EXPECT_EQ(float(k(0, i)), float(xv[c + 4 * i]));
+  });
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(got[i], float(xv[i])) << i;
+}
+
 template <class T>
 void check_apply_matches_scalar(tftest::Random& rnd, int offset) {
   // (4, 16) row-major in gmem, a row broadcast (16), a column broadcast (4, 1), a scalar, and

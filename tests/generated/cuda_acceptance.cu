@@ -27,12 +27,12 @@ __global__ void __launch_bounds__(4) rms_norm_kernel(cute::bfloat16_t const* __r
   auto rms_norm_rstd = tilefoundry::make_tensor<float>(one_element);
   auto rms_norm_normed = tilefoundry::make_tensor<float>(rmem_layout);
   auto rms_norm_rounded = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
-  auto weight = tilefoundry::make_tensor(cute::make_gmem_ptr(weight_ptr), gmem_layout);
+  auto weight = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(weight_ptr), gmem_layout);
   int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
   int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
   for (int64_t row = row_begin; row < row_end; ++row) {
-    auto x = tilefoundry::make_tensor(cute::make_gmem_ptr(x_ptr + row * 96), gmem_layout);
-    auto out = tilefoundry::make_tensor(cute::make_gmem_ptr(out_ptr + row * 96), gmem_layout);
+    auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 96), gmem_layout);
+    auto out = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out_ptr + row * 96), gmem_layout);
     // compile_kernels.py:42: y = tf.rms_norm(x, weight, 1e-6) [rms_norm]
     ops::unary(ops::cast_op{}, x, rms_norm_x);
     ops::unary(ops::square_op{}, rms_norm_x, rms_norm_square);
@@ -114,13 +114,13 @@ __global__ void __launch_bounds__(8) rms_norm_written_out_kernel(float const* __
   auto add = tilefoundry::make_tensor<float>(one_element);
   auto rsqrt = tilefoundry::make_tensor<float>(one_element);
   auto mul_1 = tilefoundry::make_tensor<float>(rmem_layout);
-  auto weight = tilefoundry::make_tensor(cute::make_gmem_ptr(weight_ptr), gmem_layout);
+  auto weight = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(weight_ptr), gmem_layout);
   int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
   int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
   for (int64_t row = row_begin; row < row_end; ++row) {
-    auto x = tilefoundry::make_tensor(cute::make_gmem_ptr(x_ptr + row * 96), gmem_layout);
+    auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 96), gmem_layout);
     ops::unary(ops::cast_op{}, x, x_regs);
-    auto out = tilefoundry::make_tensor(cute::make_gmem_ptr(out_ptr + row * 96), gmem_layout);
+    auto out = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out_ptr + row * 96), gmem_layout);
     // compile_kernels.py:48: mean_square = tf.reduce(x * x, axes=(-1,), keepdim=True, kind="mean")
     ops::binary(ops::mul_op{}, x_regs, x_regs, mul);
     ops::reduce<ops::mean_op, cute::seq<0, 1, 2>>(mul, mean_square);
@@ -282,8 +282,8 @@ __global__ void __launch_bounds__(4) softmax_written_out_kernel(cute::bfloat16_t
   int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
   int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
   for (int64_t row = row_begin; row < row_end; ++row) {
-    auto x = tilefoundry::make_tensor(cute::make_gmem_ptr(x_ptr + row * 96), gmem_layout);
-    auto out = tilefoundry::make_tensor(cute::make_gmem_ptr(out_ptr + row * 96), gmem_layout);
+    auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 96), gmem_layout);
+    auto out = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out_ptr + row * 96), gmem_layout);
     // compile_kernels.py:61: xf = tf.cast(x, "f32")
     ops::unary(ops::cast_op{}, x, xf);
     // compile_kernels.py:62: e = tf.exp(xf - tf.reduce(xf, axes=(-1,), kind="max"))
@@ -355,9 +355,9 @@ __global__ void __launch_bounds__(2) swiglu_kernel(cute::bfloat16_t const* __res
   int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
   int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
   for (int64_t row = row_begin; row < row_end; ++row) {
-    auto gate = tilefoundry::make_tensor(cute::make_gmem_ptr(gate_ptr + row * 80), gmem_layout);
-    auto up = tilefoundry::make_tensor(cute::make_gmem_ptr(up_ptr + row * 80), gmem_layout);
-    auto out = tilefoundry::make_tensor(cute::make_gmem_ptr(out_ptr + row * 80), gmem_layout);
+    auto gate = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(gate_ptr + row * 80), gmem_layout);
+    auto up = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(up_ptr + row * 80), gmem_layout);
+    auto out = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out_ptr + row * 80), gmem_layout);
     // compile_kernels.py:69: h = tf.silu(gate) * up
     ops::unary(ops::silu_op{}, gate, silu);
     ops::binary(ops::mul_op{}, silu, up, out);
@@ -436,14 +436,14 @@ __global__ void __launch_bounds__(4) residual_rms_norm_kernel(cute::bfloat16_t c
   auto rms_norm_rstd = tilefoundry::make_tensor<float>(one_element);
   auto rms_norm_normed = tilefoundry::make_tensor<float>(rmem_layout);
   auto rms_norm_rounded = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
-  auto weight = tilefoundry::make_tensor(cute::make_gmem_ptr(weight_ptr), gmem_layout);
+  auto weight = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(weight_ptr), gmem_layout);
   int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
   int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
   for (int64_t row = row_begin; row < row_end; ++row) {
-    auto x = tilefoundry::make_tensor(cute::make_gmem_ptr(x_ptr + row * 96), gmem_layout);
-    auto residual = tilefoundry::make_tensor(cute::make_gmem_ptr(residual_ptr + row * 96), gmem_layout);
-    auto out0 = tilefoundry::make_tensor(cute::make_gmem_ptr(out0_ptr + row * 96), gmem_layout);
-    auto out1 = tilefoundry::make_tensor(cute::make_gmem_ptr(out1_ptr + row * 96), gmem_layout);
+    auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 96), gmem_layout);
+    auto residual = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(residual_ptr + row * 96), gmem_layout);
+    auto out0 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out0_ptr + row * 96), gmem_layout);
+    auto out1 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out1_ptr + row * 96), gmem_layout);
     // compile_kernels.py:76: h = x + residual
     ops::binary(ops::add_op{}, x, residual, h);
     // compile_kernels.py:73: @func
@@ -640,11 +640,11 @@ __global__ void __launch_bounds__(4) cast_chain_kernel(float const* __restrict__
   int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
   int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
   for (int64_t row = row_begin; row < row_end; ++row) {
-    auto x = tilefoundry::make_tensor(cute::make_gmem_ptr(x_ptr + row * 96), gmem_layout);
+    auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 96), gmem_layout);
     ops::unary(ops::cast_op{}, x, x_regs);
-    auto out0 = tilefoundry::make_tensor(cute::make_gmem_ptr(out0_ptr + row * 96), gmem_layout);
-    auto out1 = tilefoundry::make_tensor(cute::make_gmem_ptr(out1_ptr + row * 96), gmem_layout);
-    auto out2 = tilefoundry::make_tensor(cute::make_gmem_ptr(out2_ptr + row * 96), gmem_layout);
+    auto out0 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out0_ptr + row * 96), gmem_layout);
+    auto out1 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out1_ptr + row * 96), gmem_layout);
+    auto out2 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out2_ptr + row * 96), gmem_layout);
     // compile_kernels.py:91: narrow = tf.cast(tf.cast(x, "bf16"), "f16")
     ops::unary(ops::cast_op{}, x_regs, cast);
     ops::unary(ops::cast_op{}, cast, narrow);
@@ -759,13 +759,13 @@ __global__ void __launch_bounds__(8) elementwise_kernel(float const* __restrict_
   int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
   int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
   for (int64_t row = row_begin; row < row_end; ++row) {
-    auto x = tilefoundry::make_tensor(cute::make_gmem_ptr(x_ptr + row * 96), gmem_layout);
+    auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 96), gmem_layout);
     ops::unary(ops::cast_op{}, x, x_regs);
-    auto y = tilefoundry::make_tensor(cute::make_gmem_ptr(y_ptr + row * 96), gmem_layout);
+    auto y = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(y_ptr + row * 96), gmem_layout);
     ops::unary(ops::cast_op{}, y, y_regs);
-    auto out0 = tilefoundry::make_tensor(cute::make_gmem_ptr(out0_ptr + row * 96), gmem_layout);
+    auto out0 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out0_ptr + row * 96), gmem_layout);
     auto out1 = tilefoundry::make_tensor(cute::make_gmem_ptr(out1_ptr + row * 96), gmem_layout);
-    auto out2 = tilefoundry::make_tensor(cute::make_gmem_ptr(out2_ptr + row * 96), gmem_layout);
+    auto out2 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out2_ptr + row * 96), gmem_layout);
     // compile_kernels.py:99: positive = x > 0.0
     ops::binary(ops::gt_op{}, x_regs, 0.0f, positive);
     // compile_kernels.py:97: @func
@@ -941,6 +941,98 @@ void softmax_any_width_entry(tvm::ffi::TensorView x, tvm::ffi::TensorView out) {
 
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(softmax_any_width, softmax_any_width_entry);
 
+// ---- kernel scaled_segments
+// Generated by TileFoundry from Module scaled_segments for target cuda:nvidia.h200_sxm:sm_90a; entry scaled_segments.
+// Built with -DTILEFOUNDRY_TARGET_CUDA -DTILEFOUNDRY_HOST_ENTRY: the runtime header brings in the
+// target's runtime and the argument checks of the host entries.
+#include <tilefoundry/runtime.h>
+
+namespace {
+
+using namespace tilefoundry;
+using cute::Int;
+
+// from @func scaled_segments at compile_kernels.py:112
+// scaled_segments: schedule placement=rows grid=2*rows threads_per_cta=128 rows=2*rows rows_per_cta=1 vector_width=8
+__global__ void __launch_bounds__(128) scaled_segments_kernel(cute::bfloat16_t const* __restrict__ x_ptr, cute::bfloat16_t const* __restrict__ weight_ptr, float const* __restrict__ scale_ptr, cute::bfloat16_t* __restrict__ out_ptr, int64_t rows) {
+  // threads = mesh thread(warp=4, lane=32)
+  auto const threads = make_mesh<TopologyScope::thread>(cute::make_layout(cute::make_shape(Int<4>{}, Int<32>{}), cute::make_stride(Int<32>{}, Int<1>{})));
+  auto const rmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<4>{}, Int<1>{}), cute::make_stride(Int<1>{}, Int<0>{}, Int<0>{}, Int<8>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
+  auto const gmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<4>{}, Int<1>{}), cute::make_stride(Int<1>{}, Int<8>{}, Int<256>{}, Int<1024>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
+  auto const one_element = make_shard_layout(cute::make_layout(cute::make_shape(Int<1>{}, Int<1>{}, Int<1>{}, Int<1>{}), cute::make_stride(Int<0>{}, Int<0>{}, Int<0>{}, Int<0>{})), cute::make_tuple(shard::B{}, shard::B{}), threads);
+  auto cast = tilefoundry::make_tensor<float>(rmem_layout);
+  auto cast_1 = tilefoundry::make_tensor<float>(rmem_layout);
+  auto mul = tilefoundry::make_tensor<float>(rmem_layout);
+  auto mul_1 = tilefoundry::make_tensor<float>(rmem_layout);
+  int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
+  int64_t const row_end = row_begin + (1) < (2 * rows) ? row_begin + (1) : (2 * rows);
+  for (int64_t row = row_begin; row < row_end; ++row) {
+    auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + (row / 2) * 2048 + (row % 2) * 1024), gmem_layout);
+    auto weight = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(weight_ptr + (row % 2) * 1024), gmem_layout);
+    auto scale = tilefoundry::make_tensor(cute::make_gmem_ptr(scale_ptr + (row / 2)), one_element);
+    auto out = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out_ptr + (row / 2) * 2048 + (row % 2) * 1024), gmem_layout);
+    // compile_kernels.py:117: y = tf.cast(tf.cast(x, "f32") * tf.cast(weight, "f32") * scale, "bf16")
+    ops::unary(ops::cast_op{}, x, cast);
+    ops::unary(ops::cast_op{}, weight, cast_1);
+    ops::binary(ops::mul_op{}, cast, cast_1, mul);
+    ops::binary(ops::mul_op{}, mul, scale, mul_1);
+    ops::unary(ops::cast_op{}, mul_1, out);
+  }
+}
+
+void scaled_segments_entry(tvm::ffi::TensorView x, tvm::ffi::TensorView weight, tvm::ffi::TensorView scale, tvm::ffi::TensorView out) {
+  host::CudaArgChecker check("scaled_segments", "cuda:nvidia.h200_sxm:sm_90a");
+  // x: Tensor[(rows, 2048), bf16]
+  check.device(x, "x", kDLCUDA, "cuda");
+  check.dtype(x, "x", kDLBfloat, 16, "Tensor[(rows, 2048), bf16]");
+  check.rank(x, "x", 2, "Tensor[(rows, 2048), bf16]");
+  int64_t const rows = check.bind(x, "x", 0, "rows", 0, 1048576, "Tensor[(rows, 2048), bf16]");
+  check.extent(x, "x", 1, 2048, "Tensor[(rows, 2048), bf16]");
+  // weight: Tensor[(2048,), bf16]
+  check.device(weight, "weight", kDLCUDA, "cuda");
+  check.dtype(weight, "weight", kDLBfloat, 16, "Tensor[(2048,), bf16]");
+  check.rank(weight, "weight", 1, "Tensor[(2048,), bf16]");
+  check.extent(weight, "weight", 0, 2048, "Tensor[(2048,), bf16]");
+  // scale: Tensor[(rows, 1), f32]
+  check.device(scale, "scale", kDLCUDA, "cuda");
+  check.dtype(scale, "scale", kDLFloat, 32, "Tensor[(rows, 1), f32]");
+  check.rank(scale, "scale", 2, "Tensor[(rows, 1), f32]");
+  check.extent(scale, "scale", 1, 1, "Tensor[(rows, 1), f32]");
+  // out: Tensor[(rows, 2048), bf16] (output)
+  check.device(out, "out", kDLCUDA, "cuda");
+  check.dtype(out, "out", kDLBfloat, 16, "Tensor[(rows, 2048), bf16]");
+  check.rank(out, "out", 2, "Tensor[(rows, 2048), bf16]");
+  check.extent(out, "out", 1, 2048, "Tensor[(rows, 2048), bf16]");
+  check.agree(scale, "scale", 0, rows, "rows", "x", "Tensor[(rows, 1), f32]");
+  check.agree(out, "out", 0, rows, "rows", "x", "Tensor[(rows, 2048), bf16]");
+  check.contiguous(x, "x");
+  check.aligned(x, "x", 16);
+  check.contiguous(weight, "weight");
+  check.aligned(weight, "weight", 16);
+  check.contiguous(scale, "scale");
+  check.contiguous(out, "out");
+  check.aligned(out, "out", 16);
+  check.disjoint(out, "out", x, "x");
+  check.disjoint(out, "out", weight, "weight");
+  check.disjoint(out, "out", scale, "scale");
+  auto* const x_ptr = host::data<cute::bfloat16_t const>(x);
+  auto* const weight_ptr = host::data<cute::bfloat16_t const>(weight);
+  auto* const scale_ptr = host::data<float const>(scale);
+  auto* const out_ptr = host::data<cute::bfloat16_t>(out);
+  int64_t const grid = 2 * rows;
+  // launch: 2 * rows CTAs of 128 threads, 1 row each, a thread's part of a row in strips of 8 contiguous elements
+  host::CudaLaunch launch(check);
+  unsigned const ctas = launch.grid(grid);
+  if (ctas > 0) {
+    scaled_segments_kernel<<<ctas, 128, 0, launch.stream()>>>(x_ptr, weight_ptr, scale_ptr, out_ptr, rows);
+    launch.launched();
+  }
+}
+
+}  // namespace
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(scaled_segments, scaled_segments_entry);
+
 // ---- kernel rms_norm_2048
 // Generated by TileFoundry from Module rms_norm_2048 for target cuda:nvidia.h200_sxm:sm_90a; entry rms_norm_2048.
 // Built with -DTILEFOUNDRY_TARGET_CUDA -DTILEFOUNDRY_HOST_ENTRY: the runtime header brings in the
@@ -952,7 +1044,7 @@ namespace {
 using namespace tilefoundry;
 using cute::Int;
 
-// from @func rms_norm_2048 at compile_kernels.py:135
+// from @func rms_norm_2048 at compile_kernels.py:144
 // rms_norm_2048: schedule placement=rows grid=rows threads_per_cta=64 rows=rows rows_per_cta=1 vector_width=8
 __global__ void __launch_bounds__(64) rms_norm_2048_kernel(cute::bfloat16_t const* __restrict__ x_ptr, cute::bfloat16_t const* __restrict__ weight_ptr, cute::bfloat16_t* __restrict__ out_ptr, int64_t rows) {
   // threads = mesh thread(warp=2, lane=32)
@@ -970,13 +1062,13 @@ __global__ void __launch_bounds__(64) rms_norm_2048_kernel(cute::bfloat16_t cons
   auto rms_norm_rstd = tilefoundry::make_tensor<float>(one_element);
   auto rms_norm_normed = tilefoundry::make_tensor<float>(rmem_layout);
   auto rms_norm_rounded = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
-  auto weight = tilefoundry::make_tensor(cute::make_gmem_ptr(weight_ptr), gmem_layout);
+  auto weight = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(weight_ptr), gmem_layout);
   int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
   int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
   for (int64_t row = row_begin; row < row_end; ++row) {
-    auto x = tilefoundry::make_tensor(cute::make_gmem_ptr(x_ptr + row * 2048), gmem_layout);
-    auto out = tilefoundry::make_tensor(cute::make_gmem_ptr(out_ptr + row * 2048), gmem_layout);
-    // compile_kernels.py:136: return tf.rms_norm(x, weight, 1e-6) [rms_norm]
+    auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 2048), gmem_layout);
+    auto out = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out_ptr + row * 2048), gmem_layout);
+    // compile_kernels.py:145: return tf.rms_norm(x, weight, 1e-6) [rms_norm]
     ops::unary(ops::cast_op{}, x, rms_norm_x);
     ops::unary(ops::square_op{}, rms_norm_x, rms_norm_square);
     ops::reduce<ops::mean_op, cute::seq<0, 1, 2, 3>>(rms_norm_square, rms_norm_mean_square, reduce_workspace);
@@ -1043,7 +1135,7 @@ namespace {
 using namespace tilefoundry;
 using cute::Int;
 
-// from @func add_rms_norm_2048 at compile_kernels.py:138
+// from @func add_rms_norm_2048 at compile_kernels.py:147
 // add_rms_norm_2048: schedule placement=rows grid=rows threads_per_cta=64 rows=rows rows_per_cta=1 vector_width=8
 __global__ void __launch_bounds__(64) add_rms_norm_2048_kernel(cute::bfloat16_t const* __restrict__ x_ptr, cute::bfloat16_t const* __restrict__ residual_ptr, cute::bfloat16_t const* __restrict__ weight_ptr, cute::bfloat16_t* __restrict__ out0_ptr, cute::bfloat16_t* __restrict__ out1_ptr, int64_t rows) {
   // threads = mesh thread(warp=2, lane=32)
@@ -1062,19 +1154,19 @@ __global__ void __launch_bounds__(64) add_rms_norm_2048_kernel(cute::bfloat16_t 
   auto rms_norm_rstd = tilefoundry::make_tensor<float>(one_element);
   auto rms_norm_normed = tilefoundry::make_tensor<float>(rmem_layout);
   auto rms_norm_rounded = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
-  auto weight = tilefoundry::make_tensor(cute::make_gmem_ptr(weight_ptr), gmem_layout);
+  auto weight = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(weight_ptr), gmem_layout);
   int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
   int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
   for (int64_t row = row_begin; row < row_end; ++row) {
-    auto x = tilefoundry::make_tensor(cute::make_gmem_ptr(x_ptr + row * 2048), gmem_layout);
-    auto residual = tilefoundry::make_tensor(cute::make_gmem_ptr(residual_ptr + row * 2048), gmem_layout);
-    auto out0 = tilefoundry::make_tensor(cute::make_gmem_ptr(out0_ptr + row * 2048), gmem_layout);
-    auto out1 = tilefoundry::make_tensor(cute::make_gmem_ptr(out1_ptr + row * 2048), gmem_layout);
-    // compile_kernels.py:140: h = x + residual
+    auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 2048), gmem_layout);
+    auto residual = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(residual_ptr + row * 2048), gmem_layout);
+    auto out0 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out0_ptr + row * 2048), gmem_layout);
+    auto out1 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out1_ptr + row * 2048), gmem_layout);
+    // compile_kernels.py:149: h = x + residual
     ops::binary(ops::add_op{}, x, residual, h);
-    // compile_kernels.py:138: def add_rms_norm(x: Tensor[(ROWS, hidden), "bf16"], residual: Tensor[(ROWS, hidden), "bf16"],
+    // compile_kernels.py:147: def add_rms_norm(x: Tensor[(ROWS, hidden), "bf16"], residual: Tensor[(ROWS, hidden), "bf16"],
     ops::unary(ops::cast_op{}, h, out1);
-    // compile_kernels.py:141: return tf.rms_norm(h, weight, 1e-6), h [rms_norm]
+    // compile_kernels.py:150: return tf.rms_norm(h, weight, 1e-6), h [rms_norm]
     ops::unary(ops::cast_op{}, h, rms_norm_x);
     ops::unary(ops::square_op{}, rms_norm_x, rms_norm_square);
     ops::reduce<ops::mean_op, cute::seq<0, 1, 2, 3>>(rms_norm_square, rms_norm_mean_square, reduce_workspace);
@@ -1164,7 +1256,7 @@ namespace {
 using namespace tilefoundry;
 using cute::Int;
 
-// from @func softmax_2048 at compile_kernels.py:143
+// from @func softmax_2048 at compile_kernels.py:152
 // softmax_2048: schedule placement=rows grid=rows threads_per_cta=64 rows=rows rows_per_cta=1 vector_width=8
 __global__ void __launch_bounds__(64) softmax_2048_kernel(cute::bfloat16_t const* __restrict__ x_ptr, cute::bfloat16_t* __restrict__ out_ptr, int64_t rows) {
   // threads = mesh thread(warp=2, lane=32)
@@ -1185,9 +1277,9 @@ __global__ void __launch_bounds__(64) softmax_2048_kernel(cute::bfloat16_t const
   int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
   int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
   for (int64_t row = row_begin; row < row_end; ++row) {
-    auto x = tilefoundry::make_tensor(cute::make_gmem_ptr(x_ptr + row * 2048), gmem_layout);
-    auto out = tilefoundry::make_tensor(cute::make_gmem_ptr(out_ptr + row * 2048), gmem_layout);
-    // compile_kernels.py:144: return tf.softmax(x, axis=-1) [softmax]
+    auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 2048), gmem_layout);
+    auto out = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out_ptr + row * 2048), gmem_layout);
+    // compile_kernels.py:153: return tf.softmax(x, axis=-1) [softmax]
     ops::unary(ops::cast_op{}, x, softmax_x);
     ops::reduce<ops::max_op, cute::seq<0, 1, 2, 3>>(softmax_x, softmax_max, reduce_workspace);
     ops::binary(ops::sub_op{}, softmax_x, softmax_max, softmax_shifted);
@@ -1245,21 +1337,21 @@ namespace {
 using namespace tilefoundry;
 using cute::Int;
 
-// from @func swiglu_2048 at compile_kernels.py:146
-// swiglu_2048: schedule placement=rows grid=rows threads_per_cta=64 rows=rows rows_per_cta=1 vector_width=8
-__global__ void __launch_bounds__(64) swiglu_2048_kernel(cute::bfloat16_t const* __restrict__ gate_ptr, cute::bfloat16_t const* __restrict__ up_ptr, cute::bfloat16_t* __restrict__ out_ptr, int64_t rows) {
-  // threads = mesh thread(warp=2, lane=32)
-  auto const threads = make_mesh<TopologyScope::thread>(cute::make_layout(cute::make_shape(Int<2>{}, Int<32>{}), cute::make_stride(Int<32>{}, Int<1>{})));
-  auto const rmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<2>{}, Int<4>{}), cute::make_stride(Int<1>{}, Int<0>{}, Int<0>{}, Int<8>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
-  auto const gmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<2>{}, Int<4>{}), cute::make_stride(Int<1>{}, Int<8>{}, Int<256>{}, Int<512>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
+// from @func swiglu_2048 at compile_kernels.py:155
+// swiglu_2048: schedule placement=rows grid=2*rows threads_per_cta=128 rows=2*rows rows_per_cta=1 vector_width=8
+__global__ void __launch_bounds__(128) swiglu_2048_kernel(cute::bfloat16_t const* __restrict__ gate_ptr, cute::bfloat16_t const* __restrict__ up_ptr, cute::bfloat16_t* __restrict__ out_ptr, int64_t rows) {
+  // threads = mesh thread(warp=4, lane=32)
+  auto const threads = make_mesh<TopologyScope::thread>(cute::make_layout(cute::make_shape(Int<4>{}, Int<32>{}), cute::make_stride(Int<32>{}, Int<1>{})));
+  auto const rmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<4>{}, Int<1>{}), cute::make_stride(Int<1>{}, Int<0>{}, Int<0>{}, Int<8>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
+  auto const gmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<4>{}, Int<1>{}), cute::make_stride(Int<1>{}, Int<8>{}, Int<256>{}, Int<1024>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
   auto silu = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
   int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
-  int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
+  int64_t const row_end = row_begin + (1) < (2 * rows) ? row_begin + (1) : (2 * rows);
   for (int64_t row = row_begin; row < row_end; ++row) {
-    auto gate = tilefoundry::make_tensor(cute::make_gmem_ptr(gate_ptr + row * 2048), gmem_layout);
-    auto up = tilefoundry::make_tensor(cute::make_gmem_ptr(up_ptr + row * 2048), gmem_layout);
-    auto out = tilefoundry::make_tensor(cute::make_gmem_ptr(out_ptr + row * 2048), gmem_layout);
-    // compile_kernels.py:147: return tf.silu(gate) * up
+    auto gate = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(gate_ptr + (row / 2) * 2048 + (row % 2) * 1024), gmem_layout);
+    auto up = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(up_ptr + (row / 2) * 2048 + (row % 2) * 1024), gmem_layout);
+    auto out = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out_ptr + (row / 2) * 2048 + (row % 2) * 1024), gmem_layout);
+    // compile_kernels.py:156: return tf.silu(gate) * up
     ops::unary(ops::silu_op{}, gate, silu);
     ops::binary(ops::mul_op{}, silu, up, out);
   }
@@ -1296,12 +1388,12 @@ void swiglu_2048_entry(tvm::ffi::TensorView gate, tvm::ffi::TensorView up, tvm::
   auto* const gate_ptr = host::data<cute::bfloat16_t const>(gate);
   auto* const up_ptr = host::data<cute::bfloat16_t const>(up);
   auto* const out_ptr = host::data<cute::bfloat16_t>(out);
-  int64_t const grid = rows;
-  // launch: rows CTAs of 64 threads, 1 row each, a thread's part of a row in strips of 8 contiguous elements
+  int64_t const grid = 2 * rows;
+  // launch: 2 * rows CTAs of 128 threads, 1 row each, a thread's part of a row in strips of 8 contiguous elements
   host::CudaLaunch launch(check);
   unsigned const ctas = launch.grid(grid);
   if (ctas > 0) {
-    swiglu_2048_kernel<<<ctas, 64, 0, launch.stream()>>>(gate_ptr, up_ptr, out_ptr, rows);
+    swiglu_2048_kernel<<<ctas, 128, 0, launch.stream()>>>(gate_ptr, up_ptr, out_ptr, rows);
     launch.launched();
   }
 }
@@ -1321,7 +1413,7 @@ namespace {
 using namespace tilefoundry;
 using cute::Int;
 
-// from @func rms_norm_8192 at compile_kernels.py:135
+// from @func rms_norm_8192 at compile_kernels.py:144
 // rms_norm_8192: schedule placement=rows grid=rows threads_per_cta=256 rows=rows rows_per_cta=1 vector_width=8
 __global__ void __launch_bounds__(256) rms_norm_8192_kernel(cute::bfloat16_t const* __restrict__ x_ptr, cute::bfloat16_t const* __restrict__ weight_ptr, cute::bfloat16_t* __restrict__ out_ptr, int64_t rows) {
   // threads = mesh thread(warp=8, lane=32)
@@ -1339,13 +1431,13 @@ __global__ void __launch_bounds__(256) rms_norm_8192_kernel(cute::bfloat16_t con
   auto rms_norm_rstd = tilefoundry::make_tensor<float>(one_element);
   auto rms_norm_normed = tilefoundry::make_tensor<float>(rmem_layout);
   auto rms_norm_rounded = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
-  auto weight = tilefoundry::make_tensor(cute::make_gmem_ptr(weight_ptr), gmem_layout);
+  auto weight = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(weight_ptr), gmem_layout);
   int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
   int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
   for (int64_t row = row_begin; row < row_end; ++row) {
-    auto x = tilefoundry::make_tensor(cute::make_gmem_ptr(x_ptr + row * 8192), gmem_layout);
-    auto out = tilefoundry::make_tensor(cute::make_gmem_ptr(out_ptr + row * 8192), gmem_layout);
-    // compile_kernels.py:136: return tf.rms_norm(x, weight, 1e-6) [rms_norm]
+    auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 8192), gmem_layout);
+    auto out = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out_ptr + row * 8192), gmem_layout);
+    // compile_kernels.py:145: return tf.rms_norm(x, weight, 1e-6) [rms_norm]
     ops::unary(ops::cast_op{}, x, rms_norm_x);
     ops::unary(ops::square_op{}, rms_norm_x, rms_norm_square);
     ops::reduce<ops::mean_op, cute::seq<0, 1, 2, 3>>(rms_norm_square, rms_norm_mean_square, reduce_workspace);
@@ -1412,7 +1504,7 @@ namespace {
 using namespace tilefoundry;
 using cute::Int;
 
-// from @func add_rms_norm_8192 at compile_kernels.py:138
+// from @func add_rms_norm_8192 at compile_kernels.py:147
 // add_rms_norm_8192: schedule placement=rows grid=rows threads_per_cta=256 rows=rows rows_per_cta=1 vector_width=8
 __global__ void __launch_bounds__(256) add_rms_norm_8192_kernel(cute::bfloat16_t const* __restrict__ x_ptr, cute::bfloat16_t const* __restrict__ residual_ptr, cute::bfloat16_t const* __restrict__ weight_ptr, cute::bfloat16_t* __restrict__ out0_ptr, cute::bfloat16_t* __restrict__ out1_ptr, int64_t rows) {
   // threads = mesh thread(warp=8, lane=32)
@@ -1431,19 +1523,19 @@ __global__ void __launch_bounds__(256) add_rms_norm_8192_kernel(cute::bfloat16_t
   auto rms_norm_rstd = tilefoundry::make_tensor<float>(one_element);
   auto rms_norm_normed = tilefoundry::make_tensor<float>(rmem_layout);
   auto rms_norm_rounded = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
-  auto weight = tilefoundry::make_tensor(cute::make_gmem_ptr(weight_ptr), gmem_layout);
+  auto weight = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(weight_ptr), gmem_layout);
   int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
   int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
   for (int64_t row = row_begin; row < row_end; ++row) {
-    auto x = tilefoundry::make_tensor(cute::make_gmem_ptr(x_ptr + row * 8192), gmem_layout);
-    auto residual = tilefoundry::make_tensor(cute::make_gmem_ptr(residual_ptr + row * 8192), gmem_layout);
-    auto out0 = tilefoundry::make_tensor(cute::make_gmem_ptr(out0_ptr + row * 8192), gmem_layout);
-    auto out1 = tilefoundry::make_tensor(cute::make_gmem_ptr(out1_ptr + row * 8192), gmem_layout);
-    // compile_kernels.py:140: h = x + residual
+    auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 8192), gmem_layout);
+    auto residual = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(residual_ptr + row * 8192), gmem_layout);
+    auto out0 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out0_ptr + row * 8192), gmem_layout);
+    auto out1 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out1_ptr + row * 8192), gmem_layout);
+    // compile_kernels.py:149: h = x + residual
     ops::binary(ops::add_op{}, x, residual, h);
-    // compile_kernels.py:138: def add_rms_norm(x: Tensor[(ROWS, hidden), "bf16"], residual: Tensor[(ROWS, hidden), "bf16"],
+    // compile_kernels.py:147: def add_rms_norm(x: Tensor[(ROWS, hidden), "bf16"], residual: Tensor[(ROWS, hidden), "bf16"],
     ops::unary(ops::cast_op{}, h, out1);
-    // compile_kernels.py:141: return tf.rms_norm(h, weight, 1e-6), h [rms_norm]
+    // compile_kernels.py:150: return tf.rms_norm(h, weight, 1e-6), h [rms_norm]
     ops::unary(ops::cast_op{}, h, rms_norm_x);
     ops::unary(ops::square_op{}, rms_norm_x, rms_norm_square);
     ops::reduce<ops::mean_op, cute::seq<0, 1, 2, 3>>(rms_norm_square, rms_norm_mean_square, reduce_workspace);
@@ -1533,7 +1625,7 @@ namespace {
 using namespace tilefoundry;
 using cute::Int;
 
-// from @func softmax_8192 at compile_kernels.py:143
+// from @func softmax_8192 at compile_kernels.py:152
 // softmax_8192: schedule placement=rows grid=rows threads_per_cta=256 rows=rows rows_per_cta=1 vector_width=8
 __global__ void __launch_bounds__(256) softmax_8192_kernel(cute::bfloat16_t const* __restrict__ x_ptr, cute::bfloat16_t* __restrict__ out_ptr, int64_t rows) {
   // threads = mesh thread(warp=8, lane=32)
@@ -1554,9 +1646,9 @@ __global__ void __launch_bounds__(256) softmax_8192_kernel(cute::bfloat16_t cons
   int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
   int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
   for (int64_t row = row_begin; row < row_end; ++row) {
-    auto x = tilefoundry::make_tensor(cute::make_gmem_ptr(x_ptr + row * 8192), gmem_layout);
-    auto out = tilefoundry::make_tensor(cute::make_gmem_ptr(out_ptr + row * 8192), gmem_layout);
-    // compile_kernels.py:144: return tf.softmax(x, axis=-1) [softmax]
+    auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 8192), gmem_layout);
+    auto out = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out_ptr + row * 8192), gmem_layout);
+    // compile_kernels.py:153: return tf.softmax(x, axis=-1) [softmax]
     ops::unary(ops::cast_op{}, x, softmax_x);
     ops::reduce<ops::max_op, cute::seq<0, 1, 2, 3>>(softmax_x, softmax_max, reduce_workspace);
     ops::binary(ops::sub_op{}, softmax_x, softmax_max, softmax_shifted);
@@ -1614,21 +1706,21 @@ namespace {
 using namespace tilefoundry;
 using cute::Int;
 
-// from @func swiglu_8192 at compile_kernels.py:146
-// swiglu_8192: schedule placement=rows grid=rows threads_per_cta=256 rows=rows rows_per_cta=1 vector_width=8
-__global__ void __launch_bounds__(256) swiglu_8192_kernel(cute::bfloat16_t const* __restrict__ gate_ptr, cute::bfloat16_t const* __restrict__ up_ptr, cute::bfloat16_t* __restrict__ out_ptr, int64_t rows) {
-  // threads = mesh thread(warp=8, lane=32)
-  auto const threads = make_mesh<TopologyScope::thread>(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}), cute::make_stride(Int<32>{}, Int<1>{})));
-  auto const rmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<8>{}, Int<4>{}), cute::make_stride(Int<1>{}, Int<0>{}, Int<0>{}, Int<8>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
-  auto const gmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<8>{}, Int<4>{}), cute::make_stride(Int<1>{}, Int<8>{}, Int<256>{}, Int<2048>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
+// from @func swiglu_8192 at compile_kernels.py:155
+// swiglu_8192: schedule placement=rows grid=8*rows threads_per_cta=128 rows=8*rows rows_per_cta=1 vector_width=8
+__global__ void __launch_bounds__(128) swiglu_8192_kernel(cute::bfloat16_t const* __restrict__ gate_ptr, cute::bfloat16_t const* __restrict__ up_ptr, cute::bfloat16_t* __restrict__ out_ptr, int64_t rows) {
+  // threads = mesh thread(warp=4, lane=32)
+  auto const threads = make_mesh<TopologyScope::thread>(cute::make_layout(cute::make_shape(Int<4>{}, Int<32>{}), cute::make_stride(Int<32>{}, Int<1>{})));
+  auto const rmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<4>{}, Int<1>{}), cute::make_stride(Int<1>{}, Int<0>{}, Int<0>{}, Int<8>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
+  auto const gmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<4>{}, Int<1>{}), cute::make_stride(Int<1>{}, Int<8>{}, Int<256>{}, Int<1024>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
   auto silu = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
   int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
-  int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
+  int64_t const row_end = row_begin + (1) < (8 * rows) ? row_begin + (1) : (8 * rows);
   for (int64_t row = row_begin; row < row_end; ++row) {
-    auto gate = tilefoundry::make_tensor(cute::make_gmem_ptr(gate_ptr + row * 8192), gmem_layout);
-    auto up = tilefoundry::make_tensor(cute::make_gmem_ptr(up_ptr + row * 8192), gmem_layout);
-    auto out = tilefoundry::make_tensor(cute::make_gmem_ptr(out_ptr + row * 8192), gmem_layout);
-    // compile_kernels.py:147: return tf.silu(gate) * up
+    auto gate = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(gate_ptr + (row / 8) * 8192 + (row % 8) * 1024), gmem_layout);
+    auto up = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(up_ptr + (row / 8) * 8192 + (row % 8) * 1024), gmem_layout);
+    auto out = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out_ptr + (row / 8) * 8192 + (row % 8) * 1024), gmem_layout);
+    // compile_kernels.py:156: return tf.silu(gate) * up
     ops::unary(ops::silu_op{}, gate, silu);
     ops::binary(ops::mul_op{}, silu, up, out);
   }
@@ -1665,12 +1757,12 @@ void swiglu_8192_entry(tvm::ffi::TensorView gate, tvm::ffi::TensorView up, tvm::
   auto* const gate_ptr = host::data<cute::bfloat16_t const>(gate);
   auto* const up_ptr = host::data<cute::bfloat16_t const>(up);
   auto* const out_ptr = host::data<cute::bfloat16_t>(out);
-  int64_t const grid = rows;
-  // launch: rows CTAs of 256 threads, 1 row each, a thread's part of a row in strips of 8 contiguous elements
+  int64_t const grid = 8 * rows;
+  // launch: 8 * rows CTAs of 128 threads, 1 row each, a thread's part of a row in strips of 8 contiguous elements
   host::CudaLaunch launch(check);
   unsigned const ctas = launch.grid(grid);
   if (ctas > 0) {
-    swiglu_8192_kernel<<<ctas, 256, 0, launch.stream()>>>(gate_ptr, up_ptr, out_ptr, rows);
+    swiglu_8192_kernel<<<ctas, 128, 0, launch.stream()>>>(gate_ptr, up_ptr, out_ptr, rows);
     launch.launched();
   }
 }

@@ -150,8 +150,12 @@ class KernelEmitter:
         ptr = self.pointers[s.param]
         offset = self.offset_expr(s)
         at = f"{ptr} + {offset}" if offset != "0" else ptr
-        view = self.view_over(f"cute::make_gmem_ptr({at})", s.buffer, ind)
+        view = self.view_over(self.gmem_iterator(s, at), s.buffer, ind)
         self.lines.append(f"{ind}auto {self.buffer(s.buffer)} = {view};")
+
+    def gmem_iterator(self, s: GmemView, at: str) -> str:
+        """The iterator of a global-memory view at address ``at`` (a target may promise its alignment)."""
+        return f"cute::make_gmem_ptr({at})"
 
     def offset_expr(self, s: GmemView) -> str:
         parts = []

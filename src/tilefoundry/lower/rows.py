@@ -5,7 +5,8 @@ its widest values are the row index, their last axis the row. Every value is, pe
 *vector* (the row's H elements) or a *scalar* (one element: a reduction's result, a ``[rows, 1]``
 input), and *invariant* when it does not depend on the row (a weight, a constant). Elementwise ops
 (with broadcasting), casts, comparisons, ``where``, constants and reductions along the last axis
-keep a program row-wise; anything else is refused, naming the op.
+keep a program row-wise; anything else is refused, naming the op. A program without reductions may
+have its rows cut into shorter ones (``split_rows``), so that one long row spreads over several CTAs.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ class RowSpace:
     row: Dim
     forms: dict[int, RowForm]
     axis_maps: dict[int, tuple[int, ...]]
+    segments: int = 1  # the value's rows are cut into this many rows of ``row`` elements (see split_rows)
 
     @property
     def rows(self) -> Dim:
@@ -57,6 +59,30 @@ class RowSpace:
     def form(self, v: Val) -> RowForm:
         """The form of value ``v``."""
         return self.forms[id(v)]
+
+    def shape_of(self, v: Val) -> tuple[Dim, ...]:
+        """``v``'s shape as the row space walks it: a vector's last axis cut into its segments."""
+        shape = v.type.shape
+        if self.segments == 1 or not self.form(v).vector:
+            return shape
+        return (*shape[:-1], self.segments, self.row)
+
+
+def has_reduction(prog: Program) -> bool:
+    """Whether some op of ``prog`` reduces along the row (else each element of a row is computed alone)."""
+    return any(op.op == "reduce" for op in prog.ops)
+
+
+def split_rows(space: RowSpace, segments: int) -> RowSpace:
+    """The row space of a program without reductions whose rows are cut into ``segments`` rows each: a
+    new innermost lead axis of ``segments`` that every vector walks (so none is invariant any longer), rows
+    of ``row / segments`` elements. Per-row scalars keep their forms."""
+    if segments == 1:
+        return space
+    assert isinstance(space.row, int) and space.row % segments == 0, (space.row, segments)
+    axis = len(space.lead)
+    forms = {k: RowForm(True, (*f.lead, axis), False) if f.vector else f for k, f in space.forms.items()}
+    return RowSpace((*space.lead, segments), space.row // segments, forms, space.axis_maps, segments)
 
 
 def analyze_rows(prog: Program) -> RowSpace:

@@ -4,7 +4,8 @@ The kernel body is one mesh scope over the thread mesh. Buffers for per-row inte
 allocated once per CTA (rmem), views of row-independent parameters and the ops computing
 row-independent values come next (hoisted out of the loop), then the loop over this CTA's rows: the
 rows' views of the parameters and outputs, and one runtime-op call per HIR op. An op whose result is
-an output writes the output's memory directly.
+an output writes the output's memory directly. On CUDA a program without reductions has its rows cut
+into segments of one 16-byte vector a thread (``schedule.row_segments``), each segment a row of its own.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from .layouts import RowLayouts
 from .opmap import BINARY_TAGS, COMPILED_DTYPES, REDUCE_TAGS, UNARY_TAGS, literal, unary_tag
 from .params import bind_dimvars, output_params
 from .program import Op, Program, Val
-from .rows import RowForm, RowSpace, analyze_rows
-from .schedule import Declared, row_schedule, stages_inputs
+from .rows import RowForm, RowSpace, analyze_rows, has_reduction, split_rows
+from .schedule import Declared, row_schedule, row_segments, stages_inputs
 
 _UNARY = frozenset(UNARY_TAGS) | {"cast", "gelu", "clamp"}
 _ALIASES = frozenset({"reshard", "local"})
@@ -71,7 +72,7 @@ class _RowLowering:
         return buf
 
     def _offset(self, v: Val) -> RowOffset:
-        shape = v.type.shape
+        shape = self.space.shape_of(v)
         lead = self.space.lead
         strides = [product(shape[j + 1:]) for j in range(len(shape))]
         terms = []
@@ -205,7 +206,11 @@ def lower_rows(prog: Program, target: Target, declared: Declared) -> PrimFunc:
     space = analyze_rows(prog)
     dtypes = {v.type.dtype for v in (*prog.params, *prog.outputs)}
     invariant_out = any(space.form(v).invariant for v in prog.outputs)
-    sched, mesh = row_schedule(target, prog.name, space.rows, space.row, dtypes, declared, invariant_out)
+    elementwise = not has_reduction(prog) and not invariant_out
+    segments = row_segments(target, space.row, dtypes, declared, elementwise)
+    space = split_rows(space, segments or 1)
+    sched, mesh = row_schedule(target, prog.name, space.rows, space.row, dtypes, declared, invariant_out,
+                               one_vector=segments is not None)
     layouts = RowLayouts(mesh, sched.vector_width, space.row)
     outs = output_params(prog)
     low = _RowLowering(prog, space, layouts)

@@ -4,7 +4,8 @@ CTA and the per-thread vector width, per target, and builds the thread mesh a ro
 The CPU target runs each CTA on one host thread (OpenMP spreads the CTAs), so a row stays on its
 thread and a CTA takes enough rows to amortise the loop. A CUDA target spreads a row over a CTA's
 threads in 16-byte vectors (8 bf16, 4 f32), one row per CTA, about four vectors a thread (see
-``_cuda_threads``); the numbers live here and nowhere else in lowering.
+``_cuda_threads``); a program without reductions has its rows cut into segments of one vector a
+thread instead (``row_segments``). The numbers live here and nowhere else in lowering.
 """
 
 from __future__ import annotations
@@ -33,6 +34,13 @@ CPU_MAX_ROWS_PER_CTA = 64
 CUDA_VECTORS_PER_THREAD = 4
 CUDA_MAX_THREADS = 1024
 CUDA_MAX_ELEMENTS_PER_THREAD = 32
+# A program without reductions needs no whole row in one CTA: its rows are cut into segments of
+# one 16-byte vector a thread over CUDA_SEGMENT_THREADS threads (fewer whole warps where the row
+# asks for it), each segment a CTA. Then no thread's work is a chain of several dependent vectors:
+# one row (a decode step) spreads over row / segment CTAs, and at many rows each thread's two or
+# three loads are issued together (a thread's registers stay few, so the SM holds its 2048
+# threads, 32 KB per input in flight).
+CUDA_SEGMENT_THREADS = (128, 64, 32)
 
 
 @dataclass(frozen=True)
@@ -43,14 +51,34 @@ class Declared:
     thread: int | None = None
 
 
+def row_segments(target: Target, row: Dim, dtypes: set[DType], declared: Declared, elementwise: bool) -> int | None:
+    """Into how many segments each row of an elementwise program is cut (see CUDA_SEGMENT_THREADS), or None
+    where rows are not cut: another target, a program with reductions (``elementwise`` False) or a
+    row-independent output, declared topologies, a row whose length is known only at launch or that no
+    segment of whole warps tiles."""
+    if not (isinstance(target, CudaTarget) and elementwise and isinstance(row, int)):
+        return None
+    if declared.cta is not None or declared.thread is not None:
+        return None
+    vector = _vector_width(row, dtypes)
+    for threads in CUDA_SEGMENT_THREADS:
+        if row % (threads * vector) == 0:
+            return row // (threads * vector)
+    return None
+
+
 def row_schedule(target: Target, function: str, rows: Dim, row: Dim, dtypes: set[DType], declared: Declared,
-                 needs_a_cta: bool) -> tuple[Schedule, TMesh]:
+                 needs_a_cta: bool, one_vector: bool = False) -> tuple[Schedule, TMesh]:
     """Schedule and thread mesh of a row-wise program with ``rows`` rows of ``row`` elements.
 
     ``needs_a_cta``: some output does not depend on the row, so at least one CTA runs even for no rows.
+    ``one_vector``: the rows are segments (row_segments), one 16-byte vector a thread.
     """
     if isinstance(target, CpuTarget):
         threads, vector = _cpu_threads(function, declared), 1
+    elif isinstance(target, CudaTarget) and one_vector:
+        vector = _vector_width(row, dtypes)
+        threads = row // vector
     elif isinstance(target, CudaTarget):
         threads, vector = _cuda_threads(function, row, dtypes, declared)
     else:  # pragma: no cover - resolve_target admits no other kind
@@ -105,8 +133,6 @@ def _cuda_threads(function: str, row: Dim, dtypes: set[DType], declared: Declare
     vectors than a warp, or not a whole number of warps of them, takes the largest power of two
     dividing ``n`` (at most a warp). A row whose length is a DimVar runs on one thread per CTA.
     """
-    floats = [d.bits for d in dtypes if d.is_float and d.bits >= 16]
-    narrowest = min(floats or [d.bits for d in dtypes] or [32])
     if not isinstance(row, int):
         if declared.thread not in (None, 1):
             raise LoweringError(
@@ -114,19 +140,33 @@ def _cuda_threads(function: str, row: Dim, dtypes: set[DType], declared: Declare
                 f"{row} is known only at launch, and such a row runs on one thread per CTA; give the row a static "
                 "length, or declare Topology('thread', 1)", None)
         return 1, 1
-    vector = max(1, 128 // narrowest)
+    vector = _narrowest_vector(dtypes)
     if declared.thread is not None:
         threads = declared.thread
         while vector > 1 and row % (vector * threads):
             vector //= 2
     else:
-        while vector > 1 and row % vector:
-            vector //= 2
+        vector = _vector_width(row, dtypes)
         threads = _cuda_row_threads(row // vector, vector)
     if row % (vector * threads):
         raise LoweringError("topologies", function, f"a row of {row} elements does not split over the {threads} "
                             "declared threads", None)
     return threads, vector
+
+
+def _narrowest_vector(dtypes: set[DType]) -> int:
+    """Elements in 16 bytes of the narrowest float type in memory (see _cuda_threads)."""
+    floats = [d.bits for d in dtypes if d.is_float and d.bits >= 16]
+    narrowest = min(floats or [d.bits for d in dtypes] or [32])
+    return max(1, 128 // narrowest)
+
+
+def _vector_width(row: int, dtypes: set[DType]) -> int:
+    """The vector of a static row: _narrowest_vector, halved until it divides the row."""
+    vector = _narrowest_vector(dtypes)
+    while vector > 1 and row % vector:
+        vector //= 2
+    return vector
 
 
 def _cuda_row_threads(vectors: int, vector: int) -> int:

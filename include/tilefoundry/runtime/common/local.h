@@ -3,6 +3,7 @@
 #pragma once
 
 #include <tilefoundry/runtime/common/config.h>
+#include <tilefoundry/runtime/common/aligned_ptr.h>
 #include <tilefoundry/runtime/common/mesh.h>
 #include <tilefoundry/runtime/common/shard_attr.h>
 #include <tilefoundry/runtime/common/shard_tensor.h>
@@ -80,13 +81,49 @@ CUTE_HOST_DEVICE constexpr auto shard_layout_local_shape(ShardLayout<L, A, M> co
 
 namespace detail {
 
+// Whether every split mode's stride is static and a whole number of Bytes / Elem elements, so
+// that an instance's view starts as aligned as the whole tensor.
+template <int Bytes, int Elem, class L, class Attrs, int... M>
+CUTE_HOST_DEVICE constexpr bool splits_keep_alignment(std::integer_sequence<int, M...>) {
+  using Stride = cute::remove_cvref_t<decltype(cute::wrap(std::declval<L const&>().stride()))>;
+  auto keeps = [](auto m) {
+    using A = cute::remove_cvref_t<cute::tuple_element_t<decltype(m)::value, Attrs>>;
+    if constexpr (is_split_v<A>) {
+      using D = cute::remove_cvref_t<cute::tuple_element_t<split_axis<A>::value, Stride>>;
+      if constexpr (cute::is_static<D>::value) {
+        return (long(D::value) * Elem) % Bytes == 0;
+      } else {
+        return false;
+      }
+    } else {
+      return true;
+    }
+  };
+  return (true && ... && keeps(cute::Int<M>{}));
+}
+
 template <class Iterator, class L, class A, class M>
 CUTE_HOST_DEVICE auto project(Iterator base, ShardLayout<L, A, M> const& sl) {
   static_assert(attr_count<A> == M::rank, "ShardLayout: one shard attribute per mesh axis");
   auto coord = sl.mesh.local_index();
   auto offset = local_offset(sl, coord, std::make_integer_sequence<int, attr_count<A>>{});
-  return cute::make_tensor(base + offset, cute::make_layout(shard_layout_local_shape(sl),
-                                                            cute::wrap(sl.layout.stride())));
+  auto local_layout =
+      cute::make_layout(shard_layout_local_shape(sl), cute::wrap(sl.layout.stride()));
+  constexpr int bytes = promised_alignment_v<Iterator>;
+  if constexpr (bytes > 0) {
+    using T = typename cute::remove_cvref_t<Iterator>::value_type;
+    constexpr int elem = int(sizeof(T));
+    if constexpr (splits_keep_alignment<bytes, elem, L, A>(
+                      std::make_integer_sequence<int, attr_count<A>>{})) {
+      // every split offset is a whole number of the promised alignment: the view keeps it
+      return cute::make_tensor(make_aligned_gmem_ptr<bytes>(cute::raw_pointer_cast(base + offset)),
+                               local_layout);
+    } else {
+      return cute::make_tensor(base + offset, local_layout);
+    }
+  } else {
+    return cute::make_tensor(base + offset, local_layout);
+  }
 }
 
 }  // namespace detail

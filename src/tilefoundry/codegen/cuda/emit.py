@@ -9,7 +9,10 @@ the CPU. What differs is storage and launch:
 - the reductions that cross warps share the kernel's ``reduce_workspace`` (lowering allocates it), a
   ``__shared__`` array wrapped by ``ops::make_reduce_workspace``: one barrier per reduction;
 - pointers are ``__restrict__`` (the entry refuses outputs that overlap inputs or one another) and the
-  kernel states its block size in ``__launch_bounds__``.
+  kernel states its block size in ``__launch_bounds__``;
+- a row's view of a tensor whose alignment the entry checks, at an offset that keeps it, is made over
+  ``make_aligned_gmem_ptr<16>``: the promise is in the iterator's type, so the runtime's vector path takes
+  16-byte words without checking the address again (and without an element-by-element fallback).
 
 The launch geometry (CTAs, threads per CTA, dynamic shared memory) is derived here, by
 :func:`_derive_launch_config`, and written into the host entry as numbers and expressions of the
@@ -30,7 +33,7 @@ from ...ir.types.dim import Dim, dimvars_of, floordiv
 from ...ir.types.storage import Storage
 from ...tir.buffer import Buffer
 from ...tir.function import KernelParam, PrimFunc, TirModule
-from ...tir.stmt import MeshScope, OpCall, RowLoop, Stmt
+from ...tir.stmt import GmemView, MeshScope, OpCall, RowLoop, Stmt
 from .. import cxx
 from ..host import HostEmitter
 from ..kernel import KernelEmitter, allocations, meshes_of
@@ -89,6 +92,27 @@ def _workspaces(body: list[Stmt]) -> set[int]:
     return found
 
 
+def checked_alignment(fn: PrimFunc, p: KernelParam) -> int:
+    """The alignment in bytes the host entry checks of tensor ``p`` (0: none): a float tensor the kernel
+    reads or writes in vectors starts at a vector's alignment."""
+    width = fn.schedule.vector_width
+    t = p.type
+    if width <= 1 or t.rank == 0 or t.shape[-1] == 1 or not t.dtype.is_float or t.dtype.bits < 16:
+        return 0
+    return min(16, width * t.dtype.bits // 8)
+
+
+def promised_alignment(fn: PrimFunc, s: GmemView) -> int:
+    """The alignment in bytes a row's view of ``s.param`` keeps: what the entry checked of the tensor, where
+    every term of the row offset is a static whole number of it (0: none promised)."""
+    param = next(p for p in fn.params if p.name == s.param)
+    align = checked_alignment(fn, param)
+    size = param.type.dtype.bits // 8
+    if align < 16 or any(not isinstance(stride, int) or stride * size % align for _, _, stride in s.offset.terms):
+        return 0
+    return align
+
+
 class CudaKernel(KernelEmitter):
     """A ``__global__`` kernel: the shared body, CUDA storage for buffers, the block size in its bounds."""
 
@@ -109,6 +133,14 @@ class CudaKernel(KernelEmitter):
         at = next(i for i, line in enumerate(lines) if line.startswith(self.qualifier)) + 1
         decl = f"  extern __shared__ __align__({SMEM_ALIGN}) unsigned char {DYNAMIC_SMEM}[];"
         return lines[:at] + [decl] + lines[at:]
+
+    def gmem_iterator(self, s: GmemView, at: str) -> str:
+        """A view whose start the entry checked (and the row offset keeps) promises its alignment in its
+        iterator's type, so that the runtime's vector path does not check it again."""
+        align = promised_alignment(self.fn, s)
+        if align:
+            return f"make_aligned_gmem_ptr<{align}>({at})"
+        return super().gmem_iterator(s, at)
 
     def alloc(self, b: Buffer, ind: str) -> list[str]:
         size = b.local_size()
@@ -161,11 +193,9 @@ class CudaHost(HostEmitter):
 
     def layout_checks(self, p: KernelParam) -> list[str]:
         """A float tensor the kernel reads or writes in vectors starts at a vector's alignment."""
-        width = self.fn.schedule.vector_width
-        t = p.type
-        if width <= 1 or t.rank == 0 or t.shape[-1] == 1 or not t.dtype.is_float or t.dtype.bits < 16:
+        align = checked_alignment(self.fn, p)
+        if not align:
             return []
-        align = min(16, width * t.dtype.bits // 8)
         return [f"check.aligned({self.views[p.name]}, {cxx.string(p.name)}, {align});"]
 
     def launch(self, args: str) -> list[str]:

@@ -60,9 +60,18 @@ TILEFOUNDRY_DEVICE word4 load_word(void const* p) {
 #endif
 }
 
+// Global: p is in global memory. There the word goes out as one st.global.v4: NVVM may split a
+// uint4 assignment into four 4-byte stores where a thread stores a single word.
+template <bool Global = false>
 TILEFOUNDRY_DEVICE void store_word(void* p, word4 const& w) {
 #if defined(__CUDA_ARCH__)
-  *static_cast<uint4*>(p) = make_uint4(w.u[0], w.u[1], w.u[2], w.u[3]);
+  if constexpr (Global) {
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(w.u[0]), "r"(w.u[1]),
+                 "r"(w.u[2]), "r"(w.u[3])
+                 : "memory");
+  } else {
+    *static_cast<uint4*>(p) = make_uint4(w.u[0], w.u[1], w.u[2], w.u[3]);
+  }
 #else
   std::memcpy(p, &w, sizeof(w));
 #endif
@@ -124,7 +133,7 @@ TILEFOUNDRY_DEVICE void load_group(T const* p, float (&out)[N]) {
 
 /// Stores N floats as the N elements of type T at p (16-byte aligned, N * sizeof(T) a multiple of
 /// 16), rounding to nearest even.
-template <class T, int N>
+template <bool Global = false, class T, int N>
 TILEFOUNDRY_DEVICE void store_group(T* p, float const (&in)[N]) {
   constexpr packed_kind K = packed_kind_v<T>;
   static_assert(K != packed_kind::none && (N * sizeof(T)) % 16 == 0, "not a packed group");
@@ -140,7 +149,7 @@ TILEFOUNDRY_DEVICE void store_group(T* p, float const (&in)[N]) {
         w.u[i] = pack_pair<K>(in[8 * k + 2 * i], in[8 * k + 2 * i + 1]);
       }
     }
-    store_word(p + k * per_word, w);
+    store_word<Global>(p + k * per_word, w);
   }
 }
 

@@ -8,13 +8,16 @@
 // (packed.h), register operands element by element (static indices keep them in registers), a
 // scalar is itself. Whether the words are 16-byte aligned (every contiguous memory operand's
 // base, and its other strides where they are launch-provided) is checked at run time; if not, the
-// same groups move element by element.
+// same groups move element by element. A base whose iterator type promises 16 bytes
+// (aligned_gmem_ptr, which generated code makes where its host entry checked them) is not
+// checked: with static strides the check and the element-by-element code fold away.
 //
 // Groups go in batches, all loads of a batch before its first store, so that loads are in flight
 // together even where an output may alias an input.
 #pragma once
 
 #include <tilefoundry/runtime/common/config.h>
+#include <tilefoundry/runtime/common/aligned_ptr.h>
 #include <tilefoundry/runtime/common/ops/operand.h>
 #include <tilefoundry/runtime/common/ops/packed.h>
 #include <tilefoundry/runtime/common/ops/vector_plan.h>
@@ -66,7 +69,10 @@ struct grouped {
     using T = value_t<View>;
     constexpr int per_word = 16 / int(sizeof(T));
     auto const l = layout();
-    bool ok = reinterpret_cast<std::uintptr_t>(cute::raw_pointer_cast(view.data())) % 16 == 0;
+    // A base whose type promises the alignment (aligned_ptr.h) is not checked again.
+    using It = cute::remove_cvref_t<decltype(view.data())>;
+    bool ok = promised_alignment_v<It> >= 16 ||
+              reinterpret_cast<std::uintptr_t>(cute::raw_pointer_cast(view.data())) % 16 == 0;
     cute::for_each(cute::wrap(l.stride()), [&](auto d) {
       if constexpr (!cute::is_static<decltype(d)>::value) ok = ok && d % per_word == 0;
     });
@@ -234,7 +240,7 @@ TILEFOUNDRY_DEVICE bool run_groups(Out const& out, F const& f, std::index_sequen
       if constexpr (access_v<Plan, 0> == group_access::words) {
         auto* p = cute::raw_pointer_cast(out.data()) + lo(g);
         if (aligned) {
-          store_group(p, r);
+          store_group<cute::is_gmem<cute::remove_cvref_t<decltype(out.data())>>::value>(p, r);
         } else {
           CUTE_UNROLL
           for (int e = 0; e < G; ++e) p[e] = convert<D>(r[e]);
