@@ -28,9 +28,8 @@ __global__ void __launch_bounds__(4) rms_norm_kernel(cute::bfloat16_t const* __r
   auto rms_norm_normed = tilefoundry::make_tensor<float>(rmem_layout);
   auto rms_norm_rounded = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
   auto weight = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(weight_ptr), gmem_layout);
-  int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
-  int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
-  for (int64_t row = row_begin; row < row_end; ++row) {
+  int64_t const row = int64_t(program_id<TopologyScope::cta>());
+  if (row < (rows)) {
     auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 96), gmem_layout);
     auto out = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out_ptr + row * 96), gmem_layout);
     // compile_kernels.py:42: y = tf.rms_norm(x, weight, 1e-6) [rms_norm]
@@ -115,9 +114,8 @@ __global__ void __launch_bounds__(8) rms_norm_written_out_kernel(float const* __
   auto rsqrt = tilefoundry::make_tensor<float>(one_element);
   auto mul_1 = tilefoundry::make_tensor<float>(rmem_layout);
   auto weight = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(weight_ptr), gmem_layout);
-  int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
-  int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
-  for (int64_t row = row_begin; row < row_end; ++row) {
+  int64_t const row = int64_t(program_id<TopologyScope::cta>());
+  if (row < (rows)) {
     auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 96), gmem_layout);
     ops::unary(ops::cast_op{}, x, x_regs);
     auto out = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out_ptr + row * 96), gmem_layout);
@@ -201,9 +199,8 @@ __global__ void __launch_bounds__(8) softmax_kernel(float const* __restrict__ x_
   auto softmax_exp = tilefoundry::make_tensor<float>(rmem_layout);
   auto softmax_sum = tilefoundry::make_tensor<float>(one_element);
   auto softmax_inv_sum = tilefoundry::make_tensor<float>(one_element);
-  int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
-  int64_t const row_end = row_begin + (1) < (2 * rows) ? row_begin + (1) : (2 * rows);
-  for (int64_t row = row_begin; row < row_end; ++row) {
+  int64_t const row = int64_t(program_id<TopologyScope::cta>());
+  if (row < (2 * rows)) {
     auto x = tilefoundry::make_tensor(cute::make_gmem_ptr(x_ptr + (row / rows) * (96 * rows) + (row % rows) * 96), gmem_layout);
     ops::unary(ops::cast_op{}, x, x_regs);
     auto out = tilefoundry::make_tensor(cute::make_gmem_ptr(out_ptr + (row / rows) * (96 * rows) + (row % rows) * 96), gmem_layout);
@@ -279,9 +276,8 @@ __global__ void __launch_bounds__(4) softmax_written_out_kernel(cute::bfloat16_t
   auto e = tilefoundry::make_tensor<float>(rmem_layout);
   auto reduce_1 = tilefoundry::make_tensor<float>(one_element);
   auto p = tilefoundry::make_tensor<float>(rmem_layout);
-  int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
-  int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
-  for (int64_t row = row_begin; row < row_end; ++row) {
+  int64_t const row = int64_t(program_id<TopologyScope::cta>());
+  if (row < (rows)) {
     auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 96), gmem_layout);
     auto out = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out_ptr + row * 96), gmem_layout);
     // compile_kernels.py:61: xf = tf.cast(x, "f32")
@@ -352,9 +348,8 @@ __global__ void __launch_bounds__(2) swiglu_kernel(cute::bfloat16_t const* __res
   auto const rmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<2>{}, Int<5>{}), cute::make_stride(Int<1>{}, Int<0>{}, Int<8>{})), cute::make_tuple(shard::S<1>{}), threads);
   auto const gmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<2>{}, Int<5>{}), cute::make_stride(Int<1>{}, Int<8>{}, Int<16>{})), cute::make_tuple(shard::S<1>{}), threads);
   auto silu = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
-  int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
-  int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
-  for (int64_t row = row_begin; row < row_end; ++row) {
+  int64_t const row = int64_t(program_id<TopologyScope::cta>());
+  if (row < (rows)) {
     auto gate = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(gate_ptr + row * 80), gmem_layout);
     auto up = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(up_ptr + row * 80), gmem_layout);
     auto out = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out_ptr + row * 80), gmem_layout);
@@ -437,9 +432,8 @@ __global__ void __launch_bounds__(4) residual_rms_norm_kernel(cute::bfloat16_t c
   auto rms_norm_normed = tilefoundry::make_tensor<float>(rmem_layout);
   auto rms_norm_rounded = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
   auto weight = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(weight_ptr), gmem_layout);
-  int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
-  int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
-  for (int64_t row = row_begin; row < row_end; ++row) {
+  int64_t const row = int64_t(program_id<TopologyScope::cta>());
+  if (row < (rows)) {
     auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 96), gmem_layout);
     auto residual = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(residual_ptr + row * 96), gmem_layout);
     auto out0 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out0_ptr + row * 96), gmem_layout);
@@ -545,9 +539,8 @@ __global__ void __launch_bounds__(1) reductions_kernel(float const* __restrict__
   auto const threads = make_mesh<TopologyScope::thread>(cute::make_layout(cute::make_shape(Int<1>{}), cute::make_stride(Int<1>{})));
   auto const gmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<1>{}, Int<1>{}, static_cast<int>(cols)), cute::make_stride(Int<1>{}, Int<1>{}, Int<1>{})), cute::make_tuple(shard::S<1>{}), threads);
   auto const one_element = make_shard_layout(cute::make_layout(cute::make_shape(Int<1>{}, Int<1>{}, Int<1>{}), cute::make_stride(Int<0>{}, Int<0>{}, Int<0>{})), cute::make_tuple(shard::B{}), threads);
-  int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
-  int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
-  for (int64_t row = row_begin; row < row_end; ++row) {
+  int64_t const row = int64_t(program_id<TopologyScope::cta>());
+  if (row < (rows)) {
     auto x = tilefoundry::make_tensor(cute::make_gmem_ptr(x_ptr + row * cols), gmem_layout);
     auto out0 = tilefoundry::make_tensor(cute::make_gmem_ptr(out0_ptr + row), one_element);
     auto out1 = tilefoundry::make_tensor(cute::make_gmem_ptr(out1_ptr + row), one_element);
@@ -637,9 +630,8 @@ __global__ void __launch_bounds__(4) cast_chain_kernel(float const* __restrict__
   auto cast_1 = tilefoundry::make_tensor<float>(rmem_layout);
   auto back = tilefoundry::make_tensor<float>(rmem_layout);
   auto cast_2 = tilefoundry::make_tensor<int32_t>(rmem_layout);
-  int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
-  int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
-  for (int64_t row = row_begin; row < row_end; ++row) {
+  int64_t const row = int64_t(program_id<TopologyScope::cta>());
+  if (row < (rows)) {
     auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 96), gmem_layout);
     ops::unary(ops::cast_op{}, x, x_regs);
     auto out0 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out0_ptr + row * 96), gmem_layout);
@@ -756,9 +748,8 @@ __global__ void __launch_bounds__(8) elementwise_kernel(float const* __restrict_
   auto square = tilefoundry::make_tensor<float>(rmem_layout);
   auto add_2 = tilefoundry::make_tensor<float>(rmem_layout);
   auto v_sqrt = tilefoundry::make_tensor<float>(rmem_layout);
-  int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
-  int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
-  for (int64_t row = row_begin; row < row_end; ++row) {
+  int64_t const row = int64_t(program_id<TopologyScope::cta>());
+  if (row < (rows)) {
     auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 96), gmem_layout);
     ops::unary(ops::cast_op{}, x, x_regs);
     auto y = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(y_ptr + row * 96), gmem_layout);
@@ -891,9 +882,8 @@ __global__ void __launch_bounds__(1) softmax_any_width_kernel(float const* __res
   auto softmax_exp = tilefoundry::make_tensor(cute::make_smem_ptr(softmax_exp_storage), rmem_layout);
   auto softmax_sum = tilefoundry::make_tensor<float>(one_element);
   auto softmax_inv_sum = tilefoundry::make_tensor<float>(one_element);
-  int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
-  int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
-  for (int64_t row = row_begin; row < row_end; ++row) {
+  int64_t const row = int64_t(program_id<TopologyScope::cta>());
+  if (row < (rows)) {
     auto x = tilefoundry::make_tensor(cute::make_gmem_ptr(x_ptr + row * cols), gmem_layout);
     auto out = tilefoundry::make_tensor(cute::make_gmem_ptr(out_ptr + row * cols), gmem_layout);
     // compile_kernels.py:108: y = tf.softmax(x, axis=-1) [softmax]
@@ -964,9 +954,8 @@ __global__ void __launch_bounds__(128) scaled_segments_kernel(cute::bfloat16_t c
   auto cast_1 = tilefoundry::make_tensor<float>(rmem_layout);
   auto mul = tilefoundry::make_tensor<float>(rmem_layout);
   auto mul_1 = tilefoundry::make_tensor<float>(rmem_layout);
-  int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
-  int64_t const row_end = row_begin + (1) < (2 * rows) ? row_begin + (1) : (2 * rows);
-  for (int64_t row = row_begin; row < row_end; ++row) {
+  int64_t const row = int64_t(program_id<TopologyScope::cta>());
+  if (row < (2 * rows)) {
     auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + (row / 2) * 2048 + (row % 2) * 1024), gmem_layout);
     auto weight = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(weight_ptr + (row % 2) * 1024), gmem_layout);
     auto scale = tilefoundry::make_tensor(cute::make_gmem_ptr(scale_ptr + (row / 2)), one_element);
@@ -1063,9 +1052,8 @@ __global__ void __launch_bounds__(64) rms_norm_2048_kernel(cute::bfloat16_t cons
   auto rms_norm_normed = tilefoundry::make_tensor<float>(rmem_layout);
   auto rms_norm_rounded = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
   auto weight = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(weight_ptr), gmem_layout);
-  int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
-  int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
-  for (int64_t row = row_begin; row < row_end; ++row) {
+  int64_t const row = int64_t(program_id<TopologyScope::cta>());
+  if (row < (rows)) {
     auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 2048), gmem_layout);
     auto out = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out_ptr + row * 2048), gmem_layout);
     // compile_kernels.py:145: return tf.rms_norm(x, weight, 1e-6) [rms_norm]
@@ -1155,9 +1143,8 @@ __global__ void __launch_bounds__(64) add_rms_norm_2048_kernel(cute::bfloat16_t 
   auto rms_norm_normed = tilefoundry::make_tensor<float>(rmem_layout);
   auto rms_norm_rounded = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
   auto weight = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(weight_ptr), gmem_layout);
-  int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
-  int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
-  for (int64_t row = row_begin; row < row_end; ++row) {
+  int64_t const row = int64_t(program_id<TopologyScope::cta>());
+  if (row < (rows)) {
     auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 2048), gmem_layout);
     auto residual = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(residual_ptr + row * 2048), gmem_layout);
     auto out0 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out0_ptr + row * 2048), gmem_layout);
@@ -1274,9 +1261,8 @@ __global__ void __launch_bounds__(64) softmax_2048_kernel(cute::bfloat16_t const
   auto softmax_sum = tilefoundry::make_tensor<float>(one_element);
   auto softmax_inv_sum = tilefoundry::make_tensor<float>(one_element);
   auto softmax_probs = tilefoundry::make_tensor<float>(rmem_layout);
-  int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
-  int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
-  for (int64_t row = row_begin; row < row_end; ++row) {
+  int64_t const row = int64_t(program_id<TopologyScope::cta>());
+  if (row < (rows)) {
     auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 2048), gmem_layout);
     auto out = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out_ptr + row * 2048), gmem_layout);
     // compile_kernels.py:153: return tf.softmax(x, axis=-1) [softmax]
@@ -1345,9 +1331,8 @@ __global__ void __launch_bounds__(128) swiglu_2048_kernel(cute::bfloat16_t const
   auto const rmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<4>{}, Int<1>{}), cute::make_stride(Int<1>{}, Int<0>{}, Int<0>{}, Int<8>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
   auto const gmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<4>{}, Int<1>{}), cute::make_stride(Int<1>{}, Int<8>{}, Int<256>{}, Int<1024>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
   auto silu = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
-  int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
-  int64_t const row_end = row_begin + (1) < (2 * rows) ? row_begin + (1) : (2 * rows);
-  for (int64_t row = row_begin; row < row_end; ++row) {
+  int64_t const row = int64_t(program_id<TopologyScope::cta>());
+  if (row < (2 * rows)) {
     auto gate = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(gate_ptr + (row / 2) * 2048 + (row % 2) * 1024), gmem_layout);
     auto up = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(up_ptr + (row / 2) * 2048 + (row % 2) * 1024), gmem_layout);
     auto out = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out_ptr + (row / 2) * 2048 + (row % 2) * 1024), gmem_layout);
@@ -1432,9 +1417,8 @@ __global__ void __launch_bounds__(256) rms_norm_8192_kernel(cute::bfloat16_t con
   auto rms_norm_normed = tilefoundry::make_tensor<float>(rmem_layout);
   auto rms_norm_rounded = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
   auto weight = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(weight_ptr), gmem_layout);
-  int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
-  int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
-  for (int64_t row = row_begin; row < row_end; ++row) {
+  int64_t const row = int64_t(program_id<TopologyScope::cta>());
+  if (row < (rows)) {
     auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 8192), gmem_layout);
     auto out = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out_ptr + row * 8192), gmem_layout);
     // compile_kernels.py:145: return tf.rms_norm(x, weight, 1e-6) [rms_norm]
@@ -1524,9 +1508,8 @@ __global__ void __launch_bounds__(256) add_rms_norm_8192_kernel(cute::bfloat16_t
   auto rms_norm_normed = tilefoundry::make_tensor<float>(rmem_layout);
   auto rms_norm_rounded = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
   auto weight = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(weight_ptr), gmem_layout);
-  int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
-  int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
-  for (int64_t row = row_begin; row < row_end; ++row) {
+  int64_t const row = int64_t(program_id<TopologyScope::cta>());
+  if (row < (rows)) {
     auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 8192), gmem_layout);
     auto residual = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(residual_ptr + row * 8192), gmem_layout);
     auto out0 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out0_ptr + row * 8192), gmem_layout);
@@ -1643,9 +1626,8 @@ __global__ void __launch_bounds__(256) softmax_8192_kernel(cute::bfloat16_t cons
   auto softmax_sum = tilefoundry::make_tensor<float>(one_element);
   auto softmax_inv_sum = tilefoundry::make_tensor<float>(one_element);
   auto softmax_probs = tilefoundry::make_tensor<float>(rmem_layout);
-  int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
-  int64_t const row_end = row_begin + (1) < (rows) ? row_begin + (1) : (rows);
-  for (int64_t row = row_begin; row < row_end; ++row) {
+  int64_t const row = int64_t(program_id<TopologyScope::cta>());
+  if (row < (rows)) {
     auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 8192), gmem_layout);
     auto out = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out_ptr + row * 8192), gmem_layout);
     // compile_kernels.py:153: return tf.softmax(x, axis=-1) [softmax]
@@ -1714,9 +1696,8 @@ __global__ void __launch_bounds__(128) swiglu_8192_kernel(cute::bfloat16_t const
   auto const rmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<4>{}, Int<1>{}), cute::make_stride(Int<1>{}, Int<0>{}, Int<0>{}, Int<8>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
   auto const gmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<4>{}, Int<1>{}), cute::make_stride(Int<1>{}, Int<8>{}, Int<256>{}, Int<1024>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
   auto silu = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
-  int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * (1);
-  int64_t const row_end = row_begin + (1) < (8 * rows) ? row_begin + (1) : (8 * rows);
-  for (int64_t row = row_begin; row < row_end; ++row) {
+  int64_t const row = int64_t(program_id<TopologyScope::cta>());
+  if (row < (8 * rows)) {
     auto gate = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(gate_ptr + (row / 8) * 8192 + (row % 8) * 1024), gmem_layout);
     auto up = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(up_ptr + (row / 8) * 8192 + (row % 8) * 1024), gmem_layout);
     auto out = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out_ptr + (row / 8) * 8192 + (row % 8) * 1024), gmem_layout);
