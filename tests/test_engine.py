@@ -331,3 +331,29 @@ def test_greedy_yields_decode_and_argmax_step_by_step(qwen3) -> None:
     assert list(engine.greedy(first, 0)) == []
     with pytest.raises(ValueError, match="count must be an integer >= 0"):
         list(engine.greedy(first, -1))
+
+
+@pytest.mark.parametrize("poison", [None, float("nan"), float("inf")])
+def test_the_default_greedy_head_picks_the_token_and_feeds_the_next_step(poison: float | None) -> None:
+    """KernelSet.greedy_head (what a set without a fused greedy kernel runs in the engine's greedy graphs): the
+    head's logits, (first largest logit, all finite), and the next step's token / position + 1 / context + 1 in
+    column 0 of ``step`` only."""
+    gen = torch.Generator().manual_seed(7)
+    x, norm = torch.randn(1, 16, generator=gen), torch.rand(16, generator=gen) + 0.5
+    weight = torch.randn(40, 16, generator=gen)
+    weight[11] = x[0] * 4  # far above the rest, and tied with row 29: the first index wins
+    weight[29] = weight[11]
+    kernels = TorchKernels()
+    want = torch.empty(1, 40)
+    kernels.head(x, norm, weight, want, 1e-6)
+    if poison is not None:
+        weight[3] = poison
+    logits, result = torch.empty(1, 40), torch.full((2,), -1, dtype=torch.int64)
+    step = torch.tensor([[5, 9], [17, 9], [18, 9]], dtype=torch.int32)
+    kernels.greedy_head(x, norm, weight, logits, result, step, 1e-6)
+    token = int(torch.argmax(logits[0]))
+    if poison is None:
+        torch.testing.assert_close(logits, want)
+        assert token == 11
+    assert result.tolist() == [token, 1 if poison is None else 0]
+    assert step.tolist() == [[token, 9], [18, 9], [19, 9]]
