@@ -331,10 +331,8 @@ class DecodeEngine:
         """A decode step that also chooses its token (the kernel set's ``greedy_head``: the argmax, whether every
         logit is finite, the token fed to the next step and the position advanced, on the device), then
         (token, finite) copied to host row ``slot``."""
-        at = StepPositions(self._inputs[1, :1], self._inputs[2, :1], None)
+        self._decode_layers(StepPositions(self._inputs[1, :1], self._inputs[2, :1], None))
         act, w = self._decode, self.weights
-        self.kernels.embed(self._inputs[0, :1], w.embed, act.x)
-        self._layers(act, at)
         self.kernels.greedy_head(act.x, w.final_norm, w.lm_head, act.logits, self._greedy_result, self._inputs,
                                  self.spec.eps)
         self._greedy_host[slot].copy_(self._greedy_result, non_blocking=True)
@@ -375,11 +373,19 @@ class DecodeEngine:
         return StepPositions(self._inputs[1, :1], self._inputs[2, :1], length)
 
     def _decode_body(self, at: StepPositions) -> None:
+        self._decode_layers(at)
+        self._head(self._decode)
+
+    def _decode_layers(self, at: StepPositions) -> None:
+        """The decode step's token (device input row 0) embedded and run through every layer."""
         self.kernels.embed(self._inputs[0, :1], self.weights.embed, self._decode.x)
-        self._layers_and_head(self._decode, at)
+        self._layers(self._decode, at)
 
     def _layers_and_head(self, act: _Activations, at: StepPositions) -> None:
         self._layers(act, at)
+        self._head(act)
+
+    def _head(self, act: _Activations) -> None:
         rows = act.x.shape[0]
         last = act.x[rows - act.logits.shape[0]:]
         self.kernels.head(last, self.weights.final_norm, self.weights.lm_head, act.logits, self.spec.eps)
