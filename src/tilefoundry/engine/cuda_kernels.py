@@ -15,6 +15,7 @@ of that shape, before any capture.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -118,21 +119,25 @@ class CudaKernels(TorchKernels):
         if not self._fits(x) or x.shape[0] != 1:
             super().greedy_head(x, norm, weight, logits, result, step, eps)
             return
-        key = ("greedy", x.device.index if x.device.index is not None else -1)
-        ws = self._workspaces.get(key)
-        if ws is None:
-            with torch.inference_mode(False):
-                ws = argmax_workspace(1, x.device)
-            self._workspaces[key] = ws
+        ws = self._kept(("greedy", _index(x.device)), lambda: argmax_workspace(1, x.device))
         self.lib.rmsnorm_gemv_greedy(x, norm, weight, logits, result, step, ws, eps)
 
     def _workspace(self, tokens: int, heads: int, kv_heads: int, head_dim: int, device: torch.device) -> torch.Tensor:
-        """The attention workspace of a step shape, made on its first (eager) step and kept (zeroed by every
-        launch, so a graph replays it)."""
-        key = (tokens, heads, kv_heads, head_dim, device.index if device.index is not None else -1)
+        """The attention workspace of a step shape (see :meth:`_kept`)."""
+        return self._kept((tokens, heads, kv_heads, head_dim, _index(device)),
+                          lambda: attention_workspace(self.lib, tokens, heads, kv_heads, head_dim, device=device))
+
+    def _kept(self, key: tuple[Any, ...], make: Callable[[], torch.Tensor]) -> torch.Tensor:
+        """The workspace under ``key``, made on its first (eager) step and kept (zeroed by every launch, so a graph
+        replays it)."""
         ws = self._workspaces.get(key)
         if ws is None:
             with torch.inference_mode(False):
-                ws = attention_workspace(self.lib, tokens, heads, kv_heads, head_dim, device=device)
+                ws = make()
             self._workspaces[key] = ws
         return ws
+
+
+def _index(device: torch.device) -> int:
+    """The CUDA device's ordinal, -1 where the device names none."""
+    return device.index if device.index is not None else -1
