@@ -187,6 +187,9 @@ __device__ void every_unary(T const* x, T* y) {
   unary_on(ops::tanh_op{}, x, y);
   unary_on(ops::sigmoid_op{}, x, y);
   unary_on(ops::silu_op{}, x, y);
+  unary_on(ops::exp_rounded_op{}, x, y);
+  unary_on(ops::sigmoid_rounded_op{}, x, y);
+  unary_on(ops::silu_rounded_op{}, x, y);
   unary_on(ops::gelu_op{}, x, y);
   unary_on(ops::gelu_tanh_op{}, x, y);
 }

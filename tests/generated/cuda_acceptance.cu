@@ -354,7 +354,7 @@ __global__ void __launch_bounds__(2) swiglu_kernel(cute::bfloat16_t const* __res
     auto up = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(up_ptr + row * 80), gmem_layout);
     auto out = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out_ptr + row * 80), gmem_layout);
     // compile_kernels.py:69: h = tf.silu(gate) * up
-    ops::unary(ops::silu_op{}, gate, silu);
+    ops::unary(ops::silu_rounded_op{}, gate, silu);
     ops::binary(ops::mul_op{}, silu, up, out);
   }
 }
@@ -1034,16 +1034,17 @@ using namespace tilefoundry;
 using cute::Int;
 
 // from @func rms_norm_2048 at compile_kernels.py:144
-// rms_norm_2048: schedule placement=rows grid=rows threads_per_cta=64 rows=rows rows_per_cta=1 vector_width=8
-__global__ void __launch_bounds__(64) rms_norm_2048_kernel(cute::bfloat16_t const* __restrict__ x_ptr, cute::bfloat16_t const* __restrict__ weight_ptr, cute::bfloat16_t* __restrict__ out_ptr, int64_t rows) {
-  // threads = mesh thread(warp=2, lane=32)
-  auto const threads = make_mesh<TopologyScope::thread>(cute::make_layout(cute::make_shape(Int<2>{}, Int<32>{}), cute::make_stride(Int<32>{}, Int<1>{})));
-  auto const smem_layout = cute::make_layout(cute::make_shape(Int<128>{}), cute::make_stride(Int<1>{}));
-  auto const rmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<2>{}, Int<4>{}), cute::make_stride(Int<1>{}, Int<0>{}, Int<0>{}, Int<8>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
+// rms_norm_2048: schedule placement=rows grid=rows threads_per_cta=128 rows=rows rows_per_cta=1 vector_width=8
+__global__ void __launch_bounds__(128) rms_norm_2048_kernel(cute::bfloat16_t const* __restrict__ x_ptr, cute::bfloat16_t const* __restrict__ weight_ptr, cute::bfloat16_t* __restrict__ out_ptr, int64_t rows) {
+  // threads = mesh thread(warp=4, lane=32)
+  auto const threads = make_mesh<TopologyScope::thread>(cute::make_layout(cute::make_shape(Int<4>{}, Int<32>{}), cute::make_stride(Int<32>{}, Int<1>{})));
+  auto const smem_layout = cute::make_layout(cute::make_shape(Int<256>{}), cute::make_stride(Int<1>{}));
+  auto const rmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<4>{}, Int<2>{}), cute::make_stride(Int<1>{}, Int<0>{}, Int<0>{}, Int<8>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
   auto const one_element = make_shard_layout(cute::make_layout(cute::make_shape(Int<1>{}, Int<1>{}, Int<1>{}, Int<1>{}), cute::make_stride(Int<0>{}, Int<0>{}, Int<0>{}, Int<0>{})), cute::make_tuple(shard::B{}, shard::B{}), threads);
-  auto const gmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<2>{}, Int<4>{}), cute::make_stride(Int<1>{}, Int<8>{}, Int<256>{}, Int<512>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
-  __shared__ alignas(16) float reduce_workspace_storage[128];
+  auto const gmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<4>{}, Int<2>{}), cute::make_stride(Int<1>{}, Int<8>{}, Int<256>{}, Int<1024>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
+  __shared__ alignas(16) float reduce_workspace_storage[256];
   auto reduce_workspace = ops::make_reduce_workspace(cute::make_tensor(cute::make_smem_ptr(reduce_workspace_storage), smem_layout));
+  auto weight_regs = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
   auto rms_norm_x = tilefoundry::make_tensor<float>(rmem_layout);
   auto rms_norm_square = tilefoundry::make_tensor<float>(rmem_layout);
   auto rms_norm_mean_square = tilefoundry::make_tensor<float>(one_element);
@@ -1052,6 +1053,7 @@ __global__ void __launch_bounds__(64) rms_norm_2048_kernel(cute::bfloat16_t cons
   auto rms_norm_normed = tilefoundry::make_tensor<float>(rmem_layout);
   auto rms_norm_rounded = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
   auto weight = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(weight_ptr), gmem_layout);
+  ops::unary(ops::cast_op{}, weight, weight_regs);
   int64_t const row = int64_t(program_id<TopologyScope::cta>());
   if (row < (rows)) {
     auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 2048), gmem_layout);
@@ -1064,7 +1066,7 @@ __global__ void __launch_bounds__(64) rms_norm_2048_kernel(cute::bfloat16_t cons
     ops::unary(ops::rsqrt_op{}, rms_norm_plus_eps, rms_norm_rstd);
     ops::binary(ops::mul_op{}, rms_norm_x, rms_norm_rstd, rms_norm_normed);
     ops::unary(ops::cast_op{}, rms_norm_normed, rms_norm_rounded);
-    ops::binary(ops::mul_op{}, rms_norm_rounded, weight, out);
+    ops::binary(ops::mul_op{}, rms_norm_rounded, weight_regs, out);
   }
 }
 
@@ -1099,11 +1101,11 @@ void rms_norm_2048_entry(tvm::ffi::TensorView x, tvm::ffi::TensorView weight, tv
   auto* const weight_ptr = host::data<cute::bfloat16_t const>(weight);
   auto* const out_ptr = host::data<cute::bfloat16_t>(out);
   int64_t const grid = rows;
-  // launch: rows CTAs of 64 threads, 1 row each, a thread's part of a row in strips of 8 contiguous elements
+  // launch: rows CTAs of 128 threads, 1 row each, a thread's part of a row in strips of 8 contiguous elements
   host::CudaLaunch launch(check);
   unsigned const ctas = launch.grid(grid);
   if (ctas > 0) {
-    rms_norm_2048_kernel<<<ctas, 64, 0, launch.stream()>>>(x_ptr, weight_ptr, out_ptr, rows);
+    rms_norm_2048_kernel<<<ctas, 128, 0, launch.stream()>>>(x_ptr, weight_ptr, out_ptr, rows);
     launch.launched();
   }
 }
@@ -1124,16 +1126,17 @@ using namespace tilefoundry;
 using cute::Int;
 
 // from @func add_rms_norm_2048 at compile_kernels.py:147
-// add_rms_norm_2048: schedule placement=rows grid=rows threads_per_cta=64 rows=rows rows_per_cta=1 vector_width=8
-__global__ void __launch_bounds__(64) add_rms_norm_2048_kernel(cute::bfloat16_t const* __restrict__ x_ptr, cute::bfloat16_t const* __restrict__ residual_ptr, cute::bfloat16_t const* __restrict__ weight_ptr, cute::bfloat16_t* __restrict__ out0_ptr, cute::bfloat16_t* __restrict__ out1_ptr, int64_t rows) {
-  // threads = mesh thread(warp=2, lane=32)
-  auto const threads = make_mesh<TopologyScope::thread>(cute::make_layout(cute::make_shape(Int<2>{}, Int<32>{}), cute::make_stride(Int<32>{}, Int<1>{})));
-  auto const smem_layout = cute::make_layout(cute::make_shape(Int<128>{}), cute::make_stride(Int<1>{}));
-  auto const rmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<2>{}, Int<4>{}), cute::make_stride(Int<1>{}, Int<0>{}, Int<0>{}, Int<8>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
+// add_rms_norm_2048: schedule placement=rows grid=rows threads_per_cta=128 rows=rows rows_per_cta=1 vector_width=8
+__global__ void __launch_bounds__(128) add_rms_norm_2048_kernel(cute::bfloat16_t const* __restrict__ x_ptr, cute::bfloat16_t const* __restrict__ residual_ptr, cute::bfloat16_t const* __restrict__ weight_ptr, cute::bfloat16_t* __restrict__ out0_ptr, cute::bfloat16_t* __restrict__ out1_ptr, int64_t rows) {
+  // threads = mesh thread(warp=4, lane=32)
+  auto const threads = make_mesh<TopologyScope::thread>(cute::make_layout(cute::make_shape(Int<4>{}, Int<32>{}), cute::make_stride(Int<32>{}, Int<1>{})));
+  auto const smem_layout = cute::make_layout(cute::make_shape(Int<256>{}), cute::make_stride(Int<1>{}));
+  auto const rmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<4>{}, Int<2>{}), cute::make_stride(Int<1>{}, Int<0>{}, Int<0>{}, Int<8>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
   auto const one_element = make_shard_layout(cute::make_layout(cute::make_shape(Int<1>{}, Int<1>{}, Int<1>{}, Int<1>{}), cute::make_stride(Int<0>{}, Int<0>{}, Int<0>{}, Int<0>{})), cute::make_tuple(shard::B{}, shard::B{}), threads);
-  auto const gmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<2>{}, Int<4>{}), cute::make_stride(Int<1>{}, Int<8>{}, Int<256>{}, Int<512>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
-  __shared__ alignas(16) float reduce_workspace_storage[128];
+  auto const gmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<4>{}, Int<2>{}), cute::make_stride(Int<1>{}, Int<8>{}, Int<256>{}, Int<1024>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
+  __shared__ alignas(16) float reduce_workspace_storage[256];
   auto reduce_workspace = ops::make_reduce_workspace(cute::make_tensor(cute::make_smem_ptr(reduce_workspace_storage), smem_layout));
+  auto weight_regs = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
   auto h = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
   auto rms_norm_x = tilefoundry::make_tensor<float>(rmem_layout);
   auto rms_norm_square = tilefoundry::make_tensor<float>(rmem_layout);
@@ -1143,6 +1146,7 @@ __global__ void __launch_bounds__(64) add_rms_norm_2048_kernel(cute::bfloat16_t 
   auto rms_norm_normed = tilefoundry::make_tensor<float>(rmem_layout);
   auto rms_norm_rounded = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
   auto weight = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(weight_ptr), gmem_layout);
+  ops::unary(ops::cast_op{}, weight, weight_regs);
   int64_t const row = int64_t(program_id<TopologyScope::cta>());
   if (row < (rows)) {
     auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 2048), gmem_layout);
@@ -1161,7 +1165,7 @@ __global__ void __launch_bounds__(64) add_rms_norm_2048_kernel(cute::bfloat16_t 
     ops::unary(ops::rsqrt_op{}, rms_norm_plus_eps, rms_norm_rstd);
     ops::binary(ops::mul_op{}, rms_norm_x, rms_norm_rstd, rms_norm_normed);
     ops::unary(ops::cast_op{}, rms_norm_normed, rms_norm_rounded);
-    ops::binary(ops::mul_op{}, rms_norm_rounded, weight, out0);
+    ops::binary(ops::mul_op{}, rms_norm_rounded, weight_regs, out0);
   }
 }
 
@@ -1219,11 +1223,11 @@ void add_rms_norm_2048_entry(tvm::ffi::TensorView x, tvm::ffi::TensorView residu
   auto* const out0_ptr = host::data<cute::bfloat16_t>(out0);
   auto* const out1_ptr = host::data<cute::bfloat16_t>(out1);
   int64_t const grid = rows;
-  // launch: rows CTAs of 64 threads, 1 row each, a thread's part of a row in strips of 8 contiguous elements
+  // launch: rows CTAs of 128 threads, 1 row each, a thread's part of a row in strips of 8 contiguous elements
   host::CudaLaunch launch(check);
   unsigned const ctas = launch.grid(grid);
   if (ctas > 0) {
-    add_rms_norm_2048_kernel<<<ctas, 64, 0, launch.stream()>>>(x_ptr, residual_ptr, weight_ptr, out0_ptr, out1_ptr, rows);
+    add_rms_norm_2048_kernel<<<ctas, 128, 0, launch.stream()>>>(x_ptr, residual_ptr, weight_ptr, out0_ptr, out1_ptr, rows);
     launch.launched();
   }
 }
@@ -1244,15 +1248,15 @@ using namespace tilefoundry;
 using cute::Int;
 
 // from @func softmax_2048 at compile_kernels.py:152
-// softmax_2048: schedule placement=rows grid=rows threads_per_cta=64 rows=rows rows_per_cta=1 vector_width=8
-__global__ void __launch_bounds__(64) softmax_2048_kernel(cute::bfloat16_t const* __restrict__ x_ptr, cute::bfloat16_t* __restrict__ out_ptr, int64_t rows) {
-  // threads = mesh thread(warp=2, lane=32)
-  auto const threads = make_mesh<TopologyScope::thread>(cute::make_layout(cute::make_shape(Int<2>{}, Int<32>{}), cute::make_stride(Int<32>{}, Int<1>{})));
-  auto const smem_layout = cute::make_layout(cute::make_shape(Int<128>{}), cute::make_stride(Int<1>{}));
-  auto const rmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<2>{}, Int<4>{}), cute::make_stride(Int<1>{}, Int<0>{}, Int<0>{}, Int<8>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
+// softmax_2048: schedule placement=rows grid=rows threads_per_cta=128 rows=rows rows_per_cta=1 vector_width=8
+__global__ void __launch_bounds__(128) softmax_2048_kernel(cute::bfloat16_t const* __restrict__ x_ptr, cute::bfloat16_t* __restrict__ out_ptr, int64_t rows) {
+  // threads = mesh thread(warp=4, lane=32)
+  auto const threads = make_mesh<TopologyScope::thread>(cute::make_layout(cute::make_shape(Int<4>{}, Int<32>{}), cute::make_stride(Int<32>{}, Int<1>{})));
+  auto const smem_layout = cute::make_layout(cute::make_shape(Int<256>{}), cute::make_stride(Int<1>{}));
+  auto const rmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<4>{}, Int<2>{}), cute::make_stride(Int<1>{}, Int<0>{}, Int<0>{}, Int<8>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
   auto const one_element = make_shard_layout(cute::make_layout(cute::make_shape(Int<1>{}, Int<1>{}, Int<1>{}, Int<1>{}), cute::make_stride(Int<0>{}, Int<0>{}, Int<0>{}, Int<0>{})), cute::make_tuple(shard::B{}, shard::B{}), threads);
-  auto const gmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<2>{}, Int<4>{}), cute::make_stride(Int<1>{}, Int<8>{}, Int<256>{}, Int<512>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
-  __shared__ alignas(16) float reduce_workspace_storage[128];
+  auto const gmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<4>{}, Int<2>{}), cute::make_stride(Int<1>{}, Int<8>{}, Int<256>{}, Int<1024>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
+  __shared__ alignas(16) float reduce_workspace_storage[256];
   auto reduce_workspace = ops::make_reduce_workspace(cute::make_tensor(cute::make_smem_ptr(reduce_workspace_storage), smem_layout));
   auto softmax_x = tilefoundry::make_tensor<float>(rmem_layout);
   auto softmax_max = tilefoundry::make_tensor<float>(one_element);
@@ -1269,7 +1273,7 @@ __global__ void __launch_bounds__(64) softmax_2048_kernel(cute::bfloat16_t const
     ops::unary(ops::cast_op{}, x, softmax_x);
     ops::reduce<ops::max_op, cute::seq<0, 1, 2, 3>>(softmax_x, softmax_max, reduce_workspace);
     ops::binary(ops::sub_op{}, softmax_x, softmax_max, softmax_shifted);
-    ops::unary(ops::exp_op{}, softmax_shifted, softmax_exp);
+    ops::unary(ops::exp_rounded_op{}, softmax_shifted, softmax_exp);
     ops::reduce<ops::sum_op, cute::seq<0, 1, 2, 3>>(softmax_exp, softmax_sum, reduce_workspace);
     ops::binary(ops::div_op{}, 1.0f, softmax_sum, softmax_inv_sum);
     ops::binary(ops::mul_op{}, softmax_exp, softmax_inv_sum, softmax_probs);
@@ -1299,11 +1303,11 @@ void softmax_2048_entry(tvm::ffi::TensorView x, tvm::ffi::TensorView out) {
   auto* const x_ptr = host::data<cute::bfloat16_t const>(x);
   auto* const out_ptr = host::data<cute::bfloat16_t>(out);
   int64_t const grid = rows;
-  // launch: rows CTAs of 64 threads, 1 row each, a thread's part of a row in strips of 8 contiguous elements
+  // launch: rows CTAs of 128 threads, 1 row each, a thread's part of a row in strips of 8 contiguous elements
   host::CudaLaunch launch(check);
   unsigned const ctas = launch.grid(grid);
   if (ctas > 0) {
-    softmax_2048_kernel<<<ctas, 64, 0, launch.stream()>>>(x_ptr, out_ptr, rows);
+    softmax_2048_kernel<<<ctas, 128, 0, launch.stream()>>>(x_ptr, out_ptr, rows);
     launch.launched();
   }
 }
@@ -1337,7 +1341,7 @@ __global__ void __launch_bounds__(128) swiglu_2048_kernel(cute::bfloat16_t const
     auto up = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(up_ptr + (row / 2) * 2048 + (row % 2) * 1024), gmem_layout);
     auto out = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out_ptr + (row / 2) * 2048 + (row % 2) * 1024), gmem_layout);
     // compile_kernels.py:156: return tf.silu(gate) * up
-    ops::unary(ops::silu_op{}, gate, silu);
+    ops::unary(ops::silu_rounded_op{}, gate, silu);
     ops::binary(ops::mul_op{}, silu, up, out);
   }
 }
@@ -1634,7 +1638,7 @@ __global__ void __launch_bounds__(256) softmax_8192_kernel(cute::bfloat16_t cons
     ops::unary(ops::cast_op{}, x, softmax_x);
     ops::reduce<ops::max_op, cute::seq<0, 1, 2, 3>>(softmax_x, softmax_max, reduce_workspace);
     ops::binary(ops::sub_op{}, softmax_x, softmax_max, softmax_shifted);
-    ops::unary(ops::exp_op{}, softmax_shifted, softmax_exp);
+    ops::unary(ops::exp_rounded_op{}, softmax_shifted, softmax_exp);
     ops::reduce<ops::sum_op, cute::seq<0, 1, 2, 3>>(softmax_exp, softmax_sum, reduce_workspace);
     ops::binary(ops::div_op{}, 1.0f, softmax_sum, softmax_inv_sum);
     ops::binary(ops::mul_op{}, softmax_exp, softmax_inv_sum, softmax_probs);
@@ -1702,7 +1706,7 @@ __global__ void __launch_bounds__(128) swiglu_8192_kernel(cute::bfloat16_t const
     auto up = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(up_ptr + (row / 8) * 8192 + (row % 8) * 1024), gmem_layout);
     auto out = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out_ptr + (row / 8) * 8192 + (row % 8) * 1024), gmem_layout);
     // compile_kernels.py:156: return tf.silu(gate) * up
-    ops::unary(ops::silu_op{}, gate, silu);
+    ops::unary(ops::silu_rounded_op{}, gate, silu);
     ops::binary(ops::mul_op{}, silu, up, out);
   }
 }

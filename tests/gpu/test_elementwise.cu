@@ -125,6 +125,13 @@ void every_unary(tfgpu::Suite& suite) {
       suite, "sigmoid", {}, [](double v) { return 1 / (1 + std::exp(-v)); }, -8, 8);
   check_unary<ops::silu_op, double (*)(double), T>(
       suite, "silu", {}, [](double v) { return v / (1 + std::exp(-v)); }, -8, 8);
+  // The forms for 16-bit results: within 2e-6 of exact even on f32 (2^-21 + |x| 2^-24 here).
+  check_unary<ops::exp_rounded_op, double (*)(double), T>(
+      suite, "exp_rounded", {}, [](double v) { return std::exp(v); }, -4, 4);
+  check_unary<ops::sigmoid_rounded_op, double (*)(double), T>(
+      suite, "sigmoid_rounded", {}, [](double v) { return 1 / (1 + std::exp(-v)); }, -8, 8);
+  check_unary<ops::silu_rounded_op, double (*)(double), T>(
+      suite, "silu_rounded", {}, [](double v) { return v / (1 + std::exp(-v)); }, -8, 8);
   check_unary<ops::gelu_op, double (*)(double), T>(
       suite, "gelu", {}, [](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); }, -4,
       4);

@@ -81,7 +81,10 @@ def _softmax(prog: Program, op: Op) -> Val:
     xf = _cast(prog, x, cd, op, "x")
     mx = make_op(prog, "reduce", (xf,), {"axes": (last,), "keepdim": True, "kind": "max"}, op, "max")
     shifted = make_op(prog, "sub", (xf, mx), {}, op, "shifted")
-    e = make_op(prog, "exp", (shifted,), {}, op, "exp")
+    # The exponentials feed only the result: when that is a 16-bit float they may take the faster form whose
+    # error is far below its rounding (opmap.ROUNDED_TAGS).
+    rounded = x.type.dtype.is_float and x.type.dtype.bits == 16
+    e = make_op(prog, "exp", (shifted,), {"rounded": True} if rounded else {}, op, "exp")
     total = make_op(prog, "reduce", (e,), {"axes": (last,), "keepdim": True, "kind": "sum"}, op, "sum")
     # One division per row, then a multiply per element: within an ulp or two of dividing each element
     # (the compute dtype's rounding), at a fraction of the cost of a division per element.

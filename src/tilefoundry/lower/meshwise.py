@@ -136,7 +136,8 @@ class _MeshLowering:
             self.emit(OpCall("fill", None, (literal(op.attrs["value"], out.type.dtype),), dst.buffer, origin))
         elif op.op in _UNARY:
             src = self._buffer_operand(op, op.inputs[0], st)
-            self.emit(OpCall("unary", unary_tag(op.op, op.attrs, op.inputs[0].type.dtype), (src,), dst.buffer, origin))
+            tag = unary_tag(op.op, op.attrs, op.inputs[0].type.dtype, op.outputs[0].type.dtype)
+            self.emit(OpCall("unary", tag, (src,), dst.buffer, origin))
         elif op.op in BINARY_TAGS:
             if op.op in ("div", "pow") and not op.inputs[0].type.dtype.is_float:
                 raise self.refuse(op, f"{op.op} on {op.inputs[0].type.dtype} is not compiled; cast to a float dtype")

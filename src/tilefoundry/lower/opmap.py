@@ -35,8 +35,24 @@ def literal(value: float | int | bool, dtype: DType) -> Literal:
     return Literal(float(torch.tensor(float(value), dtype=dtype.torch_dtype).item()), dtype)
 
 
-def unary_tag(op: str, attrs: dict, dtype: DType) -> Tag:
-    """The unary-family tag of ``op`` (``cast`` is the identity: the conversion is the store)."""
+# Ops with a faster form for a result that is rounded to a 16-bit float before anything reads it (or that
+# feeds only such a result: softmax's exponentials, marked ``rounded`` by its expansion). The runtime's
+# ``*_rounded_op`` computes e^x with the hardware's base-2 exponential, whose error is far below the
+# 16-bit rounding (unary_ops.h); an f32 result keeps the exact form.
+ROUNDED_TAGS = {"exp": "exp_rounded_op", "sigmoid": "sigmoid_rounded_op", "silu": "silu_rounded_op"}
+
+
+def rounded_to_16_bits(result: DType, attrs: dict) -> bool:
+    """Whether an op's result is rounded to a 16-bit float (its dtype, or the composite it feeds) before it is
+    read: it may then take the form of ROUNDED_TAGS."""
+    return bool(attrs.get("rounded")) or (result.is_float and result.bits == 16)
+
+
+def unary_tag(op: str, attrs: dict, dtype: DType, result: DType | None = None) -> Tag:
+    """The unary-family tag of ``op`` on ``dtype`` giving ``result`` (``cast`` is the identity: the conversion is
+    the store)."""
+    if op in ROUNDED_TAGS and rounded_to_16_bits(result or dtype, attrs):
+        return Tag(ROUNDED_TAGS[op])
     if op == "cast":
         return Tag("cast_op")
     if op == "gelu":

@@ -24,7 +24,7 @@ from .opmap import BINARY_TAGS, COMPILED_DTYPES, REDUCE_TAGS, UNARY_TAGS, litera
 from .params import bind_dimvars, output_params
 from .program import Op, Program, Val
 from .rows import RowForm, RowSpace, analyze_rows, has_reduction, split_rows
-from .schedule import Declared, row_schedule, row_segments, stages_inputs
+from .schedule import Declared, Staging, row_schedule, row_segments, staging
 
 _UNARY = frozenset(UNARY_TAGS) | {"cast", "gelu", "clamp"}
 _ALIASES = frozenset({"reshard", "local"})
@@ -95,17 +95,20 @@ class _RowLowering:
         return buf
 
     # -- program ------------------------------------------------------------------------------
-    def params(self, stage: bool) -> None:
-        """Views of the used parameters. With ``stage``, an input spanning a row of static length that several
-        ops read is loaded into registers once (per row; once per CTA before the loop for a weight). A weight
-        read by one op in the row loop is left in memory: holding it in registers across the row's work
-        would cost more registers (and so resident CTAs) than its second read from L2 costs."""
+    def params(self, stage: Staging) -> None:
+        """Views of the used parameters. With ``stage.repeated``, an input spanning a row of static length that
+        several ops read is loaded into registers once (per row; once per CTA before the loop for a weight).
+        A weight read by one op is left in memory (holding it in registers across the row's work costs
+        registers, and so resident CTAs), but where ``stage.late_weights`` says a thread's share is small and
+        its reader follows a reduction: then its loads start with the row's, not after the reduction."""
         used = {id(v) for op in self.prog.ops for v in op.inputs} | {id(v) for v in self.prog.outputs}
         readers: dict[int, list[Op]] = {}
         for op in self.prog.ops:
             if op.op not in _ALIASES:
                 for v in op.inputs:
                     readers.setdefault(id(self.root(v)), []).append(op)
+        order = {id(op): i for i, op in enumerate(self.prog.ops)}
+        reductions = [i for i, op in enumerate(self.prog.ops) if op.op == "reduce"]
         for p in self.prog.params:
             if id(p) not in used:
                 continue
@@ -113,7 +116,9 @@ class _RowLowering:
             self.operand[id(p)] = buf
             form, ops = self.form(p), readers.get(id(p), [])
             static_row = isinstance(self.space.row, int)  # else the copy would live in shared memory, not registers
-            if stage and static_row and form.vector and len(ops) > 1:
+            late = (stage.late_weights and form.invariant and bool(ops) and bool(reductions)
+                    and order[id(ops[0])] > reductions[0])
+            if static_row and form.vector and ((stage.repeated and len(ops) > 1) or late):
                 regs = self.rmem(p, f"{p.name}_regs")
                 self.sec.of(form.invariant).append(
                     OpCall("unary", Tag("cast_op"), (buf,), regs, Origin(f"load {p.name} into registers", None)))
@@ -160,8 +165,8 @@ class _RowLowering:
                                 origin))
         elif op.op in _UNARY:
             src = self.buffer_of(op.inputs[0], origin)
-            where.append(OpCall("unary", unary_tag(op.op, op.attrs, op.inputs[0].type.dtype), (src,),
-                                self.result(out), origin))
+            tag = unary_tag(op.op, op.attrs, op.inputs[0].type.dtype, op.outputs[0].type.dtype)
+            where.append(OpCall("unary", tag, (src,), self.result(out), origin))
         elif op.op in BINARY_TAGS:
             self._refuse_integer(op)
             a, b = (self.operand[id(v)] for v in op.inputs)
@@ -214,7 +219,7 @@ def lower_rows(prog: Program, target: Target, declared: Declared) -> PrimFunc:
     layouts = RowLayouts(mesh, sched.vector_width, space.row)
     outs = output_params(prog)
     low = _RowLowering(prog, space, layouts)
-    low.params(stages_inputs(target))
+    low.params(staging(target, sched, space.row))
     pending = low.outputs([p.name for p in outs])
     for op in prog.ops:
         low.op(op)

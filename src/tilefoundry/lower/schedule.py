@@ -3,7 +3,7 @@ CTA and the per-thread vector width, per target, and builds the thread mesh a ro
 
 The CPU target runs each CTA on one host thread (OpenMP spreads the CTAs), so a row stays on its
 thread and a CTA takes enough rows to amortise the loop. A CUDA target spreads a row over a CTA's
-threads in 16-byte vectors (8 bf16, 4 f32), one row per CTA, about four vectors a thread (see
+threads in 16-byte vectors (8 bf16, 4 f32), one row per CTA, about two vectors a thread (see
 ``_cuda_threads``); a program without reductions has its rows cut into segments of one vector a
 thread instead (``row_segments``). The numbers live here and nowhere else in lowering.
 """
@@ -25,15 +25,24 @@ CPU_ELEMENTS_PER_CTA = 16384
 CPU_MAX_ROWS_PER_CTA = 64
 # A CUDA row is spread over whole warps so that each thread moves about this many 16-byte vectors of
 # each row input, all loaded before the first is used: a row kernel streams from DRAM, and what
-# bounds it is the bytes an SM has in flight. An SM holds at most 2048 threads; at one vector a thread
-# that is 32 KB, too few to cover DRAM latency at the H200's bandwidth, while four vectors a thread
-# keep 64 KB a thread's registers in flight at the occupancy their registers allow, and spread a
-# thread's fixed work (its indices, its part of each reduction) over four times the elements. At most
-# CUDA_MAX_THREADS threads, each holding at most CUDA_MAX_ELEMENTS_PER_THREAD elements where the row
-# allows it (registers, not local memory).
-CUDA_VECTORS_PER_THREAD = 4
+# bounds it is the bytes an SM has in flight, and, for few rows, each thread's chain of dependent work
+# after its loads. Two vectors a thread keep 32 registers a thread in the bf16 row kernels, so an SM
+# holds its 2048 threads and 64 KB of a row input in flight, and halve the chain four vectors made
+# (H200, bench/kernels.py: at hidden 2048 residual+RMSNorm and softmax are 3-12% faster at every row
+# count, one row included). A row takes at most CUDA_ROW_THREADS threads where its elements allow
+# (more vectors a thread beyond that: at hidden 8192, 512 threads measured slower for softmax than 256,
+# whose four vectors a thread fit), and each thread at most CUDA_MAX_ELEMENTS_PER_THREAD elements where
+# the row allows it (registers, not local memory), within CUDA_MAX_THREADS.
+CUDA_VECTORS_PER_THREAD = 2
+CUDA_ROW_THREADS = 256
 CUDA_MAX_THREADS = 1024
 CUDA_MAX_ELEMENTS_PER_THREAD = 32
+# A row-independent input (a weight row) whose first reader follows the row's first reduction is loaded
+# into registers at the top, its loads in flight with the row's, where a thread holds at most this many
+# 16-byte vectors of it: RMSNorm's weight, read after the mean of squares, otherwise starts its loads
+# only after the reduction (one row: 1.93 -> 1.76 us at hidden 2048). At four vectors a thread the
+# registers cost more than the wait (hidden 8192: 2.31 -> 2.57 us).
+CUDA_STAGED_WEIGHT_VECTORS = 2
 # A program without reductions needs no whole row in one CTA: its rows are cut into segments of
 # one 16-byte vector a thread over CUDA_SEGMENT_THREADS threads (fewer whole warps where the row
 # asks for it), each segment a CTA. Then no thread's work is a chain of several dependent vectors:
@@ -128,8 +137,9 @@ def _cuda_threads(function: str, row: Dim, dtypes: set[DType], declared: Declare
     halved until their vectors tile the row). Otherwise a row of ``n`` vectors takes, among the whole
     warps dividing ``n`` (at most CUDA_MAX_THREADS threads), the number of threads whose share of
     the row is closest to CUDA_VECTORS_PER_THREAD vectors (in factors of two; a tie goes to more
-    threads), keeping that share within CUDA_MAX_ELEMENTS_PER_THREAD where it can: a row of 2048 bf16
-    takes 64 threads, 4096 takes 128, 8192 takes 256, each thread four 16-byte vectors. A row of fewer
+    threads), keeping that share within CUDA_MAX_ELEMENTS_PER_THREAD where it can and the threads within
+    CUDA_ROW_THREADS where the share allows: a row of 2048 bf16 takes 128 threads, 4096 takes 256, each
+    thread two 16-byte vectors, 8192 takes 256 with four, 16384 takes 512 with four. A row of fewer
     vectors than a warp, or not a whole number of warps of them, takes the largest power of two
     dividing ``n`` (at most a warp). A row whose length is a DimVar runs on one thread per CTA.
     """
@@ -178,13 +188,30 @@ def _cuda_row_threads(vectors: int, vector: int) -> int:
             threads *= 2
         return threads
     fitting = [t for t in warps if vectors // t * vector <= CUDA_MAX_ELEMENTS_PER_THREAD] or [warps[-1]]
-    return min(fitting, key=lambda t: (abs(math.log2(vectors / t / CUDA_VECTORS_PER_THREAD)), -t))
+    within = [t for t in fitting if t <= CUDA_ROW_THREADS] or [min(fitting)]
+    return min(within, key=lambda t: (abs(math.log2(vectors / t / CUDA_VECTORS_PER_THREAD)), -t))
 
 
-def stages_inputs(target: Target) -> bool:
-    """Whether row inputs read by more than one op are loaded into registers first: on CUDA, so that each is
-    read from global memory once; the CPU reads its cache either way."""
-    return isinstance(target, CudaTarget)
+@dataclass(frozen=True)
+class Staging:
+    """Which row inputs are loaded into registers before the row's work (rowwise.params).
+
+    ``repeated``: an input several ops read, so that it is read from global memory once.
+    ``late_weights``: a row-independent input first read after a reduction (CUDA_STAGED_WEIGHT_VECTORS).
+    """
+
+    repeated: bool = False
+    late_weights: bool = False
+
+
+def staging(target: Target, sched: Schedule, row: Dim) -> Staging:
+    """What a row-wise program stages on ``target`` under ``sched``: on CUDA repeated inputs always, late
+    weights where a thread's share of a row is at most CUDA_STAGED_WEIGHT_VECTORS vectors; the CPU reads its
+    cache either way."""
+    if not isinstance(target, CudaTarget):
+        return Staging()
+    share = row // (sched.threads_per_cta * sched.vector_width) if isinstance(row, int) else None
+    return Staging(True, share is not None and share <= CUDA_STAGED_WEIGHT_VECTORS)
 
 
 def thread_mesh(threads: int) -> TMesh:

@@ -31,15 +31,34 @@ TILEFOUNDRY_DEVICE double rsqrt_(double x) { return 1.0 / ::sqrt(x); }
 #endif
 
 // 1 / x for x >= 1 (or +inf, or NaN): a logistic's denominator. On the device one reciprocal
-// instruction (__fdividef: within 2 ulp there, 0 for x > 2^126 where 1 / x is below 1.2e-38) in
-// place of an IEEE division, whose range checks and out-of-line slow path cost ten times more
-// per element; elsewhere the division.
+// instruction (rcp.approx.ftz: within 1 ulp there, 0 for x > 2^126 where 1 / x is below 1.2e-38)
+// in place of an IEEE division, whose range checks and out-of-line slow path cost ten times more
+// per element; no denormal can reach it, so flushing them costs nothing. Elsewhere the division.
 #if defined(__CUDA_ARCH__)
-TILEFOUNDRY_DEVICE float rcp_at_least_one_(float x) { return ::__fdividef(1.0f, x); }
+TILEFOUNDRY_DEVICE float rcp_at_least_one_(float x) {
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
 #else
 TILEFOUNDRY_DEVICE float rcp_at_least_one_(float x) { return 1.0f / x; }
 #endif
 TILEFOUNDRY_DEVICE double rcp_at_least_one_(double x) { return 1.0 / x; }
+
+// e^x for a value that is rounded to a 16-bit float before anything else reads it (or feeds only
+// such values): on the device the hardware's base-2 exponential of x * log2(e) (two instructions;
+// relative error below 2^-21 + |x| * 2^-24, ample under a 16-bit rounding's 2^-9; a result below
+// 2^-126 flushed to zero), in place of expf's eight-instruction range reduction. Elsewhere exp_.
+#if defined(__CUDA_ARCH__)
+TILEFOUNDRY_DEVICE float exp_rounded_(float x) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x * 1.4426950408889634f));
+  return r;
+}
+#else
+TILEFOUNDRY_DEVICE float exp_rounded_(float x) { return exp_(x); }
+#endif
+TILEFOUNDRY_DEVICE double exp_rounded_(double x) { return exp_(x); }
 
 // NaN wins, as in torch.maximum / torch.amax: a when a is NaN, else b when b is NaN or wins. One
 // selection, not a branch per test (the device compiler keeps early returns as branches).

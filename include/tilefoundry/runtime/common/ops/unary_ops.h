@@ -118,6 +118,34 @@ struct silu_op {
   }
 };
 
+// exp, sigmoid and silu where the result is rounded to a 16-bit float (bf16, f16) before anything
+// reads it: the exponential may then err by far less than that rounding (exp_rounded_). Codegen
+// picks these for ops whose result is 16-bit, and for softmax's exponentials when the softmax's
+// result is; their f32 results otherwise stay exact to expf's ulp.
+struct exp_rounded_op {
+  template <class T>
+  TILEFOUNDRY_DEVICE T operator()(T x) const {
+    static_assert(detail::is_float_compute_v<T>, "exp_rounded_op needs a floating-point operand");
+    return detail::exp_rounded_(x);
+  }
+};
+
+struct sigmoid_rounded_op {
+  template <class T>
+  TILEFOUNDRY_DEVICE T operator()(T x) const {
+    static_assert(detail::is_float_compute_v<T>,
+                  "sigmoid_rounded_op needs a floating-point operand");
+    return detail::rcp_at_least_one_(T(1) + detail::exp_rounded_(-x));
+  }
+};
+
+struct silu_rounded_op {
+  template <class T>
+  TILEFOUNDRY_DEVICE T operator()(T x) const {
+    return x * sigmoid_rounded_op{}(x);
+  }
+};
+
 // gelu with the exact erf form (torch's approximate="none").
 struct gelu_op {
   template <class T>
