@@ -26,8 +26,9 @@ CPU_MAX_ROWS_PER_CTA = 64
 # A CUDA row is spread over whole warps so that each thread moves about this many 16-byte vectors of
 # each row input, all loaded before the first is used: a row kernel streams from DRAM, and what
 # bounds it is the bytes an SM has in flight, and, for few rows, each thread's chain of dependent work
-# after its loads. Two vectors a thread keep 32 registers a thread in the bf16 row kernels, so an SM
-# holds its 2048 threads and 64 KB of a row input in flight, and halve the chain four vectors made
+# after its loads. Two vectors a thread keep the bf16 row kernels at 32-40 registers a thread (40 with a
+# staged weight), so an SM holds 1536-2048 threads and 48-64 KB of a row input in flight, and halve the
+# chain four vectors made
 # (H200, bench/kernels.py: at hidden 2048 residual+RMSNorm and softmax are 3-12% faster at every row
 # count, one row included). A row takes at most CUDA_ROW_THREADS threads where its elements allow
 # (more vectors a thread beyond that: at hidden 8192, 512 threads measured slower for softmax than 256,
