@@ -167,6 +167,30 @@ def test_a_row_of_launch_time_length_runs_on_one_thread_and_a_declared_thread_co
         lower(any_width, CudaTarget())
 
 
+@pytest.mark.parametrize("dtype, rounded", [("bf16", True), ("f16", True), ("f32", False)])
+def test_exp_sigmoid_silu_and_softmax_take_the_hardware_exponential_only_for_16_bit_results(dtype: str,
+                                                                                           rounded: bool) -> None:
+    """exp, sigmoid and silu whose result is a 16-bit float, and the exponentials of a softmax whose result is,
+    compute e^x with the hardware's base-2 exponential (``*_rounded_op``, error far below the rounding); an
+    f32 result, or an exponential computed in f32 from a 16-bit input, keeps the exact form."""
+
+    @func
+    def acts(x: Tensor[(ROWS, 256), dtype]):
+        return tf.exp(x), tf.sigmoid(x), tf.silu(x), tf.exp(tf.cast(x, "f32"))
+
+    @func
+    def probs(x: Tensor[(ROWS, 256), dtype]):
+        return tf.softmax(x, axis=-1)
+
+    text = generate(lower(acts, CudaTarget())).source
+    suffix = "_rounded_op{}" if rounded else "_op{}"
+    for op in ("exp", "sigmoid", "silu"):
+        assert f"ops::unary(ops::{op}{suffix}, x_regs, out" in text, op  # x, read four times, is staged
+    assert text.count("ops::exp_op{}") == (1 if rounded else 2)  # the f32 cast's exponential: exact
+    soft = generate(lower(probs, CudaTarget())).source
+    assert ("ops::exp_rounded_op{}" in soft) == rounded and ("ops::exp_op{}" in soft) == (not rounded)
+
+
 def test_reductions_across_warps_share_one_double_buffered_workspace() -> None:
     fn = _fn(K.row_kernels(2048)[2])  # softmax: a max and a sum
     stmts = _walk(fn.body)
