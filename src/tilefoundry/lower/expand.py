@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from ..ir.types.dtype import DType, f32
 from .errors import LoweringError
+from .opmap import is_16_bit_float
 from .program import Op, Program, Val, make_op
 
 
@@ -83,8 +84,7 @@ def _softmax(prog: Program, op: Op) -> Val:
     shifted = make_op(prog, "sub", (xf, mx), {}, op, "shifted")
     # The exponentials feed only the result: when that is a 16-bit float they may take the faster form whose
     # error is far below its rounding (opmap.ROUNDED_TAGS).
-    rounded = x.type.dtype.is_float and x.type.dtype.bits == 16
-    e = make_op(prog, "exp", (shifted,), {"rounded": True} if rounded else {}, op, "exp")
+    e = make_op(prog, "exp", (shifted,), {"rounded": True} if is_16_bit_float(x.type.dtype) else {}, op, "exp")
     total = make_op(prog, "reduce", (e,), {"axes": (last,), "keepdim": True, "kind": "sum"}, op, "sum")
     # One division per row, then a multiply per element: within an ulp or two of dividing each element
     # (the compute dtype's rounding), at a fraction of the cost of a division per element.

@@ -42,16 +42,16 @@ def literal(value: float | int | bool, dtype: DType) -> Literal:
 ROUNDED_TAGS = {"exp": "exp_rounded_op", "sigmoid": "sigmoid_rounded_op", "silu": "silu_rounded_op"}
 
 
-def rounded_to_16_bits(result: DType, attrs: dict) -> bool:
-    """Whether an op's result is rounded to a 16-bit float (its dtype, or the composite it feeds) before it is
-    read: it may then take the form of ROUNDED_TAGS."""
-    return bool(attrs.get("rounded")) or (result.is_float and result.bits == 16)
+def is_16_bit_float(dtype: DType) -> bool:
+    """Whether ``dtype`` is bf16 or f16: a value rounded to it may come from ROUNDED_TAGS' forms."""
+    return dtype.is_float and dtype.bits == 16
 
 
-def unary_tag(op: str, attrs: dict, dtype: DType, result: DType | None = None) -> Tag:
+def unary_tag(op: str, attrs: dict, dtype: DType, result: DType) -> Tag:
     """The unary-family tag of ``op`` on ``dtype`` giving ``result`` (``cast`` is the identity: the conversion is
-    the store)."""
-    if op in ROUNDED_TAGS and rounded_to_16_bits(result or dtype, attrs):
+    the store). exp, sigmoid and silu take their rounded form where ``result`` is a 16-bit float or the op is
+    marked ``rounded`` (it feeds only such a result)."""
+    if op in ROUNDED_TAGS and (attrs.get("rounded") or is_16_bit_float(result)):
         return Tag(ROUNDED_TAGS[op])
     if op == "cast":
         return Tag("cast_op")

@@ -102,23 +102,22 @@ class _RowLowering:
         registers, and so resident CTAs), but where ``stage.late_weights`` says a thread's share is small and
         its reader follows a reduction: then its loads start with the row's, not after the reduction."""
         used = {id(v) for op in self.prog.ops for v in op.inputs} | {id(v) for v in self.prog.outputs}
-        readers: dict[int, list[Op]] = {}
-        for op in self.prog.ops:
+        readers: dict[int, list[int]] = {}  # the positions of the ops reading each value, in program order
+        for i, op in enumerate(self.prog.ops):
             if op.op not in _ALIASES:
                 for v in op.inputs:
-                    readers.setdefault(id(self.root(v)), []).append(op)
-        order = {id(op): i for i, op in enumerate(self.prog.ops)}
-        reductions = [i for i, op in enumerate(self.prog.ops) if op.op == "reduce"]
+                    readers.setdefault(id(self.root(v)), []).append(i)
+        first_reduction = next((i for i, op in enumerate(self.prog.ops) if op.op == "reduce"), None)
         for p in self.prog.params:
             if id(p) not in used:
                 continue
             buf = self.gmem(p.name, p, p.name)
             self.operand[id(p)] = buf
-            form, ops = self.form(p), readers.get(id(p), [])
+            form, reads = self.form(p), readers.get(id(p), [])
             static_row = isinstance(self.space.row, int)  # else the copy would live in shared memory, not registers
-            late = (stage.late_weights and form.invariant and bool(ops) and bool(reductions)
-                    and order[id(ops[0])] > reductions[0])
-            if static_row and form.vector and ((stage.repeated and len(ops) > 1) or late):
+            late = (stage.late_weights and form.invariant and bool(reads) and first_reduction is not None
+                    and reads[0] > first_reduction)
+            if static_row and form.vector and ((stage.repeated and len(reads) > 1) or late):
                 regs = self.rmem(p, f"{p.name}_regs")
                 self.sec.of(form.invariant).append(
                     OpCall("unary", Tag("cast_op"), (buf,), regs, Origin(f"load {p.name} into registers", None)))
