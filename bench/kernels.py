@@ -102,6 +102,10 @@ class Result:
     rel_l2: dict[str, float] = field(default_factory=dict)  # of each torch variant against the compiled kernel
     errors: dict[str, str] = field(default_factory=dict)
 
+    def of_copy(self, name: str, copy_gbps: float) -> float:
+        """``name``'s bandwidth as a fraction of the copy's ``copy_gbps`` (NaN where it was not measured)."""
+        return self.gbps.get(name, float("nan")) / copy_gbps
+
     def ratio(self, other: str) -> float:
         """The compiled kernel's speed relative to ``other`` (> 1: faster)."""
         if "compiled" not in self.us or other not in self.us:
@@ -219,8 +223,7 @@ def table(results: list[Result], copy_gbps: float) -> str:
 
     for r in results:
         missed = verdicts(r, copy_gbps)
-        pct = r.gbps.get("compiled", float("nan")) / copy_gbps
-        same = r.gbps.get(SAME_BYTES, float("nan")) / copy_gbps
+        pct, same = r.of_copy("compiled", copy_gbps), r.of_copy(SAME_BYTES, copy_gbps)
         lines.append(f"{r.kernel:<13} {r.hidden:>6} {r.rows:>6} {r.bytes / 1e6:>8.2f} {cell(r, 'compiled')} "
                      f"{pct:>7.0%} {same:>5.0%} {cell(r, 'torch eager')} {cell(r, 'torch.compile')} "
                      f"{r.ratio('torch eager'):>7.2f}x {r.ratio('torch.compile'):>9.2f}x  "
@@ -270,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  ({kind} at {hidden}: {time.monotonic() - t0:.0f} s with builds and torch.compile)", flush=True)
     print()
     print(table(results, copy_gbps))
-    missed = {f"{r.kernel} {r.hidden}x{r.rows}": verdicts(r, copy_gbps) for r in results if verdicts(r, copy_gbps)}
+    missed = {f"{r.kernel} {r.hidden}x{r.rows}": m for r in results if (m := verdicts(r, copy_gbps))}
     print(f"goals: {'all met' if not missed else f'{len(missed)} of {len(results)} sizes miss one'} "
           f"({time.monotonic() - began:.0f} s)")
     if args.json:
@@ -282,8 +285,8 @@ def main(argv: list[str] | None = None) -> int:
             "missed": missed,
             "results": [{**asdict(r), "vs_torch_eager": r.ratio("torch eager"),
                          "vs_torch_compile": r.ratio("torch.compile"),
-                         "copy_fraction": r.gbps.get("compiled", float("nan")) / copy_gbps,
-                         "same_bytes_copy_fraction": r.gbps.get(SAME_BYTES, float("nan")) / copy_gbps}
+                         "copy_fraction": r.of_copy("compiled", copy_gbps),
+                         "same_bytes_copy_fraction": r.of_copy(SAME_BYTES, copy_gbps)}
                         for r in results],
         }, indent=2) + "\n")
     return 0
