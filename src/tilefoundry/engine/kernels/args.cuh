@@ -83,6 +83,29 @@ class Args {
     }
   }
 
+  /// A KV cache pair: cache_k and cache_v each (capacity, kv_heads KV, head_dim D) in bfloat16.
+  void kv_cache(TensorView const& cache_k, TensorView const& cache_v) const {
+    rank(cache_k, "cache_k", 3, "(capacity, kv_heads KV, head_dim D)");
+    bf16(cache_k, "cache_k");
+    rank(cache_v, "cache_v", 3, "(capacity, kv_heads KV, head_dim D)");
+    bf16(cache_v, "cache_v");
+  }
+  /// cache_k's head_dim is D (named `d_from`), and cache_v's shape is cache_k's.
+  void kv_cache_extents(TensorView const& cache_k, TensorView const& cache_v, int64_t d,
+                        char const* d_from) const {
+    extent(cache_k, "cache_k", 2, d, d_from);
+    extent(cache_v, "cache_v", 0, cache_k.size(0), "cache_k's capacity");
+    extent(cache_v, "cache_v", 1, cache_k.size(1), "cache_k's KV heads");
+    extent(cache_v, "cache_v", 2, d, d_from);
+  }
+  /// head_dim D (read from `where`) is one the attention-side kernels are built for: 64 or 128.
+  void head_dim(int64_t d, char const* where) const {
+    if (d != 64 && d != 128) {
+      TVM_FFI_THROW(ValueError) << entry_ << ": head_dim D (" << where << ") is " << d
+                                << "; this kernel is built for 64 and 128";
+    }
+  }
+
   /// `value` (named `what`) lies in [lo, hi].
   void range(int64_t value, char const* what, int64_t lo, int64_t hi) const {
     if (value < lo || value > hi) {

@@ -321,23 +321,14 @@ inline void run(TensorView const& q, TensorView const& cache_k, TensorView const
   Args const a(entry);
   a.rank(q, "q", 3, "(tokens M, heads H, head_dim D)");
   a.bf16(q, "q");
-  a.rank(cache_k, "cache_k", 3, "(capacity, kv_heads KV, head_dim D)");
-  a.bf16(cache_k, "cache_k");
-  a.rank(cache_v, "cache_v", 3, "(capacity, kv_heads KV, head_dim D)");
-  a.bf16(cache_v, "cache_v");
+  a.kv_cache(cache_k, cache_v);
   int64_t const m = q.size(0), h = q.size(1), d = q.size(2);
   int64_t const capacity = cache_k.size(0), kv = cache_k.size(1);
   a.range(m, "the token count M (q's axis 0)", 1, kMaxTokens);
-  if (d != 64 && d != 128) {
-    TVM_FFI_THROW(ValueError) << entry << ": head_dim D (q's axis 2) is " << d
-                              << "; this kernel is built for 64 and 128";
-  }
+  a.head_dim(d, "q's axis 2");
   a.range(capacity, "the cache capacity (cache_k's axis 0)", 1, int64_t(1) << 30);
   a.range(kv, "the KV head count (cache_k's axis 1)", 1, 1024);
-  a.extent(cache_k, "cache_k", 2, d, "q's head_dim D");
-  a.extent(cache_v, "cache_v", 0, capacity, "cache_k's capacity");
-  a.extent(cache_v, "cache_v", 1, kv, "cache_k's KV heads");
-  a.extent(cache_v, "cache_v", 2, d, "q's head_dim D");
+  a.kv_cache_extents(cache_k, cache_v, d, "q's head_dim D");
   if (h % kv != 0 || h / kv > kMaxRows) {
     TVM_FFI_THROW(ValueError) << entry << ": q has " << h << " heads and the cache " << kv
                               << " KV heads; the heads must be a multiple of the KV heads, at most "

@@ -131,25 +131,16 @@ inline void run(char const* entry, TensorView const& qkv, TensorView const* q_no
   a.bf16(qkv, "qkv");
   a.rank(q_out, "q_out", 3, "(tokens M, heads H, head_dim D)");
   a.bf16(q_out, "q_out");
-  a.rank(cache_k, "cache_k", 3, "(capacity, kv_heads KV, head_dim D)");
-  a.bf16(cache_k, "cache_k");
-  a.rank(cache_v, "cache_v", 3, "(capacity, kv_heads KV, head_dim D)");
-  a.bf16(cache_v, "cache_v");
+  a.kv_cache(cache_k, cache_v);
   int64_t const m = qkv.size(0), h = q_out.size(1), d = q_out.size(2);
   int64_t const capacity = cache_k.size(0), kv = cache_k.size(1);
   a.range(m, "the token count M (qkv's axis 0)", 1, kMaxTokens);
-  if (d != 64 && d != 128) {
-    TVM_FFI_THROW(ValueError) << entry << ": head_dim D (q_out's axis 2) is " << d
-                              << "; this kernel is built for 64 and 128";
-  }
+  a.head_dim(d, "q_out's axis 2");
   a.range(h, "the head count H (q_out's axis 1)", 1, 1024);
   a.range(kv, "the KV head count (cache_k's axis 1)", 1, 1024);
   a.extent(q_out, "q_out", 0, m, "qkv's tokens M");
   a.extent(qkv, "qkv", 1, (h + 2 * kv) * d, "(H + 2 KV) * D from q_out and cache_k");
-  a.extent(cache_k, "cache_k", 2, d, "q_out's head_dim D");
-  a.extent(cache_v, "cache_v", 0, capacity, "cache_k's capacity");
-  a.extent(cache_v, "cache_v", 1, kv, "cache_k's KV heads");
-  a.extent(cache_v, "cache_v", 2, d, "q_out's head_dim D");
+  a.kv_cache_extents(cache_k, cache_v, d, "q_out's head_dim D");
   bool const f32 = a.bf16_or_f32(cos, "cos");
   if (a.bf16_or_f32(sin, "sin") != f32) {
     TVM_FFI_THROW(TypeError) << entry << ": cos is " << dtype_text(cos.dtype()) << " but sin is "
