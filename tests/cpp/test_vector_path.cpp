@@ -171,6 +171,25 @@ TEST(AlignedGmemPtr, PromisesItsAlignmentInItsTypeAndAnOffsetDropsIt) {
   EXPECT_EQ(float(p[5]), 2.5f);
 }
 
+TEST(AlignedSmemPtr, PromisesItsAlignmentAsSharedMemoryAndLocalKeepsIt) {
+  // Generated code puts a weight row staged by copy_async in a 16-byte aligned __shared__ array.
+  alignas(16) bf16 storage[64];
+  auto p = tf::make_aligned_smem_ptr<16>(storage);
+  using P = decltype(p);
+  static_assert(cute::is_smem<P>::value && !cute::is_gmem<P>::value, "residency is shared memory");
+  static_assert(tf::promised_alignment_v<P> == 16);
+  static_assert(std::is_same_v<decltype(p + 3), cute::smem_ptr<bf16*>>);
+  static_assert(std::is_same_v<decltype(tf::detail::plain_iterator(p)), cute::smem_ptr<bf16*>>);
+  EXPECT_EQ(cute::raw_pointer_cast(p + 3), storage + 3);
+  auto mesh = tf::make_mesh<tf::TopologyScope::cta>(cute::make_layout(cute::make_shape(Int<4>{})));
+  auto strips = cute::make_layout(cute::make_shape(Int<8>{}, Int<4>{}, Int<2>{}),
+                                  cute::make_stride(Int<1>{}, Int<8>{}, Int<32>{}));
+  auto t =
+      tf::make_tensor(p, tf::make_shard_layout(strips, cute::make_tuple(tf::shard::S<1>{}), mesh));
+  using Kept = cute::remove_cvref_t<decltype(tf::local(t).data())>;
+  static_assert(std::is_same_v<Kept, tf::aligned_smem_ptr<bf16, 16>>);
+}
+
 TEST(AlignedGmemPtr, LocalKeepsThePromiseWhereEverySplitStrideIsWholeWords) {
   // A row of 64 bf16 over 4 instances: in strips of 8 (stride 8 elements, 16 bytes) each
   // instance's view keeps the promise; one element each (stride 1, 2 bytes) does not.

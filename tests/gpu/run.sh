@@ -41,7 +41,7 @@ command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,m
 
 flags=(-std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -DTILEFOUNDRY_TARGET_CUDA -Iinclude
        -isystem "$cute" -Werror all-warnings -Xcompiler -Wall,-Wextra)
-tests=(test_topology test_elementwise test_reduce test_sync test_copy_async test_vector_path test_spec_style
+tests=(test_topology test_linear_launch test_elementwise test_reduce test_sync test_copy_async test_vector_path test_spec_style
        test_row_kernels)
 want runtime || tests=()
 

@@ -116,7 +116,7 @@ CUTE_HOST_DEVICE auto project(Iterator base, ShardLayout<L, A, M> const& sl) {
     if constexpr (splits_keep_alignment<bytes, elem, L, A>(
                       std::make_integer_sequence<int, attr_count<A>>{})) {
       // every split offset is a whole number of the promised alignment: the view keeps it
-      return cute::make_tensor(make_aligned_gmem_ptr<bytes>(cute::raw_pointer_cast(base + offset)),
+      return cute::make_tensor(aligned_like<Iterator>(cute::raw_pointer_cast(base + offset)),
                                local_layout);
     } else {
       return cute::make_tensor(base + offset, local_layout);

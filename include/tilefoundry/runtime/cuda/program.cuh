@@ -57,11 +57,22 @@ TILEFOUNDRY_PROGRAM_QUERY auto program_dim() noexcept {
   return cute::size(program_shape<T>());
 }
 
+// A translation unit whose launches are all one-dimensional, grids and blocks along x alone, says
+// so by defining TILEFOUNDRY_LINEAR_LAUNCH before it includes the runtime (generated code does: its
+// host entries launch <<<ctas, threads>>>); program_id then reads the x index alone, with no
+// linearisation over y and z before a kernel's first address. An id is below 2^31 (a grid holds at
+// most 2^31 - 1 CTAs along x, a block 1024 threads), and the mask says so to the compiler: it then
+// divides ids (a mesh's coordinates) by shifts, without signed fix-ups.
 template <TopologyScope T>
 TILEFOUNDRY_PROGRAM_QUERY auto program_id() noexcept {
-  dim3 const e = detail::launch_extent<T>();
   uint3 const i = detail::launch_index<T>();
-  return static_cast<int>(i.x + e.x * (i.y + e.y * i.z));
+#if defined(TILEFOUNDRY_LINEAR_LAUNCH)
+  unsigned int const id = i.x;
+#else
+  dim3 const e = detail::launch_extent<T>();
+  unsigned int const id = i.x + e.x * (i.y + e.y * i.z);
+#endif
+  return static_cast<int>(id & 0x7fffffffu);
 }
 
 }  // namespace tilefoundry
