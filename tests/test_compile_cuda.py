@@ -31,6 +31,7 @@ from tilefoundry.codegen import LinkableModule, LinkedModule, generate, link
 from tilefoundry.codegen.cuda.emit import _derive_launch_config
 from tilefoundry.dsl import ConstTensor, DimVar, Tensor, Topology, tf
 from tilefoundry.ir.types.dim import evaluate_dim
+from tilefoundry.ir.types.storage import Storage
 from tilefoundry.lower import LoweringError
 from tilefoundry.runtime import CompiledModule
 from tilefoundry.runtime.check import check
@@ -213,17 +214,34 @@ def test_inputs_read_twice_are_loaded_into_registers_once_and_outputs_read_again
     assert "out1 <- unary<cast_op>(h)" in str(out_written) and "(out1)" not in str(out_written)
 
 
-def test_a_weight_read_after_the_reduction_is_loaded_with_the_row_where_a_thread_holds_two_vectors() -> None:
+def test_a_weight_read_after_the_reduction_is_loaded_with_the_row_in_registers_or_shared_memory(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """RMSNorm's weight, read only by the last multiply: at hidden 2048 (two vectors a thread) it is loaded into
-    registers before the row test, its loads in flight with the row's; at 8192 (four vectors a thread) and on
-    the CPU target it stays in memory."""
+    registers before the row test, its loads in flight with the row's; at 8192 (four vectors a thread) it is
+    copied into shared memory by cp.async there, and its reader waits for it; beyond the shared-memory budget
+    and on the CPU target it stays in memory."""
+    from tilefoundry.lower import schedule
+
     rms_2048, rms_8192 = K.row_kernels(2048)[0], K.row_kernels(8192)[0]
     text = str(_fn(rms_2048))
     head = text[:text.index("for row in rows of this cta")]
     assert "weight_regs <- unary<cast_op>(weight)" in head
-    assert "binary<mul_op>(rms_norm_rounded, weight_regs)" in text
-    assert "weight_regs" not in str(_fn(rms_8192))
+    assert "binary<mul_op>(rms_norm_rounded, weight_regs)" in text and "copy_async" not in text
+    text = str(_fn(rms_8192))
+    head, loop = text.split("for row in rows of this cta")
+    assert "alloc weight_smem: smem bf16[8192]" in head and "weight_smem <- copy_async<>(weight)" in head
+    assert "weight_regs" not in text and loop.count("wait copy_async") == 1
+    assert loop.index("wait copy_async") < loop.index("out <- binary<mul_op>(rms_norm_rounded, weight_smem)")
+    src = generate(lower(rms_8192, CudaTarget())).source
+    assert "__shared__ alignas(16) cute::bfloat16_t weight_smem_storage[8192];" in src
+    assert "make_aligned_smem_ptr<16>(weight_smem_storage)" in src
+    assert "ops::copy_async(weight, weight_smem);\n  ops::cp_async_commit();\n" in src
+    assert "ops::cp_async_wait<0>();\n    ops::binary(ops::mul_op{}, rms_norm_rounded, weight_smem, out);" in src
     assert "weight_regs" not in str(lower(rms_2048, CpuTarget()).functions[rms_2048.name])
+    monkeypatch.setattr(schedule, "CUDA_STAGED_WEIGHT_SMEM", 8192)  # the row's 16 KiB do not fit
+    text = str(lower(K.row_kernels(8192)[0], CudaTarget()).functions[rms_8192.name])
+    assert "weight_smem" not in text and "weight_regs" not in text
+    assert "binary<mul_op>(rms_norm_rounded, weight)" in text
 
 
 def test_launch_geometry_is_derived_in_codegen_and_written_into_the_entry() -> None:
@@ -252,6 +270,20 @@ def test_a_cuda_unit_of_row_kernels_declares_no_program_shape_and_a_placed_one_i
     assert text.count("host::CudaLaunch launch(check);") == len(kernels)
     src = generate(lower(K.placed_rows, CudaTarget())).source
     assert "TILEFOUNDRY_STATIC_PROGRAM_SHAPE(thread, 128);" in src
+
+
+def test_a_cuda_unit_declares_its_launches_linear_and_launches_one_dimensional_grids_of_one_dimensional_blocks(
+) -> None:
+    # The runtime's program ids then read blockIdx.x and threadIdx.x alone (cuda/program.cuh): the promise is
+    # kept only if every launch is <<<ctas, N>>> with ctas and N scalars.
+    for kernel in (*cuda_unit.kernels(), K.placed_rows, K.softmax_any_width):
+        src = generate(lower(kernel, CudaTarget())).source
+        assert "#define TILEFOUNDRY_LINEAR_LAUNCH\n#include <tilefoundry/runtime.h>\n" in src, kernel.name
+        launches = re.findall(r"_kernel<<<([^>]*)>>>", src)
+        assert launches and all(re.fullmatch(r"ctas, \d+, \w+, launch\.stream\(\)", c) for c in launches), launches
+        assert "unsigned const ctas = launch.grid(grid);" in src and "dim3" not in src
+    cpu = generate(lower(K.row_kernels(2048)[0], CpuTarget())).source
+    assert "TILEFOUNDRY_LINEAR_LAUNCH" not in cpu
 
 
 # -- the one translation unit --------------------------------------------------------------------------------
@@ -414,17 +446,28 @@ def test_a_placed_kernel_with_a_cross_warp_reduction_over_shared_memory_builds()
         compiled(torch.randn(8, 256))
 
 
-def test_the_cuda_lowerings_register_staging_runs_right_on_the_cpu_target(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The TIR CUDA gets beyond the CPU's (inputs read twice, and weights read after a reduction, loaded into
-    registers first; outputs read again are computed in registers on every target) is target-independent:
-    lowered so for the CPU, it matches the evaluator."""
+@pytest.mark.parametrize("late", [Storage.rmem, Storage.smem])
+def test_the_cuda_lowerings_staging_runs_right_on_the_cpu_target(monkeypatch: pytest.MonkeyPatch,
+                                                                 late: Storage) -> None:
+    """The TIR CUDA gets beyond the CPU's (inputs read twice loaded into registers first; weights read after a
+    reduction staged in registers, or in shared memory by copy_async with a wait before their first reader;
+    outputs read again are computed in registers on every target) is target-independent: lowered so for the
+    CPU, it matches the evaluator."""
     from tilefoundry import compile as compile_
     from tilefoundry.lower import rowwise, schedule
 
-    monkeypatch.setattr(rowwise, "staging", lambda target, sched, row: schedule.Staging(True, True))
+    monkeypatch.setattr(rowwise, "staging", lambda target, sched, row: schedule.Staging(True, late, 1 << 20))
     for kernel in (K.rms_norm_written_out, K.softmax, K.elementwise, K.residual_rms_norm):
         compiled = compile_(kernel, target="cpu")  # no in-process cache: lowered anew
-        assert "_regs" in compiled.tir, kernel.name  # residual_rms_norm: its weight, read after the reduction
+        tir = compiled.tir
+        if kernel is not K.residual_rms_norm:
+            assert "_regs" in tir, kernel.name  # an input read twice
+        elif late is Storage.rmem:  # its weight, read after the reduction
+            assert "weight_regs <- unary<cast_op>(weight)" in tir and "copy_async" not in tir
+        else:
+            assert "weight_smem <- copy_async<>(weight)" in tir and "weight_regs" not in tir
+            assert tir.index("weight_smem <- copy_async") < tir.index("wait copy_async") < tir.index(
+                "out0 <- binary<mul_op>(rms_norm_rounded, weight_smem)")
         for rows in (0, 7, 130):
             report = check(compiled_only(compiled), kernel, inputs_for(kernel, rows), expect=expectations(kernel))
             assert report.passed, f"{kernel.name} at {rows} rows:\n{report}"

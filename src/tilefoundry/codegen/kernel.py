@@ -16,7 +16,7 @@ from ..tir.buffer import Buffer, Literal, Operand
 from ..tir.function import PrimFunc
 from ..tir.layout import TLayout
 from ..tir.mesh import TMesh
-from ..tir.stmt import AliasView, Alloc, GmemView, MeshScope, OpCall, Origin, RowLoop, Stmt, Sync
+from ..tir.stmt import AliasView, Alloc, AsyncWait, GmemView, MeshScope, OpCall, Origin, RowLoop, Stmt, Sync
 from . import cxx
 
 
@@ -34,6 +34,7 @@ class KernelEmitter:
                                      for b in fn.dimvars}
         self.pointers = {p.name: self.names(("ptr", p.name), f"{p.name}_ptr") for p in fn.params}
         self.layouts: dict[TLayout, str] = {}
+        self.layout_storages: dict[TLayout, set[Storage]] = {}
         self.meshes: dict[str, str] = {}
         self.lines: list[str] = []
         self._last_loc: object = None
@@ -73,7 +74,10 @@ class KernelEmitter:
             head.insert(0, f"// from @func {self.fn.name} at {_short(self.fn.loc.filename)}:{self.fn.loc.lineno}")
         self.lines = []
         self.declare_meshes(meshes_of(self.fn.body), "  ")
-        for b in _buffers(self.fn.body):
+        buffers = _buffers(self.fn.body)
+        for b in buffers:  # a layout several storages share is named after all of them
+            self.layout_storages.setdefault(b.layout, set()).add(b.storage)
+        for b in buffers:
             self.layout(b.layout, b.storage, "  ")
         for stmt in self.fn.body:
             self.stmt(stmt, "  ")
@@ -93,6 +97,8 @@ class KernelEmitter:
             self.call(s, ind)
         elif isinstance(s, Sync):
             self.lines.append(f"{ind}ops::sync<ops::SyncKind::{s.kind}>();")
+        elif isinstance(s, AsyncWait):
+            self.lines.append(f"{ind}ops::cp_async_wait<0>();")
         elif isinstance(s, RowLoop):
             self.row_loop(s, ind)
         else:  # pragma: no cover - every TIR statement is handled above
@@ -117,7 +123,8 @@ class KernelEmitter:
         key = layout
         if key not in self.layouts:
             scalar = all(d == 1 for d in layout.shape)
-            base = "one_element" if scalar else f"{storage.value}_layout"
+            kinds = sorted(st.value for st in self.layout_storages.get(key, {storage}))
+            base = "one_element" if scalar else f"{'_'.join(kinds)}_layout"
             name = self.names(("layout", key), base)
             self.layouts[key] = name
             if layout.mesh is None:
@@ -179,6 +186,9 @@ class KernelEmitter:
         args = [self.operand(o) for o in s.operands]
         if s.family == "fill":
             line = f"ops::fill({out}, {args[0]});"
+        elif s.family == "copy_async":  # one group per call: an AsyncWait waits for all of them
+            self.lines += [f"{ind}ops::copy_async({args[0]}, {out});", f"{ind}ops::cp_async_commit();"]
+            return
         elif s.family == "reduce":
             axes = ", ".join(str(a) for a in s.axes)
             ws = f", {self.buffer(s.workspace)}" if s.workspace is not None else ""

@@ -17,7 +17,7 @@ from ..ir.types.storage import Storage
 from ..target import Target
 from ..tir.buffer import Buffer, Literal, Operand
 from ..tir.function import KernelParam, PrimFunc
-from ..tir.stmt import Alloc, GmemView, MeshScope, OpCall, Origin, RowLoop, RowOffset, Stmt, Tag
+from ..tir.stmt import Alloc, AsyncWait, GmemView, MeshScope, OpCall, Origin, RowLoop, RowOffset, Stmt, Tag
 from .errors import LoweringError
 from .layouts import RowLayouts
 from .opmap import BINARY_TAGS, COMPILED_DTYPES, REDUCE_TAGS, UNARY_TAGS, literal, unary_tag
@@ -50,6 +50,7 @@ class _RowLowering:
         self.sec = _Sections()
         self.operand: dict[int, Operand] = {}
         self.roots: dict[int, Val] = {}
+        self.in_flight: set[int] = set()  # buffers staged by copy_async that no AsyncWait covers yet
 
     # -- values -------------------------------------------------------------------------------
     def form(self, v: Val) -> RowForm:
@@ -99,8 +100,10 @@ class _RowLowering:
         """Views of the used parameters. With ``stage.repeated``, an input spanning a row of static length that
         several ops read is loaded into registers once (per row; once per CTA before the loop for a weight).
         A weight read by one op is left in memory (holding it in registers across the row's work costs
-        registers, and so resident CTAs), but where ``stage.late_weights`` says a thread's share is small and
-        its reader follows a reduction: then its loads start with the row's, not after the reduction."""
+        registers, and so resident CTAs), unless its reader follows a reduction and ``stage.late_weights``
+        names where to stage it: then its loads start with the row's, not after the reduction, into
+        registers, or into shared memory with ``copy_async`` (no registers while in flight; the first reader
+        waits for it, and reads back only what its own instance copied: the same layout in both)."""
         used = {id(v) for op in self.prog.ops for v in op.inputs} | {id(v) for v in self.prog.outputs}
         readers: dict[int, list[int]] = {}  # the positions of the ops reading each value, in program order
         for i, op in enumerate(self.prog.ops):
@@ -108,6 +111,7 @@ class _RowLowering:
                 for v in op.inputs:
                     readers.setdefault(id(self.root(v)), []).append(i)
         first_reduction = next((i for i, op in enumerate(self.prog.ops) if op.op == "reduce"), None)
+        smem_used = 0
         for p in self.prog.params:
             if id(p) not in used:
                 continue
@@ -115,9 +119,21 @@ class _RowLowering:
             self.operand[id(p)] = buf
             form, reads = self.form(p), readers.get(id(p), [])
             static_row = isinstance(self.space.row, int)  # else the copy would live in shared memory, not registers
-            late = (stage.late_weights and form.invariant and bool(reads) and first_reduction is not None
-                    and reads[0] > first_reduction)
-            if static_row and form.vector and ((stage.repeated and len(reads) > 1) or late):
+            late = (stage.late_weights is not None and form.invariant and bool(reads)
+                    and first_reduction is not None and reads[0] > first_reduction)
+            repeated = stage.repeated and len(reads) > 1
+            nbytes = product(self.row_shape(p)) * (p.type.dtype.bits // 8)
+            if (static_row and form.vector and late and not repeated and stage.late_weights is Storage.smem
+                    and isinstance(nbytes, int) and smem_used + nbytes <= stage.smem_bytes):
+                smem_used += nbytes
+                staged = Buffer(f"{p.name}_smem", p.type.dtype, Storage.smem, self.row_shape(p),
+                                self.layout(p, Storage.smem))
+                self.sec.allocs.append(Alloc(staged))
+                self.sec.invariant.append(
+                    OpCall("copy_async", None, (buf,), staged, Origin(f"stage {p.name} in shared memory", None)))
+                self.operand[id(p)] = staged
+                self.in_flight.add(id(staged))
+            elif static_row and form.vector and (repeated or (late and stage.late_weights is Storage.rmem)):
                 regs = self.rmem(p, f"{p.name}_regs")
                 self.sec.of(form.invariant).append(
                     OpCall("unary", Tag("cast_op"), (buf,), regs, Origin(f"load {p.name} into registers", None)))
@@ -159,6 +175,9 @@ class _RowLowering:
             self.operand[id(out)] = self.operand[id(op.inputs[0])]
             return
         where = self.sec.of(self.form(out).invariant)
+        if any(id(self.operand.get(id(v))) in self.in_flight for v in op.inputs):
+            where.append(AsyncWait(origin))  # the staged copies land before their first reader
+            self.in_flight.clear()
         if op.op == "full_like":
             where.append(OpCall("fill", None, (literal(op.attrs["value"], out.type.dtype),), self.result(out),
                                 origin))

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from ..ir.types.dim import Dim, floordiv
 from ..ir.types.dtype import DType
+from ..ir.types.storage import Storage
 from ..target import CpuTarget, CudaTarget, Target
 from ..tir.function import Schedule
 from ..tir.mesh import TMesh, level_strides
@@ -39,11 +40,14 @@ CUDA_ROW_THREADS = 256
 CUDA_MAX_THREADS = 1024
 CUDA_MAX_ELEMENTS_PER_THREAD = 32
 # A row-independent input (a weight row) whose first reader follows the row's first reduction is loaded
-# into registers at the top, its loads in flight with the row's, where a thread holds at most this many
-# 16-byte vectors of it: RMSNorm's weight, read after the mean of squares, otherwise starts its loads
-# only after the reduction (one row: 1.93 -> 1.76 us at hidden 2048). At four vectors a thread the
-# registers cost more than the wait (hidden 8192: 2.31 -> 2.57 us).
+# at the top, its loads in flight with the row's: RMSNorm's weight, read after the mean of squares,
+# otherwise starts its loads only after the reduction. Into registers where a thread holds at most
+# CUDA_STAGED_WEIGHT_VECTORS 16-byte vectors of it (one row: 1.93 -> 1.76 us at hidden 2048); beyond that
+# registers cost more than the wait (hidden 8192: 2.31 -> 2.57 us), and the row goes to shared memory with
+# cp.async instead, which takes no registers while in flight (residual + RMSNorm at hidden 8192, one row:
+# 2.82 -> 2.43 us; 4096 rows unchanged), within CUDA_STAGED_WEIGHT_SMEM bytes a CTA.
 CUDA_STAGED_WEIGHT_VECTORS = 2
+CUDA_STAGED_WEIGHT_SMEM = 32 * 1024
 # A program without reductions needs no whole row in one CTA: its rows are cut into segments of
 # one 16-byte vector a thread over CUDA_SEGMENT_THREADS threads (fewer whole warps where the row
 # asks for it), each segment a CTA. Then no thread's work is a chain of several dependent vectors:
@@ -195,24 +199,31 @@ def _cuda_row_threads(vectors: int, vector: int) -> int:
 
 @dataclass(frozen=True)
 class Staging:
-    """Which row inputs are loaded into registers before the row's work (rowwise.params).
+    """Which row inputs are loaded before the row's work (rowwise.params).
 
-    ``repeated``: an input several ops read, so that it is read from global memory once.
-    ``late_weights``: a row-independent input first read after a reduction (CUDA_STAGED_WEIGHT_VECTORS).
+    ``repeated``: an input several ops read is loaded into registers, so that it is read from global memory
+    once. ``late_weights``: where a row-independent input first read after a reduction is staged, registers
+    (Storage.rmem) or shared memory through cp.async (Storage.smem), within ``smem_bytes`` in all; None:
+    it is read where it is used.
     """
 
     repeated: bool = False
-    late_weights: bool = False
+    late_weights: Storage | None = None
+    smem_bytes: int = 0
 
 
 def staging(target: Target, sched: Schedule, row: Dim) -> Staging:
     """What a row-wise program stages on ``target`` under ``sched``: on CUDA repeated inputs always, late
-    weights where a thread's share of a row is at most CUDA_STAGED_WEIGHT_VECTORS vectors; the CPU reads its
-    cache either way."""
+    weights of a static row in registers where a thread's share is at most CUDA_STAGED_WEIGHT_VECTORS
+    vectors, else in shared memory (CUDA_STAGED_WEIGHT_SMEM); the CPU reads its cache either way."""
     if not isinstance(target, CudaTarget):
         return Staging()
-    share = row // (sched.threads_per_cta * sched.vector_width) if isinstance(row, int) else None
-    return Staging(True, share is not None and share <= CUDA_STAGED_WEIGHT_VECTORS)
+    if not isinstance(row, int):
+        return Staging(True)
+    share = row // (sched.threads_per_cta * sched.vector_width)
+    if share <= CUDA_STAGED_WEIGHT_VECTORS:
+        return Staging(True, Storage.rmem)
+    return Staging(True, Storage.smem, CUDA_STAGED_WEIGHT_SMEM)
 
 
 def thread_mesh(threads: int) -> TMesh:

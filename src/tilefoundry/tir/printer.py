@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .buffer import Buffer, Literal, Operand
-from .stmt import AliasView, Alloc, GmemView, MeshScope, OpCall, RowLoop, Stmt, Sync
+from .stmt import AliasView, Alloc, AsyncWait, GmemView, MeshScope, OpCall, RowLoop, Stmt, Sync
 
 if TYPE_CHECKING:
     from .function import PrimFunc, TirModule
@@ -33,6 +33,8 @@ def _stmt(s: Stmt, indent: str, lines: list[str]) -> None:
         lines.append(f"{indent}{s.out.name} <- {s.family}<{', '.join(tmpl)}>({ins}{ws})  # {s.origin}")
     elif isinstance(s, Sync):
         lines.append(f"{indent}sync<{s.kind}>" + (f"  # {s.origin}" if s.origin else ""))
+    elif isinstance(s, AsyncWait):
+        lines.append(f"{indent}wait copy_async" + (f"  # {s.origin}" if s.origin else ""))
     elif isinstance(s, MeshScope):
         lines.append(f"{indent}with {s.mesh}:")
         for t in s.body:

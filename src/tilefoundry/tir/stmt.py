@@ -1,4 +1,4 @@
-"""TIR statements: allocations, views, runtime-op calls, barriers, mesh scopes and the row loop."""
+"""TIR statements: allocations, views, runtime-op calls, barriers and waits, mesh scopes and the row loop."""
 
 from __future__ import annotations
 
@@ -108,6 +108,14 @@ class Sync(Stmt):
 
 
 @dataclass(eq=False)
+class AsyncWait(Stmt):
+    """Wait until this instance's ``copy_async`` calls so far have landed. An instance that reads back only
+    what it staged itself needs nothing more; another instance's copies need a ``Sync`` after this."""
+
+    origin: Origin | None = None
+
+
+@dataclass(eq=False)
 class MeshScope(Stmt):
     """Statements run by every instance of ``mesh``; buffers declared inside may be distributed over it."""
 
@@ -123,5 +131,5 @@ class RowLoop(Stmt):
     body: list[Stmt] = field(default_factory=list)
 
 
-__all__ = ["Alloc", "AliasView", "GmemView", "Literal", "MeshScope", "OpCall", "Origin", "RowLoop", "RowOffset",
-           "Stmt", "Sync", "Tag"]
+__all__ = ["Alloc", "AliasView", "AsyncWait", "GmemView", "Literal", "MeshScope", "OpCall", "Origin", "RowLoop",
+           "RowOffset", "Stmt", "Sync", "Tag"]
