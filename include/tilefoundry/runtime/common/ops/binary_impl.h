@@ -7,6 +7,7 @@
 #include <tilefoundry/runtime/common/ops/binary_ops.h>
 #include <tilefoundry/runtime/common/ops/broadcast.h>
 #include <tilefoundry/runtime/common/ops/fast_path.h>
+#include <tilefoundry/runtime/common/ops/packed.h>
 
 namespace tilefoundry {
 namespace ops {
@@ -62,8 +63,9 @@ struct Binary {
     using D = detail::value_t<Out>;
     on_compute<Op, compute_of_t<A, B>> const f{op};
     int const n = static_cast<int>(cute::size(out));
-    CUTE_UNROLL
-    for (int i = 0; i < n; ++i) out(i) = detail::convert<D>(f(element(a, i), element(b, i)));
+    detail::store_converted<D>(
+        n, [&](int i) -> decltype(auto) { return out(i); },
+        [&](int i) { return f(element(a, i), element(b, i)); });
   }
 };
 

@@ -111,6 +111,28 @@ TILEFOUNDRY_DEVICE std::uint32_t pack_pair(float lo, float hi) {
 #endif
 }
 
+/// at(i) = convert<D>(value(i)) for every i < n, at(i) a D&. Where D is a 16-bit float, value gives
+/// floats and n is even, two at a time: one packed conversion, each half rounded as the scalar
+/// conversion rounds it (on sm_90 the scalar cvt.rn.bf16.f32 is a quarter-rate instruction).
+template <class D, class At, class Value>
+TILEFOUNDRY_DEVICE void store_converted(int n, At const& at, Value const& value) {
+  constexpr packed_kind K = packed_kind_v<D>;
+  if constexpr ((K == packed_kind::bf16 || K == packed_kind::f16) &&
+                std::is_same_v<std::invoke_result_t<Value const&, int>, float>) {
+    if (n % 2 == 0) {
+      CUTE_UNROLL
+      for (int i = 0; i < n; i += 2) {
+        std::uint32_t const w = pack_pair<K>(value(i), value(i + 1));
+        at(i) = bits_as<D>(static_cast<std::uint16_t>(w & 0xffffu));
+        at(i + 1) = bits_as<D>(static_cast<std::uint16_t>(w >> 16));
+      }
+      return;
+    }
+  }
+  CUTE_UNROLL
+  for (int i = 0; i < n; ++i) at(i) = convert<D>(value(i));
+}
+
 /// The N elements of type T at p (16-byte aligned, N * sizeof(T) a multiple of 16), as floats.
 template <class T, int N>
 TILEFOUNDRY_DEVICE void load_group(T const* p, float (&out)[N]) {

@@ -5,6 +5,7 @@
 #include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/ops/fast_path.h>
 #include <tilefoundry/runtime/common/ops/operand.h>
+#include <tilefoundry/runtime/common/ops/packed.h>
 #include <tilefoundry/runtime/common/ops/unary_ops.h>
 
 namespace tilefoundry {
@@ -37,12 +38,15 @@ struct Unary {
     }
     on_compute<Op> const f{op};
     int const n = static_cast<int>(cute::size(dst));
-    CUTE_UNROLL
-    for (int i = 0; i < n; ++i) {
-      if constexpr (counted) {
+    if constexpr (counted) {
+      CUTE_UNROLL
+      for (int i = 0; i < n; ++i) {
         if (i >= op.n) break;
+        dst(i) = detail::convert<D>(f(src(i)));
       }
-      dst(i) = detail::convert<D>(f(src(i)));
+    } else {
+      detail::store_converted<D>(
+          n, [&](int i) -> decltype(auto) { return dst(i); }, [&](int i) { return f(src(i)); });
     }
   }
 };

@@ -247,8 +247,9 @@ TILEFOUNDRY_DEVICE bool run_groups(Out const& out, F const& f, std::index_sequen
         }
       } else {
         constexpr grouped_step_t<mode, G, Out> step{};
-        CUTE_UNROLL
-        for (int e = 0; e < G; ++e) out.data()[lo(g) + e * step] = convert<D>(r[e]);
+        auto const at = lo(g);
+        store_converted<D>(
+            G, [&](int e) -> D& { return out.data()[at + e * step]; }, [&](int e) { return r[e]; });
       }
     }
   }
