@@ -89,7 +89,8 @@ CUTE_HOST_DEVICE constexpr auto aligned_like(T* p) {
 /// CuTe's own algorithms, recast_ptr among them, know the plain ones only).
 template <class It>
 CUTE_HOST_DEVICE constexpr auto plain_iterator(It const& it) {
-  if constexpr (promised_alignment_v < It >> 0) {
+  constexpr int promised = promised_alignment_v<It>;
+  if constexpr (promised > 0) {
     return cute::remove_cvref_t<It>::space::plain(cute::raw_pointer_cast(it));
   } else {
     return it;

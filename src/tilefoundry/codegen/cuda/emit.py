@@ -4,9 +4,10 @@ The kernel body is the shared one (codegen/kernel.py): the same buffers, views a
 the CPU. What differs is storage and launch:
 
 - registers (rmem) of a static size are register tensors; shared memory (smem) of a static size is a
-  ``__shared__`` array, 16-byte aligned, viewed through ``make_aligned_smem_ptr<16>`` (the promise in the
-  type: no run-time alignment check in the vector path); a buffer whose size is known only at launch (a row whose
-  length is a DimVar) is carved out of the dynamic shared memory, one slice per thread for registers;
+  ``__shared__`` array, 16-byte aligned, viewed through ``make_aligned_smem_ptr<16>`` (the promise in
+  the type: no run-time alignment check in the vector path); a buffer whose size is known only at
+  launch (a row whose length is a DimVar) is carved out of the dynamic shared memory, one slice per
+  thread for registers;
 - the reductions that cross warps share the kernel's ``reduce_workspace`` (lowering allocates it), a
   ``__shared__`` array wrapped by ``ops::make_reduce_workspace``: one barrier per reduction;
 - pointers are ``__restrict__`` (the entry refuses outputs that overlap inputs or one another) and the
