@@ -473,6 +473,37 @@ def test_the_cuda_lowerings_staging_runs_right_on_the_cpu_target(monkeypatch: py
             assert report.passed, f"{kernel.name} at {rows} rows:\n{report}"
 
 
+@func
+def three_late_weights(x: Tensor[(ROWS, 8192), "bf16"], a: ConstTensor[(8192,), "bf16"],
+                       b: ConstTensor[(8192,), "bf16"], c: ConstTensor[(8192,), "bf16"]):
+    return tf.rms_norm(x, a, 1e-6) * b + c
+
+
+def test_late_weights_in_shared_memory_share_one_wait_within_the_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three weights read after the reduction, 16 KiB each at hidden 8192: the first two fill the 32 KiB budget
+    and are staged by copy_async, the third is read where it is used; one wait, before the first reader, covers
+    both copies. The same staging, lowered for the CPU target, matches the evaluator."""
+    from tilefoundry import compile as compile_
+    from tilefoundry.lower import rowwise, schedule
+
+    text = str(lower(three_late_weights, CudaTarget()).functions["three_late_weights"])
+    head, loop = text.split("for row in rows of this cta")
+    assert "a_smem <- copy_async<>(a)" in head and "b_smem <- copy_async<>(b)" in head and "c_smem" not in text
+    assert loop.count("wait copy_async") == 1
+    assert loop.index("wait copy_async") < loop.index("binary<mul_op>(rms_norm_rounded, a_smem)") < loop.index(
+        "binary<mul_op>(rms_norm, b_smem)") < loop.index("out <- binary<add_op>(mul, c)")
+    budget = schedule.CUDA_STAGED_WEIGHT_SMEM
+    monkeypatch.setattr(rowwise, "staging", lambda target, sched, row: schedule.Staging(True, Storage.smem, budget))
+    compiled = compile_(three_late_weights, target="cpu")
+    assert compiled.tir.count("<- copy_async") == 2 and compiled.tir.count("wait copy_async") == 1
+    for rows in (0, 3):
+        x, a, b, c = (K.rand(shape, torch.bfloat16, seed) for seed, shape in
+                      enumerate(((rows, 8192), (8192,), (8192,), (8192,))))
+        report = check(compiled_only(compiled), three_late_weights, (x, a, b, c),
+                       expect={"output": [K.BF16]})
+        assert report.passed, f"at {rows} rows:\n{report}"
+
+
 def test_nvcc_builds_for_the_targets_architecture_and_the_cache_key_holds_it() -> None:
     from tilefoundry import CompilerOptions
     from tilefoundry.codegen.build import base_key
