@@ -1,8 +1,9 @@
 """Timing GPU work as CUDA-graph replays, shared by the benches (bench/kernels.py, bench/engine_kernels.py).
 
 A variant is a launch function of a copy index; its graph holds ``launches`` back-to-back launches cycling
-through the copies of its inputs (enough copies that their total exceeds L2 several times over, so that no
-launch finds its data there). One launch's time is a replay's divided by the count, the median over
+through the copies of its inputs and outputs (enough copies that their total exceeds L2 several times over,
+so that no launch finds its data there, nor writes where the launch before it wrote: outputs torch allocates
+are held so that they cycle too). One launch's time is a replay's divided by the count, the median over
 replays interleaved between the variants, so launch overhead is the same for all of them (a graph's). The
 ceiling is torch's device-to-device copy of 1 GiB, counted as bytes read plus bytes written.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections import deque
 from collections.abc import Callable
 
 import torch
@@ -25,14 +27,23 @@ def copies_for(nbytes: int, most: int = 64) -> int:
 
 
 def graph_of(launch: Launch, launches: int, copies: int) -> torch.cuda.CUDAGraph:
-    """A graph of ``launches`` launches cycling through ``copies`` (warmed up outside the capture first)."""
+    """A graph of ``launches`` launches cycling through ``copies`` (warmed up outside the capture first).
+
+    What a launch returns (the outputs torch allocates) is held until ``copies`` later launches have been
+    captured, so that those outputs cycle through as many buffers as the inputs do. Dropped at once, each
+    would be freed into the graph's pool and the next launch would write the same buffer again, which then
+    stays in L2: a launch that returns its outputs would be timed writing to cache, one given its outputs
+    (ours, the same-bytes kernel) writing to DRAM.
+    """
     for i in range(min(copies, 3)):  # lazy initialisation, module loading, library handles
         launch(i)
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
+    held: deque[object] = deque(maxlen=copies)
     with torch.cuda.graph(graph):
         for j in range(launches):
-            launch(j % copies)
+            held.append(launch(j % copies))
+    held.clear()
     return graph
 
 
