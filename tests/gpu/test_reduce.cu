@@ -454,8 +454,8 @@ void every_tier(tfgpu::Suite& suite, Kind kind, char const* op_name) {
   }
 }
 
-template <class T>
-void nan_propagates(tfgpu::Suite& suite) {
+template <class Op, class T>
+void nan_propagates(tfgpu::Suite& suite, char const* name) {
   int const n = G * 512;
   auto xv = narrow<T>(suite.uniform(n));
   xv[3 * 512 + 200] = T(NAN);
@@ -463,12 +463,12 @@ void nan_propagates(tfgpu::Suite& suite) {
   tfgpu::DeviceBuffer<float> dy(G), de(G * kThreads);
   dx.upload(xv);
   dy.poison();
-  intra_cta_tier<ops::max_op><<<G, kThreads>>>(dx.ptr, dy.ptr, de.ptr);
+  intra_cta_tier<Op><<<G, kThreads>>>(dx.ptr, dy.ptr, de.ptr);
   TF_LAUNCHED();
   auto y = dy.download();
   bool ok = true;
   for (int c = 0; c < G; ++c) ok = ok && (std::isnan(y[c]) == (c == 3));
-  suite.check(ok, std::string("reduce max ") + (sizeof(T) == 2 ? "bf16" : "f32") +
+  suite.check(ok, std::string("reduce ") + name + " " + (sizeof(T) == 2 ? "bf16" : "f32") +
                       " intra-CTA: a NaN in row 3 reaches row 3's result only");
 }
 
@@ -515,7 +515,9 @@ void all_ops(tfgpu::Suite& suite) {
   every_tier<ops::max_op, T>(suite, Kind::max, "max");
   every_tier<ops::min_op, T>(suite, Kind::min, "min");
   every_tier<ops::absmax_op, T>(suite, Kind::absmax, "absmax");
-  nan_propagates<T>(suite);
+  nan_propagates<ops::max_op, T>(suite, "max");
+  nan_propagates<ops::min_op, T>(suite, "min");
+  nan_propagates<ops::absmax_op, T>(suite, "absmax");
   rounds_back_to_back<T>(suite);
 }
 

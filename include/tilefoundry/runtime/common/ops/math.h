@@ -71,6 +71,31 @@ TILEFOUNDRY_DEVICE T nan_min(T a, T b) {
   return (a == a && (b != b || b < a)) ? b : a;
 }
 
+// The combine of a max / min reduction: NaN wins, as in nan_max / nan_min, but which of +0 and -0
+// wins is left open (a reduction's order decides that anyway, and differs between targets). On
+// sm_80 and later that is one instruction (max.NaN: FMNMX.NAN), where nan_max's selection compiles
+// to three dependent ones per element; a row's max is a chain of them (softmax's first reduction).
+template <class T>
+TILEFOUNDRY_DEVICE T fold_max(T a, T b) {
+  return nan_max(a, b);
+}
+template <class T>
+TILEFOUNDRY_DEVICE T fold_min(T a, T b) {
+  return nan_min(a, b);
+}
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+TILEFOUNDRY_DEVICE float fold_max(float a, float b) {
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+TILEFOUNDRY_DEVICE float fold_min(float a, float b) {
+  float r;
+  asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+#endif
+
 // Evaluated at class scope, so device code reads them as the constants they are.
 template <class T>
 struct extreme {

@@ -61,7 +61,7 @@ struct reduce_traits<max_op> {
   }
   template <class T>
   static TILEFOUNDRY_DEVICE T combine(T a, T b) {
-    return nan_max(a, b);
+    return fold_max(a, b);
   }
 };
 
@@ -79,7 +79,7 @@ struct reduce_traits<min_op> {
   }
   template <class T>
   static TILEFOUNDRY_DEVICE T combine(T a, T b) {
-    return nan_min(a, b);
+    return fold_min(a, b);
   }
 };
 
@@ -97,7 +97,7 @@ struct reduce_traits<absmax_op> {
   }
   template <class T>
   static TILEFOUNDRY_DEVICE T combine(T a, T b) {
-    return nan_max(a, b);
+    return fold_max(a, b);
   }
 };
 
