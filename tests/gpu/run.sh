@@ -6,7 +6,8 @@
 # neither), or from installed packages when there are no wheels. TF_GPU_BUILD_ONLY=1 stops after
 # building. TF_GPU_PARTS (comma-separated; default all) picks what runs, so the suite fits several device
 # calls of 600 s each:
-#   runtime  the C++ runtime's CUDA programs (tests/gpu/*.cu), their SASS, the copy bandwidth bench
+#   runtime  the C++ runtime's CUDA programs (tests/gpu/*.cu), their SASS, the copy bandwidth bench and
+#            the copy ceiling by launch shape (bench/copy_ceiling.cu)
 #   compile  the compile path's CUDA target: the recorded acceptance unit built and its SASS checked, the
 #            jitted kernels against the evaluator (test_compile_cuda.py), their bench (bench/kernels.py)
 #   engine   model families on cuda, the decode engine's kernels and CUDA-graph path, its kernel bench
@@ -55,6 +56,8 @@ if want runtime; then
   nvcc "${flags[@]}" -Xcompiler -fPIC -shared bench/copy_bandwidth.cu -o "$build/libtf_copy.so" \
     > "$build/bench.build.log" 2>&1 &
   pids[bench]=$!
+  nvcc "${flags[@]}" bench/copy_ceiling.cu -o "$build/copy_ceiling" > "$build/copy_ceiling.build.log" 2>&1 &
+  pids[copy_ceiling]=$!
 fi
 if want engine || want decode; then
   # The decode engine's kernels (one translation unit, built through tilefoundry.engine into the cache).
@@ -143,6 +146,14 @@ if want runtime && [[ ${status[bench]:-} == built ]]; then
   fi
 fi
 
+# What one launch copying a row kernel's bytes reaches at all, by launch shape (no goal: the ceiling the
+# row kernels' bench is read against).
+if want runtime && [[ ${status[copy_ceiling]:-} == built ]]; then
+  echo "=== copy ceiling: one launch copying 32 to 512 MiB, by launch shape, timed as bench/kernels.py"
+  if "$build/copy_ceiling" --json "$out/copy_ceiling.json"; then status[copy_ceiling]=passed
+  else status[copy_ceiling]=FAILED; fi
+fi
+
 # The Python side on the GPU: the compile path's CUDA target (jitted kernels against the evaluator, then
 # their GB/s against torch), model families through reference and twin, the decode engine's graph path,
 # and decode speed vs HF.
@@ -182,7 +193,7 @@ fi
 echo "=== summary ($parts)"
 fail=0
 names=("${tests[@]}")
-want runtime && names+=(sass bench)
+want runtime && names+=(sass bench copy_ceiling)
 want compile && names+=(cuda_unit cuda_unit_sass compile kernels_bench)
 want engine && names+=(engine_build models engine engine_graph engine_bench)
 want decode && names+=(decode)
