@@ -20,7 +20,8 @@ interleaved with the other variants; a call's time is the median replay over the
 overhead is the same (a graph's) for all. GB/s counts the bytes a call must move (each input read once,
 each output written once); torch's device-to-device copy of 1 GiB, measured in the same run, is the ceiling.
 Beside it, for scale, one torch elementwise kernel moving the same bytes as the call (``same`` in the table:
-what a launch of that size reaches at all; a peer, not a goal). The goals, reported and not asserted: at
+what a launch of that size reaches at all; a peer, not a goal); bench/copy_ceiling.cu times plain copy launches
+of each size by launch shape, the same way. The goals, reported and not asserted: at
 least 85% of the 1 GiB copy's bandwidth at 4096 rows and more, never slower than torch eager, at least 0.95x
 torch.compile at every size.
 
