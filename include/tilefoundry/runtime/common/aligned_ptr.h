@@ -97,6 +97,17 @@ CUTE_HOST_DEVICE constexpr auto plain_iterator(It const& it) {
   }
 }
 
+/// Whether `it` points to a multiple of Bytes: known from its type where it promises as much, else
+/// tested on the address.
+template <int Bytes, class It>
+CUTE_HOST_DEVICE bool aligned_to(It const& it) {
+  if constexpr (promised_alignment_v<It> >= Bytes) {
+    return true;
+  } else {
+    return reinterpret_cast<std::uintptr_t>(cute::raw_pointer_cast(it)) % Bytes == 0;
+  }
+}
+
 }  // namespace detail
 }  // namespace tilefoundry
 

@@ -22,8 +22,6 @@
 #include <tilefoundry/runtime/common/ops/packed.h>
 #include <tilefoundry/runtime/common/ops/vector_plan.h>
 
-#include <cstdint>
-
 namespace tilefoundry {
 namespace ops {
 namespace detail {
@@ -70,9 +68,7 @@ struct grouped {
     constexpr int per_word = 16 / int(sizeof(T));
     auto const l = layout();
     // A base whose type promises the alignment (aligned_ptr.h) is not checked again.
-    using It = cute::remove_cvref_t<decltype(view.data())>;
-    bool ok = promised_alignment_v<It> >= 16 ||
-              reinterpret_cast<std::uintptr_t>(cute::raw_pointer_cast(view.data())) % 16 == 0;
+    bool ok = aligned_to<16>(view.data());
     cute::for_each(cute::wrap(l.stride()), [&](auto d) {
       if constexpr (!cute::is_static<decltype(d)>::value) ok = ok && d % per_word == 0;
     });

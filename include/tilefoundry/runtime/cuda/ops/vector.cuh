@@ -132,16 +132,6 @@ CUTE_HOST_DEVICE auto as_vectors(T const& t, std::integer_sequence<int, I...>) {
   return cute::make_tensor(cute::recast_ptr<Word>(plain_iterator(t.data())), layout);
 }
 
-// Whether p is a multiple of Bytes: known from its type where it promises as much (aligned_ptr.h).
-template <int Bytes, class P>
-__device__ __forceinline__ bool aligned_to(P const& p) {
-  if constexpr (promised_alignment_v<P> >= Bytes) {
-    return true;
-  } else {
-    return (reinterpret_cast<uintptr_t>(cute::raw_pointer_cast(p)) % Bytes) == 0;
-  }
-}
-
 // Calls f(src_vectors, dst_vectors) and returns true when a and b can move as Bytes-wide words.
 template <int Bytes, class S, class D, class F>
 __device__ __forceinline__ bool with_vectors(S const& s, D const& d, F&& f) {
