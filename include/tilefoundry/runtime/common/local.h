@@ -102,6 +102,20 @@ CUTE_HOST_DEVICE constexpr bool splits_keep_alignment(std::integer_sequence<int,
   return (true && ... && keeps(cute::Int<M>{}));
 }
 
+// Whether an instance's view of a tensor over Iterator, sharded by ShardLayout<L, A, M>, keeps the
+// alignment Iterator promises (false where it promises none).
+template <class Iterator, class L, class A>
+CUTE_HOST_DEVICE constexpr bool view_keeps_promise() {
+  constexpr int bytes = promised_alignment_v<Iterator>;
+  if constexpr (bytes > 0) {
+    constexpr int elem = int(sizeof(typename cute::remove_cvref_t<Iterator>::value_type));
+    return splits_keep_alignment<bytes, elem, L, A>(
+        std::make_integer_sequence<int, attr_count<A>>{});
+  } else {
+    return false;
+  }
+}
+
 template <class Iterator, class L, class A, class M>
 CUTE_HOST_DEVICE auto project(Iterator base, ShardLayout<L, A, M> const& sl) {
   static_assert(attr_count<A> == M::rank, "ShardLayout: one shard attribute per mesh axis");
@@ -109,18 +123,10 @@ CUTE_HOST_DEVICE auto project(Iterator base, ShardLayout<L, A, M> const& sl) {
   auto offset = local_offset(sl, coord, std::make_integer_sequence<int, attr_count<A>>{});
   auto local_layout =
       cute::make_layout(shard_layout_local_shape(sl), cute::wrap(sl.layout.stride()));
-  constexpr int bytes = promised_alignment_v<Iterator>;
-  if constexpr (bytes > 0) {
-    using T = typename cute::remove_cvref_t<Iterator>::value_type;
-    constexpr int elem = int(sizeof(T));
-    if constexpr (splits_keep_alignment<bytes, elem, L, A>(
-                      std::make_integer_sequence<int, attr_count<A>>{})) {
-      // every split offset is a whole number of the promised alignment: the view keeps it
-      return cute::make_tensor(aligned_like<Iterator>(cute::raw_pointer_cast(base + offset)),
-                               local_layout);
-    } else {
-      return cute::make_tensor(base + offset, local_layout);
-    }
+  if constexpr (view_keeps_promise<Iterator, L, A>()) {
+    // every split offset is a whole number of the promised alignment: the view keeps it
+    return cute::make_tensor(aligned_like<Iterator>(cute::raw_pointer_cast(base + offset)),
+                             local_layout);
   } else {
     return cute::make_tensor(base + offset, local_layout);
   }
