@@ -118,8 +118,16 @@ def scaled_segments(x: Tensor[(ROWS, 2048), "bf16"], weight: ConstTensor[(2048,)
     return y
 
 
+@func
+def masked_softmax(x: Tensor[(ROWS, HIDDEN), "f32"], keep: Tensor[(ROWS, HIDDEN), "bool"]):
+    """Infinite literals: -inf where the mask drops a score, and the +inf a one-sided clamp leaves as its upper
+    bound (CUDA builds once refused both)."""
+    scores = tf.where(keep, x, float("-inf"))
+    return tf.softmax(scores, axis=-1), tf.clamp(x, min_val=0.0)
+
+
 ACCEPTANCE = (rms_norm, rms_norm_written_out, softmax, softmax_written_out, swiglu, residual_rms_norm,
-              reductions, cast_chain, elementwise, softmax_any_width, scaled_segments)
+              reductions, cast_chain, elementwise, softmax_any_width, scaled_segments, masked_softmax)
 
 
 
@@ -202,7 +210,15 @@ def inputs_for(kernel: Any, rows: int, device: str | torch.device = "cpu", cols:
         "softmax_any_width": lambda: (r((rows, cols), f, 16, 4.0),),
         "scaled_segments": lambda: (r((rows, 2048), bf, 18), r((2048,), bf, 19), r((rows, 1), f, 20)),
         "placed_rows": lambda: (r((8, 256), f, 17),),
+        "masked_softmax": lambda: (r((rows, h), f, 21, 4.0), _keep(rows, h, 22, device)),
     }[kernel.name]()
+
+
+def _keep(rows: int, cols: int, seed: int, device: str | torch.device) -> torch.Tensor:
+    """A random mask keeping about 70% of a row, its first column always (no row is dropped whole)."""
+    keep = torch.rand((rows, cols), generator=torch.Generator().manual_seed(seed)) > 0.3
+    keep[:, 0] = True
+    return keep.to(device)
 
 
 def expectations(kernel: Any) -> dict[str, list]:

@@ -12,7 +12,8 @@ import torch
 
 from tests import compile_kernels as K
 from tests.dlpack_fake import KDL_BFLOAT, KDL_CPU, KDL_CUDA, fake_tensor
-from tilefoundry import jit
+from tilefoundry import func, jit, module
+from tilefoundry.dsl import ConstTensor, Tensor, tf
 from tilefoundry.runtime import CompiledModule, RuntimeModule
 
 pytestmark = pytest.mark.usefixtures("compile_cache")
@@ -88,6 +89,42 @@ def test_auto_alloc_is_torch_only(rms: CompiledModule) -> None:
     x, w = _x()
     with pytest.raises(TypeError, match=r"input x is a ndarray.*torch-only.*pass the outputs too \(out\)"):
         rms(x.float().numpy(), w)
+
+
+def test_none_for_an_input_or_an_output_is_a_type_error_naming_it(rms: CompiledModule,
+                                                                   red: CompiledModule) -> None:
+    x, w = _x()
+    with pytest.raises(TypeError, match=r"rms_norm: output out is None; pass a tensor for every output, or none"):
+        rms(x, w, None)
+    with pytest.raises(TypeError, match=r"rms_norm: input weight is None; pass a tensor"):
+        rms(x, None)
+    with pytest.raises(TypeError, match=r"reductions: output out1 is None.*\(out0, out1, out2\)"):
+        red(torch.randn(2, 5), torch.empty(2), None, torch.empty(2))
+
+
+@module(entry="scaled_norm", target="cpu")
+class TwoKernels:
+    @func
+    def scale(x: Tensor[(K.ROWS, 8), "f32"]):
+        return x * 2.0
+
+    @func
+    def scaled_norm(x: Tensor[(K.ROWS, 8), "f32"], w: ConstTensor[(8,), "f32"]):
+        return tf.rms_norm(scale(x), w, 1e-6)  # noqa: F821 - a sibling @func, resolved by tracing
+
+
+def test_every_function_of_a_module_is_callable_by_name() -> None:
+    compiled = jit(TwoKernels, target="cpu")
+    assert set(compiled.functions) == {"scale", "scaled_norm"} and compiled.functions["scaled_norm"] is compiled
+    x, w = torch.randn(3, 8), torch.rand(8) + 0.5
+    torch.testing.assert_close(compiled.scale(x), x * 2.0, rtol=0, atol=0)
+    out = torch.full((3, 8), float("nan"))
+    assert compiled.scale(x, out) is out and torch.equal(out, x * 2.0)
+    torch.testing.assert_close(compiled(x, w), torch.nn.functional.rms_norm(x * 2.0, (8,), w, 1e-6),
+                               rtol=1e-5, atol=1e-6)
+    assert compiled.scale.functions["scaled_norm"] is compiled  # each reaches the others
+    with pytest.raises(AttributeError, match=r"no attribute or function 'nope'; its functions: scale, scaled_norm"):
+        compiled.nope  # noqa: B018
 
 
 # -- checks in the C++ entry, called directly --------------------------------------------------------------

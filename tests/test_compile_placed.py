@@ -53,11 +53,22 @@ def annotated(x: Tensor[(16 @ BLOCKS.block, 8), "f32"], y: Tensor[(16, 8), "f32"
     return tf.sigmoid(x) + tf.reshard(y, (16 @ BLOCKS.block, 8))
 
 
+@func(topologies=TOPO)
+def placed_composites(x: Tensor[(8, 64), "f32"], w: ConstTensor[(64,), "f32"]):
+    """Composites inside a mesh scope expand into ops placed as the written-out math would be."""
+    with Mesh(("cta",), layout=(4,), names=("blk",)) as m:
+        xs = tf.reshard(x, (8 @ m.blk, 64), "rmem")
+        probs = tf.softmax(xs, axis=-1)
+        normed = tf.rms_norm(xs, w, 1e-6)
+    return probs, normed
+
+
 CASES = {
     rows_over_ctas: lambda: (torch.randn(8, 64), torch.rand(64) + 0.5),  # a positive w keeps the sum s off 0
     nested_scopes: lambda: (torch.randn(8, 64).bfloat16(),),
     through_smem: lambda: (torch.randn(8, 32),),
     annotated: lambda: (torch.randn(16, 8), torch.randn(16, 8)),
+    placed_composites: lambda: (torch.randn(8, 64) * 4.0, torch.randn(64)),
 }
 
 

@@ -251,7 +251,7 @@ def test_literals_take_the_operands_type() -> None:
     assert "ops::binary(ops::mul_op{}, x, 0.1f, out0);" in src
     assert "ops::binary(ops::mul_op{}, y, cute::bfloat16_t(3.0f), out1);" in src
     assert "ops::binary(ops::add_op{}, n, int32_t(7), out2);" in src
-    assert "ops::clamp_op<float>{-2.5f, std::numeric_limits<float>::infinity()}" in src
+    assert "ops::clamp_op<float>{-2.5f, INFINITY}" in src
     kernel = src[src.index("void scaled_kernel"):src.index("void scaled_entry")]
     kernel = "\n".join(line for line in kernel.splitlines() if not line.strip().startswith("//"))
     assert not re.search(r"(?<![\w.])\d+\.\d+(?:e[+-]?\d+)?(?![\w.])", kernel)  # no double literal anywhere

@@ -365,6 +365,12 @@ case("matmul", "bcast_batch", lambda S: [A((2, 1, S, 8)), A((3, 8, 5))], lambda 
      lambda a, b: torch.matmul(a, b), lambda S: T((2, 3, S, 5)))
 case("matmul", "contract_dimvar", lambda S: [A((4, S)), A((S, 5))], lambda a, b: tf.matmul(a, b),
      lambda a, b: torch.matmul(a, b), lambda S: T((4, 5)))
+case("matmul", "vector_right", lambda S: [A((5, S)), A((S,))], lambda w, x: w @ x,
+     lambda w, x: torch.matmul(w, x), lambda S: T((5,)))
+case("matmul", "vector_left_batched", lambda S: [A((S,)), A((3, S, 4))], lambda x, w: tf.matmul(x, w),
+     lambda x, w: torch.matmul(x, w), lambda S: T((3, 4)))
+case("matmul", "vector_dot", lambda S: [A((S,)), A((S,))], lambda x, y: tf.matmul(x, y),
+     lambda x, y: torch.matmul(x, y), lambda S: T(()))
 case("matmul", "batched_kv", lambda S: [A((2, 4, S, 8)), A((2, 4, 8, S))], lambda q, k: tf.matmul(q, k),
      lambda q, k: torch.matmul(q, k), lambda S: T((2, 4, S, S)))
 case("matmul", "bf16", lambda S: [A((2, S, 16), "bf16"), A((16, 8), "bf16", const=True)],

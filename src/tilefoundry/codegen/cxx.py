@@ -75,18 +75,20 @@ def literal(lit: Literal, *, compute: bool = False) -> str:
     if lit.dtype.is_int:
         v = int(lit.value)
         info = np.iinfo(ctype.replace("_t", ""))
-        if v == info.min:
-            return f"std::numeric_limits<{ctype}>::min()"
+        if v == info.min:  # -2147483648 is the negation of a literal one past the type's range
+            return f"{ctype.replace('_t', '').upper()}_MIN"
         return f"{ctype}({v})"
     text = _float_text(float(lit.value))
     return text if ctype == "float" else f"{ctype}({text})"
 
 
 def _float_text(v: float) -> str:
+    # INFINITY and NAN are constants on both compilers; std::numeric_limits' are host functions nvcc refuses in
+    # a __global__ function.
     if math.isnan(v):
-        return "std::numeric_limits<float>::quiet_NaN()"
+        return "NAN"
     if math.isinf(v):
-        return f"{'-' if v < 0 else ''}std::numeric_limits<float>::infinity()"
+        return f"{'-' if v < 0 else ''}INFINITY"
     text = str(np.float32(v))  # shortest text that reads back as this float
     if "e" not in text and "." not in text:
         text += ".0"

@@ -14,6 +14,7 @@ from typing import Any
 from ..ir.core.function import Function
 from ..ir.core.graph import Node, Value
 from ..ir.core.op import op_def
+from ..ir.core.propagate import place_result
 from ..ir.core.source import SourceLoc
 from ..ir.core.tree import TreeSpec, flatten
 from ..ir.types.shard import MeshSpec
@@ -162,9 +163,12 @@ def _name_by_source(prog: Program, namer: Namer) -> None:
 
 
 def make_op(prog: Program, op: str, inputs: tuple[Val, ...], attrs: dict[str, Any], like: Op, role: str) -> Val:
-    """Append a primitive op typed by its own type rule (so an expansion types exactly as written ops)."""
+    """Append a primitive op typed by its own type rule and placed as tracing places it (so an expansion types
+    exactly as written ops, inside a ``with Mesh(...)`` scope too)."""
     attrs = dict(attrs)
-    result = op_def(op).infer(tuple(v.type for v in inputs), attrs)
+    definition = op_def(op)
+    types = tuple(v.type for v in inputs)
+    result = place_result(op, definition.family, types, attrs, definition.infer(types, attrs))
     assert isinstance(result, TensorType)
     out = Val(result, prog.namer.unique(f"{like.op}_{role}"))
     new = Op(op, inputs, (out,), attrs, like.loc, like.meshes, composite=like.composite or like.op)

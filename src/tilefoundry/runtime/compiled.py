@@ -31,6 +31,10 @@ class CompiledModule(RuntimeModule):
     One output comes back bare, several as a tuple. The entry itself checks every argument (device,
     dtype, rank, extents, DimVars, contiguity) and raises TypeError / ValueError naming the parameter.
 
+    A Module of several ``@func`` kernels compiles each into the same library: every one of them is a
+    CompiledModule of its own in ``functions`` (by name, the entry included: ``functions[entry] is self``) and is
+    reachable as an attribute of the entry's, ``compiled.<function name>(...)``, by the same convention.
+
     Attributes:
         type: the entry's EntryABI.
         fn: the bound tvm-ffi function.
@@ -40,7 +44,8 @@ class CompiledModule(RuntimeModule):
     """
 
     def __init__(self, type: EntryABI, fn: Callable[..., Any], *, source: str = "",  # noqa: A002 - spec 1.1.3
-                 library: Path | None = None, tir: str = "", keep_alive: Any = None) -> None:
+                 library: Path | None = None, tir: str = "", keep_alive: Any = None,
+                 functions: dict[str, CompiledModule] | None = None) -> None:
         if not isinstance(type, EntryABI):
             raise TypeError(f"CompiledModule(type=...) takes the entry's EntryABI, got {type.__class__.__name__}")
         if not callable(fn):
@@ -52,11 +57,29 @@ class CompiledModule(RuntimeModule):
         self.library = library
         self.tir = tir
         self._keep_alive = keep_alive  # the loaded library, so the function stays valid
+        self.functions: dict[str, CompiledModule] = {**(functions or {}), type.name: self}
+
+    def __getattr__(self, attr: str) -> Any:
+        # Reached only when ordinary lookup fails: another function of the same compiled Module, by name.
+        functions = self.__dict__.get("functions", {})
+        if attr in functions:
+            return functions[attr]
+        if not attr.startswith("__") and functions:
+            raise AttributeError(f"CompiledModule {self.__dict__.get('name', '?')!r} has no attribute or function "
+                                 f"{attr!r}; its functions: {', '.join(functions)}")
+        return super().__getattr__(attr)
 
     def forward(self, *args: Any) -> Any:
         """Run the entry by the out-param convention (see the class docstring)."""
         abi = self.type
         n_in, n_all = abi.input_count, len(abi.params)
+        for i, (p, a) in enumerate(zip(abi.params, args)):
+            if a is None:
+                role = "input" if i < n_in else "output"
+                way = ("pass a tensor" if i < n_in else
+                       f"pass a tensor for every output, or none of them ({_names(abi.output_params)}) to have them "
+                       "allocated")
+                raise TypeError(f"{abi.name}: {role} {p.name} is None; {way}")
         if len(args) == n_in:
             outputs = self._allocate(args)
             self.fn(*args, *outputs)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .abi import EntryABI
 from .compiled import CompiledModule
 
 if TYPE_CHECKING:
@@ -23,10 +24,18 @@ def load_library(linked: LinkedModule) -> Any:
 
 
 def load_linked_module(linked: LinkedModule) -> CompiledModule:
-    """``CompiledModule(type=linked.entry, fn=<the library's entry>)``."""
+    """``CompiledModule(type=linked.entry, fn=<the library's entry>)``, with every other exported function of the
+    library a CompiledModule of its own in its ``functions``."""
     if linked.entry is None:
         raise TypeError(f"{linked.library} has no entry ABI (a hand-written library): load it with load_library")
     lib = load_library(linked)
-    fn = lib[linked.entry.name]
-    return CompiledModule(linked.entry, fn, source=linked.source, library=linked.library, tir=linked.tir,
-                          keep_alive=lib)
+
+    def bind(abi: EntryABI, functions: dict[str, CompiledModule] | None = None) -> CompiledModule:
+        return CompiledModule(abi, lib[abi.name], source=linked.source, library=linked.library, tir=linked.tir,
+                              keep_alive=lib, functions=functions)
+
+    others = {abi.name: bind(abi) for abi in linked.entries if abi.name != linked.entry.name}
+    entry = bind(linked.entry, others)
+    for other in others.values():
+        other.functions.update(entry.functions)
+    return entry

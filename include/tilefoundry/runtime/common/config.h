@@ -12,6 +12,12 @@
 
 #include <cute/tensor_impl.hpp>
 
+// Generated code spells infinite and NaN float literals INFINITY and NAN, and the least integers
+// INT8_MIN / INT32_MIN / INT64_MIN: macros that expand to constants on both compilers, where
+// std::numeric_limits' functions are host functions nvcc refuses in a __global__ function.
+#include <cmath>
+#include <cstdint>
+
 // Op entries, their impl functors and op tags run on the device under the CUDA target (spec 3,
 // "Annotation convention"); under the CPU target the same code is ordinary inline host code.
 #if defined(TILEFOUNDRY_TARGET_CUDA)

@@ -12,15 +12,22 @@ from .rules import broadcast, check_dims_equal, norm_axis, require_float, requir
 
 @register_op("matmul", "nn")
 def _matmul(types: tuple[TensorType, ...], attrs: dict[str, Any]) -> TensorType:
+    """torch.matmul's shapes: ``(..., M, K) @ (..., K, N)`` with broadcast batch axes; a 1-D ``a`` is a row
+    ``(1, K)`` and a 1-D ``b`` a column ``(K, 1)``, the added axis dropped from the result (``w @ x``)."""
     a, b = types
     dt = same_dtype(types)
     if dt.is_bool:
         raise OpTypeError("matmul is not defined on bool tensors")
-    if a.rank < 2 or b.rank < 2:
-        raise OpTypeError(f"matmul operands need rank >= 2, got ranks {a.rank} and {b.rank}")
-    check_dims_equal(a.shape[-1], b.shape[-2], "contracted axis (a's last, b's second to last)")
-    batch = broadcast([a.shape[:-2], b.shape[:-2]])
-    return TensorType(batch + (a.shape[-2], b.shape[-1]), dt)
+    if a.rank < 1 or b.rank < 1:
+        raise OpTypeError(f"matmul operands need rank >= 1 (a 0-d operand is a scalar: multiply with * instead), "
+                          f"got ranks {a.rank} and {b.rank}")
+    a_shape = (1, *a.shape) if a.rank == 1 else a.shape
+    b_shape = (*b.shape, 1) if b.rank == 1 else b.shape
+    check_dims_equal(a_shape[-1], b_shape[-2], "contracted axis (a's last, b's second to last)")
+    batch = broadcast([a_shape[:-2], b_shape[:-2]])
+    rows = () if a.rank == 1 else (a_shape[-2],)
+    cols = () if b.rank == 1 else (b_shape[-1],)
+    return TensorType(batch + rows + cols, dt)
 
 
 def _eps(attrs: dict[str, Any]) -> None:
