@@ -5,11 +5,14 @@ declaration order, per parameter device, dtype, rank and static extents, binding
 first plain axis (in range); then every other DimVar axis and expression must agree, every tensor be
 contiguous (and, where the target reads it in wide words, aligned), and no output share memory with an
 input or another output. A target supplies its checker, the device it runs on and the launch.
+
+A staged function's entry checks its own arguments once, allocates its temporaries (``temporary``, per
+target) and launches each stage's kernel in order, each over the pointers its stage binds.
 """
 
 from __future__ import annotations
 
-from ..ir.types.dim import DimVar
+from ..ir.types.dim import DimVar, product
 from ..tir.function import KernelParam, PrimFunc
 from . import cxx
 from .kernel import KernelEmitter
@@ -21,9 +24,11 @@ class HostEmitter:
     device_type = "kDLCPU"
     device_label = "cpu"
 
-    def __init__(self, fn: PrimFunc, kernel: KernelEmitter, target: object = None) -> None:
+    def __init__(self, fn: PrimFunc, kernel: KernelEmitter, target: object = None,
+                 stage_kernels: tuple[KernelEmitter, ...] = ()) -> None:
         self.fn = fn
         self.kernel = kernel
+        self.stage_kernels = stage_kernels
         self.target = target
         self.names = cxx.Names(("check", "grid"))
         self.views = {p.name: self.names(("view", p.name), p.name) for p in fn.params}
@@ -74,9 +79,33 @@ class HostEmitter:
             const = "" if p.is_output else " const"
             ctype = cxx.cxx_type(p.type.dtype)
             body.append(f"auto* const {self.pointers[p.name]} = host::data<{ctype}{const}>({self.views[p.name]});")
-        body.append(f"int64_t const grid = {cxx.dim_expr(fn.schedule.grid, self.dims)};")
-        body += self.launch(self.kernel.call_args(self.pointers, self.dims))
+        if fn.stages:
+            body += self.launch_stages()
+        else:
+            body.append(f"int64_t const grid = {cxx.dim_expr(fn.schedule.grid, self.dims)};")
+            body += self.launch(self.kernel, self.kernel.call_args(self.pointers, self.dims))
         return [f"void {self.entry_name}({params}) {{", *("  " + line for line in body), "}"]
+
+    def launch_stages(self) -> list[str]:
+        """A staged function's temporaries, then each stage's launch in order, over the pointers it binds."""
+        lines = []
+        pointers = dict(self.pointers)
+        for t in self.fn.temps:
+            name = self.names(("temp", t.name), t.name)
+            count = cxx.dim_expr(product(t.type.shape), self.dims)
+            lines.append(f"// {t.name}: {_declared(t)}, between stages")
+            lines += self.temporary(name, cxx.cxx_type(t.type.dtype), count)
+            pointers[t.name] = f"{name}.data()"
+        for k, (stage, kernel) in enumerate(zip(self.fn.stages, self.stage_kernels)):
+            bound = {p.name: pointers[arg] for p, arg in zip(stage.fn.params, stage.args)}
+            lines += [f"{{  // stage {k}: {stage.fn.name}({', '.join(stage.args)})",
+                      f"  int64_t const grid = {cxx.dim_expr(stage.fn.schedule.grid, self.dims)};",
+                      *("  " + line for line in self.launch(kernel, kernel.call_args(bound, self.dims))), "}"]
+        return lines
+
+    def temporary(self, name: str, ctype: str, count: str) -> list[str]:  # pragma: no cover - targets override
+        """The declaration of a temporary ``name`` of ``count`` elements whose ``.data()`` the stages take."""
+        raise NotImplementedError
 
     def checker(self) -> str:
         """The declaration of the entry's argument checker ``check``."""
@@ -90,7 +119,8 @@ class HostEmitter:
         """The device check of one argument."""
         return [f"check.device({view}, {name}, {self.device_type}, {cxx.string(self.device_label)});"]
 
-    def launch(self, args: str) -> list[str]:  # pragma: no cover - every target overrides it
+    def launch(self, kernel: KernelEmitter, args: str) -> list[str]:  # pragma: no cover - targets override it
+        """The launch of ``kernel`` over ``grid`` CTAs with ``args``."""
         raise NotImplementedError
 
 

@@ -193,6 +193,8 @@ class KernelEmitter:
             axes = ", ".join(str(a) for a in s.axes)
             ws = f", {self.buffer(s.workspace)}" if s.workspace is not None else ""
             line = f"ops::reduce<ops::{s.tag.name}, cute::seq<{axes}>>({args[0]}, {out}{ws});"
+        elif s.family == "matmul":  # its tag names the accumulate dtype
+            line = f"ops::matmul<{cxx.COMPUTE_TYPES[s.tag.name]}>({args[0]}, {args[1]}, {out});"
         else:
             line = f"ops::{s.family}({self.tag(s)}, {', '.join(args)}, {out});"
         self.lines.append(ind + line)

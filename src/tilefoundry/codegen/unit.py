@@ -40,9 +40,16 @@ def translation_unit(mod: TirModule, kernel_cls: type[KernelEmitter], host_cls: 
     lines += ["namespace {", "", "using namespace tilefoundry;", "using cute::Int;", ""]
     exports = []
     for fn in fns:
-        kernel = kernel_cls(fn)
-        host = host_cls(fn, kernel, mod.target)
-        lines += kernel.emit() + [""] + host.emit() + [""]
+        if fn.stages:
+            stages = tuple(kernel_cls(s.fn) for s in fn.stages)
+            for k in stages:
+                lines += k.emit() + [""]
+            host = host_cls(fn, stages[0], mod.target, stages)
+            lines += host.emit() + [""]
+        else:
+            kernel = kernel_cls(fn)
+            host = host_cls(fn, kernel, mod.target)
+            lines += kernel.emit() + [""] + host.emit() + [""]
         exports.append(f"TVM_FFI_DLL_EXPORT_TYPED_FUNC({fn.name}, {host.entry_name});")
     lines += ["}  // namespace", "", *exports, ""]
     return "\n".join(lines)

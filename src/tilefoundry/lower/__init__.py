@@ -4,10 +4,13 @@ The passes, in order (each a small function over a printable form):
 
 1. ``flatten_function``: the function's ops, calls of sibling functions inlined (``program.py``);
 2. ``expand_composites``: rms_norm, layer_norm and softmax as the primitives they compute (``expand.py``);
-3. placement: the function's own ``with Mesh(...)`` placement when it has one (``meshwise.py``), else
+3. staging: a function with a matmul or a view op is cut into stages, kernels run one after another
+   (``stages.py``; views as strides, ``views.py``), each lowered on its own below (``staged.py``; a matmul
+   stage by ``matmul.py``);
+4. placement: the function's own ``with Mesh(...)`` placement when it has one (``meshwise.py``), else
    the automatic row-wise placement (``rows.py``, ``schedule.py``, ``layouts.py``);
-4. materialisation: buffers, views and runtime-op calls (``rowwise.py`` / ``meshwise.py``);
-5. the shared-memory workspace of reductions whose partial results cross warps (``workspace.py``).
+5. materialisation: buffers, views and runtime-op calls (``rowwise.py`` / ``meshwise.py``);
+6. the shared-memory workspace of reductions whose partial results cross warps (``workspace.py``).
 
 An op that cannot be compiled is refused with a :class:`LoweringError` naming it, the function and the
 source line.
@@ -25,9 +28,13 @@ from .errors import LoweringError
 from .expand import expand_composites
 from .meshwise import is_placed, lower_mesh
 from .program import Program, flatten_function
+from .rows import analyze_rows
 from .rowwise import lower_rows
 from .schedule import Declared
+from .staged import lower_staged
+from .stages import MATMUL_OPS, needs_stages
 from .topology import declared_topologies
+from .views import VIEW_OPS
 from .workspace import attach_workspaces
 
 __all__ = ["LoweringError", "as_module", "lower", "lower_function", "target_for"]
@@ -74,8 +81,29 @@ def lower_function(fn: Function, target: Target, declared: Declared) -> PrimFunc
                             "compiling a dispatch is not supported yet: jit each variant (its .variants[i])", fn.loc)
     prog: Program = expand_composites(flatten_function(fn))
     if is_placed(prog):
+        if needs_stages(prog):
+            op = next(op for op in prog.ops if op.op in MATMUL_OPS or op.op in VIEW_OPS)
+            raise LoweringError(op.op, fn.name, "inside a function with its own placement (with Mesh(...)) it is "
+                                "not compiled yet; leave the function unplaced to compile it in stages", op.loc)
         return attach_workspaces(lower_mesh(prog, target, declared))
+    if needs_stages(prog) or not _one_row_space(prog):
+        staged = lower_staged(prog, target, declared)
+        for stage in staged.stages:
+            stage.fn = attach_workspaces(stage.fn)
+        return staged
     return attach_workspaces(lower_rows(prog, target, declared))
+
+
+def _one_row_space(prog: Program) -> bool:
+    """Whether the row-wise analysis takes ``prog`` whole (else its ops are grouped into row-wise stages, and an op
+    no stage takes is refused by name there)."""
+    if len(prog.ops) < 2:
+        return True
+    try:
+        analyze_rows(prog)
+    except LoweringError:
+        return False
+    return True
 
 
 def lower(fn_or_mod: Any, target: str | Target | None = None) -> TirModule:

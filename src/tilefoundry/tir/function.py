@@ -65,7 +65,11 @@ class Schedule:
 
 @dataclass(eq=False)
 class PrimFunc:
-    """One kernel: parameters (inputs, then ``output_count`` outputs), DimVar bindings, schedule, body."""
+    """One kernel: parameters (inputs, then ``output_count`` outputs), DimVar bindings, schedule, body.
+
+    A staged function (placement ``stages``) has no body of its own: its entry launches ``stages`` in order,
+    each a kernel over the function's parameters and ``temps``, global memory the entry allocates per call.
+    """
 
     name: str
     params: tuple[KernelParam, ...]
@@ -74,6 +78,13 @@ class PrimFunc:
     schedule: Schedule
     body: list[Stmt] = field(default_factory=list)
     loc: SourceLoc | None = None
+    stages: tuple[StageCall, ...] = ()
+    temps: tuple[KernelParam, ...] = ()
+
+    @property
+    def kernels(self) -> tuple[PrimFunc, ...]:
+        """The kernels the entry launches: the stages', or this function itself."""
+        return tuple(s.fn for s in self.stages) if self.stages else (self,)
 
     @property
     def inputs(self) -> tuple[KernelParam, ...]:
@@ -89,6 +100,15 @@ class PrimFunc:
         from .printer import print_function
 
         return print_function(self)
+
+
+@dataclass(eq=False)
+class StageCall:
+    """One launch of a staged function: kernel ``fn``, each of its parameters bound to the staged function's
+    parameter or temporary named in ``args`` (same order)."""
+
+    fn: PrimFunc
+    args: tuple[str, ...]
 
 
 @dataclass(eq=False)

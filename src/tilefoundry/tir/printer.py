@@ -55,6 +55,11 @@ def print_function(fn: PrimFunc) -> str:
     for b in fn.dimvars:
         lines.append(f"  dimvar {b}")
     lines.append(f"  schedule {fn.schedule}")
+    for t in fn.temps:
+        lines.append(f"  temp {t}")
+    for k, stage in enumerate(fn.stages):
+        lines.append(f"  stage {k}: {stage.fn.name}({', '.join(stage.args)})")
+        lines += ["  " + line for line in print_function(stage.fn).splitlines()]
     for s in fn.body:
         _stmt(s, "  ", lines)
     return "\n".join(lines)

@@ -23,3 +23,4 @@
 #include <tilefoundry/runtime/cpu/ops/reduce.h>
 #include <tilefoundry/runtime/cpu/ops/sync.h>
 #include <tilefoundry/runtime/cpu/ops/copy_async.h>
+#include <tilefoundry/runtime/cpu/ops/matmul.h>

@@ -153,5 +153,41 @@ class CudaLaunch {
   cudaStream_t stream_ = nullptr;
 };
 
+/// Global memory of `count` elements for one call of a staged entry: allocated on the caller's
+/// stream and freed on it when the entry returns (stream-ordered, so a CUDA graph capturing the
+/// call captures both), the memory between the stages that write and read it.
+template <class T>
+class DeviceScratch {
+ public:
+  DeviceScratch(CudaArgChecker const& check, int64_t count)
+      : launch_(check), entry_(check.entry()) {
+    if (count <= 0) return;
+    std::size_t const bytes = static_cast<std::size_t>(count) * sizeof(T);
+    void* p = nullptr;
+    cudaError_t const e = cudaMallocAsync(&p, bytes, launch_.stream());
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      TVM_FFI_THROW(RuntimeError) << entry_ << ": allocating " << bytes
+                                  << " bytes between its stages failed: " << cudaGetErrorName(e)
+                                  << " (" << cudaGetErrorString(e) << ")";
+    }
+    data_ = static_cast<T*>(p);
+  }
+
+  DeviceScratch(DeviceScratch const&) = delete;
+  DeviceScratch& operator=(DeviceScratch const&) = delete;
+
+  ~DeviceScratch() {
+    if (data_ != nullptr) cudaFreeAsync(data_, launch_.stream());
+  }
+
+  T* data() const { return data_; }
+
+ private:
+  CudaLaunch launch_;
+  char const* entry_;
+  T* data_ = nullptr;
+};
+
 }  // namespace host
 }  // namespace tilefoundry

@@ -21,3 +21,4 @@
 #include <tilefoundry/runtime/cuda/ops/reduce.cuh>
 #include <tilefoundry/runtime/cuda/ops/sync.cuh>
 #include <tilefoundry/runtime/cuda/ops/copy_async.cuh>
+#include <tilefoundry/runtime/cuda/ops/matmul.cuh>

@@ -46,11 +46,14 @@ class CpuHost(HostEmitter):
     device_type = "kDLCPU"
     device_label = "cpu"
 
-    def launch(self, args: str) -> list[str]:
-        return [f"cpu::launch(static_cast<int>(grid), [&] {{ {self.kernel.kernel_name}({args}); }});"]
+    def launch(self, kernel: KernelEmitter, args: str) -> list[str]:
+        return [f"cpu::launch(static_cast<int>(grid), [&] {{ {kernel.kernel_name}({args}); }});"]
+
+    def temporary(self, name: str, ctype: str, count: str) -> list[str]:
+        return [f"cpu::scratch<{ctype}> {name}({count});"]
 
 
 def emit_cpu(mod: TirModule) -> str:
     """The translation unit of ``mod`` for the CPU target."""
-    shapes = uniform_program_shapes(list(mod.functions.values()))
+    shapes = uniform_program_shapes([k for f in mod.functions.values() for k in f.kernels])
     return translation_unit(mod, CpuKernel, CpuHost, "TILEFOUNDRY_TARGET_CPU", shapes)

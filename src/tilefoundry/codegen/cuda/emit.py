@@ -196,24 +196,32 @@ class CudaHost(HostEmitter):
         return f"host::CudaArgChecker check({cxx.string(self.fn.name)}, {cxx.string(str(self.target))});"
 
     def layout_checks(self, p: KernelParam) -> list[str]:
-        """A float tensor the kernel reads or writes in vectors starts at a vector's alignment."""
-        align = checked_alignment(self.fn, p)
+        """A float tensor a kernel reads or writes in vectors starts at a vector's alignment (for a staged
+        function, the most any stage reading or writing it asks)."""
+        if self.fn.stages:
+            align = max((checked_alignment(s.fn, q) for s in self.fn.stages for q, arg in zip(s.fn.params, s.args)
+                         if arg == p.name), default=0)
+        else:
+            align = checked_alignment(self.fn, p)
         if not align:
             return []
         return [f"check.aligned({self.views[p.name]}, {cxx.string(p.name)}, {align});"]
 
-    def launch(self, args: str) -> list[str]:
-        kernel = self.kernel
+    def temporary(self, name: str, ctype: str, count: str) -> list[str]:
+        # stream-ordered global memory (graph-capturable), freed on the stream when the entry returns
+        return [f"host::DeviceScratch<{ctype}> {name}(check, {count});"]
+
+    def launch(self, kernel: KernelEmitter, args: str) -> list[str]:
         assert isinstance(kernel, CudaKernel)
         cfg = kernel.launch
         smem = cxx.dim_expr(cfg.dynamic_smem, self.dims)
-        lines = [f"// launch: {_describe(self.fn, cfg, self.dims)}",
+        lines = [f"// launch: {_describe(kernel.fn, cfg, self.dims)}",
                  "host::CudaLaunch launch(check);",
                  "unsigned const ctas = launch.grid(grid);"]
         if smem != "0":
             lines.insert(1, f"std::size_t const shared_bytes = static_cast<std::size_t>({smem});")
             lines.append(f"launch.dynamic_shared_memory({kernel.kernel_name}, shared_bytes, "
-                         f"{cxx.string(_dynamic_what(self.fn))});")
+                         f"{cxx.string(_dynamic_what(kernel.fn))});")
             smem = "shared_bytes"
         lines += ["if (ctas > 0) {",
                   f"  {kernel.kernel_name}<<<ctas, {cfg.block}, {smem}, launch.stream()>>>({args});",
@@ -273,6 +281,6 @@ LINEAR_LAUNCH = (
 
 def emit_cuda(mod: TirModule) -> str:
     """The translation unit of ``mod`` for a CUDA target."""
-    fns = list(mod.functions.values())
+    fns = [k for f in mod.functions.values() for k in f.kernels]
     return translation_unit(mod, CudaKernel, CudaHost, "TILEFOUNDRY_TARGET_CUDA", program_shapes(fns),
                             LINEAR_LAUNCH)

@@ -1,0 +1,19 @@
+// ops::matmul on the CPU target. Only the annotation is this target's: the body is
+// matmul_impl::apply, which the CUDA target's entry runs too.
+#pragma once
+
+#include <tilefoundry/runtime/common/config.h>
+#include <tilefoundry/runtime/common/ops/matmul_impl.h>
+
+namespace tilefoundry {
+namespace ops {
+
+/// The matmul family's one entry: out = a @ b (a: M x K, b: K x N, out: M x N, any strides),
+/// each element a dot product accumulated in Acc and rounded once into out's element type.
+template <class Acc, class A, class B, class Out>
+inline void matmul(A const& a, B const& b, Out&& out) {
+  matmul_impl::apply<Acc>(a, b, out);
+}
+
+}  // namespace ops
+}  // namespace tilefoundry

@@ -1,0 +1,19 @@
+// ops::matmul on the CUDA target: the body is matmul_impl::apply, which the CPU target's entry
+// runs too; the CTA's threads share the tile's elements.
+#pragma once
+
+#include <tilefoundry/runtime/common/config.h>
+#include <tilefoundry/runtime/common/ops/matmul_impl.h>
+
+namespace tilefoundry {
+namespace ops {
+
+/// The matmul family's one entry: out = a @ b (a: M x K, b: K x N, out: M x N, any strides),
+/// each element a dot product accumulated in Acc and rounded once into out's element type.
+template <class Acc, class A, class B, class Out>
+__device__ void matmul(A const& a, B const& b, Out&& out) {
+  matmul_impl::apply<Acc>(a, b, out);
+}
+
+}  // namespace ops
+}  // namespace tilefoundry

@@ -1,0 +1,112 @@
+"""The kernel of a matmul stage: ``out = a @ b`` over views of the memory a stage reads and writes.
+
+Each operand is a view (``views.py``): a transposed weight, a reshaped or sliced cache are strides, not
+copies. The batch axes broadcast as torch's do (an operand without an axis, or of extent 1 there, is read at
+stride 0), a 1-D ``a`` is a row and a 1-D ``b`` a column. The work is cut into CTAs, one per batch element
+and tile of ``MATMUL_TILE_N`` output columns (the largest divisor of N up to it; a DimVar N is one tile);
+each CTA's view of ``a`` (M x K), ``b`` (K x tile) and ``out`` (M x tile) starts where its row offset says,
+and ``ops::matmul`` computes the tile, every element a dot product accumulated in the op's accumulate
+dtype (f32 for 16-bit inputs).
+
+This is the general schedule: correct at any row count, not yet fast (the GEMV schedule of few rows and the
+tensor-core GEMM of many are schedules still to come).
+"""
+
+from __future__ import annotations
+
+from ..ir.types.dim import Dim, dims_equal, product
+from ..ir.types.storage import Storage
+from ..target import CudaTarget, Target
+from ..tir.buffer import Buffer
+from ..tir.function import Schedule
+from ..tir.layout import TLayout
+from ..tir.stmt import GmemView, OpCall, Origin, RowLoop, RowOffset, Stmt, Tag
+from .errors import LoweringError
+from .program import Op
+from .views import View
+
+# Output columns one CTA computes (at most; the largest divisor of N up to this).
+MATMUL_TILE_N = 128
+# Threads of a CUDA CTA computing a tile (they share its elements).
+CUDA_MATMUL_THREADS = 128
+
+
+def matmul_schedule(target: Target, grid: Dim) -> Schedule:
+    """One CTA per batch element and column tile; on CUDA its threads share the tile."""
+    threads = CUDA_MATMUL_THREADS if isinstance(target, CudaTarget) else 1
+    return Schedule("matmul", grid, threads, rows=grid, rows_per_cta=1, vector_width=1)
+
+
+def _tile(n: Dim) -> Dim:
+    if not isinstance(n, int):
+        return n
+    return max(t for t in range(1, min(n, MATMUL_TILE_N) + 1) if n % t == 0) if n > 0 else 1
+
+
+def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int, str],
+                target: Target) -> tuple[list[Stmt], Schedule]:
+    """The statements and schedule of the matmul stage computing ``op`` (``homes``: the parameter name each
+    view's root is read from or written to)."""
+    for what, v in (("a", a), ("b", b), ("out", out)):
+        if not dims_equal(v.offset, 0):
+            raise LoweringError(op.op, name, f"its operand {what} is a view {v} that starts inside its memory (a "
+                                "slice from a non-zero start); that is not compiled yet", op.loc)
+    a_shape, a_strides = (((1, *a.shape), (0, *a.strides)) if len(a.shape) == 1 else (a.shape, a.strides))
+    b_shape, b_strides = (((*b.shape, 1), (*b.strides, 0)) if len(b.shape) == 1 else (b.shape, b.strides))
+    m, k = a_shape[-2:]
+    n = b_shape[-1]
+    batch_rank = max(len(a_shape), len(b_shape)) - 2
+    batch = _broadcast_batch(a_shape[:-2], b_shape[:-2], batch_rank)
+    o_strides = _out_strides(out, batch_rank, len(a.shape) == 1, len(b.shape) == 1)
+    tile = _tile(n)
+    tiles = 1 if dims_equal(tile, n) else n // tile  # type: ignore[operator]  # static when tiled
+    grid = product((*batch, tiles))
+
+    def offset(batch_strides: tuple[Dim, ...], col_stride: Dim | None) -> RowOffset:
+        terms = []
+        if col_stride is not None and tiles != 1:
+            terms.append((1, tiles, product((tile, col_stride))))
+        for j, (extent, stride) in enumerate(zip(batch, batch_strides)):
+            if dims_equal(extent, 1) or dims_equal(stride, 0):
+                continue
+            div = product((*batch[j + 1:], tiles))
+            terms.append((div, None if j == 0 else extent, stride))
+        return RowOffset(tuple(terms))
+
+    dtype_a = a.root.type.dtype
+    a_buf = Buffer(f"{a.root.name}_tile", dtype_a, Storage.gmem, (m, k), TLayout((m, k), a_strides[-2:]))
+    b_buf = Buffer(f"{b.root.name}_tile", b.root.type.dtype, Storage.gmem, (k, tile),
+                   TLayout((k, tile), b_strides[-2:]))
+    o_buf = Buffer(f"{out.root.name}_tile", out.root.type.dtype, Storage.gmem, (m, tile),
+                   TLayout((m, tile), o_strides[-2:]))
+    acc = op.attrs["acc_dtype"].name  # the tag names the accumulate dtype; codegen spells its C++ type
+    origin = Origin(op.op, op.loc, op.composite)
+    body: list[Stmt] = [RowLoop("row", [
+        GmemView(a_buf, homes[id(a.root)], offset(_batch_strides(a_shape, a_strides, batch_rank), None)),
+        GmemView(b_buf, homes[id(b.root)], offset(_batch_strides(b_shape, b_strides, batch_rank), b_strides[-1])),
+        GmemView(o_buf, homes[id(out.root)], offset(o_strides[:-2], o_strides[-1])),
+        OpCall("matmul", Tag(acc), (a_buf, b_buf), o_buf, origin),
+    ])]
+    return body, matmul_schedule(target, grid)
+
+
+def _broadcast_batch(a: tuple[Dim, ...], b: tuple[Dim, ...], rank: int) -> tuple[Dim, ...]:
+    a = (1,) * (rank - len(a)) + a
+    b = (1,) * (rank - len(b)) + b
+    return tuple(y if dims_equal(x, 1) else x for x, y in zip(a, b))
+
+
+def _batch_strides(shape: tuple[Dim, ...], strides: tuple[Dim, ...], rank: int) -> tuple[Dim, ...]:
+    """The strides of an operand's batch axes aligned to the broadcast batch (0 where it broadcasts)."""
+    own = tuple(0 if dims_equal(d, 1) else s for d, s in zip(shape[:-2], strides[:-2]))
+    return (0,) * (rank - len(own)) + own
+
+
+def _out_strides(out: View, rank: int, row: bool, col: bool) -> tuple[Dim, ...]:
+    """The result view's strides as (*batch, M, N), the axes a 1-D operand dropped put back at stride 0."""
+    strides = list(out.strides)
+    if col:
+        strides.append(0)
+    if row:
+        strides.insert(len(strides) - 1, 0)
+    return tuple(strides)

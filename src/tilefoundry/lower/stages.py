@@ -1,0 +1,123 @@
+"""Stages: a function the row-wise schedule cannot run in one kernel, cut into kernels run one after another.
+
+A function with a ``matmul`` or a view op is cut, in program order, into stages: each matmul is a stage of
+its own (``matmul.py`` lowers it), and the other ops are grouped greedily into row-wise stages, a stage
+growing while the row-wise analysis still accepts it (``rows.py``; a function's ops stay in their order, so
+every stage reads only what earlier stages wrote). View ops run nowhere: each value is a view of a root's
+memory (``views.py``), and a stage reads a view through strides. Constants are copied into every stage that
+reads them. A value one stage writes and a later one reads lives in a *temporary* of the entry (global
+memory it allocates for the call), unless it is a result of the function, which is written straight into
+the caller's output (through a contiguous view: a reshaped result is the result). The entry checks its
+arguments once and launches the stages in order on its stream.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..ir.types.tensor_type import TensorType
+from .errors import LoweringError
+from .program import Op, Program, Val
+from .rows import analyze_rows
+from .views import VIEW_OPS, View, view_of_op, whole
+
+MATMUL_OPS = frozenset({"matmul"})
+
+
+def needs_stages(prog: Program) -> bool:
+    """Whether ``prog`` holds an op that only a staged lowering runs (a matmul, a view)."""
+    return any(op.op in MATMUL_OPS or op.op in VIEW_OPS for op in prog.ops)
+
+
+@dataclass(eq=False)
+class Stage:
+    """One kernel of a staged function: its kind (``rows`` or ``matmul``) and its ops in program order."""
+
+    kind: str
+    ops: list[Op] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class StagedProgram:
+    """A program cut into stages, with the view each value is read through (by value id)."""
+
+    prog: Program
+    stages: list[Stage]
+    views: dict[int, View]
+
+    def view(self, v: Val) -> View:
+        """The view of ``v`` (a value that is no view of another is its own whole memory)."""
+        return self.views.get(id(v)) or whole(v)
+
+    def __str__(self) -> str:
+        lines = [f"staged {self.prog.name}"]
+        for k, s in enumerate(self.stages):
+            lines.append(f"  stage {k} ({s.kind}):")
+            lines += [f"    {op}" for op in s.ops]
+        return "\n".join(lines)
+
+
+def split_stages(prog: Program) -> StagedProgram:
+    """``prog`` cut into stages (see the module docstring)."""
+    views: dict[int, View] = {}
+    stages: list[Stage] = []
+    for op in prog.ops:
+        if op.op in VIEW_OPS or (op.op in ("reshard", "local") and id(op.inputs[0]) in views):
+            (x,) = op.inputs
+            views[id(op.outputs[0])] = view_of_op(prog, op, views.get(id(x)) or whole(x))
+            continue
+        if op.op == "constant":
+            continue  # copied into the stages that read it
+        if op.op in MATMUL_OPS:
+            stages.append(Stage("matmul", [op]))
+            continue
+        last = stages[-1] if stages else None
+        if last is not None and last.kind == "rows" and _rows_accept(prog, views, [*last.ops, op]):
+            last.ops.append(op)
+        else:
+            stages.append(Stage("rows", [op]))
+    return StagedProgram(prog, stages, views)
+
+
+def _rows_accept(prog: Program, views: dict[int, View], ops: list[Op]) -> bool:
+    """Whether the row-wise analysis accepts ``ops`` as one program."""
+    try:
+        analyze_rows(sub_program(prog, views, ops, "probe")[0])
+    except LoweringError:
+        return False
+    return True
+
+
+def sub_program(prog: Program, views: dict[int, View], ops: list[Op], name: str) -> tuple[Program, list[Val]]:
+    """A program of ``ops`` alone (constants they read copied in): its parameters are the values the ops
+    read from outside, each typed as the view it is read through; its outputs are left to the caller.
+    Returns the program and, per parameter, the outside value it stands for."""
+    params: list[Val] = []
+    outside: list[Val] = []
+    local: dict[int, Val] = {}
+    produced = {id(v) for op in ops for v in op.outputs}
+    body: list[Op] = []
+    for op in ops:
+        ins = []
+        for v in op.inputs:
+            if id(v) in produced:
+                ins.append(v)
+                continue
+            if id(v) not in local:
+                src = v.producer
+                if src is not None and src.op == "constant":
+                    copy = Val(v.type, v.name)
+                    body.append(Op("constant", (), (copy,), dict(src.attrs), src.loc, src.meshes, src.composite))
+                    copy.producer = body[-1]
+                    local[id(v)] = copy
+                else:
+                    view = views.get(id(v))
+                    shape = view.shape if view is not None else v.type.shape
+                    p = Val(TensorType(shape, v.type.dtype), v.name, param=v.name)
+                    params.append(p)
+                    outside.append(v)
+                    local[id(v)] = p
+            ins.append(local[id(v)])
+        body.append(Op(op.op, tuple(ins), op.outputs, op.attrs, op.loc, op.meshes, op.composite))
+    sub = Program(name, prog.function, tuple(params), body, (), prog.structure, prog.namer)
+    return sub, outside

@@ -1,0 +1,122 @@
+"""Views: ``transpose``, ``reshape``, ``slice`` and the placement aliases as layouts of the memory they read.
+
+A view op moves no data. Each value of a program is a :class:`View` of the memory of a *root* value (a
+parameter or an op's result): its shape, the stride of each axis in elements and an offset. A transposed
+weight is the weight with two strides swapped; a reshape of a contiguous value is the value itself; a
+slice moves the offset. A reshape that no strides express (merging axes a transpose has split apart) is
+refused: it would need a copy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ir.types.dim import Dim, dims_equal, floordiv, product, total
+from .errors import LoweringError
+from .program import Op, Program, Val
+
+VIEW_OPS = frozenset({"transpose", "reshape", "slice"})
+_ALIASES = frozenset({"reshard", "local"})
+
+
+@dataclass(frozen=True)
+class View:
+    """``root``'s memory seen as ``shape`` with ``strides`` (elements) from element ``offset`` on."""
+
+    root: Val
+    shape: tuple[Dim, ...]
+    strides: tuple[Dim, ...]
+    offset: Dim = 0
+
+    @property
+    def contiguous(self) -> bool:
+        """Whether the view is its root's memory read in order from the start (row-major, no gaps)."""
+        return dims_equal(self.offset, 0) and all(
+            dims_equal(d, 1) or dims_equal(s, r) for d, s, r in zip(self.shape, self.strides, row_major(self.shape)))
+
+    def __str__(self) -> str:
+        strides = ", ".join(str(s) for s in self.strides)
+        at = "" if dims_equal(self.offset, 0) else f" at {self.offset}"
+        return f"%{self.root.name}[{', '.join(str(d) for d in self.shape)}]:({strides}){at}"
+
+
+def row_major(shape: tuple[Dim, ...]) -> tuple[Dim, ...]:
+    """The strides of a contiguous row-major array of ``shape``."""
+    return tuple(product(shape[i + 1:]) for i in range(len(shape)))
+
+
+def whole(v: Val) -> View:
+    """``v`` as the view of its own memory."""
+    return View(v, v.type.shape, row_major(v.type.shape))
+
+
+def view_of_op(prog: Program, op: Op, src: View) -> View:
+    """The view ``op`` (a view op or a placement alias) makes of its operand's view ``src``."""
+    if op.op in _ALIASES:
+        return src
+    if op.op == "transpose":
+        perm = op.attrs["perm"]
+        return View(src.root, tuple(src.shape[p] for p in perm), tuple(src.strides[p] for p in perm), src.offset)
+    if op.op == "slice":
+        steps = op.attrs.get("strides") or (1,) * len(src.shape)
+        offset = total([src.offset, *(product((a, s)) for a, s in zip(op.attrs["starts"], src.strides))])
+        return View(src.root, tuple(op.attrs["sizes"]), tuple(product((s, k)) for s, k in zip(src.strides, steps)),
+                    offset)
+    if op.op == "reshape":
+        strides = _reshaped(src.shape, src.strides, op.outputs[0].type.shape)
+        if strides is None:
+            raise LoweringError(op.op, prog.name, f"of a view {src} whose axes no strides can regroup into "
+                                f"{op.outputs[0].type.shape} (it would need a copy, not compiled yet); reshape "
+                                "before the transpose or slice instead", op.loc)
+        return View(src.root, op.outputs[0].type.shape, strides, src.offset)
+    raise AssertionError(op.op)  # pragma: no cover - callers pass view ops only
+
+
+def _reshaped(shape: tuple[Dim, ...], strides: tuple[Dim, ...], new: tuple[Dim, ...]) -> tuple[Dim, ...] | None:
+    """Strides for ``new`` over memory laid out as ``shape`` / ``strides``, or None where none exist.
+
+    Axes of extent 1 are left aside (any stride serves them); the others are matched in groups of old and
+    new axes with equal products. A group of old axes that is contiguous within itself (each stride the next
+    one's times that one's extent) can be regrouped into any new axes of the same product, strided from its
+    innermost stride.
+    """
+    old = [(d, s) for d, s in zip(shape, strides) if not dims_equal(d, 1)]
+    wanted = [k for k, d in enumerate(new) if not dims_equal(d, 1)]
+    out: list[Dim] = [0] * len(new)
+    i = k = 0
+    while k < len(wanted):
+        if i >= len(old):
+            return None
+        group_old, group_new = [old[i]], [wanted[k]]
+        i, k = i + 1, k + 1
+        while not dims_equal(p_old := product(d for d, _ in group_old), p_new := product(new[n] for n in group_new)):
+            take_old = _less(p_old, p_new)
+            if take_old is None:
+                return None
+            if take_old and i < len(old):
+                group_old.append(old[i])
+                i += 1
+            elif not take_old and k < len(wanted):
+                group_new.append(wanted[k])
+                k += 1
+            else:
+                return None
+        for (_, s0), (d1, s1) in zip(group_old, group_old[1:]):
+            if not dims_equal(s0, product((d1, s1))):
+                return None
+        inner = group_old[-1][1]
+        for n, axis in enumerate(group_new):
+            out[axis] = product((inner, *(new[m] for m in group_new[n + 1:])))
+    return tuple(out) if i == len(old) else None
+
+
+def _less(a: Dim, b: Dim) -> bool | None:
+    """Whether the group of product ``a`` must grow to reach ``b`` (True) or ``b``'s to reach ``a`` (False);
+    None where neither extent divides the other."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a < b
+    if dims_equal(product((floordiv(b, a), a)), b):
+        return True
+    if dims_equal(product((floordiv(a, b), b)), a):
+        return False
+    return None
