@@ -67,6 +67,16 @@ class Matmuls:
         return w @ x
 
     @func
+    def row_times_batch(x: Tensor[(M,), "f32"], w: Tensor[(3, M, 4), "f32"]):
+        return tf.matmul(x, w)
+
+    @func
+    def grouped_heads(q: Tensor[(4, M, 8), "f32"], k: Tensor[(M, 2, 8), "f32"]):
+        """GQA as the families write it: each key head read by two query heads, through a repeat, not a copy."""
+        keys = tf.repeat_interleave(tf.transpose(k, (1, 2, 0)), 2, 0)  # (4, 8, M)
+        return tf.matmul(q, keys)
+
+    @func
     def column_tiles(x: Tensor[(M, 16), "bf16"], wt: ConstTensor[(16, 300), "bf16"]):
         return tf.reshape(tf.matmul(x, wt), (M, 3, 100))
 
@@ -84,10 +94,13 @@ def _inputs(name: str, m: int) -> tuple[torch.Tensor, ...]:
         "batched": lambda: (r(2, 1, m, 13), r(3, 13, 5)),
         "matvec": lambda: (r(24, m), r(m)),
         "column_tiles": lambda: (r(m, 16, dtype=bf), r(16, 300, dtype=bf)),
+        "row_times_batch": lambda: (r(m), r(3, m, 4)),
+        "grouped_heads": lambda: (r(4, m, 8), r(m, 2, 8)),
     }[name]()
 
 
-@pytest.mark.parametrize("name", ["linear", "linear_bias_bf16", "batched", "matvec", "column_tiles"])
+@pytest.mark.parametrize("name", ["linear", "linear_bias_bf16", "batched", "matvec", "column_tiles", "row_times_batch",
+                                  "grouped_heads"])
 def test_a_matmul_matches_the_evaluator_at_every_row_count(name: str) -> None:
     compiled = jit(Matmuls, target="cpu").functions[name]
     fn = Matmuls.functions[name]

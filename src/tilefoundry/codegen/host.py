@@ -15,7 +15,7 @@ from __future__ import annotations
 from ..ir.types.dim import DimVar, product
 from ..tir.function import KernelParam, PrimFunc
 from . import cxx
-from .kernel import KernelEmitter
+from .kernel import KernelEmitter, gathers
 
 
 class HostEmitter:
@@ -80,6 +80,7 @@ class HostEmitter:
             ctype = cxx.cxx_type(p.type.dtype)
             body.append(f"auto* const {self.pointers[p.name]} = host::data<{ctype}{const}>({self.views[p.name]});")
         if fn.stages:
+            body += self.position_checks()
             body += self.launch_stages()
         else:
             body.append(f"int64_t const grid = {cxx.dim_expr(fn.schedule.grid, self.dims)};")
@@ -102,6 +103,26 @@ class HostEmitter:
                       f"  int64_t const grid = {cxx.dim_expr(stage.fn.schedule.grid, self.dims)};",
                       *("  " + line for line in self.launch(kernel, kernel.call_args(bound, self.dims))), "}"]
         return lines
+
+    def position_checks(self) -> list[str]:
+        """The checks of the positions the stages read on the device from the function's integer arguments
+        (token ids, rotary positions): each inside the table it indexes, where the target checks them."""
+        lines: list[str] = []
+        seen: set[tuple[str, str]] = set()
+        params = {p.name for p in self.fn.params}
+        for stage in self.fn.stages:
+            bound_to = dict(zip((p.name for p in stage.fn.params), stage.args))
+            for g in gathers(stage.fn.body):
+                arg = bound_to[g.param]
+                bound = cxx.dim_expr(g.bound, self.dims)
+                if arg in params and (arg, bound) not in seen:
+                    seen.add((arg, bound))
+                    lines += self.position_check(arg, bound, g.table)
+        return lines
+
+    def position_check(self, param: str, bound: str, table: str) -> list[str]:
+        """The check that argument ``param`` holds positions in [0, ``bound``) (none where the kernel clamps)."""
+        return []
 
     def temporary(self, name: str, ctype: str, count: str) -> list[str]:  # pragma: no cover - targets override
         """The declaration of a temporary ``name`` of ``count`` elements whose ``.data()`` the stages take."""

@@ -16,8 +16,24 @@ from ..tir.buffer import Buffer, Literal, Operand
 from ..tir.function import PrimFunc
 from ..tir.layout import TLayout
 from ..tir.mesh import TMesh
-from ..tir.stmt import AliasView, Alloc, AsyncWait, GmemView, MeshScope, OpCall, Origin, RowLoop, Stmt, Sync
+from ..tir.stmt import (
+    AliasView,
+    Alloc,
+    AsyncWait,
+    Gather,
+    GmemView,
+    MeshScope,
+    OpCall,
+    Origin,
+    RowLoop,
+    RowOffset,
+    Stmt,
+    Sync,
+)
 from . import cxx
+
+# Op families whose tag is the name of the dtype they compute in (``ops::matmul<float>(a, b, out)``).
+COMPUTE_TAGGED = frozenset({"matmul", "rope"})
 
 
 class KernelEmitter:
@@ -165,14 +181,25 @@ class KernelEmitter:
         return f"cute::make_gmem_ptr({at})"
 
     def offset_expr(self, s: GmemView) -> str:
+        return self.row_offset(s.offset)
+
+    def row_offset(self, offset: RowOffset) -> str:
+        """The C++ of a row offset: its terms over ``row``, then its positions read on the device."""
         parts = []
-        for div, mod, stride in s.offset.terms:
+        for div, mod, stride in offset.terms:
             t = "row" if div == 1 else f"(row / {cxx.dim_expr(div, self.dims)})"
             if mod is not None:
                 t = f"({t} % {cxx.dim_expr(mod, self.dims)})"
             if stride != 1:
                 st = cxx.dim_expr(stride, self.dims)
                 t = f"{t} * {st if isinstance(stride, int) or isinstance(stride, DimVar) else '(' + st + ')'}"
+            parts.append(t)
+        for g in offset.gathers:
+            at = f"{self.pointers[g.param]}[{self.row_offset(g.at)}]"
+            t = f"detail::index_in({at}, {cxx.dim_expr(g.bound, self.dims)})"
+            if g.stride != 1:
+                st = cxx.dim_expr(g.stride, self.dims)
+                t = f"{t} * {st if isinstance(g.stride, (int, DimVar)) else '(' + st + ')'}"
             parts.append(t)
         return " + ".join(parts) or "0"
 
@@ -193,8 +220,8 @@ class KernelEmitter:
             axes = ", ".join(str(a) for a in s.axes)
             ws = f", {self.buffer(s.workspace)}" if s.workspace is not None else ""
             line = f"ops::reduce<ops::{s.tag.name}, cute::seq<{axes}>>({args[0]}, {out}{ws});"
-        elif s.family == "matmul":  # its tag names the accumulate dtype
-            line = f"ops::matmul<{cxx.COMPUTE_TYPES[s.tag.name]}>({args[0]}, {args[1]}, {out});"
+        elif s.family in COMPUTE_TAGGED:  # the tag names the dtype the op computes (accumulates) in
+            line = f"ops::{s.family}<{cxx.COMPUTE_TYPES[s.tag.name]}>({', '.join(args)}, {out});"
         else:
             line = f"ops::{s.family}({self.tag(s)}, {', '.join(args)}, {out});"
         self.lines.append(ind + line)
@@ -287,3 +314,21 @@ def meshes_of(body: list[Stmt]) -> list[TMesh]:
 
 def _short(filename: str) -> str:
     return filename.rsplit("/", 1)[-1]
+
+
+def gathers(body: list[Stmt]) -> list[Gather]:
+    """Every position a body's views read on the device (``Gather`` terms of their row offsets), in order."""
+    out: list[Gather] = []
+    for s in body:
+        if isinstance(s, GmemView):
+            out += _gathers_of(s.offset)
+        elif isinstance(s, (MeshScope, RowLoop)):
+            out += gathers(s.body)
+    return out
+
+
+def _gathers_of(offset: RowOffset) -> list[Gather]:
+    out = []
+    for g in offset.gathers:
+        out += [*_gathers_of(g.at), g]
+    return out

@@ -14,7 +14,7 @@ tensor-core GEMM of many are schedules still to come).
 
 from __future__ import annotations
 
-from ..ir.types.dim import Dim, dims_equal, product
+from ..ir.types.dim import Dim, dims_equal, floordiv, product
 from ..ir.types.storage import Storage
 from ..target import CudaTarget, Target
 from ..tir.buffer import Buffer
@@ -51,6 +51,9 @@ def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int,
         if not dims_equal(v.offset, 0):
             raise LoweringError(op.op, name, f"its operand {what} is a view {v} that starts inside its memory (a "
                                 "slice from a non-zero start); that is not compiled yet", op.loc)
+        if any(r != 1 for r in v.repeats[-2:]):
+            raise LoweringError(op.op, name, f"its operand {what} is a view {v} whose rows or columns repeat "
+                                "(repeat_interleave); only batch axes may repeat", op.loc)
     a_shape, a_strides = (((1, *a.shape), (0, *a.strides)) if len(a.shape) == 1 else (a.shape, a.strides))
     b_shape, b_strides = (((*b.shape, 1), (*b.strides, 0)) if len(b.shape) == 1 else (b.shape, b.strides))
     m, k = a_shape[-2:]
@@ -62,15 +65,21 @@ def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int,
     tiles = 1 if dims_equal(tile, n) else n // tile  # type: ignore[operator]  # static when tiled
     grid = product((*batch, tiles))
 
-    def offset(batch_strides: tuple[Dim, ...], col_stride: Dim | None) -> RowOffset:
+    def offset(view: View, col_stride: Dim | None, inner: int) -> RowOffset:
+        """The CTA's start in ``view``'s memory: its column tile, and its batch element (an operand's batch axis
+        of extent 1 read at every index; a repeated axis at index // repeats)."""
         terms = []
         if col_stride is not None and tiles != 1:
             terms.append((1, tiles, product((tile, col_stride))))
-        for j, (extent, stride) in enumerate(zip(batch, batch_strides)):
-            if dims_equal(extent, 1) or dims_equal(stride, 0):
+        pad = batch_rank - (len(view.shape) - inner)  # ``inner``: the view's trailing axes that are no batch axes
+        for j, extent in enumerate(batch):
+            if j < pad or dims_equal(extent, 1) or dims_equal(view.shape[j - pad], 1):
                 continue
-            div = product((*batch[j + 1:], tiles))
-            terms.append((div, None if j == 0 else extent, stride))
+            stride, times = view.strides[j - pad], view.repeats[j - pad]
+            if dims_equal(stride, 0):
+                continue
+            div = product((*batch[j + 1:], tiles, times))
+            terms.append((div, None if j == 0 else floordiv(extent, times), stride))
         return RowOffset(tuple(terms))
 
     dtype_a = a.root.type.dtype
@@ -82,9 +91,9 @@ def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int,
     acc = op.attrs["acc_dtype"].name  # the tag names the accumulate dtype; codegen spells its C++ type
     origin = Origin(op.op, op.loc, op.composite)
     body: list[Stmt] = [RowLoop("row", [
-        GmemView(a_buf, homes[id(a.root)], offset(_batch_strides(a_shape, a_strides, batch_rank), None)),
-        GmemView(b_buf, homes[id(b.root)], offset(_batch_strides(b_shape, b_strides, batch_rank), b_strides[-1])),
-        GmemView(o_buf, homes[id(out.root)], offset(o_strides[:-2], o_strides[-1])),
+        GmemView(a_buf, homes[id(a.root)], offset(a, None, min(len(a.shape), 2))),
+        GmemView(b_buf, homes[id(b.root)], offset(b, b_strides[-1], min(len(b.shape), 2))),
+        GmemView(o_buf, homes[id(out.root)], offset(out, o_strides[-1], 2 - (len(a.shape) == 1) - (len(b.shape) == 1))),
         OpCall("matmul", Tag(acc), (a_buf, b_buf), o_buf, origin),
     ])]
     return body, matmul_schedule(target, grid)
@@ -94,12 +103,6 @@ def _broadcast_batch(a: tuple[Dim, ...], b: tuple[Dim, ...], rank: int) -> tuple
     a = (1,) * (rank - len(a)) + a
     b = (1,) * (rank - len(b)) + b
     return tuple(y if dims_equal(x, 1) else x for x, y in zip(a, b))
-
-
-def _batch_strides(shape: tuple[Dim, ...], strides: tuple[Dim, ...], rank: int) -> tuple[Dim, ...]:
-    """The strides of an operand's batch axes aligned to the broadcast batch (0 where it broadcasts)."""
-    own = tuple(0 if dims_equal(d, 1) else s for d, s in zip(shape[:-2], strides[:-2]))
-    return (0,) * (rank - len(own)) + own
 
 
 def _out_strides(out: View, rank: int, row: bool, col: bool) -> tuple[Dim, ...]:

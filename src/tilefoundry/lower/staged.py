@@ -8,17 +8,20 @@ allocates. Each stage is lowered on its own, a row-wise stage by the row-wise lo
 
 from __future__ import annotations
 
+from ..ir.types.dim import dimvars_of
 from ..ir.types.tensor_type import TensorType
 from ..target import Target
-from ..tir.function import KernelParam, PrimFunc, Schedule, StageCall
+from ..tir.function import DimBinding, KernelParam, PrimFunc, Schedule, StageCall
+from ..tir.stmt import Stmt
 from .errors import LoweringError
 from .matmul import matmul_body
 from .params import bind_dimvars, output_params
-from .program import Program, Val
+from .program import Op, Program, Val
+from .rope import rope_bodies
 from .rowwise import lower_rows
 from .schedule import Declared
 from .stages import StagedProgram, split_stages, sub_program
-from .views import whole
+from .views import View
 
 
 def lower_staged(prog: Program, target: Target, declared: Declared) -> PrimFunc:
@@ -40,7 +43,7 @@ def lower_staged(prog: Program, target: Target, declared: Declared) -> PrimFunc:
         else:
             copies.append((v, kp))  # a parameter, a constant, a value returned twice or through strides
     temps: list[KernelParam] = []
-    read_later = _read_by_later_stages(staged, stage_of)
+    read_later = _read_by_later_stages(staged, stage_of) | {id(staged.view(v).root) for v, _ in copies}
     for stage in staged.stages:
         for op in stage.ops:
             for v in op.outputs:
@@ -48,7 +51,7 @@ def lower_staged(prog: Program, target: Target, declared: Declared) -> PrimFunc:
                     name = prog.namer.unique(f"{v.name}_tmp")
                     temps.append(KernelParam(name, TensorType(v.type.shape, v.type.dtype), False))
                     homes[id(v)] = name
-    calls = [_lower_stage(staged, k, homes, target, declared) for k in range(len(staged.stages))]
+    calls = [call for k in range(len(staged.stages)) for call in _lower_stage(staged, k, homes, target, declared)]
     calls += [_copy_stage(staged, v, kp, homes, target, declared, len(calls) + i) for i, (v, kp) in enumerate(copies)]
     params = tuple(KernelParam(p.name, p.type, False) for p in prog.params) + outs
     kernels = [c.fn for c in calls]
@@ -71,26 +74,24 @@ def _read_by_later_stages(staged: StagedProgram, stage_of: dict[int, int]) -> se
 
 
 def _lower_stage(staged: StagedProgram, k: int, homes: dict[int, str], target: Target,
-                 declared: Declared) -> StageCall:
+                 declared: Declared) -> list[StageCall]:
     prog = staged.prog
     stage = staged.stages[k]
     name = f"{prog.name}_stage{k}"
-    if stage.kind == "matmul":
+    if stage.kind in ("matmul", "rope"):
         (op,) = stage.ops
-        a, b = (staged.view(v) for v in op.inputs)
-        (out,) = op.outputs
-        for v in (a.root, b.root):
-            if id(v) not in homes:
-                raise LoweringError(op.op, prog.name, f"it reads {v.name}, which no stage computes (a constant "
-                                    "operand of a matmul is not compiled yet)", op.loc)
-        roots = [a.root, b.root, out]
-        params = tuple(KernelParam(homes[id(r)], TensorType(r.type.shape, r.type.dtype), r is out) for r in
-                       _distinct(roots))
-        local_homes = {id(r): homes[id(r)] for r in roots}
-        body, sched = matmul_body(name, op, a, b, whole(out), local_homes, target)
-        args = tuple(p.name for p in params)
-        fn = PrimFunc(name, params, 1, bind_dimvars(prog, params), sched, body, op.loc)
-        return StageCall(fn, args)
+        views = [staged.view(v) for v in op.inputs]
+        outs = [staged.view(v) for v in op.outputs]
+        for v in views:
+            if id(v.root) not in homes:
+                raise LoweringError(op.op, prog.name, f"it reads {v.root.name}, which no stage computes (a constant "
+                                    f"operand of {op.op} is not compiled yet)", op.loc)
+        if stage.kind == "matmul":
+            body, sched = matmul_body(name, op, views[0], views[1], outs[0], homes, target)
+            return [_kernel(prog, name, [*views, outs[0]], homes, body, sched, op)]
+        bodies = rope_bodies(name, op, views, outs, homes, target)
+        return [_kernel(prog, f"{name}_{which}", [x, *views[2:], out], homes, body, sched, op)
+                for which, x, out, (body, sched) in zip("qk", views[:2], outs, bodies)]
     sub, outside = sub_program(prog, staged.views, stage.ops, name)
     for v in outside:
         view = staged.view(v)
@@ -108,7 +109,28 @@ def _lower_stage(staged: StagedProgram, k: int, homes: dict[int, str], target: T
     fn = lower_rows(sub, target, declared)
     fn.name = name
     args = tuple(homes[id(staged.view(v).root)] for v in outside) + tuple(homes[id(v)] for v in sub.outputs)
-    return StageCall(fn, args)
+    return [StageCall(fn, args)]
+
+
+def _kernel(prog: Program, name: str, views: list[View], homes: dict[int, str], body: list[Stmt],
+            sched: Schedule, op: Op) -> StageCall:
+    """A stage kernel over the memory of ``views``' roots (the last one written), each a parameter named by its
+    home."""
+    roots = _distinct([v.root for v in views[:-1]])
+    out = views[-1].root
+    params = tuple(KernelParam(homes[id(r)], TensorType(r.type.shape, r.type.dtype), False) for r in roots
+                   if r is not out)
+    params += (KernelParam(homes[id(out)], TensorType(out.type.shape, out.type.dtype), True),)
+    fn = PrimFunc(name, params, 1, _dimvars_of(prog, params), sched, body, op.loc)
+    return StageCall(fn, tuple(p.name for p in params))
+
+
+def _dimvars_of(prog: Program, params: tuple[KernelParam, ...]) -> tuple[DimBinding, ...]:
+    """The DimVars a stage kernel's parameters mention, as the function binds them (a stage may write an axis
+    no input of its own gives, such as a score matrix's context length)."""
+    mentioned = dimvars_of(d for p in params for d in p.type.shape)
+    function_params = tuple(KernelParam(p.name, p.type, False) for p in prog.params)
+    return tuple(b for b in bind_dimvars(prog, function_params) if b.dimvar in mentioned)
 
 
 def _copy_stage(staged: StagedProgram, v: Val, out: KernelParam, homes: dict[int, str], target: Target,

@@ -15,18 +15,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..ir.types.dim import Dim
 from ..ir.types.tensor_type import TensorType
 from .errors import LoweringError
 from .program import Op, Program, Val
 from .rows import analyze_rows
-from .views import VIEW_OPS, View, view_of_op, whole
+from .views import VIEW_OPS, Regroup, View, storage_for, view_of_op, whole
 
 MATMUL_OPS = frozenset({"matmul"})
+# Ops with a kernel of their own (a stage each): rope rotates a row by rows read at positions on the device.
+OWN_KERNEL_OPS = frozenset({"rope"})
 
 
 def needs_stages(prog: Program) -> bool:
     """Whether ``prog`` holds an op that only a staged lowering runs (a matmul, a view)."""
-    return any(op.op in MATMUL_OPS or op.op in VIEW_OPS for op in prog.ops)
+    return any(op.op in MATMUL_OPS or op.op in OWN_KERNEL_OPS or op.op in VIEW_OPS for op in prog.ops)
 
 
 @dataclass(eq=False)
@@ -44,10 +47,11 @@ class StagedProgram:
     prog: Program
     stages: list[Stage]
     views: dict[int, View]
+    storage: dict[int, tuple[Dim, ...]] = field(default_factory=dict)
 
     def view(self, v: Val) -> View:
-        """The view of ``v`` (a value that is no view of another is its own whole memory)."""
-        return self.views.get(id(v)) or whole(v)
+        """The view of ``v`` (a value that is no view of another is its own whole memory, as it is stored)."""
+        return self.views.get(id(v)) or whole(v, self.storage.get(id(v)))
 
     def __str__(self) -> str:
         lines = [f"staged {self.prog.name}"]
@@ -58,25 +62,46 @@ class StagedProgram:
 
 
 def split_stages(prog: Program) -> StagedProgram:
-    """``prog`` cut into stages (see the module docstring)."""
+    """``prog`` cut into stages (see the module docstring).
+
+    A reshape no strides express, of a value a matmul writes through a permutation of its axes (attention's
+    ``(heads, seq, d)`` result read as ``(seq, heads * d)``), has that value stored in the order the reshape
+    reads: the matmul writes it through the strides that make the reshape's operand contiguous.
+    """
+    storage: dict[int, tuple[Dim, ...]] = {}
+    while True:
+        try:
+            return _split(prog, storage)
+        except Regroup as e:
+            root = e.view.root
+            strides = storage_for(e.view) if root.producer is not None and root.producer.op in MATMUL_OPS else None
+            if strides is None or id(root) in storage:
+                raise LoweringError(e.op, e.function, e.reason, e.loc) from None
+            storage[id(root)] = strides
+
+
+def _split(prog: Program, storage: dict[int, tuple[Dim, ...]]) -> StagedProgram:
     views: dict[int, View] = {}
     stages: list[Stage] = []
+
+    def view(v: Val) -> View:
+        return views.get(id(v)) or whole(v, storage.get(id(v)))
+
     for op in prog.ops:
         if op.op in VIEW_OPS or (op.op in ("reshard", "local") and id(op.inputs[0]) in views):
-            (x,) = op.inputs
-            views[id(op.outputs[0])] = view_of_op(prog, op, views.get(id(x)) or whole(x))
+            views[id(op.outputs[0])] = view_of_op(prog, op, view(op.inputs[0]))
             continue
         if op.op == "constant":
             continue  # copied into the stages that read it
-        if op.op in MATMUL_OPS:
-            stages.append(Stage("matmul", [op]))
+        if op.op in MATMUL_OPS or op.op in OWN_KERNEL_OPS:
+            stages.append(Stage(op.op, [op]))
             continue
         last = stages[-1] if stages else None
         if last is not None and last.kind == "rows" and _rows_accept(prog, views, [*last.ops, op]):
             last.ops.append(op)
         else:
             stages.append(Stage("rows", [op]))
-    return StagedProgram(prog, stages, views)
+    return StagedProgram(prog, stages, views, storage)
 
 
 def _rows_accept(prog: Program, views: dict[int, View], ops: list[Op]) -> bool:

@@ -1,10 +1,14 @@
-"""Views: ``transpose``, ``reshape``, ``slice`` and the placement aliases as layouts of the memory they read.
+"""Views: ``transpose``, ``reshape``, ``slice``, ``repeat_interleave`` and the placement aliases as layouts of the
+memory they read.
 
 A view op moves no data. Each value of a program is a :class:`View` of the memory of a *root* value (a
-parameter or an op's result): its shape, the stride of each axis in elements and an offset. A transposed
-weight is the weight with two strides swapped; a reshape of a contiguous value is the value itself; a
-slice moves the offset. A reshape that no strides express (merging axes a transpose has split apart) is
-refused: it would need a copy.
+parameter or an op's result): its shape, the stride of each axis in elements, an offset, and for each axis
+how many consecutive indices read one element (``repeats``: a key-value head read by several query heads
+is ``repeat_interleave`` of the head axis, index ``h`` reading ``h // repeats``). A transposed weight is the
+weight with two strides swapped; a reshape of a contiguous value is the value itself; a slice moves the
+offset. A root is stored row-major unless the lowering chose another order for it (``storage``: a result
+written in the order its reader wants). A reshape that no strides express (merging axes a transpose has
+split apart) is refused: it would need a copy.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from ..ir.types.dim import Dim, dims_equal, floordiv, product, total
 from .errors import LoweringError
 from .program import Op, Program, Val
 
-VIEW_OPS = frozenset({"transpose", "reshape", "slice"})
+VIEW_OPS = frozenset({"transpose", "reshape", "slice", "repeat_interleave"})
 _ALIASES = frozenset({"reshard", "local"})
 
 
@@ -27,15 +31,20 @@ class View:
     shape: tuple[Dim, ...]
     strides: tuple[Dim, ...]
     offset: Dim = 0
+    repeats: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.repeats:
+            object.__setattr__(self, "repeats", (1,) * len(self.shape))
 
     @property
     def contiguous(self) -> bool:
         """Whether the view is its root's memory read in order from the start (row-major, no gaps)."""
-        return dims_equal(self.offset, 0) and all(
+        return dims_equal(self.offset, 0) and all(r == 1 for r in self.repeats) and all(
             dims_equal(d, 1) or dims_equal(s, r) for d, s, r in zip(self.shape, self.strides, row_major(self.shape)))
 
     def __str__(self) -> str:
-        strides = ", ".join(str(s) for s in self.strides)
+        strides = ", ".join(str(s) if r == 1 else f"{s}/{r}" for s, r in zip(self.strides, self.repeats))
         at = "" if dims_equal(self.offset, 0) else f" at {self.offset}"
         return f"%{self.root.name}[{', '.join(str(d) for d in self.shape)}]:({strides}){at}"
 
@@ -45,9 +54,39 @@ def row_major(shape: tuple[Dim, ...]) -> tuple[Dim, ...]:
     return tuple(product(shape[i + 1:]) for i in range(len(shape)))
 
 
-def whole(v: Val) -> View:
-    """``v`` as the view of its own memory."""
-    return View(v, v.type.shape, row_major(v.type.shape))
+def whole(v: Val, strides: tuple[Dim, ...] | None = None) -> View:
+    """``v`` as the view of its own memory (stored row-major, or with ``strides``)."""
+    return View(v, v.type.shape, strides if strides is not None else row_major(v.type.shape))
+
+
+class Regroup(LoweringError):
+    """A reshape no strides express: ``view`` (of a root) would have to be contiguous first."""
+
+    def __init__(self, error: LoweringError, view: View) -> None:
+        super().__init__(error.op, error.function, error.reason, error.loc)
+        self.view = view
+
+
+def storage_for(view: View) -> tuple[Dim, ...] | None:
+    """Strides to store ``view``'s root with so that ``view`` reads it contiguously, where ``view`` only permutes
+    the root's axes (None otherwise)."""
+    root_shape = view.root.type.shape
+    if not dims_equal(view.offset, 0) or any(r != 1 for r in view.repeats) or len(view.shape) != len(root_shape):
+        return None
+    own = row_major(root_shape)
+    order = []
+    for s in view.strides:  # which root axis each view axis walks
+        axes = [a for a, t in enumerate(own) if dims_equal(t, s) and a not in order]
+        if len(axes) != 1:
+            return None
+        order.append(axes[0])
+    wanted = row_major(view.shape)
+    strides: list[Dim] = [0] * len(root_shape)
+    for i, a in enumerate(order):
+        if not dims_equal(root_shape[a], view.shape[i]):
+            return None
+        strides[a] = wanted[i]
+    return tuple(strides)
 
 
 def view_of_op(prog: Program, op: Op, src: View) -> View:
@@ -56,7 +95,18 @@ def view_of_op(prog: Program, op: Op, src: View) -> View:
         return src
     if op.op == "transpose":
         perm = op.attrs["perm"]
-        return View(src.root, tuple(src.shape[p] for p in perm), tuple(src.strides[p] for p in perm), src.offset)
+        return View(src.root, tuple(src.shape[p] for p in perm), tuple(src.strides[p] for p in perm), src.offset,
+                    tuple(src.repeats[p] for p in perm))
+    if op.op == "repeat_interleave":
+        axis, times = op.attrs["axis"], op.attrs["repeats"]
+        if isinstance(src.strides[axis], int) and src.strides[axis] == 0:
+            times = 1  # an axis read at stride 0 reads one element however it repeats
+        shape = tuple(product((d, op.attrs["repeats"])) if a == axis else d for a, d in enumerate(src.shape))
+        return View(src.root, shape, src.strides, src.offset,
+                    tuple(r * times if a == axis else r for a, r in enumerate(src.repeats)))
+    if any(r != 1 for r in src.repeats):
+        raise LoweringError(op.op, prog.name, f"of a view {src} whose axes repeat (repeat_interleave); apply "
+                            f"{op.op} before the repeat instead", op.loc)
     if op.op == "slice":
         steps = op.attrs.get("strides") or (1,) * len(src.shape)
         offset = total([src.offset, *(product((a, s)) for a, s in zip(op.attrs["starts"], src.strides))])
@@ -65,9 +115,9 @@ def view_of_op(prog: Program, op: Op, src: View) -> View:
     if op.op == "reshape":
         strides = _reshaped(src.shape, src.strides, op.outputs[0].type.shape)
         if strides is None:
-            raise LoweringError(op.op, prog.name, f"of a view {src} whose axes no strides can regroup into "
-                                f"{op.outputs[0].type.shape} (it would need a copy, not compiled yet); reshape "
-                                "before the transpose or slice instead", op.loc)
+            raise Regroup(LoweringError(op.op, prog.name, f"of a view {src} whose axes no strides can regroup into "
+                                        f"{op.outputs[0].type.shape} (it would need a copy, not compiled yet); "
+                                        "reshape before the transpose or slice instead", op.loc), src)
         return View(src.root, op.outputs[0].type.shape, strides, src.offset)
     raise AssertionError(op.op)  # pragma: no cover - callers pass view ops only
 

@@ -36,13 +36,32 @@ class Alloc(Stmt):
 
 
 @dataclass(frozen=True)
+class Gather:
+    """A position read on the device: element ``at`` of integer parameter ``param``, clamped into ``[0, bound)``
+    (a position outside the table it indexes never reaches memory outside it), times ``stride``. ``table`` says
+    what it indexes, for the entry's check of the positions where the target makes one."""
+
+    param: str
+    at: RowOffset
+    stride: Dim
+    bound: Dim
+    table: str = "rows"  # what the position indexes, as a refusal names it ("rows of cos")
+
+    def __str__(self) -> str:
+        t = f"{self.param}[{self.at}]"
+        return t if self.stride == 1 else f"{t} * {self.stride}"
+
+
+@dataclass(frozen=True)
 class RowOffset:
-    """The element offset of row ``row`` in a parameter: sum of ``((row // div) % mod) * stride`` terms.
+    """The element offset of row ``row`` in a parameter: sum of ``((row // div) % mod) * stride`` terms, and of
+    the ``gathers`` (positions read on the device: a table's row at a token's id, a cache row at a position).
 
     ``mod`` None means no modulo (the outermost leading axis). An empty offset is 0.
     """
 
     terms: tuple[tuple[Dim, Dim | None, Dim], ...] = ()
+    gathers: tuple[Gather, ...] = ()
 
     def __str__(self) -> str:
         parts = []
@@ -51,6 +70,7 @@ class RowOffset:
             if mod is not None:
                 t = f"({t} % {mod})"
             parts.append(t if stride == 1 else f"{t} * {stride}")
+        parts += [str(g) for g in self.gathers]
         return " + ".join(parts) or "0"
 
 
@@ -131,5 +151,5 @@ class RowLoop(Stmt):
     body: list[Stmt] = field(default_factory=list)
 
 
-__all__ = ["Alloc", "AliasView", "AsyncWait", "GmemView", "Literal", "MeshScope", "OpCall", "Origin", "RowLoop",
-           "RowOffset", "Stmt", "Sync", "Tag"]
+__all__ = ["Alloc", "AliasView", "AsyncWait", "Gather", "GmemView", "Literal", "MeshScope", "OpCall", "Origin",
+           "RowLoop", "RowOffset", "Stmt", "Sync", "Tag"]

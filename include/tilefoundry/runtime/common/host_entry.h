@@ -179,6 +179,23 @@ class ArgChecker {
     }
   }
 
+  /// Every position held in integer tensor `t` (host memory: the CPU target's) lies in
+  /// [0, bound), the rows of the table it indexes, `what`: a position outside it is refused as the
+  /// evaluator refuses it. (A CUDA kernel clamps positions it reads into the table instead:
+  /// checking device memory here would wait for the device, and no CUDA graph could capture the
+  /// call.)
+  void positions(TensorView const& t, char const* param, int64_t bound, char const* what) {
+    int64_t const n = t.numel();
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t const p = t.dtype().bits == 64 ? data_at<int64_t>(t, i) : data_at<int32_t>(t, i);
+      if (p < 0 || p >= bound) {
+        TVM_FFI_THROW(ValueError) << entry_ << ": argument " << param << " holds the position " << p
+                                  << " (element " << i << "), outside the " << bound << " " << what
+                                  << " it indexes; pass positions in [0, " << bound << ")";
+      }
+    }
+  }
+
   /// The device index every tensor checked so far sits on (-1 before the first).
   int device_index() const { return device_id_; }
 
@@ -190,6 +207,10 @@ class ArgChecker {
     std::string s = "(";
     for (int i = 0; i < t.ndim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
     return s + (t.ndim() == 1 ? ",)" : ")");
+  }
+  template <class T>
+  static T data_at(TensorView const& t, int64_t i) {
+    return reinterpret_cast<T const*>(static_cast<char const*>(t.data_ptr()) + t.byte_offset())[i];
   }
   static bool overlap(TensorView const& x, TensorView const& y) {
     auto const a = span(x), b = span(y);

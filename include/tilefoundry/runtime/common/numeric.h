@@ -48,6 +48,13 @@ TILEFOUNDRY_HOST_DEVICE constexpr D convert(S const& s) {
   }
 }
 
+/// Position `i`, read on the device, clamped into [0, n): generated code indexes a table (an
+/// embedding's rows, rotary rows, a cache) through it, so that a position outside the table never
+/// reaches memory outside it (the evaluator refuses such a position; the CPU entry checks them).
+TILEFOUNDRY_HOST_DEVICE constexpr int64_t index_in(int64_t i, int64_t n) {
+  return i < 0 ? 0 : (i >= n ? n - 1 : i);
+}
+
 template <class T>
 TILEFOUNDRY_HOST_DEVICE constexpr compute_t<T> to_compute(T const& x) {
   return static_cast<compute_t<T>>(x);

@@ -24,3 +24,4 @@
 #include <tilefoundry/runtime/cpu/ops/sync.h>
 #include <tilefoundry/runtime/cpu/ops/copy_async.h>
 #include <tilefoundry/runtime/cpu/ops/matmul.h>
+#include <tilefoundry/runtime/cpu/ops/rope.h>

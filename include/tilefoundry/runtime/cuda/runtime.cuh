@@ -22,3 +22,4 @@
 #include <tilefoundry/runtime/cuda/ops/sync.cuh>
 #include <tilefoundry/runtime/cuda/ops/copy_async.cuh>
 #include <tilefoundry/runtime/cuda/ops/matmul.cuh>
+#include <tilefoundry/runtime/cuda/ops/rope.cuh>

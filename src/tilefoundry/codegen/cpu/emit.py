@@ -49,6 +49,9 @@ class CpuHost(HostEmitter):
     def launch(self, kernel: KernelEmitter, args: str) -> list[str]:
         return [f"cpu::launch(static_cast<int>(grid), [&] {{ {kernel.kernel_name}({args}); }});"]
 
+    def position_check(self, param: str, bound: str, table: str) -> list[str]:
+        return [f"check.positions({self.views[param]}, {cxx.string(param)}, {bound}, {cxx.string(table)});"]
+
     def temporary(self, name: str, ctype: str, count: str) -> list[str]:
         return [f"cpu::scratch<{ctype}> {name}({count});"]
 

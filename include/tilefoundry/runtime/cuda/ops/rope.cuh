@@ -1,0 +1,19 @@
+// ops::rope on the CUDA target: the body is rope_impl::apply, which the CPU target's entry runs
+// too; the CTA's threads share the row's pairs of elements.
+#pragma once
+
+#include <tilefoundry/runtime/common/config.h>
+#include <tilefoundry/runtime/common/ops/rope_impl.h>
+
+namespace tilefoundry {
+namespace ops {
+
+/// The rotary family's one entry: out = x * cos + rotate_half(x) * sin over one row of head_dim
+/// elements (any strides), computed in Compute.
+template <class Compute, class X, class C, class S, class Out>
+__device__ void rope(X const& x, C const& cos, S const& sin, Out&& out) {
+  rope_impl::apply<Compute>(x, cos, sin, out);
+}
+
+}  // namespace ops
+}  // namespace tilefoundry

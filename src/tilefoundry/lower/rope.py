@@ -1,0 +1,80 @@
+"""The kernels of a rope stage: q and k rotated by the cos / sin rows at their positions, one kernel each.
+
+A row is one head of one token (``head_dim`` elements); a CTA takes a row, reads the cos and sin rows at
+the token's position (read on the device from ``pos_ids``: a CUDA graph captured once serves every
+position) and ``ops::rope`` rotates it in the op's compute dtype. q, k and the results are views: a row
+reads its head wherever the view puts it.
+"""
+
+from __future__ import annotations
+
+from ..ir.types.dim import Dim, dims_equal, floordiv, product
+from ..ir.types.storage import Storage
+from ..target import CudaTarget, Target
+from ..tir.buffer import Buffer
+from ..tir.function import Schedule
+from ..tir.layout import TLayout
+from ..tir.stmt import Gather, GmemView, OpCall, Origin, RowLoop, RowOffset, Stmt, Tag
+from .errors import LoweringError
+from .program import Op
+from .views import View
+
+# Threads of a CUDA CTA rotating one row (they share its pairs of elements).
+CUDA_ROPE_THREADS = 64
+
+
+def lead_offset(view: View, lead: tuple[Dim, ...]) -> RowOffset:
+    """Where row ``row`` of ``view`` starts, its rows numbered over the ``lead`` axes (all but the last) in order:
+    each lead axis's index times its stride (a repeated axis at index // repeats)."""
+    terms = []
+    for j, extent in enumerate(lead):
+        stride, times = view.strides[j], view.repeats[j]
+        if dims_equal(extent, 1) or dims_equal(stride, 0):
+            continue
+        div = product((*lead[j + 1:], times))
+        terms.append((div, None if j == 0 else floordiv(extent, times), stride))
+    return RowOffset(tuple(terms))
+
+
+def rope_bodies(name: str, op: Op, views: list[View], outs: list[View], homes: dict[int, str],
+                target: Target) -> list[tuple[list[Stmt], Schedule]]:
+    """The statements and schedule of the two kernels, q's and k's (``homes``: the parameter each root is in)."""
+    q, k, cos, sin, pos = views
+    named = (("cos_cache", cos), ("sin_cache", sin), ("pos_ids", pos), ("q", q), ("k", k), ("q's result", outs[0]),
+             ("k's result", outs[1]))
+    for what, v in named:
+        if not dims_equal(v.offset, 0):
+            raise LoweringError(op.op, name, f"its {what} is a view {v} that starts inside its memory (a slice from "
+                                "a non-zero start); that is not compiled yet", op.loc)
+        if v is not q and v is not k and any(r != 1 for r in v.repeats):
+            raise LoweringError(op.op, name, f"its {what} is a view {v} whose axes repeat; not compiled yet", op.loc)
+    compute = op.attrs["compute_dtype"].name
+    threads = CUDA_ROPE_THREADS if isinstance(target, CudaTarget) else 1
+    origin = Origin(op.op, op.loc, op.composite)
+    bodies = []
+    for x, out in zip((q, k), outs):
+        lead = x.shape[:-1]
+        d = x.shape[-1]
+        seq_axis = len(lead) - 2  # (..., seq, heads): the position indexes the seq axis
+        heads = lead[-1]
+        at = RowOffset(((heads, None if seq_axis == 0 else lead[seq_axis], pos.strides[0]),))
+
+        body: list[Stmt] = []
+        xr = _row(body, x, d, homes, lead_offset(x, lead))
+        table = f"rows of {cos.root.name} and {sin.root.name}"
+        cr = _row(body, cos, d, homes, RowOffset(gathers=(Gather(homes[id(pos.root)], at, cos.strides[0],
+                                                                    cos.shape[0], table),)))
+        sr = _row(body, sin, d, homes, RowOffset(gathers=(Gather(homes[id(pos.root)], at, sin.strides[0],
+                                                                    sin.shape[0], table),)))
+        orow = _row(body, out, d, homes, lead_offset(out, lead))
+        body.append(OpCall("rope", Tag(compute), (xr, cr, sr), orow, origin))
+        rows = product(lead)
+        bodies.append(([RowLoop("row", body)], Schedule("rope", rows, threads, rows=rows, rows_per_cta=1)))
+    return bodies
+
+
+def _row(body: list[Stmt], v: View, d: Dim, homes: dict[int, str], offset: RowOffset) -> Buffer:
+    """A view of one row of ``d`` elements of ``v``'s memory, from ``offset`` on, declared in ``body``."""
+    buf = Buffer(f"{v.root.name}_row", v.root.type.dtype, Storage.gmem, (d,), TLayout((d,), (v.strides[-1],)))
+    body.append(GmemView(buf, homes[id(v.root)], offset))
+    return buf
