@@ -118,7 +118,16 @@ class HostEmitter:
                 if arg in params and (arg, bound) not in seen:
                     seen.add((arg, bound))
                     lines += self.position_check(arg, bound, g.table)
+            for w in stage.cache_writes:
+                if bound_to[w.pos] in params and bound_to[w.count] in params:
+                    lines += self.cache_write_check(bound_to[w.pos], bound_to[w.count],
+                                                    cxx.dim_expr(w.capacity, self.dims), w.what)
         return lines
+
+    def cache_write_check(self, pos: str, count: str, capacity: str, what: str) -> list[str]:
+        """The check that ``count`` rows written at ``pos`` fit a cache of ``capacity`` rows (none where the kernel
+        leaves the rows past the cache's end alone)."""
+        return []
 
     def position_check(self, param: str, bound: str, table: str) -> list[str]:
         """The check that argument ``param`` holds positions in [0, ``bound``) (none where the kernel clamps)."""

@@ -25,6 +25,7 @@ from ..tir.stmt import (
     MeshScope,
     OpCall,
     Origin,
+    RowGuard,
     RowLoop,
     RowOffset,
     Stmt,
@@ -117,6 +118,12 @@ class KernelEmitter:
             self.lines.append(f"{ind}ops::cp_async_wait<0>();")
         elif isinstance(s, RowLoop):
             self.row_loop(s, ind)
+        elif isinstance(s, RowGuard):
+            conds = " && ".join(f"({self.row_offset(a)}) < ({self.row_offset(b)})" for a, b in s.conds)
+            self.lines.append(f"{ind}if ({conds}) {{")
+            for stmt in s.body:
+                self.stmt(stmt, ind + "  ")
+            self.lines.append(f"{ind}}}")
         else:  # pragma: no cover - every TIR statement is handled above
             raise TypeError(f"no C++ for TIR statement {type(s).__name__}")
 
@@ -185,7 +192,7 @@ class KernelEmitter:
 
     def row_offset(self, offset: RowOffset) -> str:
         """The C++ of a row offset: its terms over ``row``, then its positions read on the device."""
-        parts = []
+        parts = [] if offset.base == 0 else [cxx.dim_expr(offset.base, self.dims)]
         for div, mod, stride in offset.terms:
             t = "row" if div == 1 else f"(row / {cxx.dim_expr(div, self.dims)})"
             if mod is not None:
@@ -279,7 +286,7 @@ def allocations(body: list[Stmt]) -> list[Buffer]:
     for s in body:
         if isinstance(s, Alloc):
             out.append(s.buffer)
-        elif isinstance(s, (MeshScope, RowLoop)):
+        elif isinstance(s, (MeshScope, RowLoop, RowGuard)):
             out += allocations(s.body)
     return out
 
@@ -290,7 +297,7 @@ def _buffers(body: list[Stmt]) -> list[Buffer]:
     for s in body:
         if isinstance(s, (Alloc, GmemView, AliasView)):
             out.append(s.buffer)
-        elif isinstance(s, (RowLoop, MeshScope)):
+        elif isinstance(s, (RowLoop, MeshScope, RowGuard)):
             out += _buffers(s.body)
     return out
 
@@ -303,7 +310,7 @@ def meshes_of(body: list[Stmt]) -> list[TMesh]:
             found.setdefault(s.mesh.name, s.mesh)
             for m in meshes_of(s.body):
                 found.setdefault(m.name, m)
-        elif isinstance(s, RowLoop):
+        elif isinstance(s, (RowLoop, RowGuard)):
             for m in meshes_of(s.body):
                 found.setdefault(m.name, m)
     for b in _buffers(body):
@@ -322,8 +329,10 @@ def gathers(body: list[Stmt]) -> list[Gather]:
     for s in body:
         if isinstance(s, GmemView):
             out += _gathers_of(s.offset)
-        elif isinstance(s, (MeshScope, RowLoop)):
+        elif isinstance(s, (MeshScope, RowLoop, RowGuard)):
             out += gathers(s.body)
+            if isinstance(s, RowGuard):
+                out += [g for a, b in s.conds for g in (*_gathers_of(a), *_gathers_of(b))]
     return out
 
 

@@ -12,12 +12,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..ir.types.dim import Dim, product
+from ..ir.types.dim import Dim, floordiv, product
 from ..ir.types.storage import Storage
 from ..target import Target
 from ..tir.buffer import Buffer, Literal, Operand
 from ..tir.function import KernelParam, PrimFunc
-from ..tir.stmt import Alloc, AsyncWait, GmemView, MeshScope, OpCall, Origin, RowLoop, RowOffset, Stmt, Tag
+from ..tir.stmt import (
+    Alloc,
+    AsyncWait,
+    Gather,
+    GmemView,
+    MeshScope,
+    OpCall,
+    Origin,
+    RowGuard,
+    RowLoop,
+    RowOffset,
+    Stmt,
+    Tag,
+)
 from .errors import LoweringError
 from .layouts import RowLayouts
 from .opmap import BINARY_TAGS, COMPILED_DTYPES, REDUCE_TAGS, UNARY_TAGS, literal, unary_tag
@@ -25,6 +38,7 @@ from .params import bind_dimvars, output_params
 from .program import Op, Program, Val
 from .rows import RowForm, RowSpace, analyze_rows, has_reduction, split_rows
 from .schedule import Declared, Staging, row_schedule, row_segments, staging
+from .views import Strided
 
 _UNARY = frozenset(UNARY_TAGS) | {"cast", "gelu", "clamp"}
 _ALIASES = frozenset({"reshard", "local"})
@@ -43,10 +57,12 @@ class _Sections:
 
 
 class _RowLowering:
-    def __init__(self, prog: Program, space: RowSpace, layouts: RowLayouts) -> None:
+    def __init__(self, prog: Program, space: RowSpace, layouts: RowLayouts,
+                 strided: dict[str, Strided] | None = None) -> None:
         self.prog = prog
         self.space = space
         self.layouts = layouts
+        self.strided = strided or {}
         self.sec = _Sections()
         self.operand: dict[int, Operand] = {}
         self.roots: dict[int, Val] = {}
@@ -64,7 +80,7 @@ class _RowLowering:
 
     def gmem(self, name: str, v: Val, param: str) -> Buffer:
         buf = Buffer(name, v.type.dtype, Storage.gmem, self.row_shape(v), self.layout(v, Storage.gmem))
-        self.sec.of(self.form(v).invariant).append(GmemView(buf, param, self._offset(v)))
+        self.sec.of(self.form(v).invariant).append(GmemView(buf, param, self._offset(v, self.strided.get(param))))
         return buf
 
     def rmem(self, v: Val, name: str | None = None) -> Buffer:
@@ -72,18 +88,36 @@ class _RowLowering:
         self.sec.allocs.append(Alloc(buf))
         return buf
 
-    def _offset(self, v: Val) -> RowOffset:
+    def _offset(self, v: Val, strided: Strided | None = None) -> RowOffset:
+        """Where row ``row`` of ``v`` starts in its parameter's memory: each lead axis's index times its stride
+        (row-major in ``v``'s shape, or as ``strided`` lays out a view: strides, repeated axes, axes indexed
+        through positions read on the device, positions added to every row)."""
         shape = self.space.shape_of(v)
         lead = self.space.lead
-        strides = [product(shape[j + 1:]) for j in range(len(shape))]
+        if strided is None:
+            strides = [product(shape[j + 1:]) for j in range(len(shape))]
+        elif len(shape) > len(strided.strides):  # the row cut into segments: a segment is a row's run of elements
+            strides = [*strided.strides[:-1], product((self.space.row, strided.strides[-1])), strided.strides[-1]]
+        else:
+            strides = list(strided.strides)
+        gathered = {g.axis: g for g in strided.gathered} if strided is not None else {}
         terms = []
+        gathers = []
         for j, axis in enumerate(self.form(v).lead):
             if axis is None:
                 continue
             div = product(lead[axis + 1:])
             mod = lead[axis] if axis > 0 else None
+            if j in gathered:
+                g = gathered[j]
+                gathers.append(Gather(g.index, RowOffset(((div, mod, g.index_stride),)), strides[j], g.bound, g.table))
+                continue
+            times = strided.repeats[j] if strided is not None else 1
+            if times != 1:
+                div, mod = product((div, times)), (floordiv(mod, times) if mod is not None else None)
             terms.append((div, mod, strides[j]))
-        return RowOffset(tuple(terms))
+        shifts = strided.shifts if strided is not None else ()
+        return RowOffset(tuple(terms), (*gathers, *shifts))
 
     def buffer_of(self, v: Val, origin: Origin) -> Buffer:
         """The operand of ``v`` as a buffer: a literal is first filled into one."""
@@ -224,8 +258,12 @@ class _RowLowering:
                 where.append(OpCall("unary", Tag("cast_op"), (o,), buf, origin))
 
 
-def lower_rows(prog: Program, target: Target, declared: Declared) -> PrimFunc:
-    """The PrimFunction of a row-wise program with automatic placement."""
+def lower_rows(prog: Program, target: Target, declared: Declared, strided: dict[str, Strided] | None = None,
+               guard: tuple[tuple[RowOffset, RowOffset], ...] = ()) -> PrimFunc:
+    """The PrimFunction of a row-wise program with automatic placement.
+
+    ``strided`` lays out the parameters (and outputs, by their parameter names) that are views of other memory
+    (a staged function's); ``guard`` keeps only the rows where each ``lhs < rhs`` holds (a cache write's)."""
     space = analyze_rows(prog)
     dtypes = {v.type.dtype for v in (*prog.params, *prog.outputs)}
     invariant_out = any(space.form(v).invariant for v in prog.outputs)
@@ -236,7 +274,7 @@ def lower_rows(prog: Program, target: Target, declared: Declared) -> PrimFunc:
                                one_vector=segments is not None)
     layouts = RowLayouts(mesh, sched.vector_width, space.row)
     outs = output_params(prog)
-    low = _RowLowering(prog, space, layouts)
+    low = _RowLowering(prog, space, layouts, strided)
     low.params(staging(target, sched, space.row))
     pending = low.outputs([p.name for p in outs])
     for op in prog.ops:
@@ -249,7 +287,7 @@ def lower_rows(prog: Program, target: Target, declared: Declared) -> PrimFunc:
     sec = low.sec
     body: list[Stmt] = [*sec.allocs, *sec.invariant]
     if sec.rows:
-        body.append(RowLoop("row", sec.rows))
+        body.append(RowLoop("row", [RowGuard(guard, sec.rows)] if guard else sec.rows))
     params = tuple(KernelParam(p.name, p.type, False) for p in prog.params) + outs
     return PrimFunc(prog.name, params, len(outs), bind_dimvars(prog, params), sched, [MeshScope(mesh, body)],
                     prog.function.loc)

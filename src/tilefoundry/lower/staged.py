@@ -2,17 +2,20 @@
 
 Every value a stage writes for a later stage or for the caller has a *home*: the caller's output it is
 returned as (when the function returns it once, through a contiguous view), else a temporary the entry
-allocates. Each stage is lowered on its own, a row-wise stage by the row-wise lowering, a matmul stage by
-``matmul.py``, and bound to the homes of what it reads and writes.
+allocates. Each stage is lowered on its own, and bound to the homes of what it reads and writes: a row-wise
+stage by the row-wise lowering, reading views through their strides (``views.Strided``: a transposed head, an
+embedding's rows at the token ids); a matmul by ``matmul.py``; rope by ``rope.py``; a cache update as a
+row-wise copy of the cache and a row-wise write of the new rows at the position read on the device, the rows
+past ``n_new`` or past the cache's end left alone.
 """
 
 from __future__ import annotations
 
-from ..ir.types.dim import dimvars_of
+from ..ir.types.dim import Dim, dims_equal, dimvars_of, product, total
 from ..ir.types.tensor_type import TensorType
 from ..target import Target
-from ..tir.function import DimBinding, KernelParam, PrimFunc, Schedule, StageCall
-from ..tir.stmt import Stmt
+from ..tir.function import CacheWrite, DimBinding, KernelParam, PrimFunc, Schedule, StageCall
+from ..tir.stmt import Gather, GmemView, RowGuard, RowOffset, Stmt
 from .errors import LoweringError
 from .matmul import matmul_body
 from .params import bind_dimvars, output_params
@@ -21,7 +24,7 @@ from .rope import rope_bodies
 from .rowwise import lower_rows
 from .schedule import Declared
 from .stages import StagedProgram, split_stages, sub_program
-from .views import View
+from .views import GatheredAxis, Strided, View
 
 
 def lower_staged(prog: Program, target: Target, declared: Declared) -> PrimFunc:
@@ -43,7 +46,8 @@ def lower_staged(prog: Program, target: Target, declared: Declared) -> PrimFunc:
         else:
             copies.append((v, kp))  # a parameter, a constant, a value returned twice or through strides
     temps: list[KernelParam] = []
-    read_later = _read_by_later_stages(staged, stage_of) | {id(staged.view(v).root) for v, _ in copies}
+    read_later = _read_by_later_stages(staged, stage_of)
+    read_later |= {id(r) for v, _ in copies for r in _roots(staged.view(v))}
     for stage in staged.stages:
         for op in stage.ops:
             for v in op.outputs:
@@ -51,8 +55,9 @@ def lower_staged(prog: Program, target: Target, declared: Declared) -> PrimFunc:
                     name = prog.namer.unique(f"{v.name}_tmp")
                     temps.append(KernelParam(name, TensorType(v.type.shape, v.type.dtype), False))
                     homes[id(v)] = name
-    calls = [call for k in range(len(staged.stages)) for call in _lower_stage(staged, k, homes, target, declared)]
-    calls += [_copy_stage(staged, v, kp, homes, target, declared, len(calls) + i) for i, (v, kp) in enumerate(copies)]
+    lowering = _Stages(staged, homes, target, declared)
+    calls = [call for k in range(len(staged.stages)) for call in lowering.stage(k)]
+    calls += [lowering.copy(v, kp, len(calls) + i) for i, (v, kp) in enumerate(copies)]
     params = tuple(KernelParam(p.name, p.type, False) for p in prog.params) + outs
     kernels = [c.fn for c in calls]
     sched = Schedule("stages", kernels[0].schedule.grid if kernels else 0,
@@ -61,94 +66,213 @@ def lower_staged(prog: Program, target: Target, declared: Declared) -> PrimFunc:
                     stages=tuple(calls), temps=tuple(temps))
 
 
+def _roots(view: View) -> list[Val]:
+    """The memory a view reads: its root's, and the positions picking its rows."""
+    return [view.root, *(r for _, index, _ in view.gathers for r in _roots(index))]
+
+
 def _read_by_later_stages(staged: StagedProgram, stage_of: dict[int, int]) -> set[int]:
     """The values (roots) a stage after the one producing them reads."""
     out: set[int] = set()
     for k, stage in enumerate(staged.stages):
         for op in stage.ops:
             for v in op.inputs:
-                root = staged.view(v).root
-                if id(root) in stage_of and stage_of[id(root)] < k:
-                    out.add(id(root))
+                for root in _roots(staged.view(v)):
+                    if id(root) in stage_of and stage_of[id(root)] < k:
+                        out.add(id(root))
     return out
 
 
-def _lower_stage(staged: StagedProgram, k: int, homes: dict[int, str], target: Target,
-                 declared: Declared) -> list[StageCall]:
-    prog = staged.prog
-    stage = staged.stages[k]
-    name = f"{prog.name}_stage{k}"
-    if stage.kind in ("matmul", "rope"):
+class _Stages:
+    """Lowers the stages of one staged program, each bound to the homes of what it reads and writes."""
+
+    def __init__(self, staged: StagedProgram, homes: dict[int, str], target: Target, declared: Declared) -> None:
+        self.staged = staged
+        self.prog = staged.prog
+        self.homes = homes
+        self.target = target
+        self.declared = declared
+
+    def home(self, v: Val, op: Op) -> str:
+        if id(v) not in self.homes:
+            raise LoweringError(op.op, self.prog.name, f"it reads {v.name}, which no stage computes (a constant "
+                                f"operand of {op.op} is not compiled yet)", op.loc)
+        return self.homes[id(v)]
+
+    def stage(self, k: int) -> list[StageCall]:
+        stage = self.staged.stages[k]
+        name = f"{self.prog.name}_stage{k}"
+        if stage.kind == "rows":
+            sub, outside = sub_program(self.prog, self.staged.views, stage.ops, name)
+            produced = [v for op in sub.ops for v in op.outputs]
+            sub.outputs = tuple(v for v in produced if id(v) in self.homes)
+            for op in sub.ops:
+                for v in op.outputs:
+                    v.producer = op
+            return [self.rows(name, sub, outside, [self.homes[id(v)] for v in sub.outputs])]
         (op,) = stage.ops
-        views = [staged.view(v) for v in op.inputs]
-        outs = [staged.view(v) for v in op.outputs]
+        views = [self.staged.view(v) for v in op.inputs]
+        outs = [self.staged.view(v) for v in op.outputs]
         for v in views:
-            if id(v.root) not in homes:
-                raise LoweringError(op.op, prog.name, f"it reads {v.root.name}, which no stage computes (a constant "
-                                    f"operand of {op.op} is not compiled yet)", op.loc)
+            self.home(v.root, op)
         if stage.kind == "matmul":
-            body, sched = matmul_body(name, op, views[0], views[1], outs[0], homes, target)
-            return [_kernel(prog, name, [*views, outs[0]], homes, body, sched, op)]
-        bodies = rope_bodies(name, op, views, outs, homes, target)
-        return [_kernel(prog, f"{name}_{which}", [x, *views[2:], out], homes, body, sched, op)
-                for which, x, out, (body, sched) in zip("qk", views[:2], outs, bodies)]
-    sub, outside = sub_program(prog, staged.views, stage.ops, name)
-    for v in outside:
-        view = staged.view(v)
-        if not view.contiguous:
-            op = next(o for o in stage.ops if v in o.inputs)
-            raise LoweringError(op.op, prog.name, f"it reads {v.name}, a view {view} of another layout (a "
-                                "transpose or slice); a row-wise op reads contiguous values only, not yet views "
-                                "through strides", op.loc)
-    produced = [v for op in sub.ops for v in op.outputs]
-    sub.outputs = tuple(v for v in produced if id(v) in homes)
-    for op in sub.ops:
-        for v in op.outputs:
-            v.producer = op
-    sub.name = prog.name  # refusals name the function
-    fn = lower_rows(sub, target, declared)
-    fn.name = name
-    args = tuple(homes[id(staged.view(v).root)] for v in outside) + tuple(homes[id(v)] for v in sub.outputs)
-    return [StageCall(fn, args)]
+            body, sched = matmul_body(name, op, views[0], views[1], outs[0], self.homes, self.target)
+            return [self.kernel(name, [*views, outs[0]], body, sched, op)]
+        if stage.kind == "rope":
+            bodies = rope_bodies(name, op, views, outs, self.homes, self.target)
+            return [self.kernel(f"{name}_{which}", [x, *views[2:], out], body, sched, op)
+                    for which, x, out, (body, sched) in zip("qk", views[:2], outs, bodies)]
+        return self.cache_update(name, op, views, outs[0])
+
+    def rows(self, name: str, sub: Program, outside: list[Val], out_homes: list[str],
+             out_strided: dict[str, Strided] | None = None, guard: tuple[tuple[RowOffset, RowOffset], ...] = (),
+             positions: tuple[Val, ...] = ()) -> StageCall:
+        """A row-wise kernel of ``sub``, whose parameters stand for ``outside`` values and whose outputs are written
+        to ``out_homes``; a parameter that is a view is read through its strides (and positions). ``positions``
+        are integer tensors the offsets or the guard read on the device, parameters of the kernel beside the row
+        values."""
+        strided: dict[str, Strided] = dict(out_strided or {})
+        extra: list[Val] = list(positions)
+        for p, v in zip(sub.params, outside):
+            view = self.staged.view(v)
+            if not view.contiguous:
+                strided[p.name] = self.strided(view, sub, v)
+            for _, index, _ in view.gathers:
+                if all(index.root is not e for e in extra):
+                    extra.append(index.root)
+        sub.name = self.prog.name  # refusals name the function
+        fn = lower_rows(sub, self.target, self.declared, strided, guard)
+        fn.name = name
+        taken = {p.name for p in fn.inputs}
+        extra = [r for r in extra if self.homes[id(r)] not in taken]  # a row value already: the same memory
+        inputs = fn.inputs + tuple(KernelParam(self.homes[id(r)], TensorType(r.type.shape, r.type.dtype), False)
+                                   for r in extra)
+        fn.params = inputs + fn.outputs
+        fn.dimvars = self.dimvars(fn)
+        args = (tuple(self.homes[id(self.staged.view(v).root)] for v in outside)
+                + tuple(self.homes[id(r)] for r in extra) + tuple(out_homes))
+        return StageCall(fn, args)
+
+    def strided(self, view: View, sub: Program, v: Val) -> Strided:
+        """How a row-wise kernel reads ``view``: its row contiguous, its other axes through strides and positions."""
+        op = next((o for o in sub.ops if any(i.name == v.name for i in o.inputs)), None)
+        where = op.loc if op is not None else self.prog.function.loc
+        what = op.op if op is not None else "return"
+        if not dims_equal_1(view.strides[-1]) or view.repeats[-1] != 1 or any(a == len(view.shape) - 1 for a, _, _ in
+                                                                                  view.gathers):
+            raise LoweringError(what, self.prog.name, f"it reads {v.name}, a view {view} whose last axis is not "
+                                "contiguous; a row-wise op reads rows of consecutive elements (transpose so that the "
+                                "last axis stays last)", where)
+        if not dims_equal(view.offset, 0):
+            raise LoweringError(what, self.prog.name, f"it reads {v.name}, a view {view} that starts inside its "
+                                "memory (a slice from a non-zero start); not compiled yet", where)
+        gathered = tuple(GatheredAxis(axis, self.homes[id(index.root)], index.strides[0], bound,
+                                      f"rows of {view.root.name}") for axis, index, bound in view.gathers)
+        return Strided(view.strides, view.repeats, gathered)
+
+    def kernel(self, name: str, views: list[View], body: list[Stmt], sched: Schedule, op: Op) -> StageCall:
+        """A stage kernel over the memory of ``views``' roots (the last one written), each a parameter named by its
+        home."""
+        roots = _distinct([v.root for v in views[:-1]])
+        out = views[-1].root
+        params = tuple(KernelParam(self.homes[id(r)], TensorType(r.type.shape, r.type.dtype), False) for r in roots
+                       if r is not out)
+        params += (KernelParam(self.homes[id(out)], TensorType(out.type.shape, out.type.dtype), True),)
+        fn = PrimFunc(name, params, 1, (), sched, body, op.loc)
+        fn.dimvars = self.dimvars(fn)
+        return StageCall(fn, tuple(p.name for p in params))
+
+    def dimvars(self, fn: PrimFunc) -> tuple[DimBinding, ...]:
+        """The DimVars a stage kernel mentions (parameters, schedule, views, guards), as the function binds them:
+        a stage may need an extent no input of its own gives, such as a score matrix's context length."""
+        mentioned = dimvars_of(_dims(fn))
+        function_params = tuple(KernelParam(p.name, p.type, False) for p in self.prog.params)
+        return tuple(b for b in bind_dimvars(self.prog, function_params) if b.dimvar in mentioned)
+
+    def copy(self, v: Val, out: KernelParam, k: int) -> StageCall:
+        """A row-wise stage copying ``v`` (through its view) into the caller's output ``out``."""
+        view = self.staged.view(v)
+        root = view.root
+        if root.producer is not None and root.producer.op == "constant" or id(root) not in self.homes:
+            raise LoweringError("return", self.prog.name, f"it returns {v.name}, which no stage computes (a "
+                                "constant); not compiled yet", self.prog.function.loc)
+        p = Val(TensorType(v.type.shape, v.type.dtype), f"{v.name}_src", param=f"{v.name}_src")
+        sub = Program(self.prog.name, self.prog.function, (p,), [], (p,), self.prog.structure, self.prog.namer)
+        self.staged.views[id(p)] = view
+        return self.rows(f"{self.prog.name}_stage{k}", sub, [p], [out.name])
+
+    def cache_update(self, name: str, op: Op, views: list[View], out: View) -> list[StageCall]:
+        """``cache_update(cache, cur_pos, n_new, new)``: the cache copied into the result, then the new rows
+        written at ``cur_pos`` (read on the device), only the first ``n_new`` of them and only those inside the
+        cache."""
+        cache, pos, n_new, new = views
+        if len(new.shape) < 3:
+            raise LoweringError(op.op, self.prog.name, f"of rows {new} with no axis after the sequence axis; a "
+                                "compiled cache update writes (batch, seq, ..., d) rows", op.loc)
+        if not out.contiguous:
+            raise LoweringError(op.op, self.prog.name, "its result is read through a layout of its own; not "
+                                "compiled yet", op.loc)
+        result = op.outputs[0]
+        src = Val(TensorType(cache.shape, cache.root.type.dtype), f"{op.outputs[0].name}_old", param="old")
+        self.staged.views[id(src)] = cache
+        sub = Program(self.prog.name, self.prog.function, (src,), [], (src,), self.prog.structure, self.prog.namer)
+        copy = self.rows(f"{name}_copy", sub, [src], [self.homes[id(result)]])
+        rows = Val(TensorType(new.shape, new.root.type.dtype), f"{op.outputs[0].name}_new", param="new")
+        self.staged.views[id(rows)] = new
+        capacity, seq = cache.shape[1], new.shape[1]
+        strides = out.strides
+        pos_home, n_home = self.home(pos.root, op), self.home(n_new.root, op)
+        # cur_pos in [0, capacity] and n_new in [0, seq] (clamped; the CPU entry refuses others): the guard keeps
+        # the rows i < n_new with cur_pos + i < capacity, so no write leaves the cache
+        positions = f"positions of {cache.root.name} (its length and one past it)"
+        at = Gather(pos_home, RowOffset(), strides[1], total((capacity, 1)), positions)
+        index = RowOffset(((product(new.shape[2:-1]), seq, 1),))  # the row's index along the sequence axis
+        written = Gather(n_home, RowOffset(), 1, total((seq, 1)), f"counts of new rows of {new.root.name}")
+        start = Gather(pos_home, RowOffset(), 1, total((capacity, 1)), positions)
+        guard = ((index, RowOffset(gathers=(written,))),
+                 (RowOffset(index.terms, (start,)), RowOffset(base=capacity)))
+        sub = Program(self.prog.name, self.prog.function, (rows,), [], (rows,), self.prog.structure, self.prog.namer)
+        out_names = output_params(sub)
+        scatter = self.rows(f"{name}_write", sub, [rows], [self.homes[id(result)]],
+                            {out_names[0].name: Strided(strides, (1,) * len(strides), (), (at,))}, guard,
+                            (pos.root, n_new.root))
+        scatter.cache_writes = (CacheWrite(pos_home, n_home, capacity, cache.root.name),)
+        return [copy, scatter]
 
 
-def _kernel(prog: Program, name: str, views: list[View], homes: dict[int, str], body: list[Stmt],
-            sched: Schedule, op: Op) -> StageCall:
-    """A stage kernel over the memory of ``views``' roots (the last one written), each a parameter named by its
-    home."""
-    roots = _distinct([v.root for v in views[:-1]])
-    out = views[-1].root
-    params = tuple(KernelParam(homes[id(r)], TensorType(r.type.shape, r.type.dtype), False) for r in roots
-                   if r is not out)
-    params += (KernelParam(homes[id(out)], TensorType(out.type.shape, out.type.dtype), True),)
-    fn = PrimFunc(name, params, 1, _dimvars_of(prog, params), sched, body, op.loc)
-    return StageCall(fn, tuple(p.name for p in params))
+def _dims(fn: PrimFunc) -> list[Dim]:
+    """Every extent a kernel mentions: its parameters' shapes, its schedule, its buffers, offsets and guards."""
+    out: list[Dim] = [d for p in fn.params for d in p.type.shape]
+    out += [fn.schedule.grid, fn.schedule.rows, fn.schedule.rows_per_cta]
+
+    def offset(o: RowOffset) -> None:
+        out.append(o.base)
+        for div, mod, stride in o.terms:
+            out.extend((div, stride) if mod is None else (div, mod, stride))
+        for g in o.gathers:
+            out.extend((g.stride, g.bound))
+            offset(g.at)
+
+    def walk(body: list[Stmt]) -> None:
+        for st in body:
+            buffer = getattr(st, "buffer", None) or getattr(st, "out", None)
+            if buffer is not None:
+                out.extend((*buffer.shape, *buffer.layout.shape, *buffer.layout.stride))
+            if isinstance(st, GmemView):
+                offset(st.offset)
+            if isinstance(st, RowGuard):
+                for a, b in st.conds:
+                    offset(a)
+                    offset(b)
+            walk(getattr(st, "body", []))
+
+    walk(fn.body)
+    return out
 
 
-def _dimvars_of(prog: Program, params: tuple[KernelParam, ...]) -> tuple[DimBinding, ...]:
-    """The DimVars a stage kernel's parameters mention, as the function binds them (a stage may write an axis
-    no input of its own gives, such as a score matrix's context length)."""
-    mentioned = dimvars_of(d for p in params for d in p.type.shape)
-    function_params = tuple(KernelParam(p.name, p.type, False) for p in prog.params)
-    return tuple(b for b in bind_dimvars(prog, function_params) if b.dimvar in mentioned)
-
-
-def _copy_stage(staged: StagedProgram, v: Val, out: KernelParam, homes: dict[int, str], target: Target,
-                declared: Declared, k: int) -> StageCall:
-    """A row-wise stage copying ``v`` into the caller's output ``out`` (a value no stage writes there)."""
-    prog = staged.prog
-    view = staged.view(v)
-    root = view.root
-    if root.producer is not None and root.producer.op == "constant":
-        raise LoweringError("return", prog.name, f"it returns the constant {v.name} through a view; not compiled "
-                            "yet", prog.function.loc)
-    if not view.contiguous or id(root) not in homes:
-        raise LoweringError("return", prog.name, f"it returns {v.name}, a view {view} of another layout (a "
-                            "transpose or slice); copying a strided view is not compiled yet", prog.function.loc)
-    p = Val(TensorType(v.type.shape, v.type.dtype), f"{v.name}_src", param=f"{v.name}_src")
-    sub = Program(f"{prog.name}_stage{k}", prog.function, (p,), [], (p,), prog.structure, prog.namer)
-    fn = lower_rows(sub, target, declared)
-    return StageCall(fn, (homes[id(root)], out.name))
+def dims_equal_1(d: Dim) -> bool:
+    """Whether stride ``d`` is 1."""
+    return isinstance(d, int) and d == 1
 
 
 def _distinct(vals: list[Val]) -> list[Val]:

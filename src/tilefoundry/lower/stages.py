@@ -20,11 +20,12 @@ from ..ir.types.tensor_type import TensorType
 from .errors import LoweringError
 from .program import Op, Program, Val
 from .rows import analyze_rows
-from .views import VIEW_OPS, Regroup, View, storage_for, view_of_op, whole
+from .views import VIEW_OPS, Regroup, View, index_view, storage_for, view_of_op, whole
 
 MATMUL_OPS = frozenset({"matmul"})
-# Ops with a kernel of their own (a stage each): rope rotates a row by rows read at positions on the device.
-OWN_KERNEL_OPS = frozenset({"rope"})
+# Ops with kernels of their own (a stage each): rope rotates a row by rows read at positions on the device; a
+# cache update copies the cache and writes the new rows at a position read on the device.
+OWN_KERNEL_OPS = frozenset({"rope", "cache_update"})
 
 
 def needs_stages(prog: Program) -> bool:
@@ -88,6 +89,9 @@ def _split(prog: Program, storage: dict[int, tuple[Dim, ...]]) -> StagedProgram:
         return views.get(id(v)) or whole(v, storage.get(id(v)))
 
     for op in prog.ops:
+        if op.op == "index_select":
+            views[id(op.outputs[0])] = index_view(prog, op, view(op.inputs[0]), view(op.inputs[1]))
+            continue
         if op.op in VIEW_OPS or (op.op in ("reshard", "local") and id(op.inputs[0]) in views):
             views[id(op.outputs[0])] = view_of_op(prog, op, view(op.inputs[0]))
             continue

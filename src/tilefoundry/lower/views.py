@@ -16,10 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..ir.types.dim import Dim, dims_equal, floordiv, product, total
+from ..tir.stmt import Gather
 from .errors import LoweringError
 from .program import Op, Program, Val
 
-VIEW_OPS = frozenset({"transpose", "reshape", "slice", "repeat_interleave"})
+VIEW_OPS = frozenset({"transpose", "reshape", "slice", "repeat_interleave", "index_select"})
 _ALIASES = frozenset({"reshard", "local"})
 
 
@@ -32,6 +33,7 @@ class View:
     strides: tuple[Dim, ...]
     offset: Dim = 0
     repeats: tuple[int, ...] = ()
+    gathers: tuple[tuple[int, View, Dim], ...] = ()  # (axis, positions read on the device, the table's extent)
 
     def __post_init__(self) -> None:
         if not self.repeats:
@@ -40,13 +42,37 @@ class View:
     @property
     def contiguous(self) -> bool:
         """Whether the view is its root's memory read in order from the start (row-major, no gaps)."""
-        return dims_equal(self.offset, 0) and all(r == 1 for r in self.repeats) and all(
+        return dims_equal(self.offset, 0) and not self.gathers and all(r == 1 for r in self.repeats) and all(
             dims_equal(d, 1) or dims_equal(s, r) for d, s, r in zip(self.shape, self.strides, row_major(self.shape)))
 
     def __str__(self) -> str:
         strides = ", ".join(str(s) if r == 1 else f"{s}/{r}" for s, r in zip(self.strides, self.repeats))
         at = "" if dims_equal(self.offset, 0) else f" at {self.offset}"
         return f"%{self.root.name}[{', '.join(str(d) for d in self.shape)}]:({strides}){at}"
+
+
+@dataclass(frozen=True)
+class GatheredAxis:
+    """An axis of a view whose index is a position read on the device: element ``i`` of the axis is element
+    ``index[i]`` (the parameter ``index``, read at stride ``index_stride``) of a table of ``bound`` rows."""
+
+    axis: int
+    index: str
+    index_stride: Dim
+    bound: Dim
+    table: str
+
+
+@dataclass(frozen=True)
+class Strided:
+    """How a row-wise kernel reads or writes a parameter that is a view of other memory (see
+    ``rowwise._RowLowering._offset``): each axis's stride and repeat, the axes indexed through positions read
+    on the device, and positions added to every row (``shifts``: a cache row written at ``cur_pos``)."""
+
+    strides: tuple[Dim, ...]
+    repeats: tuple[int, ...]
+    gathered: tuple[GatheredAxis, ...] = ()
+    shifts: tuple[Gather, ...] = ()
 
 
 def row_major(shape: tuple[Dim, ...]) -> tuple[Dim, ...]:
@@ -96,7 +122,12 @@ def view_of_op(prog: Program, op: Op, src: View) -> View:
     if op.op == "transpose":
         perm = op.attrs["perm"]
         return View(src.root, tuple(src.shape[p] for p in perm), tuple(src.strides[p] for p in perm), src.offset,
-                    tuple(src.repeats[p] for p in perm))
+                    tuple(src.repeats[p] for p in perm), tuple((perm.index(a), i, n) for a, i, n in src.gathers))
+    if op.op == "index_select":
+        raise AssertionError("index_select views are made by index_view")  # pragma: no cover
+    if src.gathers:
+        raise LoweringError(op.op, prog.name, f"of a view {src} whose rows are picked by positions (index_select); "
+                            f"apply {op.op} before the index_select instead", op.loc)
     if op.op == "repeat_interleave":
         axis, times = op.attrs["axis"], op.attrs["repeats"]
         if isinstance(src.strides[axis], int) and src.strides[axis] == 0:
@@ -120,6 +151,20 @@ def view_of_op(prog: Program, op: Op, src: View) -> View:
                                         "reshape before the transpose or slice instead", op.loc), src)
         return View(src.root, op.outputs[0].type.shape, strides, src.offset)
     raise AssertionError(op.op)  # pragma: no cover - callers pass view ops only
+
+
+def index_view(prog: Program, op: Op, src: View, index: View) -> View:
+    """``index_select(x, index, dim)`` as a view of ``x``'s memory: axis ``dim`` indexed through ``index``'s
+    positions (an embedding's rows at the token ids)."""
+    dim = op.attrs["dim"]
+    if len(index.shape) != 1 or not dims_equal(index.offset, 0) or index.gathers or any(r != 1 for r in
+                                                                                          index.repeats):
+        raise LoweringError(op.op, prog.name, f"its index {index} is not a plain 1-D tensor; not compiled yet", op.loc)
+    if src.gathers or src.repeats[dim] != 1:
+        raise LoweringError(op.op, prog.name, f"of a view {src} whose axis {dim} is already picked or repeated; not "
+                            "compiled yet", op.loc)
+    shape = tuple(index.shape[0] if a == dim else d for a, d in enumerate(src.shape))
+    return View(src.root, shape, src.strides, src.offset, src.repeats, ((dim, index, src.shape[dim]),))
 
 
 def _reshaped(shape: tuple[Dim, ...], strides: tuple[Dim, ...], new: tuple[Dim, ...]) -> tuple[Dim, ...] | None:

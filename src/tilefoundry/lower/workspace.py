@@ -16,7 +16,7 @@ from ..ir.types.storage import Storage
 from ..tir.buffer import Buffer
 from ..tir.function import PrimFunc
 from ..tir.layout import TLayout
-from ..tir.stmt import Alloc, MeshScope, OpCall, RowLoop, Stmt
+from ..tir.stmt import Alloc, MeshScope, OpCall, RowGuard, RowLoop, Stmt
 from .errors import LoweringError
 
 WARP = 32
@@ -89,6 +89,6 @@ def _reduces(body: list[Stmt]) -> list[OpCall]:
     for s in body:
         if isinstance(s, OpCall) and s.family == "reduce":
             out.append(s)
-        elif isinstance(s, (MeshScope, RowLoop)):
+        elif isinstance(s, (MeshScope, RowLoop, RowGuard)):
             out += _reduces(s.body)
     return out

@@ -109,6 +109,18 @@ class StageCall:
 
     fn: PrimFunc
     args: tuple[str, ...]
+    cache_writes: tuple[CacheWrite, ...] = ()
+
+
+@dataclass(frozen=True)
+class CacheWrite:
+    """A stage writes ``count`` rows at position ``pos`` (0-d integer parameters of its kernel) into a cache of
+    ``capacity`` rows, ``what``: the entry checks ``pos + count <= capacity`` where the target checks positions."""
+
+    pos: str
+    count: str
+    capacity: Dim
+    what: str
 
 
 @dataclass(eq=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .buffer import Buffer, Literal, Operand
-from .stmt import AliasView, Alloc, AsyncWait, GmemView, MeshScope, OpCall, RowLoop, Stmt, Sync
+from .stmt import AliasView, Alloc, AsyncWait, GmemView, MeshScope, OpCall, RowGuard, RowLoop, Stmt, Sync
 
 if TYPE_CHECKING:
     from .function import PrimFunc, TirModule
@@ -37,6 +37,10 @@ def _stmt(s: Stmt, indent: str, lines: list[str]) -> None:
         lines.append(f"{indent}wait copy_async" + (f"  # {s.origin}" if s.origin else ""))
     elif isinstance(s, MeshScope):
         lines.append(f"{indent}with {s.mesh}:")
+        for t in s.body:
+            _stmt(t, indent + "  ", lines)
+    elif isinstance(s, RowGuard):
+        lines.append(f"{indent}if {' and '.join(f'{a} < {b}' for a, b in s.conds)}:")
         for t in s.body:
             _stmt(t, indent + "  ", lines)
     elif isinstance(s, RowLoop):

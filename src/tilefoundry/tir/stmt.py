@@ -54,7 +54,7 @@ class Gather:
 
 @dataclass(frozen=True)
 class RowOffset:
-    """The element offset of row ``row`` in a parameter: sum of ``((row // div) % mod) * stride`` terms, and of
+    """The element offset of row ``row`` in a parameter: ``base`` plus ``((row // div) % mod) * stride`` terms, plus
     the ``gathers`` (positions read on the device: a table's row at a token's id, a cache row at a position).
 
     ``mod`` None means no modulo (the outermost leading axis). An empty offset is 0.
@@ -62,9 +62,10 @@ class RowOffset:
 
     terms: tuple[tuple[Dim, Dim | None, Dim], ...] = ()
     gathers: tuple[Gather, ...] = ()
+    base: Dim = 0
 
     def __str__(self) -> str:
-        parts = []
+        parts = [] if self.base == 0 else [str(self.base)]
         for div, mod, stride in self.terms:
             t = "row" if div == 1 else f"(row / {div})"
             if mod is not None:
@@ -136,6 +137,15 @@ class AsyncWait(Stmt):
 
 
 @dataclass(eq=False)
+class RowGuard(Stmt):
+    """``body`` runs for a row only where every ``lhs < rhs`` of ``conds`` holds (offsets of the row: the rows a
+    cache write keeps, ``i < n_new`` and ``cur_pos + i < capacity``)."""
+
+    conds: tuple[tuple[RowOffset, RowOffset], ...]
+    body: list[Stmt] = field(default_factory=list)
+
+
+@dataclass(eq=False)
 class MeshScope(Stmt):
     """Statements run by every instance of ``mesh``; buffers declared inside may be distributed over it."""
 
@@ -152,4 +162,4 @@ class RowLoop(Stmt):
 
 
 __all__ = ["Alloc", "AliasView", "AsyncWait", "Gather", "GmemView", "Literal", "MeshScope", "OpCall", "Origin",
-           "RowLoop", "RowOffset", "Stmt", "Sync", "Tag"]
+           "RowGuard", "RowLoop", "RowOffset", "Stmt", "Sync", "Tag"]

@@ -196,6 +196,22 @@ class ArgChecker {
     }
   }
 
+  /// `count` rows written at position `pos` (0-d integer tensors in host memory) fit a cache of
+  /// `capacity` rows, `what`, as the evaluator requires (a CUDA kernel leaves rows past the end
+  /// alone).
+  void cache_write(TensorView const& pos, char const* pos_param, TensorView const& count,
+                   char const* count_param, int64_t capacity, char const* what) {
+    int64_t const p = pos.dtype().bits == 64 ? data_at<int64_t>(pos, 0) : data_at<int32_t>(pos, 0);
+    int64_t const n =
+        count.dtype().bits == 64 ? data_at<int64_t>(count, 0) : data_at<int32_t>(count, 0);
+    if (p < 0 || n < 0 || p + n > capacity) {
+      TVM_FFI_THROW(ValueError) << entry_ << ": writing " << n << " rows (" << count_param
+                                << ") at position " << p << " (" << pos_param << ") into " << what
+                                << " needs 0 <= " << pos_param << " and " << pos_param << " + "
+                                << count_param << " <= " << capacity << ", the cache's length";
+    }
+  }
+
   /// The device index every tensor checked so far sits on (-1 before the first).
   int device_index() const { return device_id_; }
 

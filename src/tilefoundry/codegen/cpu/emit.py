@@ -52,6 +52,10 @@ class CpuHost(HostEmitter):
     def position_check(self, param: str, bound: str, table: str) -> list[str]:
         return [f"check.positions({self.views[param]}, {cxx.string(param)}, {bound}, {cxx.string(table)});"]
 
+    def cache_write_check(self, pos: str, count: str, capacity: str, what: str) -> list[str]:
+        return [f"check.cache_write({self.views[pos]}, {cxx.string(pos)}, {self.views[count]}, {cxx.string(count)}, "
+                f"{capacity}, {cxx.string(what)});"]
+
     def temporary(self, name: str, ctype: str, count: str) -> list[str]:
         return [f"cpu::scratch<{ctype}> {name}({count});"]
 

@@ -36,7 +36,7 @@ from ...ir.types.dim import Dim, dimvars_of, floordiv
 from ...ir.types.storage import Storage
 from ...tir.buffer import Buffer
 from ...tir.function import KernelParam, PrimFunc, TirModule
-from ...tir.stmt import GmemView, MeshScope, OpCall, RowLoop, Stmt
+from ...tir.stmt import GmemView, MeshScope, OpCall, RowGuard, RowLoop, Stmt
 from .. import cxx
 from ..host import HostEmitter
 from ..kernel import KernelEmitter, allocations, meshes_of
@@ -90,7 +90,7 @@ def _workspaces(body: list[Stmt]) -> set[int]:
     for s in body:
         if isinstance(s, OpCall) and s.workspace is not None:
             found.add(id(s.workspace))
-        elif isinstance(s, (MeshScope, RowLoop)):
+        elif isinstance(s, (MeshScope, RowLoop, RowGuard)):
             found |= _workspaces(s.body)
     return found
 
@@ -111,7 +111,8 @@ def promised_alignment(fn: PrimFunc, s: GmemView) -> int:
     param = next(p for p in fn.params if p.name == s.param)
     align = checked_alignment(fn, param)
     size = param.type.dtype.bits // 8
-    if align < 16 or any(not isinstance(stride, int) or stride * size % align for _, _, stride in s.offset.terms):
+    strides = [stride for _, _, stride in s.offset.terms] + [g.stride for g in s.offset.gathers] + [s.offset.base]
+    if align < 16 or any(not isinstance(stride, int) or stride * size % align for stride in strides):
         return 0
     return align
 
