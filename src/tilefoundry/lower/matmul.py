@@ -6,10 +6,11 @@ stride 0), a 1-D ``a`` is a row and a 1-D ``b`` a column. The work is cut into C
 and tile of ``MATMUL_TILE_N`` output columns (the largest divisor of N up to it; a DimVar N is one tile);
 each CTA's view of ``a`` (M x K), ``b`` (K x tile) and ``out`` (M x tile) starts where its row offset says,
 and ``ops::matmul`` computes the tile, every element a dot product accumulated in the op's accumulate
-dtype (f32 for 16-bit inputs).
+dtype (f32 for 16-bit inputs), its tier chosen from the views' layouts (contiguous runs of K: a warp a dot
+product in 16-byte groups).
 
-This is the general schedule: correct at any row count, not yet fast (the GEMV schedule of few rows and the
-tensor-core GEMM of many are schedules still to come).
+Correct at any row count; not yet the fast schedules (the bulk-copy streamed GEMV of few rows with fused
+prologues and epilogues, and the tensor-core GEMM of many, are still to come).
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ from .views import View
 
 # Output columns one CTA computes (at most; the largest divisor of N up to this).
 MATMUL_TILE_N = 128
+# ... on CUDA where the runs of K are contiguous (ops::matmul's dot-product tier, a warp an output): fewer
+# columns a CTA, so that a decode step's GEMV spreads its weight rows over every SM.
+CUDA_DOT_TILE_N = 16
 # Threads of a CUDA CTA computing a tile (they share its elements).
 CUDA_MATMUL_THREADS = 128
 
@@ -37,10 +41,11 @@ def matmul_schedule(target: Target, grid: Dim) -> Schedule:
     return Schedule("matmul", grid, threads, rows=grid, rows_per_cta=1, vector_width=1)
 
 
-def _tile(n: Dim) -> Dim:
+def _tile(n: Dim, most: int) -> Dim:
+    """The largest divisor of ``n`` up to ``most`` (a DimVar ``n`` is one tile)."""
     if not isinstance(n, int):
         return n
-    return max(t for t in range(1, min(n, MATMUL_TILE_N) + 1) if n % t == 0) if n > 0 else 1
+    return max(t for t in range(1, min(n, most) + 1) if n % t == 0) if n > 0 else 1
 
 
 def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int, str],
@@ -61,7 +66,8 @@ def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int,
     batch_rank = max(len(a_shape), len(b_shape)) - 2
     batch = _broadcast_batch(a_shape[:-2], b_shape[:-2], batch_rank)
     o_strides = _out_strides(out, batch_rank, len(a.shape) == 1, len(b.shape) == 1)
-    tile = _tile(n)
+    dot = dims_equal(a_strides[-1], 1) and dims_equal(b_strides[-2], 1)  # ops::matmul's dot-product tier
+    tile = _tile(n, CUDA_DOT_TILE_N if dot and isinstance(target, CudaTarget) else MATMUL_TILE_N)
     tiles = 1 if dims_equal(tile, n) else n // tile  # type: ignore[operator]  # static when tiled
     grid = product((*batch, tiles))
 

@@ -1,23 +1,42 @@
 // matmul_impl::apply: the body of ops::matmul, out = a @ b over one CTA's tile, accumulated in Acc.
 // Both targets' entries run it, so that the two cannot drift apart in order or rounding.
 //
-// This is the general tier: any strides (a transposed weight is a view, not a copy), any extents.
-// The CTA's threads share the tile's elements (element i of the M x N tile goes to thread
-// i mod threads), each a whole dot product over K in Acc, rounded once into out's element type,
-// as the evaluator computes torch.matmul in the accumulate dtype and casts the result.
+// Each element of the tile is a dot product over K accumulated in Acc and rounded once into out's
+// element type, as the evaluator computes torch.matmul in the accumulate dtype and casts the
+// result. Two tiers, chosen from the operands' layouts: contiguous runs of K (the decode step's
+// GEMV: a weight (N, K) read as its transpose) take the dot-product tier; any other strides the
+// general one.
 #pragma once
 
 #include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/numeric.h>
+#include <tilefoundry/runtime/common/ops/packed.h>
 #include <tilefoundry/runtime/common/topology.h>
+
+#include <cstdint>
+#include <type_traits>
 
 namespace tilefoundry {
 namespace ops {
 namespace matmul_impl {
 
-/// out(m, n) = sum_k a(m, k) * b(k, n) for the tile's M x N elements: a is M x K, b is K x N.
+template <int I, class T>
+constexpr bool unit_stride_v =
+    cute::is_constant<1, decltype(cute::stride<I>(std::declval<T const&>().layout()))>::value;
+
+template <class T>
+using element_t = cute::remove_cvref_t<decltype(std::declval<T const&>()(0, 0))>;
+
+// The dot-product tier applies where a row of a and a column of b are both contiguous in memory (a
+// weight stored (N, K) read as its transpose, the activations row-major) and hold one packed type.
+template <class A, class B>
+constexpr bool dot_tier_v = unit_stride_v<1, A>&& unit_stride_v<0, B>&&
+    std::is_same_v<element_t<A>, element_t<B>>&& detail::is_packed_v<element_t<A>>;
+
+/// The general tier: any strides. Element i of the tile goes to thread i mod threads, each a whole
+/// dot product over K.
 template <class Acc, class A, class B, class Out>
-TILEFOUNDRY_DEVICE void apply(A const& a, B const& b, Out&& out) {
+TILEFOUNDRY_DEVICE void general(A const& a, B const& b, Out&& out) {
   using T = cute::remove_cvref_t<decltype(out(0, 0))>;
   int64_t const rows = int64_t(cute::size<0>(out));
   int64_t const cols = int64_t(cute::size<1>(out));
@@ -31,6 +50,90 @@ TILEFOUNDRY_DEVICE void apply(A const& a, B const& b, Out&& out) {
       acc += detail::convert<Acc>(a(m, k)) * detail::convert<Acc>(b(k, n));
     }
     out(m, n) = detail::convert<T>(acc);
+  }
+}
+
+/// The dot-product tier (the GEMV of a decode step, and more rows): each output element one dot
+/// product of two contiguous runs of K. On CUDA a warp takes an element, its lanes 16-byte groups
+/// of K (where the runs' starts and K allow; element by element otherwise), combined by shuffles;
+/// the elements of one column of b (one weight row) go to one warp one after another, so the few
+/// activation rows are read against a weight row it has just loaded. On the CPU the one thread
+/// takes every element, its dot product in independent partial sums over groups.
+template <class Acc, class A, class B, class Out>
+TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, Out&& out) {
+  using T = cute::remove_cvref_t<decltype(out(0, 0))>;
+  using E = element_t<A>;
+  constexpr int V = int(16 / sizeof(E));
+  int64_t const rows = int64_t(cute::size<0>(out));
+  int64_t const cols = int64_t(cute::size<1>(out));
+  int64_t const depth = int64_t(cute::size<1>(a));
+  E const* const pa = &a(0, 0);
+  E const* const pb = &b(0, 0);
+  int64_t const sa = int64_t(cute::stride<0>(a));
+  int64_t const sb = int64_t(cute::stride<1>(b));
+  bool const grouped = depth % V == 0 && sa % V == 0 && sb % V == 0 &&
+                       reinterpret_cast<std::uintptr_t>(pa) % 16 == 0 &&
+                       reinterpret_cast<std::uintptr_t>(pb) % 16 == 0;
+#if defined(__CUDA_ARCH__)
+  constexpr int kWarp = 32;
+  int64_t const tid = int64_t(program_id<TopologyScope::thread>());
+  int64_t const warps = int64_t(program_dim<TopologyScope::thread>()) / kWarp;
+  int const lane = int(tid % kWarp);
+  for (int64_t e = tid / kWarp; e < rows * cols; e += warps) {
+    int64_t const n = e / rows;
+    int64_t const m = e - n * rows;
+    E const* const x = pa + m * sa;
+    E const* const w = pb + n * sb;
+    Acc acc = Acc(0);
+    if (grouped) {
+      for (int64_t k = int64_t(lane) * V; k < depth; k += kWarp * V) {
+        float xs[V], ws[V];
+        detail::load_group(x + k, xs);
+        detail::load_group(w + k, ws);
+        CUTE_UNROLL
+        for (int i = 0; i < V; ++i) acc += Acc(xs[i]) * Acc(ws[i]);
+      }
+    } else {
+      for (int64_t k = lane; k < depth; k += kWarp) {
+        acc += detail::convert<Acc>(x[k]) * detail::convert<Acc>(w[k]);
+      }
+    }
+    CUTE_UNROLL
+    for (int mask = kWarp / 2; mask > 0; mask /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, mask);
+    if (lane == 0) out(m, n) = detail::convert<T>(acc);
+  }
+#else
+  for (int64_t e = 0; e < rows * cols; ++e) {
+    int64_t const n = e / rows;
+    int64_t const m = e - n * rows;
+    E const* const x = pa + m * sa;
+    E const* const w = pb + n * sb;
+    Acc part[V] = {};
+    int64_t k = 0;
+    if (grouped) {
+      for (; k < depth; k += V) {
+        float xs[V], ws[V];
+        detail::load_group(x + k, xs);
+        detail::load_group(w + k, ws);
+        for (int i = 0; i < V; ++i) part[i] += Acc(xs[i]) * Acc(ws[i]);
+      }
+    }
+    for (; k < depth; ++k) part[0] += detail::convert<Acc>(x[k]) * detail::convert<Acc>(w[k]);
+    Acc acc = Acc(0);
+    for (int i = 0; i < V; ++i) acc += part[i];
+    out(m, n) = detail::convert<T>(acc);
+  }
+#endif
+}
+
+/// out(m, n) = sum_k a(m, k) * b(k, n) for the tile's M x N elements: a is M x K, b is K x N. The
+/// tier comes from the operands' layouts: contiguous runs of K take the dot-product tier.
+template <class Acc, class A, class B, class Out>
+TILEFOUNDRY_DEVICE void apply(A const& a, B const& b, Out&& out) {
+  if constexpr (dot_tier_v<A, B>) {
+    dot<Acc>(a, b, out);
+  } else {
+    general<Acc>(a, b, out);
   }
 }
 

@@ -1,0 +1,79 @@
+"""Staged functions on the GPU: matmuls and the families' decoder functions jitted for CUDA against the evaluator,
+and a staged function captured once in a CUDA graph serving every position.
+
+The functions are those of tests/test_compile_matmul.py and tests/test_compile_families.py (the CPU suite runs
+them on the CPU target): each call is the compiled code alone (outputs poisoned with NaN, the evaluator refusing
+to run), and a staged entry's temporaries are stream-ordered allocations, so a graph captures them. The cache
+position and the token positions are read on the device: a graph captured at one position replays at others
+after the caller writes new positions into the same tensors.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root, for tests.*
+
+from tests.compile_kernels import compiled_only, evaluator_refuses  # noqa: E402
+from tests.test_compile_families import BF16, F32, _expect, _family, _functions, _inputs  # noqa: E402
+from tests.test_compile_matmul import Matmuls  # noqa: E402
+from tests.test_compile_matmul import _inputs as matmul_inputs  # noqa: E402
+
+from tilefoundry import jit  # noqa: E402
+from tilefoundry.runtime.check import check, equal  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+def _cuda(args: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+    return tuple(a.cuda() for a in args)
+
+
+@pytest.mark.parametrize("name", sorted(Matmuls.functions))
+def test_a_matmul_matches_the_evaluator_on_cuda(name: str) -> None:
+    compiled = jit(Matmuls).functions[name]
+    fn = Matmuls.functions[name]
+    expect = BF16 if fn.output_types.dtype.name == "bf16" else F32
+    for m in (1, 3, 16, 17, 63, 64, 200, 1000):
+        report = check(compiled_only(compiled), fn, _cuda(matmul_inputs(name, m)), expect={"output": [expect]})
+        assert report.passed, f"{name} at M = {m}:\n{report}"
+
+
+@pytest.mark.parametrize("fam, dtype", [("llama", "float32"), ("qwen2", "bfloat16"), ("qwen3", "bfloat16")],
+                         ids=lambda v: str(v))
+def test_the_decoder_functions_match_the_evaluator_on_cuda(fam: str, dtype: str) -> None:
+    expect = F32 if dtype == "float32" else BF16
+    for name, fn in _functions(_family(fam, dtype)).items():
+        compiled = jit(fn)
+        for seq, step, cap in ((1, 0, 4), (1, 9, 32), (7, 3, 16), (17, 0, 17), (128, 0, 128)):
+            predicate = equal() if name == "embed" else expect
+            args = _cuda(_inputs(fn, seq, step, cap if name == "attend" else None))
+            report = check(compiled_only(compiled), fn, args, expect=_expect(fn, predicate))
+            assert report.passed, f"{fam} {dtype} {name} at seq {seq} from {step}:\n{report}"
+
+
+def test_an_attention_step_captured_once_replays_at_every_position() -> None:
+    fn = _family("qwen3", "bfloat16").layer0.functions["attend"]
+    compiled = jit(fn)
+    names = [p.name for p in fn.params]
+    args = list(_cuda(_inputs(fn, 1, 0, 64)))
+    outs = [torch.empty_like(t) for t in (args[0], args[names.index("cache_k")], args[names.index("cache_v")])]
+    ctx = 24  # the graph is captured for a context of 24 positions (kv_pos's extent): steps 0..23 replay it
+    args[names.index("kv_pos")] = torch.arange(ctx, device="cuda")
+    compiled(*args, *outs)  # warm up outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with evaluator_refuses(), torch.cuda.graph(graph):
+        compiled(*args, *outs)
+    for step in (0, 5, 23):
+        args[names.index("cur_pos")].fill_(step)
+        args[names.index("pos_ids")].fill_(step)
+        graph.replay()
+        torch.cuda.synchronize()
+        want = fn(*args)
+        for got, ref in zip(outs, want):
+            assert torch.allclose(got.float(), ref.float(), atol=2**-5, rtol=2**-5), step
