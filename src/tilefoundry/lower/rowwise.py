@@ -116,8 +116,9 @@ class _RowLowering:
             if times != 1:
                 div, mod = product((div, times)), (floordiv(mod, times) if mod is not None else None)
             terms.append((div, mod, strides[j]))
-        shifts = strided.shifts if strided is not None else ()
-        return RowOffset(tuple(terms), (*gathers, *shifts))
+        if strided is None:
+            return RowOffset(tuple(terms))
+        return RowOffset(tuple(terms), (*gathers, *strided.shifts), strided.base)
 
     def buffer_of(self, v: Val, origin: Origin) -> Buffer:
         """The operand of ``v`` as a buffer: a literal is first filled into one."""

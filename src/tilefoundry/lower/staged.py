@@ -158,17 +158,15 @@ class _Stages:
         op = next((o for o in sub.ops if any(i.name == v.name for i in o.inputs)), None)
         where = op.loc if op is not None else self.prog.function.loc
         what = op.op if op is not None else "return"
-        if not dims_equal_1(view.strides[-1]) or view.repeats[-1] != 1 or any(a == len(view.shape) - 1 for a, _, _ in
-                                                                                  view.gathers):
+        last = len(view.shape) - 1
+        row = dims_equal(view.shape[-1], 1) or (dims_equal_1(view.strides[-1]) and view.repeats[-1] == 1)
+        if not row or any(a == last for a, _, _ in view.gathers):
             raise LoweringError(what, self.prog.name, f"it reads {v.name}, a view {view} whose last axis is not "
                                 "contiguous; a row-wise op reads rows of consecutive elements (transpose so that the "
                                 "last axis stays last)", where)
-        if not dims_equal(view.offset, 0):
-            raise LoweringError(what, self.prog.name, f"it reads {v.name}, a view {view} that starts inside its "
-                                "memory (a slice from a non-zero start); not compiled yet", where)
         gathered = tuple(GatheredAxis(axis, self.homes[id(index.root)], index.strides[0], bound,
                                       f"rows of {view.root.name}") for axis, index, bound in view.gathers)
-        return Strided(view.strides, view.repeats, gathered)
+        return Strided(view.strides, view.repeats, gathered, (), view.offset)
 
     def kernel(self, name: str, views: list[View], body: list[Stmt], sched: Schedule, op: Op) -> StageCall:
         """A stage kernel over the memory of ``views``' roots (the last one written), each a parameter named by its

@@ -67,12 +67,14 @@ class GatheredAxis:
 class Strided:
     """How a row-wise kernel reads or writes a parameter that is a view of other memory (see
     ``rowwise._RowLowering._offset``): each axis's stride and repeat, the axes indexed through positions read
-    on the device, and positions added to every row (``shifts``: a cache row written at ``cur_pos``)."""
+    on the device, positions added to every row (``shifts``: a cache row written at ``cur_pos``), and where the
+    view starts (``base``: a slice from a non-zero start)."""
 
     strides: tuple[Dim, ...]
     repeats: tuple[int, ...]
     gathered: tuple[GatheredAxis, ...] = ()
     shifts: tuple[Gather, ...] = ()
+    base: Dim = 0
 
 
 def row_major(shape: tuple[Dim, ...]) -> tuple[Dim, ...]:
