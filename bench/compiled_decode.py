@@ -9,11 +9,12 @@ epilogues separate row-wise kernels, nothing fused across a matmul yet). The slo
 * ``qkv``: x -> rms_norm(x, input_norm) -> one packed (q; k; v) weight, as the engine packs it (``pack_qkv``);
   also timed as the families write it, three projections (``compiled, q/k/v``), over the same weight's rows;
 * ``o_proj``: residual + attn @ o_proj.T;
-* ``gate/up``: silu(h @ gate_proj.T) * (h @ up_proj.T) with h = rms_norm(x, post_norm), as the families write it:
-  two weights. The hand-written kernel reads the engine's packing of the same weights (``pack_gate_up``: rows
-  2j / 2j + 1 are gate_j / up_j); written over that one weight the function is refused by the compiler: reading
-  the gate columns 0::2 of its product is "a view ... whose last axis is not contiguous" for a row-wise op, and
-  a reshape to (2, I) halves or a (gate; up) packing needs "a slice from a non-zero start", not compiled yet;
+* ``gate/up``: silu(g) * u with h = rms_norm(x, post_norm), (g, u) = h @ the engine's interleaved gate/up
+  weight (``pack_gate_up``: rows 2j / 2j + 1 are gate_j / up_j) read as a (2, hidden, I) batch of two
+  transposed weights (a view, no copy), its two (1, I) halves sliced off the product; also timed as the
+  families write it, two weights (``compiled, gate + up``: silu(h @ gate_proj.T) * (h @ up_proj.T)). Slicing
+  the gate and up columns 0::2 / 1::2 straight off the product of the packed weight is refused by the compiler
+  ("a view ... whose last axis is not contiguous; a row-wise op reads rows of consecutive elements");
 * ``down``: residual + h @ down_proj.T;
 * ``lm_head``: rms_norm(x, norm) @ lm_head.T, and its ``tf.argmax`` in the same function when the compiler takes
   it (it does not yet: the head is then timed without the argmax, against the hand-written head without its
@@ -123,8 +124,19 @@ def slot_functions() -> dict[str, Function]:
 
     @func
     def gate_up(x: Tensor[(1, HIDDEN), dt], post_norm: ConstTensor[(HIDDEN,), dt],
-                gate_proj: ConstTensor[(INTER, HIDDEN), dt], up_proj: ConstTensor[(INTER, HIDDEN), dt]):
-        """The engine's ``norm_swiglu``, as the families' ``mlp`` writes its first half."""
+                gate_up: ConstTensor[(2 * INTER, HIDDEN), dt]):
+        """The engine's ``norm_swiglu`` on its interleaved weight: row 2j + s of ``gate_up`` is element [s, :, j]
+        of the (2, hidden, I) view multiplied, so the product's batch 0 is the gate and batch 1 the up."""
+        h = tf.rms_norm(x, post_norm, EPS)
+        both = tf.matmul(h, tf.transpose(tf.reshape(gate_up, (INTER, 2, HIDDEN)), (1, 2, 0)))  # (2, 1, I)
+        gate = tf.reshape(tf.slice(both, (0, 0, 0), (1, 1, INTER)), (1, INTER))
+        up = tf.reshape(tf.slice(both, (1, 0, 0), (1, 1, INTER)), (1, INTER))
+        return tf.silu(gate) * up
+
+    @func
+    def gate_up_two(x: Tensor[(1, HIDDEN), dt], post_norm: ConstTensor[(HIDDEN,), dt],
+                    gate_proj: ConstTensor[(INTER, HIDDEN), dt], up_proj: ConstTensor[(INTER, HIDDEN), dt]):
+        """The engine's ``norm_swiglu`` as the families' ``mlp`` writes its first half: two weights."""
         h = tf.rms_norm(x, post_norm, EPS)
         return tf.silu(linear(h, gate_proj)) * linear(h, up_proj)
 
@@ -160,7 +172,8 @@ def slot_functions() -> dict[str, Function]:
         probs = tf.softmax(tf.where(visible, scores, float("-inf")))
         return tf.transpose(tf.matmul(probs, vals), (1, 0, 2))  # (1, H, D)
 
-    return {"qkv": qkv, "qkv_three": qkv_three, "o_proj": o_proj, "gate_up": gate_up, "down": down, "head": head,
+    return {"qkv": qkv, "qkv_three": qkv_three, "o_proj": o_proj, "gate_up": gate_up, "gate_up_two": gate_up_two,
+            "down": down, "head": head,
             "head_argmax": head_argmax, "attention": attention}
 
 
@@ -254,14 +267,9 @@ def gemv_case(lib: Any, compiled: dict[str, Any], slot: str, n: int, k: int, epi
     c_out = poisoned(1, n_out)
     variants: dict[str, Launch] = {}
     checks: dict[str, Callable[[], float]] = {}
-    if slot == "gate_up":  # the families' two weights: gate_proj and up_proj are rows 2j and 2j + 1 of W
-        gates = [w[0::2].contiguous() for w in ws]
-        ups = [w[1::2].contiguous() for w in ws]
     if slot in compiled:
         c = compiled[slot]
-        if slot == "gate_up":
-            variants["compiled"] = lambda i: c(x, g, gates[i], ups[i], c_out)
-        elif epilogue == "residual":
+        if epilogue == "residual":
             variants["compiled"] = lambda i: c(x, res, ws[i], c_out)
         else:
             variants["compiled"] = lambda i: c(x, g, ws[i], c_out)
@@ -280,6 +288,12 @@ def gemv_case(lib: Any, compiled: dict[str, Any], slot: str, n: int, k: int, epi
             return rel_l2(torch.cat((q_out, k_out, v_out), -1), torch_ops(0))
 
         checks["compiled, q/k/v"] = check_three
+    if slot == "gate_up" and "gate_up_two" in compiled:  # gate_proj and up_proj: rows 2j and 2j + 1 of W
+        c2 = compiled["gate_up_two"]
+        pairs = [(w[0::2].contiguous(), w[1::2].contiguous()) for w in ws]
+        two_out = poisoned(1, n_out)
+        variants["compiled, gate + up"] = lambda i: c2(x, g, *pairs[i], two_out)
+        checks["compiled, gate + up"] = lambda: _checked(variants["compiled, gate + up"], two_out, torch_ops)
     variants["hand-written"] = hand
     variants["hand-written, no PDL"] = with_pdl(lib, False, hand)
     checks["hand-written"] = lambda: _checked(hand, res_out if epilogue == "residual" else out, torch_ops)
@@ -507,8 +521,8 @@ def main() -> int:
     head_notes = [] if with_argmax else [
         "tf.argmax of the logits is refused by the compiler: the head is timed without it, the hand-written head "
         f"too ({refused['head_argmax']})"]
-    wanted = {"qkv": ("qkv", "qkv_three"), "o_proj": ("o_proj",), "gate/up": ("gate_up",), "down": ("down",),
-              "lm_head": ("head_argmax" if with_argmax else "head",), "attention": ("attention",)}
+    wanted = {"qkv": ("qkv", "qkv_three"), "o_proj": ("o_proj",), "gate/up": ("gate_up", "gate_up_two"),
+              "down": ("down",), "lm_head": ("head_argmax" if with_argmax else "head",), "attention": ("attention",)}
     to_build = {n: functions[n] for s in args.slots for n in wanted[s] if n not in refused}
     print(f"building {', '.join(to_build)} for CUDA ...", flush=True)
     compiled, failed = build_all(to_build, args.jobs)
@@ -535,7 +549,7 @@ def main() -> int:
                                           refusal_notes("o_proj")))
     if "gate/up" in args.slots:
         builders.append(lambda: gemv_case(lib, compiled, "gate_up", 2 * INTER, HIDDEN, "swiglu", True,
-                                          refusal_notes("gate_up")))
+                                          refusal_notes("gate_up", "gate_up_two")))
     if "down" in args.slots:
         builders.append(lambda: gemv_case(lib, compiled, "down", HIDDEN, INTER, "residual", False,
                                           refusal_notes("down")))

@@ -41,8 +41,10 @@ TILEFOUNDRY_DEVICE void general(A const& a, B const& b, Out&& out) {
   int64_t const rows = int64_t(cute::size<0>(out));
   int64_t const cols = int64_t(cute::size<1>(out));
   int64_t const depth = int64_t(cute::size<1>(a));
-  int64_t const threads = int64_t(program_dim<TopologyScope::thread>());
-  for (int64_t i = int64_t(program_id<TopologyScope::thread>()); i < rows * cols; i += threads) {
+  int64_t const threads =
+      int64_t(program_dim<detail::dependent_level<TopologyScope::thread, Out>>());
+  for (int64_t i = int64_t(program_id<detail::dependent_level<TopologyScope::thread, Out>>());
+       i < rows * cols; i += threads) {
     int64_t const m = i / cols;
     int64_t const n = i - m * cols;
     Acc acc = Acc(0);
@@ -76,8 +78,9 @@ TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, Out&& out) {
                        reinterpret_cast<std::uintptr_t>(pb) % 16 == 0;
 #if defined(__CUDA_ARCH__)
   constexpr int kWarp = 32;
-  int64_t const tid = int64_t(program_id<TopologyScope::thread>());
-  int64_t const warps = int64_t(program_dim<TopologyScope::thread>()) / kWarp;
+  int64_t const tid = int64_t(program_id<detail::dependent_level<TopologyScope::thread, Out>>());
+  int64_t const warps =
+      int64_t(program_dim<detail::dependent_level<TopologyScope::thread, Out>>()) / kWarp;
   int const lane = int(tid % kWarp);
   for (int64_t e = tid / kWarp; e < rows * cols; e += warps) {
     int64_t const n = e / rows;

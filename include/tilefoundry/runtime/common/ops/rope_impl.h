@@ -20,8 +20,10 @@ template <class Compute, class X, class C, class S, class Out>
 TILEFOUNDRY_DEVICE void apply(X const& x, C const& cos, S const& sin, Out&& out) {
   using T = cute::remove_cvref_t<decltype(out(0))>;
   int64_t const half = int64_t(cute::size(x)) / 2;
-  int64_t const threads = int64_t(program_dim<TopologyScope::thread>());
-  for (int64_t j = int64_t(program_id<TopologyScope::thread>()); j < half; j += threads) {
+  int64_t const threads =
+      int64_t(program_dim<detail::dependent_level<TopologyScope::thread, Out>>());
+  for (int64_t j = int64_t(program_id<detail::dependent_level<TopologyScope::thread, Out>>());
+       j < half; j += threads) {
     Compute const x1 = detail::convert<Compute>(x(j));
     Compute const x2 = detail::convert<Compute>(x(j + half));
     Compute const first = x1 * detail::convert<Compute>(cos(j));
