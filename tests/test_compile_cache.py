@@ -182,23 +182,13 @@ def _run_children(n: int, folder: Path, env: dict[str, str]) -> list[dict]:
     return outs
 
 
-def _counting_compiler(folder: Path) -> tuple[Path, Path]:
-    gxx = shutil.which("g++")
-    assert gxx is not None
-    count = folder / "compiler-calls"
-    wrapper = folder / "counting-g++"
-    wrapper.write_text(f'#!/bin/sh\necho call >> "{count}"\nexec "{gxx}" "$@"\n')
-    wrapper.chmod(0o755)
-    return wrapper, count
-
-
 def test_two_processes_building_one_key_compile_once(tmp_path: Path) -> None:
-    wrapper, count = _counting_compiler(tmp_path)
+    wrapper, count = _logging_compiler(tmp_path)
     cache = tmp_path / "cache"
     outs = _run_children(2, tmp_path / "run", _child_env(cache, TILEFOUNDRY_CXX=str(wrapper)))
     assert all(o["ok"] for o in outs)
     assert outs[0]["library"] == outs[1]["library"]
-    assert count.read_text().splitlines() == ["call"]
+    assert count.read_text().splitlines() == ["pch", "kernel"]  # the runtime header precompiled once too
     entries = DiskCache(cache).entries()
     assert len(entries) == 1
     meta = json.loads((entries[0] / "entry.json").read_text())
@@ -215,3 +205,141 @@ def test_a_second_process_loads_the_library_with_no_compiler_on_its_path(tmp_pat
     assert shutil.which("g++", path=env["PATH"]) is None
     loaded = _run_children(1, tmp_path / "second", env)
     assert loaded[0]["ok"] and loaded[0]["library"] == built[0]["library"]
+
+
+# -- the precompiled runtime header ---------------------------------------------------------------------
+
+
+def _logging_compiler(folder: Path, refuse_headers: bool = False) -> tuple[Path, Path]:
+    """A g++ wrapper that logs 'pch' for each header precompilation and 'kernel' for each library build (and
+    fails the precompilations with ``refuse_headers``)."""
+    gxx = shutil.which("g++")
+    assert gxx is not None
+    log = folder / "compiler-calls"
+    wrapper = folder / "logging-g++"
+    refuse = 'echo "refusing headers" >&2; exit 1' if refuse_headers else ""
+    wrapper.write_text(f'#!/bin/sh\ncase "$*" in *c++-header*) echo pch >> "{log}"; {refuse} ;; '
+                       f'*) echo kernel >> "{log}" ;; esac\nexec "{gxx}" "$@"\n')
+    wrapper.chmod(0o755)
+    return wrapper, log
+
+
+@pytest.fixture(scope="module")
+def pch_cache(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """A kernel cache of its own and a logging compiler, shared by the PCH tests (one PCH made for them all)."""
+    folder = tmp_path_factory.mktemp("pch")
+    wrapper, log = _logging_compiler(folder)
+    return folder / "cache", wrapper, log
+
+
+def _check_values(compiled: object, kernel: object) -> None:
+    from tilefoundry.runtime.check import check
+
+    report = check(compiled, kernel, K.inputs_for(kernel, 7), expect=K.expectations(kernel))
+    assert report.passed, str(report)
+
+
+def _pch_of(compiled: object) -> str | None:
+    return json.loads((compiled.library.parent / "entry.json").read_text())["pch"]  # type: ignore[attr-defined]
+
+
+def _pch_build(pch_cache: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch, kernel: object) -> object:
+    cache, wrapper, _ = pch_cache
+    monkeypatch.setenv("TILEFOUNDRY_CACHE", str(cache))
+    monkeypatch.delenv("TILEFOUNDRY_PCH", raising=False)
+    jit.cache_clear()
+    return jit(kernel, target="cpu", options=CompilerOptions(compiler=str(wrapper)))
+
+
+def test_the_runtime_pch_is_made_once_and_reused_by_the_next_kernels(
+        pch_cache: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    cache, _, log = pch_cache
+    first = _pch_build(pch_cache, monkeypatch, K.swiglu)
+    calls = log.read_text().splitlines()
+    assert calls[-1] == "kernel" and calls.count("pch") == 1  # made once, however the tests ran before
+    second = _pch_build(pch_cache, monkeypatch, K.rms_norm)
+    assert log.read_text().splitlines() == [*calls, "kernel"]  # the second kernel did not make it again
+    used = _pch_of(first)
+    assert used is not None and _pch_of(second) == used
+    meta = DiskCache.metadata(second.library.parent)  # type: ignore[attr-defined]
+    assert meta["command"][1:4] == ["-Winvalid-pch", "-include", used] and meta["diagnostics"] == ""
+    record = json.loads((Path(used).parent / "pch.json").read_text())
+    # g++ takes a PCH only under the flags that made it: the library's, less -shared, exactly
+    assert [f for f in meta["command"] if f.startswith(("-O", "-march", "-D", "-f", "-std"))] == \
+        [f for f in record["command"] if f.startswith(("-O", "-march", "-D", "-f", "-std"))]
+    assert Path(used).parent.parent == cache / "kernels" / "pch"
+    _check_values(first, K.swiglu)
+    _check_values(second, K.rms_norm)
+
+
+def test_the_pch_key_changes_with_the_flags_the_headers_and_the_compiler(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tilefoundry.codegen import pch, toolchain
+    from tilefoundry.target import resolve_target
+
+    cpu = resolve_target("cpu")
+    base = toolchain.toolchain(cpu, CompilerOptions())
+    gxx = base.compiler()
+    key = pch.key(base, gxx)
+    assert pch.key(toolchain.toolchain(cpu, CompilerOptions()), gxx) == key
+    for options in (CompilerOptions(opt_level=2), CompilerOptions(cpu_arch="generic"),
+                    CompilerOptions(extra_flags=("-DSOMETHING=1",))):
+        assert pch.key(toolchain.toolchain(cpu, options), gxx) != key, options
+    monkeypatch.setattr(toolchain, "runtime_headers_digest", lambda: "0" * 16)  # the runtime headers changed
+    assert pch.key(toolchain.toolchain(cpu, CompilerOptions()), gxx) != key
+    other = Path(shutil.which("gcc") or "/bin/sh").resolve()
+    assert pch.key(base, other) != key
+
+
+def test_a_corrupt_pch_is_dropped_and_the_kernel_still_builds_right(
+        pch_cache: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    used = _pch_of(_pch_build(pch_cache, monkeypatch, K.swiglu))
+    assert used is not None
+    folder = Path(used).parent
+    kept = tmp_path / "good"
+    shutil.copytree(folder, kept)
+
+    def corrupt(data: bytes) -> None:  # a change the size and mtime check cannot see
+        shutil.rmtree(folder, ignore_errors=True)
+        shutil.copytree(kept, folder)
+        gch = folder / "runtime_pch.h.gch"
+        gch.write_bytes(data)
+        st = gch.stat()
+        record = json.loads((folder / "pch.json").read_text())
+        (folder / "pch.json").write_text(json.dumps({**record, "size": st.st_size, "mtime_ns": st.st_mtime_ns}))
+
+    good = (kept / "runtime_pch.h.gch").read_bytes()
+    # g++ warns and parses the headers' text (not a PCH); g++ fails reading it (cut short): both build right
+    for data, kernel in ((b"not a precompiled header\n", K.softmax), (good[:1 << 20], K.rms_norm_written_out)):
+        corrupt(data)
+        compiled = _pch_build(pch_cache, monkeypatch, kernel)
+        assert _pch_of(compiled) is None and not folder.exists()  # dropped: the next build makes a new one
+        assert DiskCache.metadata(compiled.library.parent)["diagnostics"] == ""  # type: ignore[attr-defined]
+        _check_values(compiled, kernel)
+    shutil.copytree(kept, folder)  # the good one back for the other tests
+
+
+def test_an_absent_pch_is_made_again(pch_cache: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    cache, _, log = pch_cache
+    used = _pch_of(_pch_build(pch_cache, monkeypatch, K.swiglu))
+    assert used is not None
+    (Path(used).parent / "runtime_pch.h.gch").unlink()
+    before = log.read_text().splitlines()
+    compiled = _pch_build(pch_cache, monkeypatch, K.softmax_written_out)
+    assert log.read_text().splitlines() == [*before, "pch", "kernel"] and _pch_of(compiled) == used
+    _check_values(compiled, K.softmax_written_out)
+
+
+def test_a_kernel_builds_without_a_pch_that_cannot_be_made(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    wrapper, log = _logging_compiler(tmp_path, refuse_headers=True)
+    monkeypatch.setenv("TILEFOUNDRY_CACHE", str(tmp_path / "cache"))
+    jit.cache_clear()
+    options = CompilerOptions(compiler=str(wrapper))
+    first = jit(K.swiglu, target="cpu", options=options)
+    second = jit(K.rms_norm, target="cpu", options=options)
+    assert log.read_text().splitlines() == ["pch", "kernel", "kernel"]  # tried once for this compiler and flags
+    assert _pch_of(first) is None and _pch_of(second) is None
+    _check_values(first, K.swiglu)
+    _check_values(second, K.rms_norm)
+    monkeypatch.setenv("TILEFOUNDRY_PCH", "0")  # turned off: not even tried
+    jit(K.softmax, target="cpu", options=CompilerOptions(compiler=str(wrapper), opt_level=2))
+    assert log.read_text().splitlines() == ["pch", "kernel", "kernel", "kernel"]

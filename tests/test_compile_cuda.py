@@ -37,7 +37,7 @@ from tilefoundry.runtime import CompiledModule
 from tilefoundry.runtime.check import check
 from tilefoundry.runtime.loader import load_library
 from tilefoundry.target import CpuTarget, CudaTarget
-from tilefoundry.tir import Alloc, OpCall, PrimFunc
+from tilefoundry.tir import Alloc, GmemView, OpCall, PrimFunc
 
 ROOT = Path(__file__).resolve().parents[1]
 ROWS = DimVar("rows", 0, 1 << 20)
@@ -157,15 +157,54 @@ def test_the_strip_is_16_bytes_of_the_narrowest_float_the_kernel_moves() -> None
     assert _fn(wide).schedule.vector_width == 4
 
 
-def test_a_row_of_launch_time_length_runs_on_one_thread_and_a_declared_thread_count_is_refused() -> None:
-    assert _fn(K.softmax_any_width).schedule.threads_per_cta == 1
+def test_a_row_of_launch_time_length_is_padded_over_a_cta_of_threads_and_a_declared_count_taken() -> None:
+    fn = _fn(K.softmax_any_width)
+    assert fn.schedule.threads_per_cta == 256 and fn.schedule.vector_width == 1
+    text = generate(lower(K.softmax_any_width, CudaTarget())).source
+    # the row's layouts are padded to whole elements a thread, bounded by the row's length
+    assert "threads, static_cast<int>(cols))" in text
 
     @func(topologies=(Topology("thread", 128),))
     def any_width(x: Tensor[(ROWS, K.COLS), "f32"]):
         return tf.exp(x)
 
-    with pytest.raises(LoweringError, match=r"Topology\('thread', 128\).*known only at launch"):
-        lower(any_width, CudaTarget())
+    assert _fn(any_width).schedule.threads_per_cta == 128
+
+    @func(topologies=(Topology("thread", 96 + 3),))
+    def odd_threads(x: Tensor[(ROWS, K.COLS), "f32"]):
+        return tf.exp(x)
+
+    with pytest.raises(LoweringError, match=r"Topology\('thread', 99\).*whole warps"):
+        lower(odd_threads, CudaTarget())
+
+
+@pytest.mark.parametrize("hidden, threads", [(4095, 256), (333, 192), (50257, 1024), (2000, 128)])
+def test_a_row_no_whole_warps_tile_is_padded_over_many_threads_with_its_length_as_the_bound(
+        hidden: int, threads: int) -> None:
+    """RMSNorm, residual + RMSNorm, softmax and SwiGLU on rows whose vectors no whole number of warps
+    tiles run on many threads a row (one thread a row took nvcc minutes to unroll), each thread at most
+    CUDA_MAX_ELEMENTS_PER_THREAD elements where 1024 threads allow it, the row's length the layouts' bound."""
+    from tilefoundry.lower.schedule import CUDA_MAX_ELEMENTS_PER_THREAD, CUDA_MAX_THREADS
+
+    for kernel in K.row_kernels(hidden):
+        fn = _fn(kernel)
+        s = fn.schedule
+        assert s.threads_per_cta == threads and s.threads_per_cta % 32 == 0, kernel.name
+        per_thread = -(-hidden // (s.threads_per_cta * s.vector_width)) * s.vector_width
+        assert per_thread <= max(CUDA_MAX_ELEMENTS_PER_THREAD, -(-hidden // CUDA_MAX_THREADS)), kernel.name
+        assert hidden % s.vector_width == 0
+        layouts = [st.buffer.layout for st in _walk(fn.body) if isinstance(st, (Alloc, GmemView))
+                   and st.buffer.shape == (hidden,)]
+        assert layouts and all(lay.bound == hidden for lay in layouts), kernel.name
+        text = generate(lower(kernel, CudaTarget())).source
+        assert f"threads, Int<{hidden}>{{}})" in text and f"__launch_bounds__({threads})" in text
+
+
+def test_a_short_row_a_power_of_two_below_a_warp_splits_exactly_is_not_padded() -> None:
+    # 96 bf16: 12 vectors of 8 over 4 threads, 24 elements each: the 16-byte path, no bound
+    fn = _fn(K.rms_norm)
+    assert (fn.schedule.threads_per_cta, fn.schedule.vector_width) == (4, 8)
+    assert all(st.buffer.layout.bound is None for st in _walk(fn.body) if isinstance(st, (Alloc, GmemView)))
 
 
 @pytest.mark.parametrize("dtype, rounded", [("bf16", True), ("f16", True), ("f32", False)])
@@ -251,9 +290,11 @@ def test_launch_geometry_is_derived_in_codegen_and_written_into_the_entry() -> N
     src = generate(lower(K.row_kernels(8192)[0], CudaTarget())).source
     assert "int64_t const grid = rows;" in src
     assert "rms_norm_8192_kernel<<<ctas, 256, 0, launch.stream()>>>(x_ptr, weight_ptr, out_ptr, rows);" in src
-    any_width = _derive_launch_config(_fn(K.softmax_any_width))  # two f32 rows in dynamic shared memory
-    assert evaluate_dim(any_width.dynamic_smem, {"cols": 1000}) == 2 * 4000
-    assert evaluate_dim(any_width.dynamic_smem, {"cols": 1}) == 2 * 16  # each buffer 16-byte aligned
+    # two f32 rows in dynamic shared memory, padded over 256 threads, each thread's slice 16-byte aligned
+    any_width = _derive_launch_config(_fn(K.softmax_any_width))
+    assert evaluate_dim(any_width.dynamic_smem, {"cols": 1000}) == 2 * 256 * 16  # 4 elements a thread
+    assert evaluate_dim(any_width.dynamic_smem, {"cols": 4096}) == 2 * 4 * 4096
+    assert evaluate_dim(any_width.dynamic_smem, {"cols": 1}) == 2 * 256 * 16
     abi = generate(lower(K.softmax_any_width, CudaTarget())).entry_abi
     assert not re.search(r"grid|block|smem|shared", repr(abi))  # nothing of the launch travels past codegen
 

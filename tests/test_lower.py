@@ -103,7 +103,7 @@ def _refused_kernel(which: str) -> object:
         elif which == "softmax":
             y = tf.softmax(x, axis=0)
         else:
-            y = tf.argmax(x, -1)
+            y = tf.argmax(x, 0)
         return y
 
     return kernel
@@ -114,7 +114,7 @@ def _refused_kernel(which: str) -> object:
     ("reduce", "reduces along the last axis only"),
     ("split", "changes the shape of the data"),
     ("softmax", "runs along the last axis only"),
-    ("argmax", "reads across rows or gathers"),
+    ("argmax", "takes the argmax along the last axis only"),
 ])
 def test_an_op_that_cannot_be_compiled_is_refused_naming_it(op: str, why: str) -> None:
     kernel = _refused_kernel(op)

@@ -562,12 +562,15 @@ using namespace tilefoundry;
 using cute::Int;
 
 // from @func reductions at compile_kernels.py:81
-// reductions: schedule placement=rows grid=rows threads_per_cta=1 rows=rows rows_per_cta=1 vector_width=1
-__global__ void __launch_bounds__(1) reductions_kernel(float const* __restrict__ x_ptr, float* __restrict__ out0_ptr, float* __restrict__ out1_ptr, float* __restrict__ out2_ptr, int64_t rows, int64_t cols) {
-  // threads = mesh thread(lane=1)
-  auto const threads = make_mesh<TopologyScope::thread>(cute::make_layout(cute::make_shape(Int<1>{}), cute::make_stride(Int<1>{})));
-  auto const gmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<1>{}, Int<1>{}, static_cast<int>(cols)), cute::make_stride(Int<1>{}, Int<1>{}, Int<1>{})), cute::make_tuple(shard::S<1>{}), threads);
-  auto const one_element = make_shard_layout(cute::make_layout(cute::make_shape(Int<1>{}, Int<1>{}, Int<1>{}), cute::make_stride(Int<0>{}, Int<0>{}, Int<0>{})), cute::make_tuple(shard::B{}), threads);
+// reductions: schedule placement=rows grid=rows threads_per_cta=256 rows=rows rows_per_cta=1 vector_width=1
+__global__ void __launch_bounds__(256) reductions_kernel(float const* __restrict__ x_ptr, float* __restrict__ out0_ptr, float* __restrict__ out1_ptr, float* __restrict__ out2_ptr, int64_t rows, int64_t cols) {
+  // threads = mesh thread(warp=8, lane=32)
+  auto const threads = make_mesh<TopologyScope::thread>(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}), cute::make_stride(Int<32>{}, Int<1>{})));
+  auto const smem_layout = cute::make_layout(cute::make_shape(Int<512>{}), cute::make_stride(Int<1>{}));
+  auto const gmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<1>{}, Int<32>{}, Int<8>{}, static_cast<int>((cols + 255) / (256))), cute::make_stride(Int<1>{}, Int<1>{}, Int<32>{}, Int<256>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads, static_cast<int>(cols));
+  auto const one_element = make_shard_layout(cute::make_layout(cute::make_shape(Int<1>{}, Int<1>{}, Int<1>{}, Int<1>{}), cute::make_stride(Int<0>{}, Int<0>{}, Int<0>{}, Int<0>{})), cute::make_tuple(shard::B{}, shard::B{}), threads);
+  __shared__ alignas(16) float reduce_workspace_storage[512];
+  auto reduce_workspace = ops::make_reduce_workspace(cute::make_tensor(cute::make_smem_ptr(reduce_workspace_storage), smem_layout));
   int64_t const row = int64_t(program_id<TopologyScope::cta>());
   if (row < (rows)) {
     auto x = tilefoundry::make_tensor(cute::make_gmem_ptr(x_ptr + row * cols), gmem_layout);
@@ -575,11 +578,11 @@ __global__ void __launch_bounds__(1) reductions_kernel(float const* __restrict__
     auto out1 = tilefoundry::make_tensor(cute::make_gmem_ptr(out1_ptr + row), one_element);
     auto out2 = tilefoundry::make_tensor(cute::make_gmem_ptr(out2_ptr + row), one_element);
     // compile_kernels.py:83: total = tf.reduce(x, axes=(-1,), keepdim=False, kind="sum")
-    ops::reduce<ops::sum_op, cute::seq<0, 1, 2>>(x, out0);
+    ops::reduce<ops::sum_op, cute::seq<0, 1, 2, 3>>(x, out0, reduce_workspace);
     // compile_kernels.py:84: largest = tf.reduce(x, axes=(-1,), keepdim=True, kind="max")
-    ops::reduce<ops::max_op, cute::seq<0, 1, 2>>(x, out1);
+    ops::reduce<ops::max_op, cute::seq<0, 1, 2, 3>>(x, out1, reduce_workspace);
     // compile_kernels.py:85: mean = tf.reduce(x, axes=(-1,), keepdim=False, kind="mean")
-    ops::reduce<ops::mean_op, cute::seq<0, 1, 2>>(x, out2);
+    ops::reduce<ops::mean_op, cute::seq<0, 1, 2, 3>>(x, out2, reduce_workspace);
   }
 }
 
@@ -622,11 +625,11 @@ void reductions_entry(tvm::ffi::TensorView x, tvm::ffi::TensorView out0, tvm::ff
   auto* const out1_ptr = host::data<float>(out1);
   auto* const out2_ptr = host::data<float>(out2);
   int64_t const grid = rows;
-  // launch: rows CTAs of 1 thread, 1 row each
+  // launch: rows CTAs of 256 threads, 1 row each
   host::CudaLaunch launch(check);
   unsigned const ctas = launch.grid(grid);
   if (ctas > 0) {
-    reductions_kernel<<<ctas, 1, 0, launch.stream()>>>(x_ptr, out0_ptr, out1_ptr, out2_ptr, rows, cols);
+    reductions_kernel<<<ctas, 256, 0, launch.stream()>>>(x_ptr, out0_ptr, out1_ptr, out2_ptr, rows, cols);
     launch.launched();
   }
 }
@@ -902,19 +905,22 @@ using namespace tilefoundry;
 using cute::Int;
 
 // from @func softmax_any_width at compile_kernels.py:106
-// softmax_any_width: schedule placement=rows grid=rows threads_per_cta=1 rows=rows rows_per_cta=1 vector_width=1
-__global__ void __launch_bounds__(1) softmax_any_width_kernel(float const* __restrict__ x_ptr, float* __restrict__ out_ptr, int64_t rows, int64_t cols) {
+// softmax_any_width: schedule placement=rows grid=rows threads_per_cta=256 rows=rows rows_per_cta=1 vector_width=1
+__global__ void __launch_bounds__(256) softmax_any_width_kernel(float const* __restrict__ x_ptr, float* __restrict__ out_ptr, int64_t rows, int64_t cols) {
   extern __shared__ __align__(16) unsigned char dynamic_smem[];
-  // threads = mesh thread(lane=1)
-  auto const threads = make_mesh<TopologyScope::thread>(cute::make_layout(cute::make_shape(Int<1>{}), cute::make_stride(Int<1>{})));
-  auto const one_element = make_shard_layout(cute::make_layout(cute::make_shape(Int<1>{}, Int<1>{}, Int<1>{}), cute::make_stride(Int<0>{}, Int<0>{}, Int<0>{})), cute::make_tuple(shard::B{}), threads);
-  auto const rmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<1>{}, Int<1>{}, static_cast<int>(cols)), cute::make_stride(Int<1>{}, Int<0>{}, Int<1>{})), cute::make_tuple(shard::S<1>{}), threads);
-  auto const gmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<1>{}, Int<1>{}, static_cast<int>(cols)), cute::make_stride(Int<1>{}, Int<1>{}, Int<1>{})), cute::make_tuple(shard::S<1>{}), threads);
+  // threads = mesh thread(warp=8, lane=32)
+  auto const threads = make_mesh<TopologyScope::thread>(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}), cute::make_stride(Int<32>{}, Int<1>{})));
+  auto const smem_layout = cute::make_layout(cute::make_shape(Int<512>{}), cute::make_stride(Int<1>{}));
+  auto const one_element = make_shard_layout(cute::make_layout(cute::make_shape(Int<1>{}, Int<1>{}, Int<1>{}, Int<1>{}), cute::make_stride(Int<0>{}, Int<0>{}, Int<0>{}, Int<0>{})), cute::make_tuple(shard::B{}, shard::B{}), threads);
+  auto const rmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<1>{}, Int<32>{}, Int<8>{}, static_cast<int>((cols + 255) / (256))), cute::make_stride(Int<1>{}, Int<0>{}, Int<0>{}, Int<1>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads, static_cast<int>(cols));
+  auto const gmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<1>{}, Int<32>{}, Int<8>{}, static_cast<int>((cols + 255) / (256))), cute::make_stride(Int<1>{}, Int<1>{}, Int<32>{}, Int<256>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads, static_cast<int>(cols));
+  __shared__ alignas(16) float reduce_workspace_storage[512];
+  auto reduce_workspace = ops::make_reduce_workspace(cute::make_tensor(cute::make_smem_ptr(reduce_workspace_storage), smem_layout));
   auto softmax_max = tilefoundry::make_tensor<float>(one_element);
   float* const softmax_shifted_storage = reinterpret_cast<float*>(dynamic_smem);
-  auto softmax_shifted = tilefoundry::make_tensor(cute::make_smem_ptr(softmax_shifted_storage), rmem_layout);
-  float* const softmax_exp_storage = reinterpret_cast<float*>(dynamic_smem + 16 * ((4 * cols + 15) / (16)));
-  auto softmax_exp = tilefoundry::make_tensor(cute::make_smem_ptr(softmax_exp_storage), rmem_layout);
+  auto softmax_shifted = tilefoundry::make_tensor(cute::make_smem_ptr(softmax_shifted_storage + program_id<TopologyScope::thread>() * ((16 * ((4 * ((cols + 255) / (256)) + 15) / (16))) / sizeof(float))), rmem_layout);
+  float* const softmax_exp_storage = reinterpret_cast<float*>(dynamic_smem + 4096 * ((4 * ((cols + 255) / (256)) + 15) / (16)));
+  auto softmax_exp = tilefoundry::make_tensor(cute::make_smem_ptr(softmax_exp_storage + program_id<TopologyScope::thread>() * ((16 * ((4 * ((cols + 255) / (256)) + 15) / (16))) / sizeof(float))), rmem_layout);
   auto softmax_sum = tilefoundry::make_tensor<float>(one_element);
   auto softmax_inv_sum = tilefoundry::make_tensor<float>(one_element);
   int64_t const row = int64_t(program_id<TopologyScope::cta>());
@@ -922,10 +928,10 @@ __global__ void __launch_bounds__(1) softmax_any_width_kernel(float const* __res
     auto x = tilefoundry::make_tensor(cute::make_gmem_ptr(x_ptr + row * cols), gmem_layout);
     auto out = tilefoundry::make_tensor(cute::make_gmem_ptr(out_ptr + row * cols), gmem_layout);
     // compile_kernels.py:108: y = tf.softmax(x, axis=-1) [softmax]
-    ops::reduce<ops::max_op, cute::seq<0, 1, 2>>(x, softmax_max);
+    ops::reduce<ops::max_op, cute::seq<0, 1, 2, 3>>(x, softmax_max, reduce_workspace);
     ops::binary(ops::sub_op{}, x, softmax_max, softmax_shifted);
     ops::unary(ops::exp_op{}, softmax_shifted, softmax_exp);
-    ops::reduce<ops::sum_op, cute::seq<0, 1, 2>>(softmax_exp, softmax_sum);
+    ops::reduce<ops::sum_op, cute::seq<0, 1, 2, 3>>(softmax_exp, softmax_sum, reduce_workspace);
     ops::binary(ops::div_op{}, 1.0f, softmax_sum, softmax_inv_sum);
     ops::binary(ops::mul_op{}, softmax_exp, softmax_inv_sum, out);
   }
@@ -951,13 +957,13 @@ void softmax_any_width_entry(tvm::ffi::TensorView x, tvm::ffi::TensorView out) {
   auto* const x_ptr = host::data<float const>(x);
   auto* const out_ptr = host::data<float>(out);
   int64_t const grid = rows;
-  // launch: rows CTAs of 1 thread, 1 row each, 32 * ((4 * cols + 15) / (16)) bytes of dynamic shared memory
-  std::size_t const shared_bytes = static_cast<std::size_t>(32 * ((4 * cols + 15) / (16)));
+  // launch: rows CTAs of 256 threads, 1 row each, 8192 * ((4 * ((cols + 255) / (256)) + 15) / (16)) bytes of dynamic shared memory
+  std::size_t const shared_bytes = static_cast<std::size_t>(8192 * ((4 * ((cols + 255) / (256)) + 15) / (16)));
   host::CudaLaunch launch(check);
   unsigned const ctas = launch.grid(grid);
   launch.dynamic_shared_memory(softmax_any_width_kernel, shared_bytes, "buffers softmax_shifted, softmax_exp, sized by cols");
   if (ctas > 0) {
-    softmax_any_width_kernel<<<ctas, 1, shared_bytes, launch.stream()>>>(x_ptr, out_ptr, rows, cols);
+    softmax_any_width_kernel<<<ctas, 256, shared_bytes, launch.stream()>>>(x_ptr, out_ptr, rows, cols);
     launch.launched();
   }
 }
@@ -1163,6 +1169,1450 @@ void masked_softmax_entry(tvm::ffi::TensorView x, tvm::ffi::TensorView keep, tvm
 
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(masked_softmax, masked_softmax_entry);
 
+// ---- kernel rounding_and_division
+// Generated by TileFoundry from Module rounding_and_division for target cuda:nvidia.h200_sxm:sm_90a; entry rounding_and_division.
+// Built with -DTILEFOUNDRY_TARGET_CUDA -DTILEFOUNDRY_HOST_ENTRY: the runtime header brings in the
+// target's runtime and the argument checks of the host entries.
+// Its launches are one-dimensional (<<<ctas, threads>>>): program ids read blockIdx.x, threadIdx.x.
+#define TILEFOUNDRY_LINEAR_LAUNCH
+#include <tilefoundry/runtime.h>
+
+namespace {
+
+using namespace tilefoundry;
+using cute::Int;
+
+// from @func rounding_and_division at compile_kernels.py:129
+// rounding_and_division: schedule placement=rows grid=rows threads_per_cta=4 rows=rows rows_per_cta=1 vector_width=8
+__global__ void __launch_bounds__(4) rounding_and_division_kernel(float const* __restrict__ x_ptr, float const* __restrict__ y_ptr, cute::bfloat16_t const* __restrict__ xb_ptr, cute::bfloat16_t const* __restrict__ yb_ptr, int32_t const* __restrict__ a_ptr, int32_t const* __restrict__ b_ptr, int64_t const* __restrict__ c_ptr, int64_t const* __restrict__ d_ptr, float* __restrict__ out0_ptr, float* __restrict__ out1_ptr, float* __restrict__ out2_ptr, float* __restrict__ out3_ptr, float* __restrict__ out4_ptr, cute::bfloat16_t* __restrict__ out5_ptr, cute::bfloat16_t* __restrict__ out6_ptr, cute::bfloat16_t* __restrict__ out7_ptr, cute::bfloat16_t* __restrict__ out8_ptr, cute::bfloat16_t* __restrict__ out9_ptr, int32_t* __restrict__ out10_ptr, int32_t* __restrict__ out11_ptr, int32_t* __restrict__ out12_ptr, int32_t* __restrict__ out13_ptr, int64_t* __restrict__ out14_ptr, int64_t* __restrict__ out15_ptr, int64_t* __restrict__ out16_ptr, int64_t rows) {
+  // threads = mesh thread(lane=4)
+  auto const threads = make_mesh<TopologyScope::thread>(cute::make_layout(cute::make_shape(Int<4>{}), cute::make_stride(Int<1>{})));
+  auto const rmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<4>{}, Int<3>{}), cute::make_stride(Int<1>{}, Int<0>{}, Int<8>{})), cute::make_tuple(shard::S<1>{}), threads);
+  auto const gmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<4>{}, Int<3>{}), cute::make_stride(Int<1>{}, Int<8>{}, Int<32>{})), cute::make_tuple(shard::S<1>{}), threads);
+  auto x_regs = tilefoundry::make_tensor<float>(rmem_layout);
+  auto y_regs = tilefoundry::make_tensor<float>(rmem_layout);
+  auto xb_regs = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
+  auto yb_regs = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
+  auto a_regs = tilefoundry::make_tensor<int32_t>(rmem_layout);
+  auto b_regs = tilefoundry::make_tensor<int32_t>(rmem_layout);
+  auto c_regs = tilefoundry::make_tensor<int64_t>(rmem_layout);
+  auto d_regs = tilefoundry::make_tensor<int64_t>(rmem_layout);
+  int64_t const row = int64_t(program_id<TopologyScope::cta>());
+  if (row < (rows)) {
+    auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 96), gmem_layout);
+    ops::unary(ops::cast_op{}, x, x_regs);
+    auto y = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(y_ptr + row * 96), gmem_layout);
+    ops::unary(ops::cast_op{}, y, y_regs);
+    auto xb = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(xb_ptr + row * 96), gmem_layout);
+    ops::unary(ops::cast_op{}, xb, xb_regs);
+    auto yb = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(yb_ptr + row * 96), gmem_layout);
+    ops::unary(ops::cast_op{}, yb, yb_regs);
+    auto a = tilefoundry::make_tensor(cute::make_gmem_ptr(a_ptr + row * 96), gmem_layout);
+    ops::unary(ops::cast_op{}, a, a_regs);
+    auto b = tilefoundry::make_tensor(cute::make_gmem_ptr(b_ptr + row * 96), gmem_layout);
+    ops::unary(ops::cast_op{}, b, b_regs);
+    auto c = tilefoundry::make_tensor(cute::make_gmem_ptr(c_ptr + row * 96), gmem_layout);
+    ops::unary(ops::cast_op{}, c, c_regs);
+    auto d = tilefoundry::make_tensor(cute::make_gmem_ptr(d_ptr + row * 96), gmem_layout);
+    ops::unary(ops::cast_op{}, d, d_regs);
+    auto out0 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out0_ptr + row * 96), gmem_layout);
+    auto out1 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out1_ptr + row * 96), gmem_layout);
+    auto out2 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out2_ptr + row * 96), gmem_layout);
+    auto out3 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out3_ptr + row * 96), gmem_layout);
+    auto out4 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out4_ptr + row * 96), gmem_layout);
+    auto out5 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out5_ptr + row * 96), gmem_layout);
+    auto out6 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out6_ptr + row * 96), gmem_layout);
+    auto out7 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out7_ptr + row * 96), gmem_layout);
+    auto out8 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out8_ptr + row * 96), gmem_layout);
+    auto out9 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out9_ptr + row * 96), gmem_layout);
+    auto out10 = tilefoundry::make_tensor(cute::make_gmem_ptr(out10_ptr + row * 96), gmem_layout);
+    auto out11 = tilefoundry::make_tensor(cute::make_gmem_ptr(out11_ptr + row * 96), gmem_layout);
+    auto out12 = tilefoundry::make_tensor(cute::make_gmem_ptr(out12_ptr + row * 96), gmem_layout);
+    auto out13 = tilefoundry::make_tensor(cute::make_gmem_ptr(out13_ptr + row * 96), gmem_layout);
+    auto out14 = tilefoundry::make_tensor(cute::make_gmem_ptr(out14_ptr + row * 96), gmem_layout);
+    auto out15 = tilefoundry::make_tensor(cute::make_gmem_ptr(out15_ptr + row * 96), gmem_layout);
+    auto out16 = tilefoundry::make_tensor(cute::make_gmem_ptr(out16_ptr + row * 96), gmem_layout);
+    // compile_kernels.py:135: return (x // y, x % y, tf.ceil(x), tf.floor(x), tf.round(x),
+    ops::binary(ops::floor_div_op{}, x_regs, y_regs, out0);
+    ops::binary(ops::mod_op{}, x_regs, y_regs, out1);
+    ops::unary(ops::ceil_op{}, x_regs, out2);
+    ops::unary(ops::floor_op{}, x_regs, out3);
+    ops::unary(ops::round_op{}, x_regs, out4);
+    // compile_kernels.py:136: xb // yb, xb % yb, tf.ceil(xb), tf.floor(xb), tf.round(xb),
+    ops::binary(ops::floor_div_op{}, xb_regs, yb_regs, out5);
+    ops::binary(ops::mod_op{}, xb_regs, yb_regs, out6);
+    ops::unary(ops::ceil_op{}, xb_regs, out7);
+    ops::unary(ops::floor_op{}, xb_regs, out8);
+    ops::unary(ops::round_op{}, xb_regs, out9);
+    // compile_kernels.py:137: a // b, a % b, tf.ceil(a), tf.round(a), c // d, c % d, tf.floor(c))
+    ops::binary(ops::floor_div_op{}, a_regs, b_regs, out10);
+    ops::binary(ops::mod_op{}, a_regs, b_regs, out11);
+    ops::unary(ops::ceil_op{}, a_regs, out12);
+    ops::unary(ops::round_op{}, a_regs, out13);
+    ops::binary(ops::floor_div_op{}, c_regs, d_regs, out14);
+    ops::binary(ops::mod_op{}, c_regs, d_regs, out15);
+    ops::unary(ops::floor_op{}, c_regs, out16);
+  }
+}
+
+void rounding_and_division_entry(tvm::ffi::TensorView x, tvm::ffi::TensorView y, tvm::ffi::TensorView xb, tvm::ffi::TensorView yb, tvm::ffi::TensorView a, tvm::ffi::TensorView b, tvm::ffi::TensorView c, tvm::ffi::TensorView d, tvm::ffi::TensorView out0, tvm::ffi::TensorView out1, tvm::ffi::TensorView out2, tvm::ffi::TensorView out3, tvm::ffi::TensorView out4, tvm::ffi::TensorView out5, tvm::ffi::TensorView out6, tvm::ffi::TensorView out7, tvm::ffi::TensorView out8, tvm::ffi::TensorView out9, tvm::ffi::TensorView out10, tvm::ffi::TensorView out11, tvm::ffi::TensorView out12, tvm::ffi::TensorView out13, tvm::ffi::TensorView out14, tvm::ffi::TensorView out15, tvm::ffi::TensorView out16) {
+  host::CudaArgChecker check("rounding_and_division", "cuda:nvidia.h200_sxm:sm_90a");
+  // x: Tensor[(rows, 96), f32]
+  check.device(x, "x", kDLCUDA, "cuda");
+  check.dtype(x, "x", kDLFloat, 32, "Tensor[(rows, 96), f32]");
+  check.rank(x, "x", 2, "Tensor[(rows, 96), f32]");
+  int64_t const rows = check.bind(x, "x", 0, "rows", 0, 1048576, "Tensor[(rows, 96), f32]");
+  check.extent(x, "x", 1, 96, "Tensor[(rows, 96), f32]");
+  // y: Tensor[(rows, 96), f32]
+  check.device(y, "y", kDLCUDA, "cuda");
+  check.dtype(y, "y", kDLFloat, 32, "Tensor[(rows, 96), f32]");
+  check.rank(y, "y", 2, "Tensor[(rows, 96), f32]");
+  check.extent(y, "y", 1, 96, "Tensor[(rows, 96), f32]");
+  // xb: Tensor[(rows, 96), bf16]
+  check.device(xb, "xb", kDLCUDA, "cuda");
+  check.dtype(xb, "xb", kDLBfloat, 16, "Tensor[(rows, 96), bf16]");
+  check.rank(xb, "xb", 2, "Tensor[(rows, 96), bf16]");
+  check.extent(xb, "xb", 1, 96, "Tensor[(rows, 96), bf16]");
+  // yb: Tensor[(rows, 96), bf16]
+  check.device(yb, "yb", kDLCUDA, "cuda");
+  check.dtype(yb, "yb", kDLBfloat, 16, "Tensor[(rows, 96), bf16]");
+  check.rank(yb, "yb", 2, "Tensor[(rows, 96), bf16]");
+  check.extent(yb, "yb", 1, 96, "Tensor[(rows, 96), bf16]");
+  // a: Tensor[(rows, 96), i32]
+  check.device(a, "a", kDLCUDA, "cuda");
+  check.dtype(a, "a", kDLInt, 32, "Tensor[(rows, 96), i32]");
+  check.rank(a, "a", 2, "Tensor[(rows, 96), i32]");
+  check.extent(a, "a", 1, 96, "Tensor[(rows, 96), i32]");
+  // b: Tensor[(rows, 96), i32]
+  check.device(b, "b", kDLCUDA, "cuda");
+  check.dtype(b, "b", kDLInt, 32, "Tensor[(rows, 96), i32]");
+  check.rank(b, "b", 2, "Tensor[(rows, 96), i32]");
+  check.extent(b, "b", 1, 96, "Tensor[(rows, 96), i32]");
+  // c: Tensor[(rows, 96), i64]
+  check.device(c, "c", kDLCUDA, "cuda");
+  check.dtype(c, "c", kDLInt, 64, "Tensor[(rows, 96), i64]");
+  check.rank(c, "c", 2, "Tensor[(rows, 96), i64]");
+  check.extent(c, "c", 1, 96, "Tensor[(rows, 96), i64]");
+  // d: Tensor[(rows, 96), i64]
+  check.device(d, "d", kDLCUDA, "cuda");
+  check.dtype(d, "d", kDLInt, 64, "Tensor[(rows, 96), i64]");
+  check.rank(d, "d", 2, "Tensor[(rows, 96), i64]");
+  check.extent(d, "d", 1, 96, "Tensor[(rows, 96), i64]");
+  // out0: Tensor[(rows, 96), f32] (output)
+  check.device(out0, "out0", kDLCUDA, "cuda");
+  check.dtype(out0, "out0", kDLFloat, 32, "Tensor[(rows, 96), f32]");
+  check.rank(out0, "out0", 2, "Tensor[(rows, 96), f32]");
+  check.extent(out0, "out0", 1, 96, "Tensor[(rows, 96), f32]");
+  // out1: Tensor[(rows, 96), f32] (output)
+  check.device(out1, "out1", kDLCUDA, "cuda");
+  check.dtype(out1, "out1", kDLFloat, 32, "Tensor[(rows, 96), f32]");
+  check.rank(out1, "out1", 2, "Tensor[(rows, 96), f32]");
+  check.extent(out1, "out1", 1, 96, "Tensor[(rows, 96), f32]");
+  // out2: Tensor[(rows, 96), f32] (output)
+  check.device(out2, "out2", kDLCUDA, "cuda");
+  check.dtype(out2, "out2", kDLFloat, 32, "Tensor[(rows, 96), f32]");
+  check.rank(out2, "out2", 2, "Tensor[(rows, 96), f32]");
+  check.extent(out2, "out2", 1, 96, "Tensor[(rows, 96), f32]");
+  // out3: Tensor[(rows, 96), f32] (output)
+  check.device(out3, "out3", kDLCUDA, "cuda");
+  check.dtype(out3, "out3", kDLFloat, 32, "Tensor[(rows, 96), f32]");
+  check.rank(out3, "out3", 2, "Tensor[(rows, 96), f32]");
+  check.extent(out3, "out3", 1, 96, "Tensor[(rows, 96), f32]");
+  // out4: Tensor[(rows, 96), f32] (output)
+  check.device(out4, "out4", kDLCUDA, "cuda");
+  check.dtype(out4, "out4", kDLFloat, 32, "Tensor[(rows, 96), f32]");
+  check.rank(out4, "out4", 2, "Tensor[(rows, 96), f32]");
+  check.extent(out4, "out4", 1, 96, "Tensor[(rows, 96), f32]");
+  // out5: Tensor[(rows, 96), bf16] (output)
+  check.device(out5, "out5", kDLCUDA, "cuda");
+  check.dtype(out5, "out5", kDLBfloat, 16, "Tensor[(rows, 96), bf16]");
+  check.rank(out5, "out5", 2, "Tensor[(rows, 96), bf16]");
+  check.extent(out5, "out5", 1, 96, "Tensor[(rows, 96), bf16]");
+  // out6: Tensor[(rows, 96), bf16] (output)
+  check.device(out6, "out6", kDLCUDA, "cuda");
+  check.dtype(out6, "out6", kDLBfloat, 16, "Tensor[(rows, 96), bf16]");
+  check.rank(out6, "out6", 2, "Tensor[(rows, 96), bf16]");
+  check.extent(out6, "out6", 1, 96, "Tensor[(rows, 96), bf16]");
+  // out7: Tensor[(rows, 96), bf16] (output)
+  check.device(out7, "out7", kDLCUDA, "cuda");
+  check.dtype(out7, "out7", kDLBfloat, 16, "Tensor[(rows, 96), bf16]");
+  check.rank(out7, "out7", 2, "Tensor[(rows, 96), bf16]");
+  check.extent(out7, "out7", 1, 96, "Tensor[(rows, 96), bf16]");
+  // out8: Tensor[(rows, 96), bf16] (output)
+  check.device(out8, "out8", kDLCUDA, "cuda");
+  check.dtype(out8, "out8", kDLBfloat, 16, "Tensor[(rows, 96), bf16]");
+  check.rank(out8, "out8", 2, "Tensor[(rows, 96), bf16]");
+  check.extent(out8, "out8", 1, 96, "Tensor[(rows, 96), bf16]");
+  // out9: Tensor[(rows, 96), bf16] (output)
+  check.device(out9, "out9", kDLCUDA, "cuda");
+  check.dtype(out9, "out9", kDLBfloat, 16, "Tensor[(rows, 96), bf16]");
+  check.rank(out9, "out9", 2, "Tensor[(rows, 96), bf16]");
+  check.extent(out9, "out9", 1, 96, "Tensor[(rows, 96), bf16]");
+  // out10: Tensor[(rows, 96), i32] (output)
+  check.device(out10, "out10", kDLCUDA, "cuda");
+  check.dtype(out10, "out10", kDLInt, 32, "Tensor[(rows, 96), i32]");
+  check.rank(out10, "out10", 2, "Tensor[(rows, 96), i32]");
+  check.extent(out10, "out10", 1, 96, "Tensor[(rows, 96), i32]");
+  // out11: Tensor[(rows, 96), i32] (output)
+  check.device(out11, "out11", kDLCUDA, "cuda");
+  check.dtype(out11, "out11", kDLInt, 32, "Tensor[(rows, 96), i32]");
+  check.rank(out11, "out11", 2, "Tensor[(rows, 96), i32]");
+  check.extent(out11, "out11", 1, 96, "Tensor[(rows, 96), i32]");
+  // out12: Tensor[(rows, 96), i32] (output)
+  check.device(out12, "out12", kDLCUDA, "cuda");
+  check.dtype(out12, "out12", kDLInt, 32, "Tensor[(rows, 96), i32]");
+  check.rank(out12, "out12", 2, "Tensor[(rows, 96), i32]");
+  check.extent(out12, "out12", 1, 96, "Tensor[(rows, 96), i32]");
+  // out13: Tensor[(rows, 96), i32] (output)
+  check.device(out13, "out13", kDLCUDA, "cuda");
+  check.dtype(out13, "out13", kDLInt, 32, "Tensor[(rows, 96), i32]");
+  check.rank(out13, "out13", 2, "Tensor[(rows, 96), i32]");
+  check.extent(out13, "out13", 1, 96, "Tensor[(rows, 96), i32]");
+  // out14: Tensor[(rows, 96), i64] (output)
+  check.device(out14, "out14", kDLCUDA, "cuda");
+  check.dtype(out14, "out14", kDLInt, 64, "Tensor[(rows, 96), i64]");
+  check.rank(out14, "out14", 2, "Tensor[(rows, 96), i64]");
+  check.extent(out14, "out14", 1, 96, "Tensor[(rows, 96), i64]");
+  // out15: Tensor[(rows, 96), i64] (output)
+  check.device(out15, "out15", kDLCUDA, "cuda");
+  check.dtype(out15, "out15", kDLInt, 64, "Tensor[(rows, 96), i64]");
+  check.rank(out15, "out15", 2, "Tensor[(rows, 96), i64]");
+  check.extent(out15, "out15", 1, 96, "Tensor[(rows, 96), i64]");
+  // out16: Tensor[(rows, 96), i64] (output)
+  check.device(out16, "out16", kDLCUDA, "cuda");
+  check.dtype(out16, "out16", kDLInt, 64, "Tensor[(rows, 96), i64]");
+  check.rank(out16, "out16", 2, "Tensor[(rows, 96), i64]");
+  check.extent(out16, "out16", 1, 96, "Tensor[(rows, 96), i64]");
+  check.agree(y, "y", 0, rows, "rows", "x", "Tensor[(rows, 96), f32]");
+  check.agree(xb, "xb", 0, rows, "rows", "x", "Tensor[(rows, 96), bf16]");
+  check.agree(yb, "yb", 0, rows, "rows", "x", "Tensor[(rows, 96), bf16]");
+  check.agree(a, "a", 0, rows, "rows", "x", "Tensor[(rows, 96), i32]");
+  check.agree(b, "b", 0, rows, "rows", "x", "Tensor[(rows, 96), i32]");
+  check.agree(c, "c", 0, rows, "rows", "x", "Tensor[(rows, 96), i64]");
+  check.agree(d, "d", 0, rows, "rows", "x", "Tensor[(rows, 96), i64]");
+  check.agree(out0, "out0", 0, rows, "rows", "x", "Tensor[(rows, 96), f32]");
+  check.agree(out1, "out1", 0, rows, "rows", "x", "Tensor[(rows, 96), f32]");
+  check.agree(out2, "out2", 0, rows, "rows", "x", "Tensor[(rows, 96), f32]");
+  check.agree(out3, "out3", 0, rows, "rows", "x", "Tensor[(rows, 96), f32]");
+  check.agree(out4, "out4", 0, rows, "rows", "x", "Tensor[(rows, 96), f32]");
+  check.agree(out5, "out5", 0, rows, "rows", "x", "Tensor[(rows, 96), bf16]");
+  check.agree(out6, "out6", 0, rows, "rows", "x", "Tensor[(rows, 96), bf16]");
+  check.agree(out7, "out7", 0, rows, "rows", "x", "Tensor[(rows, 96), bf16]");
+  check.agree(out8, "out8", 0, rows, "rows", "x", "Tensor[(rows, 96), bf16]");
+  check.agree(out9, "out9", 0, rows, "rows", "x", "Tensor[(rows, 96), bf16]");
+  check.agree(out10, "out10", 0, rows, "rows", "x", "Tensor[(rows, 96), i32]");
+  check.agree(out11, "out11", 0, rows, "rows", "x", "Tensor[(rows, 96), i32]");
+  check.agree(out12, "out12", 0, rows, "rows", "x", "Tensor[(rows, 96), i32]");
+  check.agree(out13, "out13", 0, rows, "rows", "x", "Tensor[(rows, 96), i32]");
+  check.agree(out14, "out14", 0, rows, "rows", "x", "Tensor[(rows, 96), i64]");
+  check.agree(out15, "out15", 0, rows, "rows", "x", "Tensor[(rows, 96), i64]");
+  check.agree(out16, "out16", 0, rows, "rows", "x", "Tensor[(rows, 96), i64]");
+  check.contiguous(x, "x");
+  check.aligned(x, "x", 16);
+  check.contiguous(y, "y");
+  check.aligned(y, "y", 16);
+  check.contiguous(xb, "xb");
+  check.aligned(xb, "xb", 16);
+  check.contiguous(yb, "yb");
+  check.aligned(yb, "yb", 16);
+  check.contiguous(a, "a");
+  check.contiguous(b, "b");
+  check.contiguous(c, "c");
+  check.contiguous(d, "d");
+  check.contiguous(out0, "out0");
+  check.aligned(out0, "out0", 16);
+  check.contiguous(out1, "out1");
+  check.aligned(out1, "out1", 16);
+  check.contiguous(out2, "out2");
+  check.aligned(out2, "out2", 16);
+  check.contiguous(out3, "out3");
+  check.aligned(out3, "out3", 16);
+  check.contiguous(out4, "out4");
+  check.aligned(out4, "out4", 16);
+  check.contiguous(out5, "out5");
+  check.aligned(out5, "out5", 16);
+  check.contiguous(out6, "out6");
+  check.aligned(out6, "out6", 16);
+  check.contiguous(out7, "out7");
+  check.aligned(out7, "out7", 16);
+  check.contiguous(out8, "out8");
+  check.aligned(out8, "out8", 16);
+  check.contiguous(out9, "out9");
+  check.aligned(out9, "out9", 16);
+  check.contiguous(out10, "out10");
+  check.contiguous(out11, "out11");
+  check.contiguous(out12, "out12");
+  check.contiguous(out13, "out13");
+  check.contiguous(out14, "out14");
+  check.contiguous(out15, "out15");
+  check.contiguous(out16, "out16");
+  check.disjoint(out0, "out0", x, "x");
+  check.disjoint(out0, "out0", y, "y");
+  check.disjoint(out0, "out0", xb, "xb");
+  check.disjoint(out0, "out0", yb, "yb");
+  check.disjoint(out0, "out0", a, "a");
+  check.disjoint(out0, "out0", b, "b");
+  check.disjoint(out0, "out0", c, "c");
+  check.disjoint(out0, "out0", d, "d");
+  check.disjoint(out1, "out1", x, "x");
+  check.disjoint(out1, "out1", y, "y");
+  check.disjoint(out1, "out1", xb, "xb");
+  check.disjoint(out1, "out1", yb, "yb");
+  check.disjoint(out1, "out1", a, "a");
+  check.disjoint(out1, "out1", b, "b");
+  check.disjoint(out1, "out1", c, "c");
+  check.disjoint(out1, "out1", d, "d");
+  check.disjoint_outputs(out1, "out1", out0, "out0");
+  check.disjoint(out2, "out2", x, "x");
+  check.disjoint(out2, "out2", y, "y");
+  check.disjoint(out2, "out2", xb, "xb");
+  check.disjoint(out2, "out2", yb, "yb");
+  check.disjoint(out2, "out2", a, "a");
+  check.disjoint(out2, "out2", b, "b");
+  check.disjoint(out2, "out2", c, "c");
+  check.disjoint(out2, "out2", d, "d");
+  check.disjoint_outputs(out2, "out2", out0, "out0");
+  check.disjoint_outputs(out2, "out2", out1, "out1");
+  check.disjoint(out3, "out3", x, "x");
+  check.disjoint(out3, "out3", y, "y");
+  check.disjoint(out3, "out3", xb, "xb");
+  check.disjoint(out3, "out3", yb, "yb");
+  check.disjoint(out3, "out3", a, "a");
+  check.disjoint(out3, "out3", b, "b");
+  check.disjoint(out3, "out3", c, "c");
+  check.disjoint(out3, "out3", d, "d");
+  check.disjoint_outputs(out3, "out3", out0, "out0");
+  check.disjoint_outputs(out3, "out3", out1, "out1");
+  check.disjoint_outputs(out3, "out3", out2, "out2");
+  check.disjoint(out4, "out4", x, "x");
+  check.disjoint(out4, "out4", y, "y");
+  check.disjoint(out4, "out4", xb, "xb");
+  check.disjoint(out4, "out4", yb, "yb");
+  check.disjoint(out4, "out4", a, "a");
+  check.disjoint(out4, "out4", b, "b");
+  check.disjoint(out4, "out4", c, "c");
+  check.disjoint(out4, "out4", d, "d");
+  check.disjoint_outputs(out4, "out4", out0, "out0");
+  check.disjoint_outputs(out4, "out4", out1, "out1");
+  check.disjoint_outputs(out4, "out4", out2, "out2");
+  check.disjoint_outputs(out4, "out4", out3, "out3");
+  check.disjoint(out5, "out5", x, "x");
+  check.disjoint(out5, "out5", y, "y");
+  check.disjoint(out5, "out5", xb, "xb");
+  check.disjoint(out5, "out5", yb, "yb");
+  check.disjoint(out5, "out5", a, "a");
+  check.disjoint(out5, "out5", b, "b");
+  check.disjoint(out5, "out5", c, "c");
+  check.disjoint(out5, "out5", d, "d");
+  check.disjoint_outputs(out5, "out5", out0, "out0");
+  check.disjoint_outputs(out5, "out5", out1, "out1");
+  check.disjoint_outputs(out5, "out5", out2, "out2");
+  check.disjoint_outputs(out5, "out5", out3, "out3");
+  check.disjoint_outputs(out5, "out5", out4, "out4");
+  check.disjoint(out6, "out6", x, "x");
+  check.disjoint(out6, "out6", y, "y");
+  check.disjoint(out6, "out6", xb, "xb");
+  check.disjoint(out6, "out6", yb, "yb");
+  check.disjoint(out6, "out6", a, "a");
+  check.disjoint(out6, "out6", b, "b");
+  check.disjoint(out6, "out6", c, "c");
+  check.disjoint(out6, "out6", d, "d");
+  check.disjoint_outputs(out6, "out6", out0, "out0");
+  check.disjoint_outputs(out6, "out6", out1, "out1");
+  check.disjoint_outputs(out6, "out6", out2, "out2");
+  check.disjoint_outputs(out6, "out6", out3, "out3");
+  check.disjoint_outputs(out6, "out6", out4, "out4");
+  check.disjoint_outputs(out6, "out6", out5, "out5");
+  check.disjoint(out7, "out7", x, "x");
+  check.disjoint(out7, "out7", y, "y");
+  check.disjoint(out7, "out7", xb, "xb");
+  check.disjoint(out7, "out7", yb, "yb");
+  check.disjoint(out7, "out7", a, "a");
+  check.disjoint(out7, "out7", b, "b");
+  check.disjoint(out7, "out7", c, "c");
+  check.disjoint(out7, "out7", d, "d");
+  check.disjoint_outputs(out7, "out7", out0, "out0");
+  check.disjoint_outputs(out7, "out7", out1, "out1");
+  check.disjoint_outputs(out7, "out7", out2, "out2");
+  check.disjoint_outputs(out7, "out7", out3, "out3");
+  check.disjoint_outputs(out7, "out7", out4, "out4");
+  check.disjoint_outputs(out7, "out7", out5, "out5");
+  check.disjoint_outputs(out7, "out7", out6, "out6");
+  check.disjoint(out8, "out8", x, "x");
+  check.disjoint(out8, "out8", y, "y");
+  check.disjoint(out8, "out8", xb, "xb");
+  check.disjoint(out8, "out8", yb, "yb");
+  check.disjoint(out8, "out8", a, "a");
+  check.disjoint(out8, "out8", b, "b");
+  check.disjoint(out8, "out8", c, "c");
+  check.disjoint(out8, "out8", d, "d");
+  check.disjoint_outputs(out8, "out8", out0, "out0");
+  check.disjoint_outputs(out8, "out8", out1, "out1");
+  check.disjoint_outputs(out8, "out8", out2, "out2");
+  check.disjoint_outputs(out8, "out8", out3, "out3");
+  check.disjoint_outputs(out8, "out8", out4, "out4");
+  check.disjoint_outputs(out8, "out8", out5, "out5");
+  check.disjoint_outputs(out8, "out8", out6, "out6");
+  check.disjoint_outputs(out8, "out8", out7, "out7");
+  check.disjoint(out9, "out9", x, "x");
+  check.disjoint(out9, "out9", y, "y");
+  check.disjoint(out9, "out9", xb, "xb");
+  check.disjoint(out9, "out9", yb, "yb");
+  check.disjoint(out9, "out9", a, "a");
+  check.disjoint(out9, "out9", b, "b");
+  check.disjoint(out9, "out9", c, "c");
+  check.disjoint(out9, "out9", d, "d");
+  check.disjoint_outputs(out9, "out9", out0, "out0");
+  check.disjoint_outputs(out9, "out9", out1, "out1");
+  check.disjoint_outputs(out9, "out9", out2, "out2");
+  check.disjoint_outputs(out9, "out9", out3, "out3");
+  check.disjoint_outputs(out9, "out9", out4, "out4");
+  check.disjoint_outputs(out9, "out9", out5, "out5");
+  check.disjoint_outputs(out9, "out9", out6, "out6");
+  check.disjoint_outputs(out9, "out9", out7, "out7");
+  check.disjoint_outputs(out9, "out9", out8, "out8");
+  check.disjoint(out10, "out10", x, "x");
+  check.disjoint(out10, "out10", y, "y");
+  check.disjoint(out10, "out10", xb, "xb");
+  check.disjoint(out10, "out10", yb, "yb");
+  check.disjoint(out10, "out10", a, "a");
+  check.disjoint(out10, "out10", b, "b");
+  check.disjoint(out10, "out10", c, "c");
+  check.disjoint(out10, "out10", d, "d");
+  check.disjoint_outputs(out10, "out10", out0, "out0");
+  check.disjoint_outputs(out10, "out10", out1, "out1");
+  check.disjoint_outputs(out10, "out10", out2, "out2");
+  check.disjoint_outputs(out10, "out10", out3, "out3");
+  check.disjoint_outputs(out10, "out10", out4, "out4");
+  check.disjoint_outputs(out10, "out10", out5, "out5");
+  check.disjoint_outputs(out10, "out10", out6, "out6");
+  check.disjoint_outputs(out10, "out10", out7, "out7");
+  check.disjoint_outputs(out10, "out10", out8, "out8");
+  check.disjoint_outputs(out10, "out10", out9, "out9");
+  check.disjoint(out11, "out11", x, "x");
+  check.disjoint(out11, "out11", y, "y");
+  check.disjoint(out11, "out11", xb, "xb");
+  check.disjoint(out11, "out11", yb, "yb");
+  check.disjoint(out11, "out11", a, "a");
+  check.disjoint(out11, "out11", b, "b");
+  check.disjoint(out11, "out11", c, "c");
+  check.disjoint(out11, "out11", d, "d");
+  check.disjoint_outputs(out11, "out11", out0, "out0");
+  check.disjoint_outputs(out11, "out11", out1, "out1");
+  check.disjoint_outputs(out11, "out11", out2, "out2");
+  check.disjoint_outputs(out11, "out11", out3, "out3");
+  check.disjoint_outputs(out11, "out11", out4, "out4");
+  check.disjoint_outputs(out11, "out11", out5, "out5");
+  check.disjoint_outputs(out11, "out11", out6, "out6");
+  check.disjoint_outputs(out11, "out11", out7, "out7");
+  check.disjoint_outputs(out11, "out11", out8, "out8");
+  check.disjoint_outputs(out11, "out11", out9, "out9");
+  check.disjoint_outputs(out11, "out11", out10, "out10");
+  check.disjoint(out12, "out12", x, "x");
+  check.disjoint(out12, "out12", y, "y");
+  check.disjoint(out12, "out12", xb, "xb");
+  check.disjoint(out12, "out12", yb, "yb");
+  check.disjoint(out12, "out12", a, "a");
+  check.disjoint(out12, "out12", b, "b");
+  check.disjoint(out12, "out12", c, "c");
+  check.disjoint(out12, "out12", d, "d");
+  check.disjoint_outputs(out12, "out12", out0, "out0");
+  check.disjoint_outputs(out12, "out12", out1, "out1");
+  check.disjoint_outputs(out12, "out12", out2, "out2");
+  check.disjoint_outputs(out12, "out12", out3, "out3");
+  check.disjoint_outputs(out12, "out12", out4, "out4");
+  check.disjoint_outputs(out12, "out12", out5, "out5");
+  check.disjoint_outputs(out12, "out12", out6, "out6");
+  check.disjoint_outputs(out12, "out12", out7, "out7");
+  check.disjoint_outputs(out12, "out12", out8, "out8");
+  check.disjoint_outputs(out12, "out12", out9, "out9");
+  check.disjoint_outputs(out12, "out12", out10, "out10");
+  check.disjoint_outputs(out12, "out12", out11, "out11");
+  check.disjoint(out13, "out13", x, "x");
+  check.disjoint(out13, "out13", y, "y");
+  check.disjoint(out13, "out13", xb, "xb");
+  check.disjoint(out13, "out13", yb, "yb");
+  check.disjoint(out13, "out13", a, "a");
+  check.disjoint(out13, "out13", b, "b");
+  check.disjoint(out13, "out13", c, "c");
+  check.disjoint(out13, "out13", d, "d");
+  check.disjoint_outputs(out13, "out13", out0, "out0");
+  check.disjoint_outputs(out13, "out13", out1, "out1");
+  check.disjoint_outputs(out13, "out13", out2, "out2");
+  check.disjoint_outputs(out13, "out13", out3, "out3");
+  check.disjoint_outputs(out13, "out13", out4, "out4");
+  check.disjoint_outputs(out13, "out13", out5, "out5");
+  check.disjoint_outputs(out13, "out13", out6, "out6");
+  check.disjoint_outputs(out13, "out13", out7, "out7");
+  check.disjoint_outputs(out13, "out13", out8, "out8");
+  check.disjoint_outputs(out13, "out13", out9, "out9");
+  check.disjoint_outputs(out13, "out13", out10, "out10");
+  check.disjoint_outputs(out13, "out13", out11, "out11");
+  check.disjoint_outputs(out13, "out13", out12, "out12");
+  check.disjoint(out14, "out14", x, "x");
+  check.disjoint(out14, "out14", y, "y");
+  check.disjoint(out14, "out14", xb, "xb");
+  check.disjoint(out14, "out14", yb, "yb");
+  check.disjoint(out14, "out14", a, "a");
+  check.disjoint(out14, "out14", b, "b");
+  check.disjoint(out14, "out14", c, "c");
+  check.disjoint(out14, "out14", d, "d");
+  check.disjoint_outputs(out14, "out14", out0, "out0");
+  check.disjoint_outputs(out14, "out14", out1, "out1");
+  check.disjoint_outputs(out14, "out14", out2, "out2");
+  check.disjoint_outputs(out14, "out14", out3, "out3");
+  check.disjoint_outputs(out14, "out14", out4, "out4");
+  check.disjoint_outputs(out14, "out14", out5, "out5");
+  check.disjoint_outputs(out14, "out14", out6, "out6");
+  check.disjoint_outputs(out14, "out14", out7, "out7");
+  check.disjoint_outputs(out14, "out14", out8, "out8");
+  check.disjoint_outputs(out14, "out14", out9, "out9");
+  check.disjoint_outputs(out14, "out14", out10, "out10");
+  check.disjoint_outputs(out14, "out14", out11, "out11");
+  check.disjoint_outputs(out14, "out14", out12, "out12");
+  check.disjoint_outputs(out14, "out14", out13, "out13");
+  check.disjoint(out15, "out15", x, "x");
+  check.disjoint(out15, "out15", y, "y");
+  check.disjoint(out15, "out15", xb, "xb");
+  check.disjoint(out15, "out15", yb, "yb");
+  check.disjoint(out15, "out15", a, "a");
+  check.disjoint(out15, "out15", b, "b");
+  check.disjoint(out15, "out15", c, "c");
+  check.disjoint(out15, "out15", d, "d");
+  check.disjoint_outputs(out15, "out15", out0, "out0");
+  check.disjoint_outputs(out15, "out15", out1, "out1");
+  check.disjoint_outputs(out15, "out15", out2, "out2");
+  check.disjoint_outputs(out15, "out15", out3, "out3");
+  check.disjoint_outputs(out15, "out15", out4, "out4");
+  check.disjoint_outputs(out15, "out15", out5, "out5");
+  check.disjoint_outputs(out15, "out15", out6, "out6");
+  check.disjoint_outputs(out15, "out15", out7, "out7");
+  check.disjoint_outputs(out15, "out15", out8, "out8");
+  check.disjoint_outputs(out15, "out15", out9, "out9");
+  check.disjoint_outputs(out15, "out15", out10, "out10");
+  check.disjoint_outputs(out15, "out15", out11, "out11");
+  check.disjoint_outputs(out15, "out15", out12, "out12");
+  check.disjoint_outputs(out15, "out15", out13, "out13");
+  check.disjoint_outputs(out15, "out15", out14, "out14");
+  check.disjoint(out16, "out16", x, "x");
+  check.disjoint(out16, "out16", y, "y");
+  check.disjoint(out16, "out16", xb, "xb");
+  check.disjoint(out16, "out16", yb, "yb");
+  check.disjoint(out16, "out16", a, "a");
+  check.disjoint(out16, "out16", b, "b");
+  check.disjoint(out16, "out16", c, "c");
+  check.disjoint(out16, "out16", d, "d");
+  check.disjoint_outputs(out16, "out16", out0, "out0");
+  check.disjoint_outputs(out16, "out16", out1, "out1");
+  check.disjoint_outputs(out16, "out16", out2, "out2");
+  check.disjoint_outputs(out16, "out16", out3, "out3");
+  check.disjoint_outputs(out16, "out16", out4, "out4");
+  check.disjoint_outputs(out16, "out16", out5, "out5");
+  check.disjoint_outputs(out16, "out16", out6, "out6");
+  check.disjoint_outputs(out16, "out16", out7, "out7");
+  check.disjoint_outputs(out16, "out16", out8, "out8");
+  check.disjoint_outputs(out16, "out16", out9, "out9");
+  check.disjoint_outputs(out16, "out16", out10, "out10");
+  check.disjoint_outputs(out16, "out16", out11, "out11");
+  check.disjoint_outputs(out16, "out16", out12, "out12");
+  check.disjoint_outputs(out16, "out16", out13, "out13");
+  check.disjoint_outputs(out16, "out16", out14, "out14");
+  check.disjoint_outputs(out16, "out16", out15, "out15");
+  auto* const x_ptr = host::data<float const>(x);
+  auto* const y_ptr = host::data<float const>(y);
+  auto* const xb_ptr = host::data<cute::bfloat16_t const>(xb);
+  auto* const yb_ptr = host::data<cute::bfloat16_t const>(yb);
+  auto* const a_ptr = host::data<int32_t const>(a);
+  auto* const b_ptr = host::data<int32_t const>(b);
+  auto* const c_ptr = host::data<int64_t const>(c);
+  auto* const d_ptr = host::data<int64_t const>(d);
+  auto* const out0_ptr = host::data<float>(out0);
+  auto* const out1_ptr = host::data<float>(out1);
+  auto* const out2_ptr = host::data<float>(out2);
+  auto* const out3_ptr = host::data<float>(out3);
+  auto* const out4_ptr = host::data<float>(out4);
+  auto* const out5_ptr = host::data<cute::bfloat16_t>(out5);
+  auto* const out6_ptr = host::data<cute::bfloat16_t>(out6);
+  auto* const out7_ptr = host::data<cute::bfloat16_t>(out7);
+  auto* const out8_ptr = host::data<cute::bfloat16_t>(out8);
+  auto* const out9_ptr = host::data<cute::bfloat16_t>(out9);
+  auto* const out10_ptr = host::data<int32_t>(out10);
+  auto* const out11_ptr = host::data<int32_t>(out11);
+  auto* const out12_ptr = host::data<int32_t>(out12);
+  auto* const out13_ptr = host::data<int32_t>(out13);
+  auto* const out14_ptr = host::data<int64_t>(out14);
+  auto* const out15_ptr = host::data<int64_t>(out15);
+  auto* const out16_ptr = host::data<int64_t>(out16);
+  int64_t const grid = rows;
+  // launch: rows CTAs of 4 threads, 1 row each, a thread's part of a row in strips of 8 contiguous elements
+  host::CudaLaunch launch(check);
+  unsigned const ctas = launch.grid(grid);
+  if (ctas > 0) {
+    rounding_and_division_kernel<<<ctas, 4, 0, launch.stream()>>>(x_ptr, y_ptr, xb_ptr, yb_ptr, a_ptr, b_ptr, c_ptr, d_ptr, out0_ptr, out1_ptr, out2_ptr, out3_ptr, out4_ptr, out5_ptr, out6_ptr, out7_ptr, out8_ptr, out9_ptr, out10_ptr, out11_ptr, out12_ptr, out13_ptr, out14_ptr, out15_ptr, out16_ptr, rows);
+    launch.launched();
+  }
+}
+
+}  // namespace
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(rounding_and_division, rounding_and_division_entry);
+
+// ---- kernel exp2_log2_softplus_logical
+// Generated by TileFoundry from Module exp2_log2_softplus_logical for target cuda:nvidia.h200_sxm:sm_90a; entry exp2_log2_softplus_logical.
+// Built with -DTILEFOUNDRY_TARGET_CUDA -DTILEFOUNDRY_HOST_ENTRY: the runtime header brings in the
+// target's runtime and the argument checks of the host entries.
+// Its launches are one-dimensional (<<<ctas, threads>>>): program ids read blockIdx.x, threadIdx.x.
+#define TILEFOUNDRY_LINEAR_LAUNCH
+#include <tilefoundry/runtime.h>
+
+namespace {
+
+using namespace tilefoundry;
+using cute::Int;
+
+// from @func exp2_log2_softplus_logical at compile_kernels.py:140
+// exp2_log2_softplus_logical: schedule placement=rows grid=rows threads_per_cta=4 rows=rows rows_per_cta=1 vector_width=8
+__global__ void __launch_bounds__(4) exp2_log2_softplus_logical_kernel(float const* __restrict__ x_ptr, cute::bfloat16_t const* __restrict__ xb_ptr, float* __restrict__ out0_ptr, float* __restrict__ out1_ptr, float* __restrict__ out2_ptr, float* __restrict__ out3_ptr, cute::bfloat16_t* __restrict__ out4_ptr, cute::bfloat16_t* __restrict__ out5_ptr, cute::bfloat16_t* __restrict__ out6_ptr, bool* __restrict__ out7_ptr, bool* __restrict__ out8_ptr, bool* __restrict__ out9_ptr, int64_t rows) {
+  // threads = mesh thread(lane=4)
+  auto const threads = make_mesh<TopologyScope::thread>(cute::make_layout(cute::make_shape(Int<4>{}), cute::make_stride(Int<1>{})));
+  auto const rmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<4>{}, Int<3>{}), cute::make_stride(Int<1>{}, Int<0>{}, Int<8>{})), cute::make_tuple(shard::S<1>{}), threads);
+  auto const gmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<4>{}, Int<3>{}), cute::make_stride(Int<1>{}, Int<8>{}, Int<32>{})), cute::make_tuple(shard::S<1>{}), threads);
+  auto x_regs = tilefoundry::make_tensor<float>(rmem_layout);
+  auto xb_regs = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
+  auto gt = tilefoundry::make_tensor<bool>(rmem_layout);
+  auto v_abs = tilefoundry::make_tensor<float>(rmem_layout);
+  auto lt = tilefoundry::make_tensor<bool>(rmem_layout);
+  auto abs_1 = tilefoundry::make_tensor<float>(rmem_layout);
+  auto abs_2 = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
+  int64_t const row = int64_t(program_id<TopologyScope::cta>());
+  if (row < (rows)) {
+    auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 96), gmem_layout);
+    ops::unary(ops::cast_op{}, x, x_regs);
+    auto xb = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(xb_ptr + row * 96), gmem_layout);
+    ops::unary(ops::cast_op{}, xb, xb_regs);
+    auto out0 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out0_ptr + row * 96), gmem_layout);
+    auto out1 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out1_ptr + row * 96), gmem_layout);
+    auto out2 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out2_ptr + row * 96), gmem_layout);
+    auto out3 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out3_ptr + row * 96), gmem_layout);
+    auto out4 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out4_ptr + row * 96), gmem_layout);
+    auto out5 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out5_ptr + row * 96), gmem_layout);
+    auto out6 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out6_ptr + row * 96), gmem_layout);
+    auto out7 = tilefoundry::make_tensor(cute::make_gmem_ptr(out7_ptr + row * 96), gmem_layout);
+    auto out8 = tilefoundry::make_tensor(cute::make_gmem_ptr(out8_ptr + row * 96), gmem_layout);
+    auto out9 = tilefoundry::make_tensor(cute::make_gmem_ptr(out9_ptr + row * 96), gmem_layout);
+    // compile_kernels.py:143: positive, small = x > 0.0, tf.abs(x) < 2.0
+    ops::binary(ops::gt_op{}, x_regs, 0.0f, gt);
+    ops::unary(ops::abs_op{}, x_regs, v_abs);
+    ops::binary(ops::lt_op{}, v_abs, 2.0f, lt);
+    // compile_kernels.py:144: return (tf.exp2(x), tf.log2(tf.abs(x)), tf.softplus(x, beta=2.0, threshold=3.0), tf.softplus(x),
+    ops::unary(ops::exp2_op{}, x_regs, out0);
+    ops::unary(ops::abs_op{}, x_regs, abs_1);
+    ops::unary(ops::log2_op{}, abs_1, out1);
+    ops::unary(ops::softplus_op<float>{2.0f, 3.0f}, x_regs, out2);
+    ops::unary(ops::softplus_op<float>{1.0f, 20.0f}, x_regs, out3);
+    // compile_kernels.py:145: tf.exp2(xb), tf.log2(tf.abs(xb)), tf.softplus(xb, beta=0.5, threshold=4.0),
+    ops::unary(ops::exp2_op{}, xb_regs, out4);
+    ops::unary(ops::abs_op{}, xb_regs, abs_2);
+    ops::unary(ops::log2_op{}, abs_2, out5);
+    ops::unary(ops::softplus_op<float>{0.5f, 4.0f}, xb_regs, out6);
+    // compile_kernels.py:146: tf.logical_and(positive, small), tf.logical_or(positive, small), tf.logical_not(positive))
+    ops::binary(ops::logical_and_op{}, gt, lt, out7);
+    ops::binary(ops::logical_or_op{}, gt, lt, out8);
+    ops::unary(ops::logical_not_op{}, gt, out9);
+  }
+}
+
+void exp2_log2_softplus_logical_entry(tvm::ffi::TensorView x, tvm::ffi::TensorView xb, tvm::ffi::TensorView out0, tvm::ffi::TensorView out1, tvm::ffi::TensorView out2, tvm::ffi::TensorView out3, tvm::ffi::TensorView out4, tvm::ffi::TensorView out5, tvm::ffi::TensorView out6, tvm::ffi::TensorView out7, tvm::ffi::TensorView out8, tvm::ffi::TensorView out9) {
+  host::CudaArgChecker check("exp2_log2_softplus_logical", "cuda:nvidia.h200_sxm:sm_90a");
+  // x: Tensor[(rows, 96), f32]
+  check.device(x, "x", kDLCUDA, "cuda");
+  check.dtype(x, "x", kDLFloat, 32, "Tensor[(rows, 96), f32]");
+  check.rank(x, "x", 2, "Tensor[(rows, 96), f32]");
+  int64_t const rows = check.bind(x, "x", 0, "rows", 0, 1048576, "Tensor[(rows, 96), f32]");
+  check.extent(x, "x", 1, 96, "Tensor[(rows, 96), f32]");
+  // xb: Tensor[(rows, 96), bf16]
+  check.device(xb, "xb", kDLCUDA, "cuda");
+  check.dtype(xb, "xb", kDLBfloat, 16, "Tensor[(rows, 96), bf16]");
+  check.rank(xb, "xb", 2, "Tensor[(rows, 96), bf16]");
+  check.extent(xb, "xb", 1, 96, "Tensor[(rows, 96), bf16]");
+  // out0: Tensor[(rows, 96), f32] (output)
+  check.device(out0, "out0", kDLCUDA, "cuda");
+  check.dtype(out0, "out0", kDLFloat, 32, "Tensor[(rows, 96), f32]");
+  check.rank(out0, "out0", 2, "Tensor[(rows, 96), f32]");
+  check.extent(out0, "out0", 1, 96, "Tensor[(rows, 96), f32]");
+  // out1: Tensor[(rows, 96), f32] (output)
+  check.device(out1, "out1", kDLCUDA, "cuda");
+  check.dtype(out1, "out1", kDLFloat, 32, "Tensor[(rows, 96), f32]");
+  check.rank(out1, "out1", 2, "Tensor[(rows, 96), f32]");
+  check.extent(out1, "out1", 1, 96, "Tensor[(rows, 96), f32]");
+  // out2: Tensor[(rows, 96), f32] (output)
+  check.device(out2, "out2", kDLCUDA, "cuda");
+  check.dtype(out2, "out2", kDLFloat, 32, "Tensor[(rows, 96), f32]");
+  check.rank(out2, "out2", 2, "Tensor[(rows, 96), f32]");
+  check.extent(out2, "out2", 1, 96, "Tensor[(rows, 96), f32]");
+  // out3: Tensor[(rows, 96), f32] (output)
+  check.device(out3, "out3", kDLCUDA, "cuda");
+  check.dtype(out3, "out3", kDLFloat, 32, "Tensor[(rows, 96), f32]");
+  check.rank(out3, "out3", 2, "Tensor[(rows, 96), f32]");
+  check.extent(out3, "out3", 1, 96, "Tensor[(rows, 96), f32]");
+  // out4: Tensor[(rows, 96), bf16] (output)
+  check.device(out4, "out4", kDLCUDA, "cuda");
+  check.dtype(out4, "out4", kDLBfloat, 16, "Tensor[(rows, 96), bf16]");
+  check.rank(out4, "out4", 2, "Tensor[(rows, 96), bf16]");
+  check.extent(out4, "out4", 1, 96, "Tensor[(rows, 96), bf16]");
+  // out5: Tensor[(rows, 96), bf16] (output)
+  check.device(out5, "out5", kDLCUDA, "cuda");
+  check.dtype(out5, "out5", kDLBfloat, 16, "Tensor[(rows, 96), bf16]");
+  check.rank(out5, "out5", 2, "Tensor[(rows, 96), bf16]");
+  check.extent(out5, "out5", 1, 96, "Tensor[(rows, 96), bf16]");
+  // out6: Tensor[(rows, 96), bf16] (output)
+  check.device(out6, "out6", kDLCUDA, "cuda");
+  check.dtype(out6, "out6", kDLBfloat, 16, "Tensor[(rows, 96), bf16]");
+  check.rank(out6, "out6", 2, "Tensor[(rows, 96), bf16]");
+  check.extent(out6, "out6", 1, 96, "Tensor[(rows, 96), bf16]");
+  // out7: Tensor[(rows, 96), bool] (output)
+  check.device(out7, "out7", kDLCUDA, "cuda");
+  check.dtype(out7, "out7", kDLBool, 8, "Tensor[(rows, 96), bool]");
+  check.rank(out7, "out7", 2, "Tensor[(rows, 96), bool]");
+  check.extent(out7, "out7", 1, 96, "Tensor[(rows, 96), bool]");
+  // out8: Tensor[(rows, 96), bool] (output)
+  check.device(out8, "out8", kDLCUDA, "cuda");
+  check.dtype(out8, "out8", kDLBool, 8, "Tensor[(rows, 96), bool]");
+  check.rank(out8, "out8", 2, "Tensor[(rows, 96), bool]");
+  check.extent(out8, "out8", 1, 96, "Tensor[(rows, 96), bool]");
+  // out9: Tensor[(rows, 96), bool] (output)
+  check.device(out9, "out9", kDLCUDA, "cuda");
+  check.dtype(out9, "out9", kDLBool, 8, "Tensor[(rows, 96), bool]");
+  check.rank(out9, "out9", 2, "Tensor[(rows, 96), bool]");
+  check.extent(out9, "out9", 1, 96, "Tensor[(rows, 96), bool]");
+  check.agree(xb, "xb", 0, rows, "rows", "x", "Tensor[(rows, 96), bf16]");
+  check.agree(out0, "out0", 0, rows, "rows", "x", "Tensor[(rows, 96), f32]");
+  check.agree(out1, "out1", 0, rows, "rows", "x", "Tensor[(rows, 96), f32]");
+  check.agree(out2, "out2", 0, rows, "rows", "x", "Tensor[(rows, 96), f32]");
+  check.agree(out3, "out3", 0, rows, "rows", "x", "Tensor[(rows, 96), f32]");
+  check.agree(out4, "out4", 0, rows, "rows", "x", "Tensor[(rows, 96), bf16]");
+  check.agree(out5, "out5", 0, rows, "rows", "x", "Tensor[(rows, 96), bf16]");
+  check.agree(out6, "out6", 0, rows, "rows", "x", "Tensor[(rows, 96), bf16]");
+  check.agree(out7, "out7", 0, rows, "rows", "x", "Tensor[(rows, 96), bool]");
+  check.agree(out8, "out8", 0, rows, "rows", "x", "Tensor[(rows, 96), bool]");
+  check.agree(out9, "out9", 0, rows, "rows", "x", "Tensor[(rows, 96), bool]");
+  check.contiguous(x, "x");
+  check.aligned(x, "x", 16);
+  check.contiguous(xb, "xb");
+  check.aligned(xb, "xb", 16);
+  check.contiguous(out0, "out0");
+  check.aligned(out0, "out0", 16);
+  check.contiguous(out1, "out1");
+  check.aligned(out1, "out1", 16);
+  check.contiguous(out2, "out2");
+  check.aligned(out2, "out2", 16);
+  check.contiguous(out3, "out3");
+  check.aligned(out3, "out3", 16);
+  check.contiguous(out4, "out4");
+  check.aligned(out4, "out4", 16);
+  check.contiguous(out5, "out5");
+  check.aligned(out5, "out5", 16);
+  check.contiguous(out6, "out6");
+  check.aligned(out6, "out6", 16);
+  check.contiguous(out7, "out7");
+  check.contiguous(out8, "out8");
+  check.contiguous(out9, "out9");
+  check.disjoint(out0, "out0", x, "x");
+  check.disjoint(out0, "out0", xb, "xb");
+  check.disjoint(out1, "out1", x, "x");
+  check.disjoint(out1, "out1", xb, "xb");
+  check.disjoint_outputs(out1, "out1", out0, "out0");
+  check.disjoint(out2, "out2", x, "x");
+  check.disjoint(out2, "out2", xb, "xb");
+  check.disjoint_outputs(out2, "out2", out0, "out0");
+  check.disjoint_outputs(out2, "out2", out1, "out1");
+  check.disjoint(out3, "out3", x, "x");
+  check.disjoint(out3, "out3", xb, "xb");
+  check.disjoint_outputs(out3, "out3", out0, "out0");
+  check.disjoint_outputs(out3, "out3", out1, "out1");
+  check.disjoint_outputs(out3, "out3", out2, "out2");
+  check.disjoint(out4, "out4", x, "x");
+  check.disjoint(out4, "out4", xb, "xb");
+  check.disjoint_outputs(out4, "out4", out0, "out0");
+  check.disjoint_outputs(out4, "out4", out1, "out1");
+  check.disjoint_outputs(out4, "out4", out2, "out2");
+  check.disjoint_outputs(out4, "out4", out3, "out3");
+  check.disjoint(out5, "out5", x, "x");
+  check.disjoint(out5, "out5", xb, "xb");
+  check.disjoint_outputs(out5, "out5", out0, "out0");
+  check.disjoint_outputs(out5, "out5", out1, "out1");
+  check.disjoint_outputs(out5, "out5", out2, "out2");
+  check.disjoint_outputs(out5, "out5", out3, "out3");
+  check.disjoint_outputs(out5, "out5", out4, "out4");
+  check.disjoint(out6, "out6", x, "x");
+  check.disjoint(out6, "out6", xb, "xb");
+  check.disjoint_outputs(out6, "out6", out0, "out0");
+  check.disjoint_outputs(out6, "out6", out1, "out1");
+  check.disjoint_outputs(out6, "out6", out2, "out2");
+  check.disjoint_outputs(out6, "out6", out3, "out3");
+  check.disjoint_outputs(out6, "out6", out4, "out4");
+  check.disjoint_outputs(out6, "out6", out5, "out5");
+  check.disjoint(out7, "out7", x, "x");
+  check.disjoint(out7, "out7", xb, "xb");
+  check.disjoint_outputs(out7, "out7", out0, "out0");
+  check.disjoint_outputs(out7, "out7", out1, "out1");
+  check.disjoint_outputs(out7, "out7", out2, "out2");
+  check.disjoint_outputs(out7, "out7", out3, "out3");
+  check.disjoint_outputs(out7, "out7", out4, "out4");
+  check.disjoint_outputs(out7, "out7", out5, "out5");
+  check.disjoint_outputs(out7, "out7", out6, "out6");
+  check.disjoint(out8, "out8", x, "x");
+  check.disjoint(out8, "out8", xb, "xb");
+  check.disjoint_outputs(out8, "out8", out0, "out0");
+  check.disjoint_outputs(out8, "out8", out1, "out1");
+  check.disjoint_outputs(out8, "out8", out2, "out2");
+  check.disjoint_outputs(out8, "out8", out3, "out3");
+  check.disjoint_outputs(out8, "out8", out4, "out4");
+  check.disjoint_outputs(out8, "out8", out5, "out5");
+  check.disjoint_outputs(out8, "out8", out6, "out6");
+  check.disjoint_outputs(out8, "out8", out7, "out7");
+  check.disjoint(out9, "out9", x, "x");
+  check.disjoint(out9, "out9", xb, "xb");
+  check.disjoint_outputs(out9, "out9", out0, "out0");
+  check.disjoint_outputs(out9, "out9", out1, "out1");
+  check.disjoint_outputs(out9, "out9", out2, "out2");
+  check.disjoint_outputs(out9, "out9", out3, "out3");
+  check.disjoint_outputs(out9, "out9", out4, "out4");
+  check.disjoint_outputs(out9, "out9", out5, "out5");
+  check.disjoint_outputs(out9, "out9", out6, "out6");
+  check.disjoint_outputs(out9, "out9", out7, "out7");
+  check.disjoint_outputs(out9, "out9", out8, "out8");
+  auto* const x_ptr = host::data<float const>(x);
+  auto* const xb_ptr = host::data<cute::bfloat16_t const>(xb);
+  auto* const out0_ptr = host::data<float>(out0);
+  auto* const out1_ptr = host::data<float>(out1);
+  auto* const out2_ptr = host::data<float>(out2);
+  auto* const out3_ptr = host::data<float>(out3);
+  auto* const out4_ptr = host::data<cute::bfloat16_t>(out4);
+  auto* const out5_ptr = host::data<cute::bfloat16_t>(out5);
+  auto* const out6_ptr = host::data<cute::bfloat16_t>(out6);
+  auto* const out7_ptr = host::data<bool>(out7);
+  auto* const out8_ptr = host::data<bool>(out8);
+  auto* const out9_ptr = host::data<bool>(out9);
+  int64_t const grid = rows;
+  // launch: rows CTAs of 4 threads, 1 row each, a thread's part of a row in strips of 8 contiguous elements
+  host::CudaLaunch launch(check);
+  unsigned const ctas = launch.grid(grid);
+  if (ctas > 0) {
+    exp2_log2_softplus_logical_kernel<<<ctas, 4, 0, launch.stream()>>>(x_ptr, xb_ptr, out0_ptr, out1_ptr, out2_ptr, out3_ptr, out4_ptr, out5_ptr, out6_ptr, out7_ptr, out8_ptr, out9_ptr, rows);
+    launch.launched();
+  }
+}
+
+}  // namespace
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(exp2_log2_softplus_logical, exp2_log2_softplus_logical_entry);
+
+// ---- kernel argmax_rows
+// Generated by TileFoundry from Module argmax_rows for target cuda:nvidia.h200_sxm:sm_90a; entry argmax_rows.
+// Built with -DTILEFOUNDRY_TARGET_CUDA -DTILEFOUNDRY_HOST_ENTRY: the runtime header brings in the
+// target's runtime and the argument checks of the host entries.
+// Its launches are one-dimensional (<<<ctas, threads>>>): program ids read blockIdx.x, threadIdx.x.
+#define TILEFOUNDRY_LINEAR_LAUNCH
+#include <tilefoundry/runtime.h>
+
+namespace {
+
+using namespace tilefoundry;
+using cute::Int;
+
+// from @func argmax_rows at compile_kernels.py:149
+// argmax_rows: schedule placement=rows grid=rows threads_per_cta=8 rows=rows rows_per_cta=1 vector_width=4
+__global__ void __launch_bounds__(8) argmax_rows_kernel(float const* __restrict__ x_ptr, int32_t const* __restrict__ n_ptr, int64_t* __restrict__ out0_ptr, int64_t* __restrict__ out1_ptr, int64_t rows) {
+  // threads = mesh thread(lane=8)
+  auto const threads = make_mesh<TopologyScope::thread>(cute::make_layout(cute::make_shape(Int<8>{}), cute::make_stride(Int<1>{})));
+  auto const gmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<4>{}, Int<8>{}, Int<3>{}), cute::make_stride(Int<1>{}, Int<4>{}, Int<32>{})), cute::make_tuple(shard::S<1>{}), threads);
+  auto const one_element = make_shard_layout(cute::make_layout(cute::make_shape(Int<1>{}, Int<1>{}, Int<1>{}), cute::make_stride(Int<0>{}, Int<0>{}, Int<0>{})), cute::make_tuple(shard::B{}), threads);
+  int64_t const row = int64_t(program_id<TopologyScope::cta>());
+  if (row < (rows)) {
+    auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 96), gmem_layout);
+    auto n = tilefoundry::make_tensor(cute::make_gmem_ptr(n_ptr + row * 96), gmem_layout);
+    auto out0 = tilefoundry::make_tensor(cute::make_gmem_ptr(out0_ptr + row), one_element);
+    auto out1 = tilefoundry::make_tensor(cute::make_gmem_ptr(out1_ptr + row), one_element);
+    // compile_kernels.py:152: return tf.argmax(x, axis=-1), tf.argmax(n)
+    ops::arg_reduce<ops::argmax_op, cute::seq<0, 1, 2>>(x, out0);
+    ops::arg_reduce<ops::argmax_op, cute::seq<0, 1, 2>>(n, out1);
+  }
+}
+
+void argmax_rows_entry(tvm::ffi::TensorView x, tvm::ffi::TensorView n, tvm::ffi::TensorView out0, tvm::ffi::TensorView out1) {
+  host::CudaArgChecker check("argmax_rows", "cuda:nvidia.h200_sxm:sm_90a");
+  // x: Tensor[(rows, 96), f32]
+  check.device(x, "x", kDLCUDA, "cuda");
+  check.dtype(x, "x", kDLFloat, 32, "Tensor[(rows, 96), f32]");
+  check.rank(x, "x", 2, "Tensor[(rows, 96), f32]");
+  int64_t const rows = check.bind(x, "x", 0, "rows", 0, 1048576, "Tensor[(rows, 96), f32]");
+  check.extent(x, "x", 1, 96, "Tensor[(rows, 96), f32]");
+  // n: Tensor[(rows, 96), i32]
+  check.device(n, "n", kDLCUDA, "cuda");
+  check.dtype(n, "n", kDLInt, 32, "Tensor[(rows, 96), i32]");
+  check.rank(n, "n", 2, "Tensor[(rows, 96), i32]");
+  check.extent(n, "n", 1, 96, "Tensor[(rows, 96), i32]");
+  // out0: Tensor[(rows,), i64] (output)
+  check.device(out0, "out0", kDLCUDA, "cuda");
+  check.dtype(out0, "out0", kDLInt, 64, "Tensor[(rows,), i64]");
+  check.rank(out0, "out0", 1, "Tensor[(rows,), i64]");
+  // out1: Tensor[(rows,), i64] (output)
+  check.device(out1, "out1", kDLCUDA, "cuda");
+  check.dtype(out1, "out1", kDLInt, 64, "Tensor[(rows,), i64]");
+  check.rank(out1, "out1", 1, "Tensor[(rows,), i64]");
+  check.agree(n, "n", 0, rows, "rows", "x", "Tensor[(rows, 96), i32]");
+  check.agree(out0, "out0", 0, rows, "rows", "x", "Tensor[(rows,), i64]");
+  check.agree(out1, "out1", 0, rows, "rows", "x", "Tensor[(rows,), i64]");
+  check.contiguous(x, "x");
+  check.aligned(x, "x", 16);
+  check.contiguous(n, "n");
+  check.contiguous(out0, "out0");
+  check.contiguous(out1, "out1");
+  check.disjoint(out0, "out0", x, "x");
+  check.disjoint(out0, "out0", n, "n");
+  check.disjoint(out1, "out1", x, "x");
+  check.disjoint(out1, "out1", n, "n");
+  check.disjoint_outputs(out1, "out1", out0, "out0");
+  auto* const x_ptr = host::data<float const>(x);
+  auto* const n_ptr = host::data<int32_t const>(n);
+  auto* const out0_ptr = host::data<int64_t>(out0);
+  auto* const out1_ptr = host::data<int64_t>(out1);
+  int64_t const grid = rows;
+  // launch: rows CTAs of 8 threads, 1 row each, a thread's part of a row in strips of 4 contiguous elements
+  host::CudaLaunch launch(check);
+  unsigned const ctas = launch.grid(grid);
+  if (ctas > 0) {
+    argmax_rows_kernel<<<ctas, 8, 0, launch.stream()>>>(x_ptr, n_ptr, out0_ptr, out1_ptr, rows);
+    launch.launched();
+  }
+}
+
+}  // namespace
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(argmax_rows, argmax_rows_entry);
+
+// ---- kernel argmax_wide
+// Generated by TileFoundry from Module argmax_wide for target cuda:nvidia.h200_sxm:sm_90a; entry argmax_wide.
+// Built with -DTILEFOUNDRY_TARGET_CUDA -DTILEFOUNDRY_HOST_ENTRY: the runtime header brings in the
+// target's runtime and the argument checks of the host entries.
+// Its launches are one-dimensional (<<<ctas, threads>>>): program ids read blockIdx.x, threadIdx.x.
+#define TILEFOUNDRY_LINEAR_LAUNCH
+#include <tilefoundry/runtime.h>
+
+namespace {
+
+using namespace tilefoundry;
+using cute::Int;
+
+// from @func argmax_wide at compile_kernels.py:155
+// argmax_wide: schedule placement=rows grid=2*rows threads_per_cta=128 rows=2*rows rows_per_cta=1 vector_width=8
+__global__ void __launch_bounds__(128) argmax_wide_kernel(cute::bfloat16_t const* __restrict__ x_ptr, int64_t* __restrict__ out_ptr, int64_t rows) {
+  // threads = mesh thread(warp=4, lane=32)
+  auto const threads = make_mesh<TopologyScope::thread>(cute::make_layout(cute::make_shape(Int<4>{}, Int<32>{}), cute::make_stride(Int<32>{}, Int<1>{})));
+  auto const gmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<4>{}, Int<2>{}), cute::make_stride(Int<1>{}, Int<8>{}, Int<256>{}, Int<1024>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
+  auto const one_element = make_shard_layout(cute::make_layout(cute::make_shape(Int<1>{}, Int<1>{}, Int<1>{}, Int<1>{}), cute::make_stride(Int<0>{}, Int<0>{}, Int<0>{}, Int<0>{})), cute::make_tuple(shard::B{}, shard::B{}), threads);
+  int64_t const row = int64_t(program_id<TopologyScope::cta>());
+  if (row < (2 * rows)) {
+    auto x = tilefoundry::make_tensor(cute::make_gmem_ptr(x_ptr + (row / rows) * (2048 * rows) + (row % rows) * 2048), gmem_layout);
+    auto out = tilefoundry::make_tensor(cute::make_gmem_ptr(out_ptr + (row / rows) * rows + (row % rows)), one_element);
+    // compile_kernels.py:158: return tf.argmax(x, axis=-1)
+    ops::arg_reduce<ops::argmax_op, cute::seq<0, 1, 2, 3>>(x, out);
+  }
+}
+
+void argmax_wide_entry(tvm::ffi::TensorView x, tvm::ffi::TensorView out) {
+  host::CudaArgChecker check("argmax_wide", "cuda:nvidia.h200_sxm:sm_90a");
+  // x: Tensor[(2, rows, 2048), bf16]
+  check.device(x, "x", kDLCUDA, "cuda");
+  check.dtype(x, "x", kDLBfloat, 16, "Tensor[(2, rows, 2048), bf16]");
+  check.rank(x, "x", 3, "Tensor[(2, rows, 2048), bf16]");
+  check.extent(x, "x", 0, 2, "Tensor[(2, rows, 2048), bf16]");
+  int64_t const rows = check.bind(x, "x", 1, "rows", 0, 1048576, "Tensor[(2, rows, 2048), bf16]");
+  check.extent(x, "x", 2, 2048, "Tensor[(2, rows, 2048), bf16]");
+  // out: Tensor[(2, rows), i64] (output)
+  check.device(out, "out", kDLCUDA, "cuda");
+  check.dtype(out, "out", kDLInt, 64, "Tensor[(2, rows), i64]");
+  check.rank(out, "out", 2, "Tensor[(2, rows), i64]");
+  check.extent(out, "out", 0, 2, "Tensor[(2, rows), i64]");
+  check.agree(out, "out", 1, rows, "rows", "x", "Tensor[(2, rows), i64]");
+  check.contiguous(x, "x");
+  check.aligned(x, "x", 16);
+  check.contiguous(out, "out");
+  check.disjoint(out, "out", x, "x");
+  auto* const x_ptr = host::data<cute::bfloat16_t const>(x);
+  auto* const out_ptr = host::data<int64_t>(out);
+  int64_t const grid = 2 * rows;
+  // launch: 2 * rows CTAs of 128 threads, 1 row each, a thread's part of a row in strips of 8 contiguous elements
+  host::CudaLaunch launch(check);
+  unsigned const ctas = launch.grid(grid);
+  if (ctas > 0) {
+    argmax_wide_kernel<<<ctas, 128, 0, launch.stream()>>>(x_ptr, out_ptr, rows);
+    launch.launched();
+  }
+}
+
+}  // namespace
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(argmax_wide, argmax_wide_entry);
+
+// ---- kernel topk_rows
+// Generated by TileFoundry from Module topk_rows for target cuda:nvidia.h200_sxm:sm_90a; entry topk_rows.
+// Built with -DTILEFOUNDRY_TARGET_CUDA -DTILEFOUNDRY_HOST_ENTRY: the runtime header brings in the
+// target's runtime and the argument checks of the host entries.
+// Its launches are one-dimensional (<<<ctas, threads>>>): program ids read blockIdx.x, threadIdx.x.
+#define TILEFOUNDRY_LINEAR_LAUNCH
+#include <tilefoundry/runtime.h>
+
+namespace {
+
+using namespace tilefoundry;
+using cute::Int;
+
+// from @func topk_rows at compile_kernels.py:164
+// topk_rows: schedule placement=rows grid=rows threads_per_cta=4 rows=rows rows_per_cta=1 vector_width=8
+__global__ void __launch_bounds__(4) topk_rows_kernel(float const* __restrict__ x_ptr, cute::bfloat16_t const* __restrict__ xb_ptr, float* __restrict__ out0_ptr, int64_t* __restrict__ out1_ptr, float* __restrict__ out2_ptr, int64_t* __restrict__ out3_ptr, float* __restrict__ out4_ptr, int64_t* __restrict__ out5_ptr, cute::bfloat16_t* __restrict__ out6_ptr, int64_t* __restrict__ out7_ptr, cute::bfloat16_t* __restrict__ out8_ptr, int64_t* __restrict__ out9_ptr, int64_t rows) {
+  // threads = mesh thread(lane=4)
+  auto const threads = make_mesh<TopologyScope::thread>(cute::make_layout(cute::make_shape(Int<4>{}), cute::make_stride(Int<1>{})));
+  auto const rmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<4>{}, Int<3>{}), cute::make_stride(Int<1>{}, Int<0>{}, Int<8>{})), cute::make_tuple(shard::S<1>{}), threads);
+  auto const gmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<4>{}, Int<3>{}), cute::make_stride(Int<1>{}, Int<8>{}, Int<32>{})), cute::make_tuple(shard::S<1>{}), threads);
+  auto const gmem_layout_1 = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<1>{}, Int<1>{}), cute::make_stride(Int<1>{}, Int<0>{}, Int<0>{})), cute::make_tuple(shard::B{}), threads);
+  auto const one_element = make_shard_layout(cute::make_layout(cute::make_shape(Int<1>{}, Int<1>{}, Int<1>{}), cute::make_stride(Int<1>{}, Int<0>{}, Int<0>{})), cute::make_tuple(shard::B{}), threads);
+  auto const gmem_layout_2 = make_shard_layout(cute::make_layout(cute::make_shape(Int<2>{}, Int<1>{}, Int<1>{}), cute::make_stride(Int<1>{}, Int<0>{}, Int<0>{})), cute::make_tuple(shard::B{}), threads);
+  auto x_regs = tilefoundry::make_tensor<float>(rmem_layout);
+  auto xb_regs = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
+  int64_t const row = int64_t(program_id<TopologyScope::cta>());
+  if (row < (rows)) {
+    auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 96), gmem_layout);
+    ops::unary(ops::cast_op{}, x, x_regs);
+    auto xb = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(xb_ptr + row * 96), gmem_layout);
+    ops::unary(ops::cast_op{}, xb, xb_regs);
+    auto out0 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out0_ptr + row * 8), gmem_layout_1);
+    auto out1 = tilefoundry::make_tensor(cute::make_gmem_ptr(out1_ptr + row * 8), gmem_layout_1);
+    auto out2 = tilefoundry::make_tensor(cute::make_gmem_ptr(out2_ptr + row), one_element);
+    auto out3 = tilefoundry::make_tensor(cute::make_gmem_ptr(out3_ptr + row), one_element);
+    auto out4 = tilefoundry::make_tensor(cute::make_gmem_ptr(out4_ptr + row * 2), gmem_layout_2);
+    auto out5 = tilefoundry::make_tensor(cute::make_gmem_ptr(out5_ptr + row * 2), gmem_layout_2);
+    auto out6 = tilefoundry::make_tensor(cute::make_gmem_ptr(out6_ptr + row * 2), gmem_layout_2);
+    auto out7 = tilefoundry::make_tensor(cute::make_gmem_ptr(out7_ptr + row * 2), gmem_layout_2);
+    auto out8 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out8_ptr + row * 8), gmem_layout_1);
+    auto out9 = tilefoundry::make_tensor(cute::make_gmem_ptr(out9_ptr + row * 8), gmem_layout_1);
+    // compile_kernels.py:168: return (*tf.topk(x, 8), *tf.topk(x, 1), *tf.topk(x, 2, largest=False),
+    ops::topk<ops::argmax_op, cute::seq<0, 1, 2>>(x_regs, out0, out1);
+    ops::topk<ops::argmax_op, cute::seq<0, 1, 2>>(x_regs, out2, out3);
+    ops::topk<ops::argmin_op, cute::seq<0, 1, 2>>(x_regs, out4, out5);
+    // compile_kernels.py:169: *tf.topk(xb, 2), *tf.topk(xb, 8, largest=False))
+    ops::topk<ops::argmax_op, cute::seq<0, 1, 2>>(xb_regs, out6, out7);
+    ops::topk<ops::argmin_op, cute::seq<0, 1, 2>>(xb_regs, out8, out9);
+  }
+}
+
+void topk_rows_entry(tvm::ffi::TensorView x, tvm::ffi::TensorView xb, tvm::ffi::TensorView out0, tvm::ffi::TensorView out1, tvm::ffi::TensorView out2, tvm::ffi::TensorView out3, tvm::ffi::TensorView out4, tvm::ffi::TensorView out5, tvm::ffi::TensorView out6, tvm::ffi::TensorView out7, tvm::ffi::TensorView out8, tvm::ffi::TensorView out9) {
+  host::CudaArgChecker check("topk_rows", "cuda:nvidia.h200_sxm:sm_90a");
+  // x: Tensor[(rows, 96), f32]
+  check.device(x, "x", kDLCUDA, "cuda");
+  check.dtype(x, "x", kDLFloat, 32, "Tensor[(rows, 96), f32]");
+  check.rank(x, "x", 2, "Tensor[(rows, 96), f32]");
+  int64_t const rows = check.bind(x, "x", 0, "rows", 0, 1048576, "Tensor[(rows, 96), f32]");
+  check.extent(x, "x", 1, 96, "Tensor[(rows, 96), f32]");
+  // xb: Tensor[(rows, 96), bf16]
+  check.device(xb, "xb", kDLCUDA, "cuda");
+  check.dtype(xb, "xb", kDLBfloat, 16, "Tensor[(rows, 96), bf16]");
+  check.rank(xb, "xb", 2, "Tensor[(rows, 96), bf16]");
+  check.extent(xb, "xb", 1, 96, "Tensor[(rows, 96), bf16]");
+  // out0: Tensor[(rows, 8), f32] (output)
+  check.device(out0, "out0", kDLCUDA, "cuda");
+  check.dtype(out0, "out0", kDLFloat, 32, "Tensor[(rows, 8), f32]");
+  check.rank(out0, "out0", 2, "Tensor[(rows, 8), f32]");
+  check.extent(out0, "out0", 1, 8, "Tensor[(rows, 8), f32]");
+  // out1: Tensor[(rows, 8), i64] (output)
+  check.device(out1, "out1", kDLCUDA, "cuda");
+  check.dtype(out1, "out1", kDLInt, 64, "Tensor[(rows, 8), i64]");
+  check.rank(out1, "out1", 2, "Tensor[(rows, 8), i64]");
+  check.extent(out1, "out1", 1, 8, "Tensor[(rows, 8), i64]");
+  // out2: Tensor[(rows, 1), f32] (output)
+  check.device(out2, "out2", kDLCUDA, "cuda");
+  check.dtype(out2, "out2", kDLFloat, 32, "Tensor[(rows, 1), f32]");
+  check.rank(out2, "out2", 2, "Tensor[(rows, 1), f32]");
+  check.extent(out2, "out2", 1, 1, "Tensor[(rows, 1), f32]");
+  // out3: Tensor[(rows, 1), i64] (output)
+  check.device(out3, "out3", kDLCUDA, "cuda");
+  check.dtype(out3, "out3", kDLInt, 64, "Tensor[(rows, 1), i64]");
+  check.rank(out3, "out3", 2, "Tensor[(rows, 1), i64]");
+  check.extent(out3, "out3", 1, 1, "Tensor[(rows, 1), i64]");
+  // out4: Tensor[(rows, 2), f32] (output)
+  check.device(out4, "out4", kDLCUDA, "cuda");
+  check.dtype(out4, "out4", kDLFloat, 32, "Tensor[(rows, 2), f32]");
+  check.rank(out4, "out4", 2, "Tensor[(rows, 2), f32]");
+  check.extent(out4, "out4", 1, 2, "Tensor[(rows, 2), f32]");
+  // out5: Tensor[(rows, 2), i64] (output)
+  check.device(out5, "out5", kDLCUDA, "cuda");
+  check.dtype(out5, "out5", kDLInt, 64, "Tensor[(rows, 2), i64]");
+  check.rank(out5, "out5", 2, "Tensor[(rows, 2), i64]");
+  check.extent(out5, "out5", 1, 2, "Tensor[(rows, 2), i64]");
+  // out6: Tensor[(rows, 2), bf16] (output)
+  check.device(out6, "out6", kDLCUDA, "cuda");
+  check.dtype(out6, "out6", kDLBfloat, 16, "Tensor[(rows, 2), bf16]");
+  check.rank(out6, "out6", 2, "Tensor[(rows, 2), bf16]");
+  check.extent(out6, "out6", 1, 2, "Tensor[(rows, 2), bf16]");
+  // out7: Tensor[(rows, 2), i64] (output)
+  check.device(out7, "out7", kDLCUDA, "cuda");
+  check.dtype(out7, "out7", kDLInt, 64, "Tensor[(rows, 2), i64]");
+  check.rank(out7, "out7", 2, "Tensor[(rows, 2), i64]");
+  check.extent(out7, "out7", 1, 2, "Tensor[(rows, 2), i64]");
+  // out8: Tensor[(rows, 8), bf16] (output)
+  check.device(out8, "out8", kDLCUDA, "cuda");
+  check.dtype(out8, "out8", kDLBfloat, 16, "Tensor[(rows, 8), bf16]");
+  check.rank(out8, "out8", 2, "Tensor[(rows, 8), bf16]");
+  check.extent(out8, "out8", 1, 8, "Tensor[(rows, 8), bf16]");
+  // out9: Tensor[(rows, 8), i64] (output)
+  check.device(out9, "out9", kDLCUDA, "cuda");
+  check.dtype(out9, "out9", kDLInt, 64, "Tensor[(rows, 8), i64]");
+  check.rank(out9, "out9", 2, "Tensor[(rows, 8), i64]");
+  check.extent(out9, "out9", 1, 8, "Tensor[(rows, 8), i64]");
+  check.agree(xb, "xb", 0, rows, "rows", "x", "Tensor[(rows, 96), bf16]");
+  check.agree(out0, "out0", 0, rows, "rows", "x", "Tensor[(rows, 8), f32]");
+  check.agree(out1, "out1", 0, rows, "rows", "x", "Tensor[(rows, 8), i64]");
+  check.agree(out2, "out2", 0, rows, "rows", "x", "Tensor[(rows, 1), f32]");
+  check.agree(out3, "out3", 0, rows, "rows", "x", "Tensor[(rows, 1), i64]");
+  check.agree(out4, "out4", 0, rows, "rows", "x", "Tensor[(rows, 2), f32]");
+  check.agree(out5, "out5", 0, rows, "rows", "x", "Tensor[(rows, 2), i64]");
+  check.agree(out6, "out6", 0, rows, "rows", "x", "Tensor[(rows, 2), bf16]");
+  check.agree(out7, "out7", 0, rows, "rows", "x", "Tensor[(rows, 2), i64]");
+  check.agree(out8, "out8", 0, rows, "rows", "x", "Tensor[(rows, 8), bf16]");
+  check.agree(out9, "out9", 0, rows, "rows", "x", "Tensor[(rows, 8), i64]");
+  check.contiguous(x, "x");
+  check.aligned(x, "x", 16);
+  check.contiguous(xb, "xb");
+  check.aligned(xb, "xb", 16);
+  check.contiguous(out0, "out0");
+  check.aligned(out0, "out0", 16);
+  check.contiguous(out1, "out1");
+  check.contiguous(out2, "out2");
+  check.contiguous(out3, "out3");
+  check.contiguous(out4, "out4");
+  check.aligned(out4, "out4", 16);
+  check.contiguous(out5, "out5");
+  check.contiguous(out6, "out6");
+  check.aligned(out6, "out6", 16);
+  check.contiguous(out7, "out7");
+  check.contiguous(out8, "out8");
+  check.aligned(out8, "out8", 16);
+  check.contiguous(out9, "out9");
+  check.disjoint(out0, "out0", x, "x");
+  check.disjoint(out0, "out0", xb, "xb");
+  check.disjoint(out1, "out1", x, "x");
+  check.disjoint(out1, "out1", xb, "xb");
+  check.disjoint_outputs(out1, "out1", out0, "out0");
+  check.disjoint(out2, "out2", x, "x");
+  check.disjoint(out2, "out2", xb, "xb");
+  check.disjoint_outputs(out2, "out2", out0, "out0");
+  check.disjoint_outputs(out2, "out2", out1, "out1");
+  check.disjoint(out3, "out3", x, "x");
+  check.disjoint(out3, "out3", xb, "xb");
+  check.disjoint_outputs(out3, "out3", out0, "out0");
+  check.disjoint_outputs(out3, "out3", out1, "out1");
+  check.disjoint_outputs(out3, "out3", out2, "out2");
+  check.disjoint(out4, "out4", x, "x");
+  check.disjoint(out4, "out4", xb, "xb");
+  check.disjoint_outputs(out4, "out4", out0, "out0");
+  check.disjoint_outputs(out4, "out4", out1, "out1");
+  check.disjoint_outputs(out4, "out4", out2, "out2");
+  check.disjoint_outputs(out4, "out4", out3, "out3");
+  check.disjoint(out5, "out5", x, "x");
+  check.disjoint(out5, "out5", xb, "xb");
+  check.disjoint_outputs(out5, "out5", out0, "out0");
+  check.disjoint_outputs(out5, "out5", out1, "out1");
+  check.disjoint_outputs(out5, "out5", out2, "out2");
+  check.disjoint_outputs(out5, "out5", out3, "out3");
+  check.disjoint_outputs(out5, "out5", out4, "out4");
+  check.disjoint(out6, "out6", x, "x");
+  check.disjoint(out6, "out6", xb, "xb");
+  check.disjoint_outputs(out6, "out6", out0, "out0");
+  check.disjoint_outputs(out6, "out6", out1, "out1");
+  check.disjoint_outputs(out6, "out6", out2, "out2");
+  check.disjoint_outputs(out6, "out6", out3, "out3");
+  check.disjoint_outputs(out6, "out6", out4, "out4");
+  check.disjoint_outputs(out6, "out6", out5, "out5");
+  check.disjoint(out7, "out7", x, "x");
+  check.disjoint(out7, "out7", xb, "xb");
+  check.disjoint_outputs(out7, "out7", out0, "out0");
+  check.disjoint_outputs(out7, "out7", out1, "out1");
+  check.disjoint_outputs(out7, "out7", out2, "out2");
+  check.disjoint_outputs(out7, "out7", out3, "out3");
+  check.disjoint_outputs(out7, "out7", out4, "out4");
+  check.disjoint_outputs(out7, "out7", out5, "out5");
+  check.disjoint_outputs(out7, "out7", out6, "out6");
+  check.disjoint(out8, "out8", x, "x");
+  check.disjoint(out8, "out8", xb, "xb");
+  check.disjoint_outputs(out8, "out8", out0, "out0");
+  check.disjoint_outputs(out8, "out8", out1, "out1");
+  check.disjoint_outputs(out8, "out8", out2, "out2");
+  check.disjoint_outputs(out8, "out8", out3, "out3");
+  check.disjoint_outputs(out8, "out8", out4, "out4");
+  check.disjoint_outputs(out8, "out8", out5, "out5");
+  check.disjoint_outputs(out8, "out8", out6, "out6");
+  check.disjoint_outputs(out8, "out8", out7, "out7");
+  check.disjoint(out9, "out9", x, "x");
+  check.disjoint(out9, "out9", xb, "xb");
+  check.disjoint_outputs(out9, "out9", out0, "out0");
+  check.disjoint_outputs(out9, "out9", out1, "out1");
+  check.disjoint_outputs(out9, "out9", out2, "out2");
+  check.disjoint_outputs(out9, "out9", out3, "out3");
+  check.disjoint_outputs(out9, "out9", out4, "out4");
+  check.disjoint_outputs(out9, "out9", out5, "out5");
+  check.disjoint_outputs(out9, "out9", out6, "out6");
+  check.disjoint_outputs(out9, "out9", out7, "out7");
+  check.disjoint_outputs(out9, "out9", out8, "out8");
+  auto* const x_ptr = host::data<float const>(x);
+  auto* const xb_ptr = host::data<cute::bfloat16_t const>(xb);
+  auto* const out0_ptr = host::data<float>(out0);
+  auto* const out1_ptr = host::data<int64_t>(out1);
+  auto* const out2_ptr = host::data<float>(out2);
+  auto* const out3_ptr = host::data<int64_t>(out3);
+  auto* const out4_ptr = host::data<float>(out4);
+  auto* const out5_ptr = host::data<int64_t>(out5);
+  auto* const out6_ptr = host::data<cute::bfloat16_t>(out6);
+  auto* const out7_ptr = host::data<int64_t>(out7);
+  auto* const out8_ptr = host::data<cute::bfloat16_t>(out8);
+  auto* const out9_ptr = host::data<int64_t>(out9);
+  int64_t const grid = rows;
+  // launch: rows CTAs of 4 threads, 1 row each, a thread's part of a row in strips of 8 contiguous elements
+  host::CudaLaunch launch(check);
+  unsigned const ctas = launch.grid(grid);
+  if (ctas > 0) {
+    topk_rows_kernel<<<ctas, 4, 0, launch.stream()>>>(x_ptr, xb_ptr, out0_ptr, out1_ptr, out2_ptr, out3_ptr, out4_ptr, out5_ptr, out6_ptr, out7_ptr, out8_ptr, out9_ptr, rows);
+    launch.launched();
+  }
+}
+
+}  // namespace
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(topk_rows, topk_rows_entry);
+
+// ---- kernel topk_any_width
+// Generated by TileFoundry from Module topk_any_width for target cuda:nvidia.h200_sxm:sm_90a; entry topk_any_width.
+// Built with -DTILEFOUNDRY_TARGET_CUDA -DTILEFOUNDRY_HOST_ENTRY: the runtime header brings in the
+// target's runtime and the argument checks of the host entries.
+// Its launches are one-dimensional (<<<ctas, threads>>>): program ids read blockIdx.x, threadIdx.x.
+#define TILEFOUNDRY_LINEAR_LAUNCH
+#include <tilefoundry/runtime.h>
+
+namespace {
+
+using namespace tilefoundry;
+using cute::Int;
+
+// from @func topk_any_width at compile_kernels.py:172
+// topk_any_width: schedule placement=rows grid=rows threads_per_cta=256 rows=rows rows_per_cta=1 vector_width=1
+__global__ void __launch_bounds__(256) topk_any_width_kernel(float const* __restrict__ x_ptr, cute::bfloat16_t const* __restrict__ xb_ptr, float* __restrict__ out0_ptr, int64_t* __restrict__ out1_ptr, cute::bfloat16_t* __restrict__ out2_ptr, int64_t* __restrict__ out3_ptr, int64_t rows, int64_t width) {
+  // threads = mesh thread(warp=8, lane=32)
+  auto const threads = make_mesh<TopologyScope::thread>(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}), cute::make_stride(Int<32>{}, Int<1>{})));
+  auto const gmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<1>{}, Int<32>{}, Int<8>{}, static_cast<int>((width + 255) / (256))), cute::make_stride(Int<1>{}, Int<1>{}, Int<32>{}, Int<256>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads, static_cast<int>(width));
+  auto const gmem_layout_1 = make_shard_layout(cute::make_layout(cute::make_shape(Int<2>{}, Int<1>{}, Int<1>{}, Int<1>{}), cute::make_stride(Int<1>{}, Int<0>{}, Int<0>{}, Int<0>{})), cute::make_tuple(shard::B{}, shard::B{}), threads);
+  auto const gmem_layout_2 = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<1>{}, Int<1>{}, Int<1>{}), cute::make_stride(Int<1>{}, Int<0>{}, Int<0>{}, Int<0>{})), cute::make_tuple(shard::B{}, shard::B{}), threads);
+  int64_t const row = int64_t(program_id<TopologyScope::cta>());
+  if (row < (rows)) {
+    auto x = tilefoundry::make_tensor(cute::make_gmem_ptr(x_ptr + row * width), gmem_layout);
+    auto xb = tilefoundry::make_tensor(cute::make_gmem_ptr(xb_ptr + row * width), gmem_layout);
+    auto out0 = tilefoundry::make_tensor(cute::make_gmem_ptr(out0_ptr + row * 2), gmem_layout_1);
+    auto out1 = tilefoundry::make_tensor(cute::make_gmem_ptr(out1_ptr + row * 2), gmem_layout_1);
+    auto out2 = tilefoundry::make_tensor(cute::make_gmem_ptr(out2_ptr + row * 8), gmem_layout_2);
+    auto out3 = tilefoundry::make_tensor(cute::make_gmem_ptr(out3_ptr + row * 8), gmem_layout_2);
+    // compile_kernels.py:175: return (*tf.topk(x, 2), *tf.topk(xb, 8, largest=False))
+    ops::topk<ops::argmax_op, cute::seq<0, 1, 2, 3>>(x, out0, out1);
+    ops::topk<ops::argmin_op, cute::seq<0, 1, 2, 3>>(xb, out2, out3);
+  }
+}
+
+void topk_any_width_entry(tvm::ffi::TensorView x, tvm::ffi::TensorView xb, tvm::ffi::TensorView out0, tvm::ffi::TensorView out1, tvm::ffi::TensorView out2, tvm::ffi::TensorView out3) {
+  host::CudaArgChecker check("topk_any_width", "cuda:nvidia.h200_sxm:sm_90a");
+  // x: Tensor[(rows, width), f32]
+  check.device(x, "x", kDLCUDA, "cuda");
+  check.dtype(x, "x", kDLFloat, 32, "Tensor[(rows, width), f32]");
+  check.rank(x, "x", 2, "Tensor[(rows, width), f32]");
+  int64_t const rows = check.bind(x, "x", 0, "rows", 0, 1048576, "Tensor[(rows, width), f32]");
+  int64_t const width = check.bind(x, "x", 1, "width", 8, 4096, "Tensor[(rows, width), f32]");
+  // xb: Tensor[(rows, width), bf16]
+  check.device(xb, "xb", kDLCUDA, "cuda");
+  check.dtype(xb, "xb", kDLBfloat, 16, "Tensor[(rows, width), bf16]");
+  check.rank(xb, "xb", 2, "Tensor[(rows, width), bf16]");
+  // out0: Tensor[(rows, 2), f32] (output)
+  check.device(out0, "out0", kDLCUDA, "cuda");
+  check.dtype(out0, "out0", kDLFloat, 32, "Tensor[(rows, 2), f32]");
+  check.rank(out0, "out0", 2, "Tensor[(rows, 2), f32]");
+  check.extent(out0, "out0", 1, 2, "Tensor[(rows, 2), f32]");
+  // out1: Tensor[(rows, 2), i64] (output)
+  check.device(out1, "out1", kDLCUDA, "cuda");
+  check.dtype(out1, "out1", kDLInt, 64, "Tensor[(rows, 2), i64]");
+  check.rank(out1, "out1", 2, "Tensor[(rows, 2), i64]");
+  check.extent(out1, "out1", 1, 2, "Tensor[(rows, 2), i64]");
+  // out2: Tensor[(rows, 8), bf16] (output)
+  check.device(out2, "out2", kDLCUDA, "cuda");
+  check.dtype(out2, "out2", kDLBfloat, 16, "Tensor[(rows, 8), bf16]");
+  check.rank(out2, "out2", 2, "Tensor[(rows, 8), bf16]");
+  check.extent(out2, "out2", 1, 8, "Tensor[(rows, 8), bf16]");
+  // out3: Tensor[(rows, 8), i64] (output)
+  check.device(out3, "out3", kDLCUDA, "cuda");
+  check.dtype(out3, "out3", kDLInt, 64, "Tensor[(rows, 8), i64]");
+  check.rank(out3, "out3", 2, "Tensor[(rows, 8), i64]");
+  check.extent(out3, "out3", 1, 8, "Tensor[(rows, 8), i64]");
+  check.agree(xb, "xb", 0, rows, "rows", "x", "Tensor[(rows, width), bf16]");
+  check.agree(xb, "xb", 1, width, "width", "x", "Tensor[(rows, width), bf16]");
+  check.agree(out0, "out0", 0, rows, "rows", "x", "Tensor[(rows, 2), f32]");
+  check.agree(out1, "out1", 0, rows, "rows", "x", "Tensor[(rows, 2), i64]");
+  check.agree(out2, "out2", 0, rows, "rows", "x", "Tensor[(rows, 8), bf16]");
+  check.agree(out3, "out3", 0, rows, "rows", "x", "Tensor[(rows, 8), i64]");
+  check.contiguous(x, "x");
+  check.contiguous(xb, "xb");
+  check.contiguous(out0, "out0");
+  check.contiguous(out1, "out1");
+  check.contiguous(out2, "out2");
+  check.contiguous(out3, "out3");
+  check.disjoint(out0, "out0", x, "x");
+  check.disjoint(out0, "out0", xb, "xb");
+  check.disjoint(out1, "out1", x, "x");
+  check.disjoint(out1, "out1", xb, "xb");
+  check.disjoint_outputs(out1, "out1", out0, "out0");
+  check.disjoint(out2, "out2", x, "x");
+  check.disjoint(out2, "out2", xb, "xb");
+  check.disjoint_outputs(out2, "out2", out0, "out0");
+  check.disjoint_outputs(out2, "out2", out1, "out1");
+  check.disjoint(out3, "out3", x, "x");
+  check.disjoint(out3, "out3", xb, "xb");
+  check.disjoint_outputs(out3, "out3", out0, "out0");
+  check.disjoint_outputs(out3, "out3", out1, "out1");
+  check.disjoint_outputs(out3, "out3", out2, "out2");
+  auto* const x_ptr = host::data<float const>(x);
+  auto* const xb_ptr = host::data<cute::bfloat16_t const>(xb);
+  auto* const out0_ptr = host::data<float>(out0);
+  auto* const out1_ptr = host::data<int64_t>(out1);
+  auto* const out2_ptr = host::data<cute::bfloat16_t>(out2);
+  auto* const out3_ptr = host::data<int64_t>(out3);
+  int64_t const grid = rows;
+  // launch: rows CTAs of 256 threads, 1 row each
+  host::CudaLaunch launch(check);
+  unsigned const ctas = launch.grid(grid);
+  if (ctas > 0) {
+    topk_any_width_kernel<<<ctas, 256, 0, launch.stream()>>>(x_ptr, xb_ptr, out0_ptr, out1_ptr, out2_ptr, out3_ptr, rows, width);
+    launch.launched();
+  }
+}
+
+}  // namespace
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(topk_any_width, topk_any_width_entry);
+
+// ---- kernel topk_wide
+// Generated by TileFoundry from Module topk_wide for target cuda:nvidia.h200_sxm:sm_90a; entry topk_wide.
+// Built with -DTILEFOUNDRY_TARGET_CUDA -DTILEFOUNDRY_HOST_ENTRY: the runtime header brings in the
+// target's runtime and the argument checks of the host entries.
+// Its launches are one-dimensional (<<<ctas, threads>>>): program ids read blockIdx.x, threadIdx.x.
+#define TILEFOUNDRY_LINEAR_LAUNCH
+#include <tilefoundry/runtime.h>
+
+namespace {
+
+using namespace tilefoundry;
+using cute::Int;
+
+// from @func topk_wide at compile_kernels.py:178
+// topk_wide: schedule placement=rows grid=2*rows threads_per_cta=128 rows=2*rows rows_per_cta=1 vector_width=8
+__global__ void __launch_bounds__(128) topk_wide_kernel(cute::bfloat16_t const* __restrict__ x_ptr, cute::bfloat16_t* __restrict__ out0_ptr, int64_t* __restrict__ out1_ptr, cute::bfloat16_t* __restrict__ out2_ptr, int64_t* __restrict__ out3_ptr, int64_t rows) {
+  // threads = mesh thread(warp=4, lane=32)
+  auto const threads = make_mesh<TopologyScope::thread>(cute::make_layout(cute::make_shape(Int<4>{}, Int<32>{}), cute::make_stride(Int<32>{}, Int<1>{})));
+  auto const rmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<4>{}, Int<2>{}), cute::make_stride(Int<1>{}, Int<0>{}, Int<0>{}, Int<8>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
+  auto const gmem_layout = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<32>{}, Int<4>{}, Int<2>{}), cute::make_stride(Int<1>{}, Int<8>{}, Int<256>{}, Int<1024>{})), cute::make_tuple(shard::S<2>{}, shard::S<1>{}), threads);
+  auto const gmem_layout_1 = make_shard_layout(cute::make_layout(cute::make_shape(Int<8>{}, Int<1>{}, Int<1>{}, Int<1>{}), cute::make_stride(Int<1>{}, Int<0>{}, Int<0>{}, Int<0>{})), cute::make_tuple(shard::B{}, shard::B{}), threads);
+  auto const one_element = make_shard_layout(cute::make_layout(cute::make_shape(Int<1>{}, Int<1>{}, Int<1>{}, Int<1>{}), cute::make_stride(Int<1>{}, Int<0>{}, Int<0>{}, Int<0>{})), cute::make_tuple(shard::B{}, shard::B{}), threads);
+  auto x_regs = tilefoundry::make_tensor<cute::bfloat16_t>(rmem_layout);
+  int64_t const row = int64_t(program_id<TopologyScope::cta>());
+  if (row < (2 * rows)) {
+    auto x = tilefoundry::make_tensor(cute::make_gmem_ptr(x_ptr + (row / rows) * (2048 * rows) + (row % rows) * 2048), gmem_layout);
+    ops::unary(ops::cast_op{}, x, x_regs);
+    auto out0 = tilefoundry::make_tensor(cute::make_gmem_ptr(out0_ptr + (row / rows) * (8 * rows) + (row % rows) * 8), gmem_layout_1);
+    auto out1 = tilefoundry::make_tensor(cute::make_gmem_ptr(out1_ptr + (row / rows) * (8 * rows) + (row % rows) * 8), gmem_layout_1);
+    auto out2 = tilefoundry::make_tensor(cute::make_gmem_ptr(out2_ptr + (row / rows) * rows + (row % rows)), one_element);
+    auto out3 = tilefoundry::make_tensor(cute::make_gmem_ptr(out3_ptr + (row / rows) * rows + (row % rows)), one_element);
+    // compile_kernels.py:181: return (*tf.topk(x, 8), *tf.topk(x, 1, largest=False))
+    ops::topk<ops::argmax_op, cute::seq<0, 1, 2, 3>>(x_regs, out0, out1);
+    ops::topk<ops::argmin_op, cute::seq<0, 1, 2, 3>>(x_regs, out2, out3);
+  }
+}
+
+void topk_wide_entry(tvm::ffi::TensorView x, tvm::ffi::TensorView out0, tvm::ffi::TensorView out1, tvm::ffi::TensorView out2, tvm::ffi::TensorView out3) {
+  host::CudaArgChecker check("topk_wide", "cuda:nvidia.h200_sxm:sm_90a");
+  // x: Tensor[(2, rows, 2048), bf16]
+  check.device(x, "x", kDLCUDA, "cuda");
+  check.dtype(x, "x", kDLBfloat, 16, "Tensor[(2, rows, 2048), bf16]");
+  check.rank(x, "x", 3, "Tensor[(2, rows, 2048), bf16]");
+  check.extent(x, "x", 0, 2, "Tensor[(2, rows, 2048), bf16]");
+  int64_t const rows = check.bind(x, "x", 1, "rows", 0, 1048576, "Tensor[(2, rows, 2048), bf16]");
+  check.extent(x, "x", 2, 2048, "Tensor[(2, rows, 2048), bf16]");
+  // out0: Tensor[(2, rows, 8), bf16] (output)
+  check.device(out0, "out0", kDLCUDA, "cuda");
+  check.dtype(out0, "out0", kDLBfloat, 16, "Tensor[(2, rows, 8), bf16]");
+  check.rank(out0, "out0", 3, "Tensor[(2, rows, 8), bf16]");
+  check.extent(out0, "out0", 0, 2, "Tensor[(2, rows, 8), bf16]");
+  check.extent(out0, "out0", 2, 8, "Tensor[(2, rows, 8), bf16]");
+  // out1: Tensor[(2, rows, 8), i64] (output)
+  check.device(out1, "out1", kDLCUDA, "cuda");
+  check.dtype(out1, "out1", kDLInt, 64, "Tensor[(2, rows, 8), i64]");
+  check.rank(out1, "out1", 3, "Tensor[(2, rows, 8), i64]");
+  check.extent(out1, "out1", 0, 2, "Tensor[(2, rows, 8), i64]");
+  check.extent(out1, "out1", 2, 8, "Tensor[(2, rows, 8), i64]");
+  // out2: Tensor[(2, rows, 1), bf16] (output)
+  check.device(out2, "out2", kDLCUDA, "cuda");
+  check.dtype(out2, "out2", kDLBfloat, 16, "Tensor[(2, rows, 1), bf16]");
+  check.rank(out2, "out2", 3, "Tensor[(2, rows, 1), bf16]");
+  check.extent(out2, "out2", 0, 2, "Tensor[(2, rows, 1), bf16]");
+  check.extent(out2, "out2", 2, 1, "Tensor[(2, rows, 1), bf16]");
+  // out3: Tensor[(2, rows, 1), i64] (output)
+  check.device(out3, "out3", kDLCUDA, "cuda");
+  check.dtype(out3, "out3", kDLInt, 64, "Tensor[(2, rows, 1), i64]");
+  check.rank(out3, "out3", 3, "Tensor[(2, rows, 1), i64]");
+  check.extent(out3, "out3", 0, 2, "Tensor[(2, rows, 1), i64]");
+  check.extent(out3, "out3", 2, 1, "Tensor[(2, rows, 1), i64]");
+  check.agree(out0, "out0", 1, rows, "rows", "x", "Tensor[(2, rows, 8), bf16]");
+  check.agree(out1, "out1", 1, rows, "rows", "x", "Tensor[(2, rows, 8), i64]");
+  check.agree(out2, "out2", 1, rows, "rows", "x", "Tensor[(2, rows, 1), bf16]");
+  check.agree(out3, "out3", 1, rows, "rows", "x", "Tensor[(2, rows, 1), i64]");
+  check.contiguous(x, "x");
+  check.aligned(x, "x", 16);
+  check.contiguous(out0, "out0");
+  check.aligned(out0, "out0", 16);
+  check.contiguous(out1, "out1");
+  check.contiguous(out2, "out2");
+  check.contiguous(out3, "out3");
+  check.disjoint(out0, "out0", x, "x");
+  check.disjoint(out1, "out1", x, "x");
+  check.disjoint_outputs(out1, "out1", out0, "out0");
+  check.disjoint(out2, "out2", x, "x");
+  check.disjoint_outputs(out2, "out2", out0, "out0");
+  check.disjoint_outputs(out2, "out2", out1, "out1");
+  check.disjoint(out3, "out3", x, "x");
+  check.disjoint_outputs(out3, "out3", out0, "out0");
+  check.disjoint_outputs(out3, "out3", out1, "out1");
+  check.disjoint_outputs(out3, "out3", out2, "out2");
+  auto* const x_ptr = host::data<cute::bfloat16_t const>(x);
+  auto* const out0_ptr = host::data<cute::bfloat16_t>(out0);
+  auto* const out1_ptr = host::data<int64_t>(out1);
+  auto* const out2_ptr = host::data<cute::bfloat16_t>(out2);
+  auto* const out3_ptr = host::data<int64_t>(out3);
+  int64_t const grid = 2 * rows;
+  // launch: 2 * rows CTAs of 128 threads, 1 row each, a thread's part of a row in strips of 8 contiguous elements
+  host::CudaLaunch launch(check);
+  unsigned const ctas = launch.grid(grid);
+  if (ctas > 0) {
+    topk_wide_kernel<<<ctas, 128, 0, launch.stream()>>>(x_ptr, out0_ptr, out1_ptr, out2_ptr, out3_ptr, rows);
+    launch.launched();
+  }
+}
+
+}  // namespace
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(topk_wide, topk_wide_entry);
+
 // ---- kernel rms_norm_2048
 // Generated by TileFoundry from Module rms_norm_2048 for target cuda:nvidia.h200_sxm:sm_90a; entry rms_norm_2048.
 // Built with -DTILEFOUNDRY_TARGET_CUDA -DTILEFOUNDRY_HOST_ENTRY: the runtime header brings in the
@@ -1176,7 +2626,7 @@ namespace {
 using namespace tilefoundry;
 using cute::Int;
 
-// from @func rms_norm_2048 at compile_kernels.py:152
+// from @func rms_norm_2048 at compile_kernels.py:210
 // rms_norm_2048: schedule placement=rows grid=rows threads_per_cta=128 rows=rows rows_per_cta=1 vector_width=8
 __global__ void __launch_bounds__(128) rms_norm_2048_kernel(cute::bfloat16_t const* __restrict__ x_ptr, cute::bfloat16_t const* __restrict__ weight_ptr, cute::bfloat16_t* __restrict__ out_ptr, int64_t rows) {
   // threads = mesh thread(warp=4, lane=32)
@@ -1201,7 +2651,7 @@ __global__ void __launch_bounds__(128) rms_norm_2048_kernel(cute::bfloat16_t con
   if (row < (rows)) {
     auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 2048), gmem_layout);
     auto out = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out_ptr + row * 2048), gmem_layout);
-    // compile_kernels.py:153: return tf.rms_norm(x, weight, 1e-6) [rms_norm]
+    // compile_kernels.py:211: return tf.rms_norm(x, weight, 1e-6) [rms_norm]
     ops::unary(ops::cast_op{}, x, rms_norm_x);
     ops::unary(ops::square_op{}, rms_norm_x, rms_norm_square);
     ops::reduce<ops::mean_op, cute::seq<0, 1, 2, 3>>(rms_norm_square, rms_norm_mean_square, reduce_workspace);
@@ -1270,7 +2720,7 @@ namespace {
 using namespace tilefoundry;
 using cute::Int;
 
-// from @func add_rms_norm_2048 at compile_kernels.py:155
+// from @func add_rms_norm_2048 at compile_kernels.py:213
 // add_rms_norm_2048: schedule placement=rows grid=rows threads_per_cta=128 rows=rows rows_per_cta=1 vector_width=8
 __global__ void __launch_bounds__(128) add_rms_norm_2048_kernel(cute::bfloat16_t const* __restrict__ x_ptr, cute::bfloat16_t const* __restrict__ residual_ptr, cute::bfloat16_t const* __restrict__ weight_ptr, cute::bfloat16_t* __restrict__ out0_ptr, cute::bfloat16_t* __restrict__ out1_ptr, int64_t rows) {
   // threads = mesh thread(warp=4, lane=32)
@@ -1298,11 +2748,11 @@ __global__ void __launch_bounds__(128) add_rms_norm_2048_kernel(cute::bfloat16_t
     auto residual = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(residual_ptr + row * 2048), gmem_layout);
     auto out0 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out0_ptr + row * 2048), gmem_layout);
     auto out1 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out1_ptr + row * 2048), gmem_layout);
-    // compile_kernels.py:157: h = x + residual
+    // compile_kernels.py:215: h = x + residual
     ops::binary(ops::add_op{}, x, residual, h);
-    // compile_kernels.py:155: def add_rms_norm(x: Tensor[(ROWS, hidden), "bf16"], residual: Tensor[(ROWS, hidden), "bf16"],
+    // compile_kernels.py:213: def add_rms_norm(x: Tensor[(ROWS, hidden), "bf16"], residual: Tensor[(ROWS, hidden), "bf16"],
     ops::unary(ops::cast_op{}, h, out1);
-    // compile_kernels.py:158: return tf.rms_norm(h, weight, 1e-6), h [rms_norm]
+    // compile_kernels.py:216: return tf.rms_norm(h, weight, 1e-6), h [rms_norm]
     ops::unary(ops::cast_op{}, h, rms_norm_x);
     ops::unary(ops::square_op{}, rms_norm_x, rms_norm_square);
     ops::reduce<ops::mean_op, cute::seq<0, 1, 2, 3>>(rms_norm_square, rms_norm_mean_square, reduce_workspace);
@@ -1394,7 +2844,7 @@ namespace {
 using namespace tilefoundry;
 using cute::Int;
 
-// from @func softmax_2048 at compile_kernels.py:160
+// from @func softmax_2048 at compile_kernels.py:218
 // softmax_2048: schedule placement=rows grid=rows threads_per_cta=128 rows=rows rows_per_cta=1 vector_width=8
 __global__ void __launch_bounds__(128) softmax_2048_kernel(cute::bfloat16_t const* __restrict__ x_ptr, cute::bfloat16_t* __restrict__ out_ptr, int64_t rows) {
   // threads = mesh thread(warp=4, lane=32)
@@ -1416,7 +2866,7 @@ __global__ void __launch_bounds__(128) softmax_2048_kernel(cute::bfloat16_t cons
   if (row < (rows)) {
     auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 2048), gmem_layout);
     auto out = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out_ptr + row * 2048), gmem_layout);
-    // compile_kernels.py:161: return tf.softmax(x, axis=-1) [softmax]
+    // compile_kernels.py:219: return tf.softmax(x, axis=-1) [softmax]
     ops::unary(ops::cast_op{}, x, softmax_x);
     ops::reduce<ops::max_op, cute::seq<0, 1, 2, 3>>(softmax_x, softmax_max, reduce_workspace);
     ops::binary(ops::sub_op{}, softmax_x, softmax_max, softmax_shifted);
@@ -1476,7 +2926,7 @@ namespace {
 using namespace tilefoundry;
 using cute::Int;
 
-// from @func swiglu_2048 at compile_kernels.py:163
+// from @func swiglu_2048 at compile_kernels.py:221
 // swiglu_2048: schedule placement=rows grid=2*rows threads_per_cta=128 rows=2*rows rows_per_cta=1 vector_width=8
 __global__ void __launch_bounds__(128) swiglu_2048_kernel(cute::bfloat16_t const* __restrict__ gate_ptr, cute::bfloat16_t const* __restrict__ up_ptr, cute::bfloat16_t* __restrict__ out_ptr, int64_t rows) {
   // threads = mesh thread(warp=4, lane=32)
@@ -1489,7 +2939,7 @@ __global__ void __launch_bounds__(128) swiglu_2048_kernel(cute::bfloat16_t const
     auto gate = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(gate_ptr + (row / 2) * 2048 + (row % 2) * 1024), gmem_layout);
     auto up = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(up_ptr + (row / 2) * 2048 + (row % 2) * 1024), gmem_layout);
     auto out = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out_ptr + (row / 2) * 2048 + (row % 2) * 1024), gmem_layout);
-    // compile_kernels.py:164: return tf.silu(gate) * up
+    // compile_kernels.py:222: return tf.silu(gate) * up
     ops::unary(ops::silu_rounded_op{}, gate, silu);
     ops::binary(ops::mul_op{}, silu, up, out);
   }
@@ -1553,7 +3003,7 @@ namespace {
 using namespace tilefoundry;
 using cute::Int;
 
-// from @func rms_norm_8192 at compile_kernels.py:152
+// from @func rms_norm_8192 at compile_kernels.py:210
 // rms_norm_8192: schedule placement=rows grid=rows threads_per_cta=256 rows=rows rows_per_cta=1 vector_width=8
 __global__ void __launch_bounds__(256) rms_norm_8192_kernel(cute::bfloat16_t const* __restrict__ x_ptr, cute::bfloat16_t const* __restrict__ weight_ptr, cute::bfloat16_t* __restrict__ out_ptr, int64_t rows) {
   // threads = mesh thread(warp=8, lane=32)
@@ -1580,7 +3030,7 @@ __global__ void __launch_bounds__(256) rms_norm_8192_kernel(cute::bfloat16_t con
   if (row < (rows)) {
     auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 8192), gmem_smem_layout);
     auto out = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out_ptr + row * 8192), gmem_smem_layout);
-    // compile_kernels.py:153: return tf.rms_norm(x, weight, 1e-6) [rms_norm]
+    // compile_kernels.py:211: return tf.rms_norm(x, weight, 1e-6) [rms_norm]
     ops::unary(ops::cast_op{}, x, rms_norm_x);
     ops::unary(ops::square_op{}, rms_norm_x, rms_norm_square);
     ops::reduce<ops::mean_op, cute::seq<0, 1, 2, 3>>(rms_norm_square, rms_norm_mean_square, reduce_workspace);
@@ -1650,7 +3100,7 @@ namespace {
 using namespace tilefoundry;
 using cute::Int;
 
-// from @func add_rms_norm_8192 at compile_kernels.py:155
+// from @func add_rms_norm_8192 at compile_kernels.py:213
 // add_rms_norm_8192: schedule placement=rows grid=rows threads_per_cta=256 rows=rows rows_per_cta=1 vector_width=8
 __global__ void __launch_bounds__(256) add_rms_norm_8192_kernel(cute::bfloat16_t const* __restrict__ x_ptr, cute::bfloat16_t const* __restrict__ residual_ptr, cute::bfloat16_t const* __restrict__ weight_ptr, cute::bfloat16_t* __restrict__ out0_ptr, cute::bfloat16_t* __restrict__ out1_ptr, int64_t rows) {
   // threads = mesh thread(warp=8, lane=32)
@@ -1680,11 +3130,11 @@ __global__ void __launch_bounds__(256) add_rms_norm_8192_kernel(cute::bfloat16_t
     auto residual = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(residual_ptr + row * 8192), gmem_smem_layout);
     auto out0 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out0_ptr + row * 8192), gmem_smem_layout);
     auto out1 = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out1_ptr + row * 8192), gmem_smem_layout);
-    // compile_kernels.py:157: h = x + residual
+    // compile_kernels.py:215: h = x + residual
     ops::binary(ops::add_op{}, x, residual, h);
-    // compile_kernels.py:155: def add_rms_norm(x: Tensor[(ROWS, hidden), "bf16"], residual: Tensor[(ROWS, hidden), "bf16"],
+    // compile_kernels.py:213: def add_rms_norm(x: Tensor[(ROWS, hidden), "bf16"], residual: Tensor[(ROWS, hidden), "bf16"],
     ops::unary(ops::cast_op{}, h, out1);
-    // compile_kernels.py:158: return tf.rms_norm(h, weight, 1e-6), h [rms_norm]
+    // compile_kernels.py:216: return tf.rms_norm(h, weight, 1e-6), h [rms_norm]
     ops::unary(ops::cast_op{}, h, rms_norm_x);
     ops::unary(ops::square_op{}, rms_norm_x, rms_norm_square);
     ops::reduce<ops::mean_op, cute::seq<0, 1, 2, 3>>(rms_norm_square, rms_norm_mean_square, reduce_workspace);
@@ -1777,7 +3227,7 @@ namespace {
 using namespace tilefoundry;
 using cute::Int;
 
-// from @func softmax_8192 at compile_kernels.py:160
+// from @func softmax_8192 at compile_kernels.py:218
 // softmax_8192: schedule placement=rows grid=rows threads_per_cta=256 rows=rows rows_per_cta=1 vector_width=8
 __global__ void __launch_bounds__(256) softmax_8192_kernel(cute::bfloat16_t const* __restrict__ x_ptr, cute::bfloat16_t* __restrict__ out_ptr, int64_t rows) {
   // threads = mesh thread(warp=8, lane=32)
@@ -1799,7 +3249,7 @@ __global__ void __launch_bounds__(256) softmax_8192_kernel(cute::bfloat16_t cons
   if (row < (rows)) {
     auto x = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(x_ptr + row * 8192), gmem_layout);
     auto out = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out_ptr + row * 8192), gmem_layout);
-    // compile_kernels.py:161: return tf.softmax(x, axis=-1) [softmax]
+    // compile_kernels.py:219: return tf.softmax(x, axis=-1) [softmax]
     ops::unary(ops::cast_op{}, x, softmax_x);
     ops::reduce<ops::max_op, cute::seq<0, 1, 2, 3>>(softmax_x, softmax_max, reduce_workspace);
     ops::binary(ops::sub_op{}, softmax_x, softmax_max, softmax_shifted);
@@ -1859,7 +3309,7 @@ namespace {
 using namespace tilefoundry;
 using cute::Int;
 
-// from @func swiglu_8192 at compile_kernels.py:163
+// from @func swiglu_8192 at compile_kernels.py:221
 // swiglu_8192: schedule placement=rows grid=8*rows threads_per_cta=128 rows=8*rows rows_per_cta=1 vector_width=8
 __global__ void __launch_bounds__(128) swiglu_8192_kernel(cute::bfloat16_t const* __restrict__ gate_ptr, cute::bfloat16_t const* __restrict__ up_ptr, cute::bfloat16_t* __restrict__ out_ptr, int64_t rows) {
   // threads = mesh thread(warp=4, lane=32)
@@ -1872,7 +3322,7 @@ __global__ void __launch_bounds__(128) swiglu_8192_kernel(cute::bfloat16_t const
     auto gate = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(gate_ptr + (row / 8) * 8192 + (row % 8) * 1024), gmem_layout);
     auto up = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(up_ptr + (row / 8) * 8192 + (row % 8) * 1024), gmem_layout);
     auto out = tilefoundry::make_tensor(make_aligned_gmem_ptr<16>(out_ptr + (row / 8) * 8192 + (row % 8) * 1024), gmem_layout);
-    // compile_kernels.py:164: return tf.silu(gate) * up
+    // compile_kernels.py:222: return tf.silu(gate) * up
     ops::unary(ops::silu_rounded_op{}, gate, silu);
     ops::binary(ops::mul_op{}, silu, up, out);
   }

@@ -162,6 +162,10 @@ if want compile; then
   echo "=== python: the acceptance kernels jitted for cuda against the evaluator; devices and streams"
   if "$py" -m pytest -q -p no:cacheprovider tests/gpu/test_compile_cuda.py; then status[compile]=passed
   else status[compile]=FAILED; fi
+  echo "=== python: rows of any length (padded over a CTA with a tail), argmax and topk, on cuda"
+  if "$py" -m pytest -q -p no:cacheprovider tests/gpu/test_padded_rows.py tests/gpu/test_compile_topk.py; then
+    status[rows_topk]=passed
+  else status[rows_topk]=FAILED; fi
   echo "=== python: staged functions (matmul, views, rope, cache update, the families' decoder functions) on cuda"
   if "$py" -m pytest -q -p no:cacheprovider tests/gpu/test_compile_stages.py; then status[stages]=passed
   else status[stages]=FAILED; fi
@@ -200,7 +204,7 @@ echo "=== summary ($parts)"
 fail=0
 names=("${tests[@]}")
 want runtime && names+=(sass bench copy_ceiling)
-want compile && names+=(cuda_unit cuda_unit_sass compile stages bench_timing kernels_bench)
+want compile && names+=(cuda_unit cuda_unit_sass compile rows_topk stages bench_timing kernels_bench)
 want engine && names+=(engine_build models engine engine_graph engine_bench)
 want decode && names+=(decode)
 for k in "${names[@]}"; do

@@ -81,9 +81,10 @@ def test_a_compiled_kernel_matches_the_evaluator_at_every_row_count(compiled: di
 
 @pytest.mark.parametrize("cols", [0, 1, 33, 4000])
 def test_a_row_length_known_only_at_launch_from_one_build(compiled: dict[str, CompiledModule], cols: int) -> None:
-    """A row whose length is a DimVar runs on one thread per CTA, which folds it in order: a sum of ``cols``
-    f32 terms of magnitude about 1 is then good to about ``cols`` ulps of its partial sums, so the bounds
-    grow with the row (sums: 1e-6 absolute per term; softmax's probabilities: 6e-8 relative per term)."""
+    """A row whose length is a DimVar is padded over a CTA of threads (its length the layouts' bound), each
+    folding its part in order before the threads combine: a sum of ``cols`` f32 terms of magnitude about 1 is
+    good to at most about ``cols`` ulps of its partial sums, so the bounds grow with the row (sums: 1e-6
+    absolute per term; softmax's probabilities: 6e-8 relative per term)."""
     for kernel in (K.reductions, K.softmax_any_width):
         inputs = inputs_for(kernel, 7, "cuda", cols=cols)
         expect = expectations(kernel)

@@ -1,7 +1,9 @@
 """The build step: a LinkableModule becomes a LinkedModule, through the disk cache.
 
 The library is looked up by its key first; only a miss runs the compiler, once per key however many
-processes ask at the same time. A failed build raises :class:`BuildError` with the compiler's
+processes ask at the same time. A CPU build includes the runtime through a precompiled header
+(:mod:`.pch`: made once per compiler, flags and headers; the plain build when there is none, or when the
+compiler rejects it). A failed build raises :class:`BuildError` with the compiler's
 diagnostics and the command. On a terminal, a build that runs longer than a moment shows a progress
 line. ``$TILEFOUNDRY_DUMP`` names a folder that receives every generated source (and its TIR).
 """
@@ -16,6 +18,7 @@ import threading
 import time
 from pathlib import Path
 
+from . import pch
 from .cache import DiskCache
 from .linked import LinkableModule, LinkedModule
 from .options import CompilerOptions
@@ -103,9 +106,29 @@ def _compile(linkable: LinkableModule, tc: Toolchain, tmp: Path, cache: DiskCach
     if linkable.tir:
         (tmp / f"{linkable.name}.tir").write_text(linkable.tir + "\n")
     command = tc.command(source, tmp / library_name(linkable), linkable.include_dirs)
-    with _Progress(f"compiling {linkable.name} for {linkable.target} ({Path(command[0]).name})"):
-        proc = subprocess.run(command, capture_output=True, text=True)
-    output = (proc.stdout + proc.stderr).strip()
+    what = f"compiling {linkable.name} for {linkable.target} ({Path(command[0]).name})"
+    include = None
+    if pch.applies(linkable):
+        with _Progress(f"precompiling the runtime header for {linkable.target} ({Path(command[0]).name})"):
+            include = pch.header(cache, tc, Path(command[0]))
+    built = rejected = False
+    if include is not None:  # the same command on the precompiled runtime header
+        with_pch = [command[0], "-Winvalid-pch", "-include", str(include), *command[1:]]
+        with _Progress(what):
+            proc = subprocess.run(with_pch, capture_output=True, text=True)
+        output = (proc.stdout + proc.stderr).strip()
+        rejected = pch.rejected(output, include)
+        if rejected:  # g++ could not use it: the next build makes a new one
+            pch.discard(include)
+            output = pch.without_pch_lines(output)
+        # a build that warned it parsed the headers' text instead is complete; one that failed on the PCH is redone
+        built = not rejected or proc.returncode == 0
+        if built:
+            command = with_pch
+    if not built:
+        with _Progress(what):
+            proc = subprocess.run(command, capture_output=True, text=True)
+        output = (proc.stdout + proc.stderr).strip()
     if proc.returncode != 0 or not (tmp / library_name(linkable)).is_file():
         failed = cache.dir / ".failed"
         failed.mkdir(parents=True, exist_ok=True)
@@ -114,7 +137,8 @@ def _compile(linkable: LinkableModule, tc: Toolchain, tmp: Path, cache: DiskCach
         raise BuildError(linkable.name, command, output or f"(exit status {proc.returncode}, no output)", kept)
     diagnostics.append(output)
     return {"name": linkable.name, "entry": linkable.entry, "target": str(linkable.target), "command": command,
-            "diagnostics": output, "built_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
+            "diagnostics": output, "built_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "pch": str(include) if include is not None and not rejected else None}
 
 
 def _dump(linkable: LinkableModule, key: str) -> None:

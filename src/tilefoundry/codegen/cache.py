@@ -24,6 +24,8 @@ from ..runtime.resource.prepared import cache_root  # the one place that decides
 
 ENTRY_FILE = "entry.json"
 _KERNELS = "kernels"
+# The folder under the kernel cache that holds the precompiled runtime headers (codegen/pch.py).
+PCH_FOLDER = "pch"
 
 
 class DiskCache:
@@ -104,9 +106,10 @@ class DiskCache:
     def clear(self) -> int:
         """Remove every entry; returns how many went.
 
-        Only entries are removed (folders holding ``entry.json``), plus temporary build folders an
-        interrupted build left behind more than an hour ago. A build running right now, the lock files
-        and anything else under the folder are left alone; a library already loaded keeps working.
+        Only entries are removed (folders holding ``entry.json``) and the precompiled runtime headers, plus
+        temporary build folders an interrupted build left behind more than an hour ago. A build running right
+        now, the lock files and anything else under the folder are left alone; a library already loaded keeps
+        working.
         """
         if not self._exists():
             return 0
@@ -118,4 +121,9 @@ class DiskCache:
                 n += 1
             elif p.is_dir() and p.name.startswith(".") and p.name != ".locks" and p.stat().st_mtime < stale:
                 shutil.rmtree(p, ignore_errors=True)
+        pch = self.dir / PCH_FOLDER  # the precompiled headers (codegen/pch.py), but one being made now
+        if pch.is_dir():
+            for p in pch.iterdir():
+                if not p.name.startswith("."):
+                    shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
         return n

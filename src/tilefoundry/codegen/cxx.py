@@ -132,12 +132,14 @@ def layout(layout: TLayout, names: dict[str, str]) -> str:
 
 
 def shard_layout(layout: TLayout, mesh: str, names: dict[str, str]) -> str:
-    """``make_shard_layout(layout, attrs, mesh)`` for a distributed TLayout."""
+    """``make_shard_layout(layout, attrs, mesh)`` for a distributed TLayout (``, bound`` after the mesh where
+    the layout is padded past its existing elements)."""
     shape = ", ".join(mode(d, names) for d in layout.shape)
     stride = ", ".join(mode(d, names) for d in layout.stride)
     attrs = ", ".join(shard_attr(a) for a in layout.attrs)
+    bound = "" if layout.bound is None else f", {mode(layout.bound, names)}"
     return (f"make_shard_layout(cute::make_layout(cute::make_shape({shape}), cute::make_stride({stride})), "
-            f"cute::make_tuple({attrs}), {mesh})")
+            f"cute::make_tuple({attrs}), {mesh}{bound})")
 
 
 def shard_attr(a: object) -> str:

@@ -227,6 +227,13 @@ class KernelEmitter:
             axes = ", ".join(str(a) for a in s.axes)
             ws = f", {self.buffer(s.workspace)}" if s.workspace is not None else ""
             line = f"ops::reduce<ops::{s.tag.name}, cute::seq<{axes}>>({args[0]}, {out}{ws});"
+        elif s.family == "arg_reduce":
+            axes = ", ".join(str(a) for a in s.axes)
+            line = f"ops::arg_reduce<ops::{s.tag.name}, cute::seq<{axes}>>({args[0]}, {out});"
+        elif s.family == "topk":
+            axes = ", ".join(str(a) for a in s.axes)
+            indices = self.buffer(s.more_out[0])
+            line = f"ops::topk<ops::{s.tag.name}, cute::seq<{axes}>>({args[0]}, {out}, {indices});"
         elif s.family in COMPUTE_TAGGED:  # the tag names the dtype the op computes (accumulates) in
             line = f"ops::{s.family}<{cxx.COMPUTE_TYPES[s.tag.name]}>({', '.join(args)}, {out});"
         else:
@@ -235,11 +242,10 @@ class KernelEmitter:
 
     def tag(self, s: OpCall) -> str:
         tag = s.tag
-        if tag.name == "clamp_op":
-            src = s.operands[0]
-            ctype = cxx.COMPUTE_TYPES[src.dtype.name]
-            bounds = ", ".join(cxx.literal(a, compute=True) for a in tag.args)
-            return f"ops::clamp_op<{ctype}>{{{bounds}}}"
+        if tag.args:  # a tag with fields (clamp_op's bounds, softplus_op's beta and threshold): in their compute type
+            ctype = cxx.COMPUTE_TYPES[tag.args[0].dtype.name]
+            fields = ", ".join(cxx.literal(a, compute=True) for a in tag.args)
+            return f"ops::{tag.name}<{ctype}>{{{fields}}}"
         return f"ops::{tag.name}{{}}"
 
     def comment(self, origin: Origin, ind: str) -> None:

@@ -26,7 +26,7 @@ from ..tir.function import KernelParam, PrimFunc, Schedule
 from ..tir.mesh import TMesh
 from ..tir.stmt import AliasView, Alloc, GmemView, MeshScope, OpCall, Origin, Stmt, Sync, Tag
 from .errors import LoweringError
-from .opmap import BINARY_TAGS, COMPILED_DTYPES, REDUCE_TAGS, UNARY_TAGS, literal, unary_tag
+from .opmap import BINARY_TAGS, COMPILED_DTYPES, REDUCE_TAGS, UNARY_OPS, literal, unary_tag
 from .params import bind_dimvars, output_params
 from .program import Op, Program, Val
 from .schedule import Declared
@@ -39,8 +39,6 @@ from .structure import (
     structure_of,
     tlayout,
 )
-
-_UNARY = frozenset(UNARY_TAGS) | {"cast", "gelu", "clamp"}
 
 
 def is_placed(prog: Program) -> bool:
@@ -134,7 +132,7 @@ class _MeshLowering:
             self._reduce(op, dst, origin)
         elif op.op == "full_like":
             self.emit(OpCall("fill", None, (literal(op.attrs["value"], out.type.dtype),), dst.buffer, origin))
-        elif op.op in _UNARY:
+        elif op.op in UNARY_OPS:
             src = self._buffer_operand(op, op.inputs[0], st)
             tag = unary_tag(op.op, op.attrs, op.inputs[0].type.dtype, op.outputs[0].type.dtype)
             self.emit(OpCall("unary", tag, (src,), dst.buffer, origin))

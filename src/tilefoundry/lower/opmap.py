@@ -6,18 +6,27 @@ import math
 
 import torch
 
-from ..ir.types.dtype import DType
+from ..ir.types.dtype import DType, f32
 from ..tir.buffer import Literal
 from ..tir.stmt import Tag
 
 UNARY_TAGS = {
     "neg": "neg_op", "abs": "abs_op", "exp": "exp_op", "log": "log_op", "rsqrt": "rsqrt_op", "sqrt": "sqrt_op",
     "square": "square_op", "sigmoid": "sigmoid_op", "tanh": "tanh_op", "silu": "silu_op", "relu": "relu_op",
+    "exp2": "exp2_op", "log2": "log2_op", "ceil": "ceil_op", "floor": "floor_op", "round": "round_op",
+    "logical_not": "logical_not_op",
 }
+# floor_div and mod of integers give 0 for a zero divisor (torch raises, which a kernel cannot; math.h).
 BINARY_TAGS = {
     "add": "add_op", "sub": "sub_op", "mul": "mul_op", "div": "div_op", "max": "max_op", "min": "min_op",
     "pow": "pow_op", "lt": "lt_op", "le": "le_op", "gt": "gt_op", "ge": "ge_op", "eq": "eq_op", "ne": "ne_op",
+    "floor_div": "floor_div_op", "mod": "mod_op", "logical_and": "logical_and_op", "logical_or": "logical_or_op",
 }
+# Every op of the unary family: the tagged ones and those whose tag unary_tag builds from attributes.
+UNARY_OPS = frozenset(UNARY_TAGS) | {"cast", "gelu", "clamp", "softplus"}
+# Every elementwise op both lowerings (rowwise.py, meshwise.py) compile: the result is aligned with its
+# operands by broadcasting (right-aligned axes). reshard and local are aliases of their operand.
+ELEMENTWISE_OPS = UNARY_OPS | frozenset(BINARY_TAGS) | {"where", "full_like", "reshard", "local"}
 REDUCE_TAGS = {"sum": "sum_op", "mean": "mean_op", "max": "max_op", "min": "min_op", "abs_max": "absmax_op"}
 
 # Element types the generated code computes in (8-bit floats have no arithmetic in the runtime yet).
@@ -49,8 +58,9 @@ def is_16_bit_float(dtype: DType) -> bool:
 
 def unary_tag(op: str, attrs: dict, dtype: DType, result: DType) -> Tag:
     """The unary-family tag of ``op`` on ``dtype`` giving ``result`` (``cast`` is the identity: the conversion is
-    the store). exp, sigmoid and silu take their rounded form where ``result`` is a 16-bit float or the op is
-    marked ``rounded`` (it feeds only such a result)."""
+    the store; clamp and softplus carry their attributes as the tag's literals). exp, sigmoid and silu take their
+    rounded form where ``result`` is a 16-bit float or the op is marked ``rounded`` (it feeds only such a
+    result)."""
     if op in ROUNDED_TAGS and (attrs.get("rounded") or is_16_bit_float(result)):
         return Tag(ROUNDED_TAGS[op])
     if op == "cast":
@@ -62,6 +72,8 @@ def unary_tag(op: str, attrs: dict, dtype: DType, result: DType) -> Tag:
         low = literal(lo, dtype) if lo is not None else _extreme(dtype, low=True)
         high = literal(hi, dtype) if hi is not None else _extreme(dtype, low=False)
         return Tag("clamp_op", (low, high))
+    if op == "softplus":  # beta and threshold in f32, the compute type of every float (torch's opmath)
+        return Tag("softplus_op", (Literal(float(attrs["beta"]), f32), Literal(float(attrs["threshold"]), f32)))
     return Tag(UNARY_TAGS[op])
 
 

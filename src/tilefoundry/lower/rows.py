@@ -5,24 +5,23 @@ its widest values are the row index, their last axis the row. Every value is, pe
 *vector* (the row's H elements) or a *scalar* (one element: a reduction's result, a ``[rows, 1]``
 input), and *invariant* when it does not depend on the row (a weight, a constant). Elementwise ops
 (with broadcasting), casts, comparisons, ``where``, constants and reductions along the last axis
-keep a program row-wise; anything else is refused, naming the op. A program without reductions may
-have its rows cut into shorter ones (``split_rows``), so that one long row spreads over several CTAs.
+(``reduce``, ``argmax``, ``topk``) keep a program row-wise; anything else is refused, naming the op. A
+``topk`` result is a third kind of value per row: its ``k`` *picks* (neither the row nor one element),
+which the program returns as they are (no op reads them yet). A program without reductions may have
+its rows cut into shorter ones (``split_rows``), so that one long row spreads over several CTAs.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir.types.dim import Dim, dims_equal, product
+from ..ir.types.dim import Dim, DimVar, dims_equal, product
 from .errors import LoweringError
+from .opmap import ELEMENTWISE_OPS
 from .program import Op, Program, Val
 
-# Ops whose result is aligned with their operands by broadcasting (right-aligned axes).
-ELEMENTWISE = frozenset({
-    "add", "sub", "mul", "div", "max", "min", "pow", "lt", "le", "gt", "ge", "eq", "ne",
-    "neg", "abs", "exp", "log", "rsqrt", "sqrt", "square", "sigmoid", "tanh", "silu", "relu", "gelu",
-    "cast", "clamp", "where", "full_like", "reshard", "local",
-})
+# Ops whose result is aligned with their operands by broadcasting (right-aligned axes): one list, opmap's.
+ELEMENTWISE = ELEMENTWISE_OPS
 
 
 @dataclass(frozen=True)
@@ -34,11 +33,13 @@ class RowForm:
         lead: for each of the value's axes except its row axis, the lead axis it walks (None: extent 1,
             repeated along that lead axis).
         invariant: it is the same for every row.
+        picks: topk's ``k`` results per row (its last axis, of extent k), else None.
     """
 
     vector: bool
     lead: tuple[int | None, ...]
     invariant: bool
+    picks: int | None = None
 
 
 @dataclass
@@ -68,9 +69,14 @@ class RowSpace:
         return (*shape[:-1], self.segments, self.row)
 
 
+# Ops that reduce along the row: ``reduce``, ``argmax`` (the row's position of its largest element) and
+# ``topk`` (its k largest or smallest elements and their positions).
+REDUCTIONS = frozenset({"reduce", "argmax", "topk"})
+
+
 def has_reduction(prog: Program) -> bool:
     """Whether some op of ``prog`` reduces along the row (else each element of a row is computed alone)."""
-    return any(op.op == "reduce" for op in prog.ops)
+    return any(op.op in REDUCTIONS for op in prog.ops)
 
 
 def split_rows(space: RowSpace, segments: int) -> RowSpace:
@@ -91,13 +97,14 @@ def analyze_rows(prog: Program) -> RowSpace:
     depth = max((v.type.rank for v in values), default=0)
     row_axis = depth - 1  # the iteration axis of the row (-1: no axes at all)
     maps: dict[int, tuple[int, ...]] = {}
+    picks: dict[int, int] = {}  # topk's results: k per row
     for p in prog.params:
         maps[id(p)] = tuple(range(depth - p.type.rank, depth))
     for op in prog.ops:
-        _map_op(prog, op, maps, row_axis)
-    extents = _extents(prog, values, maps, depth)
+        _map_op(prog, op, maps, row_axis, picks)
+    extents = _extents(prog, values, maps, depth, picks)
     lead, row = tuple(extents[:-1]), (extents[-1] if depth else 1)
-    forms = {id(v): _form(v, maps[id(v)], row_axis, extents) for v in values}
+    forms = {id(v): _form(v, maps[id(v)], row_axis, extents, picks.get(id(v))) for v in values}
     return RowSpace(lead, row, forms, maps)
 
 
@@ -105,9 +112,19 @@ def _refuse(prog: Program, op: Op, reason: str) -> LoweringError:
     return LoweringError(op.op, prog.name, reason, op.loc)
 
 
-def _map_op(prog: Program, op: Op, maps: dict[int, tuple[int, ...]], row_axis: int) -> None:
+def _map_op(prog: Program, op: Op, maps: dict[int, tuple[int, ...]], row_axis: int, picks: dict[int, int]) -> None:
     if op.op == "constant":
         maps[id(op.outputs[0])] = ()
+        return
+    read = next((v for v in op.inputs if id(v) in picks), None)
+    if read is not None:
+        if op.op not in ("reshard", "local"):
+            raise _refuse(prog, op, f"it reads topk's result {read.type}: a compiled row-wise program returns topk's "
+                                    "values and indices as they are (no op reads them yet)")
+        maps[id(op.outputs[0])], picks[id(op.outputs[0])] = maps[id(read)], picks[id(read)]
+        return
+    if op.op == "topk":
+        _map_topk(prog, op, maps, row_axis, picks)
         return
     if op.op == "reduce":
         (x,) = op.inputs
@@ -116,6 +133,14 @@ def _map_op(prog: Program, op: Op, maps: dict[int, tuple[int, ...]], row_axis: i
             raise _refuse(prog, op, f"over axes {op.attrs['axes']} of {x.type}: a compiled row-wise program "
                                     "reduces along the last axis only")
         maps[id(op.outputs[0])] = xm if op.attrs["keepdim"] else xm[:-1]
+        return
+    if op.op == "argmax":
+        (x,) = op.inputs
+        xm = maps[id(x)]
+        if op.attrs["axis"] != x.type.rank - 1 or not xm or xm[-1] != row_axis:
+            raise _refuse(prog, op, f"along axis {op.attrs['axis']} of {x.type}: a compiled row-wise program "
+                                    "takes the argmax along the last axis only")
+        maps[id(op.outputs[0])] = xm[:-1]
         return
     if op.op not in ELEMENTWISE:
         raise _refuse(prog, op, _why_not(op))
@@ -131,20 +156,39 @@ def _map_op(prog: Program, op: Op, maps: dict[int, tuple[int, ...]], row_axis: i
     maps[id(out)] = result
 
 
+def _map_topk(prog: Program, op: Op, maps: dict[int, tuple[int, ...]], row_axis: int, picks: dict[int, int]) -> None:
+    """topk along the row: its results walk the row's lead axes, k picks a row. The row holds at least k
+    elements (a DimVar row length's lower bound at least k), as torch requires."""
+    (x,) = op.inputs
+    xm, k, row = maps[id(x)], op.attrs["k"], x.type.shape[-1]
+    if op.attrs["axis"] != x.type.rank - 1 or not xm or xm[-1] != row_axis:
+        raise _refuse(prog, op, f"along axis {op.attrs['axis']} of {x.type}: a compiled row-wise program takes the "
+                                "topk along the last axis only")
+    if not isinstance(row, int) and not (isinstance(row, DimVar) and row.lo >= k):
+        low = f"lower bound {row.lo}" if isinstance(row, DimVar) else "no lower bound"
+        raise _refuse(prog, op, f"k={k} along a row of {row} elements ({low}): declare the row length as a DimVar "
+                                f"whose lower bound is at least k (DimVar('{row}', {k}, ...)), so that every row has "
+                                "k elements to pick")
+    for v in op.outputs:
+        maps[id(v)], picks[id(v)] = xm[:-1], k
+
+
 def _why_not(op: Op) -> str:
     if op.op == "matmul":
         return "matmul is not compiled yet (the row-wise compiler covers elementwise ops and reductions)"
-    if op.op in ("rope", "topk", "argmax", "index_select", "cache_update"):
+    if op.op in ("rope", "index_select", "cache_update"):
         return f"{op.op} reads across rows or gathers; the row-wise compiler covers elementwise ops and reductions"
     return (f"{op.op} changes the shape of the data; the row-wise compiler covers elementwise ops, casts, "
             "comparisons, where, constants and reductions along the last axis")
 
 
-def _extents(prog: Program, values: list[Val], maps: dict[int, tuple[int, ...]], depth: int) -> list[Dim]:
+def _extents(prog: Program, values: list[Val], maps: dict[int, tuple[int, ...]], depth: int,
+             picks: dict[int, int]) -> list[Dim]:
     extents: list[Dim] = [1] * depth
     seen: list[Val | None] = [None] * depth
     for v in values:
-        for d, axis in zip(v.type.shape, maps[id(v)]):
+        walked = v.type.shape[:-1] if id(v) in picks else v.type.shape  # a topk result's last axis: its k picks
+        for d, axis in zip(walked, maps[id(v)]):
             if dims_equal(d, 1):
                 continue
             if seen[axis] is None:
@@ -158,7 +202,10 @@ def _extents(prog: Program, values: list[Val], maps: dict[int, tuple[int, ...]],
     return extents
 
 
-def _form(v: Val, axis_map: tuple[int, ...], row_axis: int, extents: list[Dim]) -> RowForm:
+def _form(v: Val, axis_map: tuple[int, ...], row_axis: int, extents: list[Dim], picks: int | None) -> RowForm:
+    if picks is not None:  # its lead axes walk the row's; its last axis holds the k picks
+        lead = tuple(None if dims_equal(d, 1) else a for d, a in zip(v.type.shape[:-1], axis_map, strict=True))
+        return RowForm(False, lead, all(a is None for a in lead), picks)
     shape = v.type.shape
     has_row = bool(axis_map) and axis_map[-1] == row_axis
     vector = has_row and not dims_equal(shape[-1], 1) and not dims_equal(extents[row_axis], 1)

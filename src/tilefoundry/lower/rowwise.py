@@ -33,14 +33,13 @@ from ..tir.stmt import (
 )
 from .errors import LoweringError
 from .layouts import RowLayouts
-from .opmap import BINARY_TAGS, COMPILED_DTYPES, REDUCE_TAGS, UNARY_TAGS, literal, unary_tag
+from .opmap import BINARY_TAGS, COMPILED_DTYPES, REDUCE_TAGS, UNARY_OPS, literal, unary_tag
 from .params import bind_dimvars, output_params
 from .program import Op, Program, Val
-from .rows import RowForm, RowSpace, analyze_rows, has_reduction, split_rows
+from .rows import REDUCTIONS, RowForm, RowSpace, analyze_rows, has_reduction, split_rows
 from .schedule import Declared, Staging, row_schedule, row_segments, staging
 from .views import Strided
 
-_UNARY = frozenset(UNARY_TAGS) | {"cast", "gelu", "clamp"}
 _ALIASES = frozenset({"reshard", "local"})
 
 
@@ -73,10 +72,16 @@ class _RowLowering:
         return self.space.form(v)
 
     def layout(self, v: Val, storage: Storage):  # noqa: ANN201 - TLayout
-        return self.layouts.vector(storage) if self.form(v).vector else self.layouts.scalar()
+        form = self.form(v)
+        if form.picks is not None:
+            return self.layouts.picks(form.picks)
+        return self.layouts.vector(storage) if form.vector else self.layouts.scalar()
 
     def row_shape(self, v: Val) -> tuple[Dim, ...]:
-        return (self.space.row,) if self.form(v).vector else (1,)
+        form = self.form(v)
+        if form.picks is not None:
+            return (form.picks,)
+        return (self.space.row,) if form.vector else (1,)
 
     def gmem(self, name: str, v: Val, param: str) -> Buffer:
         buf = Buffer(name, v.type.dtype, Storage.gmem, self.row_shape(v), self.layout(v, Storage.gmem))
@@ -145,7 +150,7 @@ class _RowLowering:
             if op.op not in _ALIASES:
                 for v in op.inputs:
                     readers.setdefault(id(self.root(v)), []).append(i)
-        first_reduction = next((i for i, op in enumerate(self.prog.ops) if op.op == "reduce"), None)
+        first_reduction = next((i for i, op in enumerate(self.prog.ops) if op.op in REDUCTIONS), None)
         smem_used = 0
         for p in self.prog.params:
             if id(p) not in used:
@@ -209,14 +214,14 @@ class _RowLowering:
         if op.op in _ALIASES:
             self.operand[id(out)] = self.operand[id(op.inputs[0])]
             return
-        where = self.sec.of(self.form(out).invariant)
+        where = self.sec.of(self.form(op.outputs[0]).invariant)
         if any(id(self.operand.get(id(v))) in self.in_flight for v in op.inputs):
             where.append(AsyncWait(origin))  # the staged copies land before their first reader
             self.in_flight.clear()
         if op.op == "full_like":
             where.append(OpCall("fill", None, (literal(op.attrs["value"], out.type.dtype),), self.result(out),
                                 origin))
-        elif op.op in _UNARY:
+        elif op.op in UNARY_OPS:
             src = self.buffer_of(op.inputs[0], origin)
             tag = unary_tag(op.op, op.attrs, op.inputs[0].type.dtype, op.outputs[0].type.dtype)
             where.append(OpCall("unary", tag, (src,), self.result(out), origin))
@@ -231,6 +236,16 @@ class _RowLowering:
             src = self.buffer_of(op.inputs[0], origin)
             where.append(OpCall("reduce", Tag(REDUCE_TAGS[op.attrs["kind"]]), (src,), self.result(out), origin,
                                 axes=self.layouts.reduced_axes()))
+        elif op.op == "argmax":
+            src = self.buffer_of(op.inputs[0], origin)
+            where.append(OpCall("arg_reduce", Tag("argmax_op"), (src,), self.result(out), origin,
+                                axes=self.layouts.reduced_axes()))
+        elif op.op == "topk":  # sorted or not, the picks come in order (torch leaves the unsorted order open)
+            src = self.buffer_of(op.inputs[0], origin)
+            values, indices = (self.result(v) for v in op.outputs)
+            order = Tag("argmax_op" if op.attrs.get("largest", True) else "argmin_op")
+            where.append(OpCall("topk", order, (src,), values, origin, axes=self.layouts.reduced_axes(),
+                                more_out=(indices,)))
         else:  # pragma: no cover - analyze_rows admits no other op
             raise LoweringError(op.op, self.prog.name, "no runtime op computes it", op.loc)
 

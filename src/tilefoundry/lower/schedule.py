@@ -39,6 +39,16 @@ CUDA_VECTORS_PER_THREAD = 2
 CUDA_ROW_THREADS = 256
 CUDA_MAX_THREADS = 1024
 CUDA_MAX_ELEMENTS_PER_THREAD = 32
+# A row that no whole number of warps tiles in vectors (hidden 4095, 333, 50257; a DimVar length) is
+# padded to whole vectors a thread (lower/layouts.py: the layout's bound is the row, and each thread
+# reads, writes and reduces only its own existing elements), over the warps that give each thread about
+# CUDA_VECTORS_PER_THREAD vectors (at most CUDA_ROW_THREADS threads, more where a thread would hold more
+# than CUDA_MAX_ELEMENTS_PER_THREAD elements, within CUDA_MAX_THREADS). A row that a power of two below a
+# warp splits exactly keeps that split where a thread holds at most CUDA_MAX_UNPADDED_ELEMENTS elements
+# (a row of 96 bf16 over 4 threads, 24 each: its vectors take the 16-byte path). A DimVar row takes
+# CUDA_ROW_THREADS threads. (One thread a row, as these rows had before, unrolled thousands of elements a
+# thread: nvcc ran for minutes.)
+CUDA_MAX_UNPADDED_ELEMENTS = 64
 # A row-independent input (a weight row) whose first reader follows the row's first reduction is loaded
 # at the top, its loads in flight with the row's: RMSNorm's weight, read after the mean of squares,
 # otherwise starts its loads only after the reduction. Into registers where a thread holds at most
@@ -146,27 +156,26 @@ def _cuda_threads(function: str, row: Dim, dtypes: set[DType], declared: Declare
     CUDA_ROW_THREADS where the share allows: a row of 2048 bf16 takes 128 threads, 4096 takes 256, each
     thread two 16-byte vectors, 8192 takes 256 with four, 16384 takes 512 with four. A row of fewer
     vectors than a warp, or not a whole number of warps of them, takes the largest power of two
-    dividing ``n`` (at most a warp). A row whose length is a DimVar runs on one thread per CTA.
+    dividing ``n`` (at most a warp) where that leaves a thread at most CUDA_MAX_UNPADDED_ELEMENTS elements;
+    any other row, and a row whose length is a DimVar (in single elements: its alignment is known only at
+    launch), is padded to whole vectors a thread (see CUDA_MAX_UNPADDED_ELEMENTS). Declared threads take a
+    row they do not tile the same way.
     """
+    if declared.thread is not None and declared.thread % 32 and declared.thread not in (1, 2, 4, 8, 16):
+        raise LoweringError("topologies", function, f"it declares Topology('thread', {declared.thread}): a row is "
+                            "spread over whole warps, or over a power of two threads below a warp", None)
     if not isinstance(row, int):
-        if declared.thread not in (None, 1):
-            raise LoweringError(
-                "topologies", function, f"it declares Topology('thread', {declared.thread}), but its row length "
-                f"{row} is known only at launch, and such a row runs on one thread per CTA; give the row a static "
-                "length, or declare Topology('thread', 1)", None)
-        return 1, 1
+        return (declared.thread if declared.thread is not None else CUDA_ROW_THREADS), 1
     vector = _narrowest_vector(dtypes)
     if declared.thread is not None:
         threads = declared.thread
         while vector > 1 and row % (vector * threads):
             vector //= 2
-    else:
-        vector = _vector_width(row, dtypes)
-        threads = _cuda_row_threads(row // vector, vector)
-    if row % (vector * threads):
-        raise LoweringError("topologies", function, f"a row of {row} elements does not split over the {threads} "
-                            "declared threads", None)
-    return threads, vector
+        if row % vector:
+            vector = _vector_width(row, dtypes)
+        return threads, vector
+    vector = _vector_width(row, dtypes)
+    return _cuda_row_threads(row // vector, vector), vector
 
 
 def _narrowest_vector(dtypes: set[DType]) -> int:
@@ -191,10 +200,21 @@ def _cuda_row_threads(vectors: int, vector: int) -> int:
         threads = 1
         while threads < 32 and vectors % (threads * 2) == 0:
             threads *= 2
-        return threads
+        if vectors // threads * vector <= CUDA_MAX_UNPADDED_ELEMENTS:
+            return threads
+        return _cuda_padded_threads(vectors, vector)
     fitting = [t for t in warps if vectors // t * vector <= CUDA_MAX_ELEMENTS_PER_THREAD] or [warps[-1]]
     within = [t for t in fitting if t <= CUDA_ROW_THREADS] or [min(fitting)]
     return min(within, key=lambda t: (abs(math.log2(vectors / t / CUDA_VECTORS_PER_THREAD)), -t))
+
+
+def _cuda_padded_threads(vectors: int, vector: int) -> int:
+    """Whole warps for a row of ``vectors`` vectors that they do not tile (see CUDA_MAX_UNPADDED_ELEMENTS)."""
+    warps = -(-vectors // (32 * CUDA_VECTORS_PER_THREAD))
+    threads = min(max(warps, 1) * 32, CUDA_ROW_THREADS)
+    while threads < CUDA_MAX_THREADS and -(-vectors // threads) * vector > CUDA_MAX_ELEMENTS_PER_THREAD:
+        threads += 32
+    return threads
 
 
 @dataclass(frozen=True)
@@ -215,10 +235,11 @@ class Staging:
 def staging(target: Target, sched: Schedule, row: Dim) -> Staging:
     """What a row-wise program stages on ``target`` under ``sched``: on CUDA repeated inputs always, late
     weights of a static row in registers where a thread's share is at most CUDA_STAGED_WEIGHT_VECTORS
-    vectors, else in shared memory (CUDA_STAGED_WEIGHT_SMEM); the CPU reads its cache either way."""
+    vectors, else in shared memory (CUDA_STAGED_WEIGHT_SMEM); the CPU reads its cache either way. A padded
+    row (CUDA_MAX_UNPADDED_ELEMENTS) stages only its repeated inputs."""
     if not isinstance(target, CudaTarget):
         return Staging()
-    if not isinstance(row, int):
+    if not isinstance(row, int) or row % (sched.threads_per_cta * sched.vector_width):
         return Staging(True)
     share = row // (sched.threads_per_cta * sched.vector_width)
     if share <= CUDA_STAGED_WEIGHT_VECTORS:

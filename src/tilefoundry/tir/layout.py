@@ -30,13 +30,17 @@ class TLayout:
 
     A mode split by a mesh axis has that axis's extent; its stride is the distance between two
     instances' pieces, 0 where each instance keeps its piece in storage of its own (registers, or shared
-    memory across CTAs). ``attrs`` holds one shard attribute per mesh axis.
+    memory across CTAs). ``attrs`` holds one shard attribute per mesh axis. ``bound``, when set, is how many
+    elements of the layout exist in its colexicographic order: the layout is padded past them to whole mesh
+    axes (a row that does not split evenly over the threads), and the runtime's ``local()`` gives each
+    instance only its existing elements (a ShardLayout with a bound, runtime shard_layout.h).
     """
 
     shape: tuple[Dim, ...]
     stride: tuple[Dim, ...]
     mesh: TMesh | None = None
     attrs: tuple[ShardAttr, ...] = ()
+    bound: Dim | None = None
 
     def __post_init__(self) -> None:
         if len(self.shape) != len(self.stride):
@@ -64,4 +68,6 @@ class TLayout:
         text = f"({shape}):({stride})"
         if self.mesh is not None:
             text += f" [{', '.join(str(a) for a in self.attrs)}] over {self.mesh.name}"
+        if self.bound is not None:
+            text += f" bound {self.bound}"
         return text

@@ -30,7 +30,8 @@ def _stmt(s: Stmt, indent: str, lines: list[str]) -> None:
             tmpl.append(f"axes=({', '.join(str(a) for a in s.axes)})")
         ins = ", ".join(_operand(o) for o in s.operands)
         ws = f", workspace={s.workspace.name}" if s.workspace is not None else ""
-        lines.append(f"{indent}{s.out.name} <- {s.family}<{', '.join(tmpl)}>({ins}{ws})  # {s.origin}")
+        outs = ", ".join(b.name for b in (s.out, *s.more_out))
+        lines.append(f"{indent}{outs} <- {s.family}<{', '.join(tmpl)}>({ins}{ws})  # {s.origin}")
     elif isinstance(s, Sync):
         lines.append(f"{indent}sync<{s.kind}>" + (f"  # {s.origin}" if s.origin else ""))
     elif isinstance(s, AsyncWait):

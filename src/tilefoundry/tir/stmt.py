@@ -109,6 +109,8 @@ class OpCall(Stmt):
 
     ``axes`` are the reduced flat modes of a reduce; ``workspace`` its shared-memory buffer when the
     reduction crosses warps (never on the CPU). ``fill`` takes its value as the one literal operand.
+    ``more_out`` are the results after ``out`` of a family with several (topk: ``out`` the values,
+    ``more_out`` the indices).
     """
 
     family: str
@@ -118,6 +120,7 @@ class OpCall(Stmt):
     origin: Origin
     axes: tuple[int, ...] = ()
     workspace: Buffer | None = None
+    more_out: tuple[Buffer, ...] = ()
 
 
 @dataclass(eq=False)

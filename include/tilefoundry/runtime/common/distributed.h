@@ -15,8 +15,8 @@ template <class T>
 struct is_distributed_tensor : std::false_type {};
 template <class E, class GL, class SL>
 struct is_distributed_tensor<ShardTensor<E, GL, SL>> : std::true_type {};
-template <class E, class L, class A, class M>
-struct is_distributed_tensor<cute::Tensor<E, ShardLayout<L, A, M>>> : std::true_type {};
+template <class E, class L, class A, class M, class B>
+struct is_distributed_tensor<cute::Tensor<E, ShardLayout<L, A, M, B>>> : std::true_type {};
 
 /// A ShardTensor, or a cute::Tensor whose layout is a ShardLayout.
 template <class T>
@@ -25,21 +25,21 @@ constexpr bool is_distributed_v = is_distributed_tensor<cute::remove_cvref_t<T>>
 /// A view whose layout is a ShardLayout (spec 2.9), spelled like cute::make_tensor: iterator is
 /// what the current instance holds (make_gmem_ptr / make_smem_ptr tag its residency), sl the
 /// canonical layout over it.
-template <class Iterator, class L, class A, class M>
-CUTE_HOST_DEVICE auto make_tensor(Iterator const& iterator, ShardLayout<L, A, M> const& sl) {
-  return cute::Tensor<cute::ViewEngine<Iterator>, ShardLayout<L, A, M>>{{iterator}, sl};
+template <class Iterator, class L, class A, class M, class B>
+CUTE_HOST_DEVICE auto make_tensor(Iterator const& iterator, ShardLayout<L, A, M, B> const& sl) {
+  return cute::Tensor<cute::ViewEngine<Iterator>, ShardLayout<L, A, M, B>>{{iterator}, sl};
 }
 
 /// A register tensor whose layout is a ShardLayout: each instance owns the storage its local view
 /// addresses (a split mode of a register tensor has stride 0), so the canonical layout may keep a
-/// launch-provided extent on a split mode.
-template <class T, class L, class A, class M>
-CUTE_HOST_DEVICE auto make_tensor(ShardLayout<L, A, M> const& sl) {
+/// launch-provided extent on a split mode. A bounded layout's storage holds its padding too.
+template <class T, class L, class A, class M, class B>
+CUTE_HOST_DEVICE auto make_tensor(ShardLayout<L, A, M, B> const& sl) {
   using Local = decltype(cute::make_layout(shard_layout_local_shape(sl), sl.layout.stride()));
   static_assert(cute::is_static<Local>::value,
                 "make_tensor<T>(ShardLayout): a register tensor needs a static local layout");
   using Storage = cute::ArrayEngine<T, decltype(cute::cosize(Local{}))::value>;
-  return cute::Tensor<Storage, ShardLayout<L, A, M>>{Storage{}, sl};
+  return cute::Tensor<Storage, ShardLayout<L, A, M, B>>{Storage{}, sl};
 }
 
 namespace detail {

@@ -73,8 +73,8 @@ CUTE_HOST_DEVICE auto local_offset(SL const& sl, Coord const& coord,
 
 /// The local shape of a shard layout: each split canonical mode becomes a static 1, so views of
 /// register tensors keep fully static layouts even when the mesh extent is launch-provided.
-template <class L, class A, class M>
-CUTE_HOST_DEVICE constexpr auto shard_layout_local_shape(ShardLayout<L, A, M> const& sl) {
+template <class L, class A, class M, class B>
+CUTE_HOST_DEVICE constexpr auto shard_layout_local_shape(ShardLayout<L, A, M, B> const& sl) {
   constexpr int rank = cute::tuple_size<decltype(cute::wrap(sl.layout.shape()))>::value;
   return detail::local_shape(sl, std::make_integer_sequence<int, rank>{});
 }
@@ -116,13 +116,84 @@ CUTE_HOST_DEVICE constexpr bool view_keeps_promise() {
   }
 }
 
-template <class Iterator, class L, class A, class M>
-CUTE_HOST_DEVICE auto project(Iterator base, ShardLayout<L, A, M> const& sl) {
+// The canonical (colexicographic, compact) stride of every mode of a shape.
+template <class Shape, int... K>
+CUTE_HOST_DEVICE constexpr cute::array<long, sizeof...(K)> canonical_strides(
+    Shape const& s, std::integer_sequence<int, K...>) {
+  cute::array<long, sizeof...(K)> out{{long(cute::get<K>(s))...}};
+  long acc = 1;
+  for (std::size_t k = 0; k < sizeof...(K); ++k) {
+    long const e = out[k];
+    out[k] = acc;
+    acc *= e;
+  }
+  return out;
+}
+
+/// How many elements of its local view the instance at `coord` holds under a bounded shard
+/// layout: the local elements whose canonical (colexicographic) index is below the bound. Along
+/// the local view's order the canonical index only grows, so they are a prefix: per unsplit mode,
+/// outermost first, the whole digits below what is left of the bound, then the partial digit's
+/// elements one mode further in.
+template <class L, class A, class M, class B, class Coord>
+CUTE_HOST_DEVICE long bounded_count(ShardLayout<L, A, M, B> const& sl, Coord const& coord) {
+  auto const shape = cute::wrap(sl.layout.shape());
+  constexpr int rank = cute::tuple_size<decltype(shape)>::value;
+  auto const cs = canonical_strides(shape, std::make_integer_sequence<int, rank>{});
+  cute::array<long, rank> extent{};
+  cute::array<bool, rank> split{};
+  long base = 0;
+  cute::for_each(cute::make_int_sequence<rank>{}, [&](auto k) {
+    constexpr int m = mesh_axis_splitting<A, decltype(k)::value>();
+    extent[k] = long(cute::get<decltype(k)::value>(shape));
+    if constexpr (m >= 0) {
+      split[k] = true;
+      base += long(cute::get<m>(coord)) * cs[k];
+    }
+  });
+  long rem = long(sl.bound) - base;
+  long inner = 1;  // elements of the local view inside mode k
+  cute::array<long, rank> inside{};
+  for (int k = 0; k < rank; ++k) {
+    inside[k] = inner;
+    if (!split[k]) inner *= extent[k];
+  }
+  long count = 0;
+  for (int k = rank - 1; k >= 0 && rem > 0; --k) {
+    if (split[k]) continue;
+    long const whole = rem / cs[k] < extent[k] ? rem / cs[k] : extent[k];
+    count += whole * inside[k];
+    if (whole == extent[k]) return count;
+    rem -= whole * cs[k];
+  }
+  return rem > 0 ? count + 1 : count;
+}
+
+// The local layout of an instance: the split modes static 1s, and under a bounded shard layout the
+// last mode cut to the instance's existing elements.
+template <class L, class A, class M, class B, class Coord>
+CUTE_HOST_DEVICE auto local_layout_of(ShardLayout<L, A, M, B> const& sl, Coord const& coord) {
+  auto const shape = shard_layout_local_shape(sl);
+  auto const stride = cute::wrap(sl.layout.stride());
+  if constexpr (std::is_same_v<B, no_bound>) {
+    (void)coord;
+    return cute::make_layout(shape, stride);
+  } else {
+    constexpr int rank = cute::tuple_size<decltype(shape)>::value;
+    static_assert(mesh_axis_splitting<A, rank - 1>() < 0,
+                  "ShardLayout: a bound cuts the last canonical mode, which no mesh axis splits");
+    auto const inner = cute::size(cute::take<0, rank - 1>(shape));
+    int const outer = int(bounded_count(sl, coord) / long(inner));
+    return cute::make_layout(cute::replace<rank - 1>(shape, outer), stride);
+  }
+}
+
+template <class Iterator, class L, class A, class M, class B>
+CUTE_HOST_DEVICE auto project(Iterator base, ShardLayout<L, A, M, B> const& sl) {
   static_assert(attr_count<A> == M::rank, "ShardLayout: one shard attribute per mesh axis");
   auto coord = sl.mesh.local_index();
   auto offset = local_offset(sl, coord, std::make_integer_sequence<int, attr_count<A>>{});
-  auto local_layout =
-      cute::make_layout(shard_layout_local_shape(sl), cute::wrap(sl.layout.stride()));
+  auto local_layout = local_layout_of(sl, coord);
   if constexpr (view_keeps_promise<Iterator, L, A>()) {
     // every split offset is a whole number of the promised alignment: the view keeps it
     return cute::make_tensor(aligned_like<Iterator>(cute::raw_pointer_cast(base + offset)),
@@ -151,13 +222,13 @@ CUTE_HOST_DEVICE auto local(ShardTensor<E, GL, SL>& t) noexcept {
 
 // A cute::Tensor whose layout is a ShardLayout is distributed (spec 2.9): its engine is what the
 // current instance holds, its layout the canonical one, so it projects by the same formula.
-template <class E, class L, class A, class M>
-CUTE_HOST_DEVICE auto local(cute::Tensor<E, ShardLayout<L, A, M>> const& t) noexcept {
+template <class E, class L, class A, class M, class B>
+CUTE_HOST_DEVICE auto local(cute::Tensor<E, ShardLayout<L, A, M, B>> const& t) noexcept {
   return detail::project(t.data(), t.layout());
 }
 
-template <class E, class L, class A, class M>
-CUTE_HOST_DEVICE auto local(cute::Tensor<E, ShardLayout<L, A, M>>& t) noexcept {
+template <class E, class L, class A, class M, class B>
+CUTE_HOST_DEVICE auto local(cute::Tensor<E, ShardLayout<L, A, M, B>>& t) noexcept {
   return detail::project(t.data(), t.layout());
 }
 

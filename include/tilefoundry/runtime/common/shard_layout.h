@@ -12,25 +12,51 @@
 
 namespace tilefoundry {
 
+/// Every element of the canonical layout exists (the Bound of an unbounded ShardLayout).
+struct no_bound {};
+
 /**
  * @brief A plain layout / attrs / mesh aggregate.
+ *
+ * Bound, where given (make_shard_layout's fourth argument, an int or cute::Int), says how many
+ * elements of the canonical layout exist, counted in its colexicographic order: the layout is
+ * padded past them so that its split modes match the mesh axes (a row of 4095 elements over 256
+ * threads: 16 elements a thread, the last 1 of them padding). An instance's view (local()) then
+ * holds only its existing elements, a prefix of its local view cut in the last canonical mode,
+ * which must not be split; the bound is therefore a whole number of the canonical extents inside
+ * the innermost split mode (the row's vector). No op reads, writes or reduces the padding.
  */
-template <class Layout, class Attrs, class Mesh>
+template <class Layout, class Attrs, class Mesh, class Bound = no_bound>
 struct ShardLayout {
   Layout layout;  ///< the underlying CuTe layout
   Attrs attrs;    ///< shard attributes, ordered by mesh axis
   Mesh mesh;      ///< the bound device domain
+  Bound bound;    ///< elements of the canonical layout that exist (no_bound: all of them)
 };
 
 template <class Layout, class Attrs, class Mesh>
 CUTE_HOST_DEVICE constexpr auto make_shard_layout(Layout const& layout, Attrs const& attrs,
                                                   Mesh const& mesh) {
-  return ShardLayout<Layout, Attrs, Mesh>{layout, attrs, mesh};
+  return ShardLayout<Layout, Attrs, Mesh>{layout, attrs, mesh, no_bound{}};
+}
+
+/// A ShardLayout of which only the first `bound` canonical elements exist (see ShardLayout).
+template <class Layout, class Attrs, class Mesh, class Bound>
+CUTE_HOST_DEVICE constexpr auto make_shard_layout(Layout const& layout, Attrs const& attrs,
+                                                  Mesh const& mesh, Bound const& bound) {
+  return ShardLayout<Layout, Attrs, Mesh, Bound>{layout, attrs, mesh, bound};
 }
 
 template <class T>
 struct is_shard_layout : std::false_type {};
-template <class L, class A, class M>
-struct is_shard_layout<ShardLayout<L, A, M>> : std::true_type {};
+template <class L, class A, class M, class B>
+struct is_shard_layout<ShardLayout<L, A, M, B>> : std::true_type {};
+
+/// Whether a ShardLayout type pads its canonical layout past a bound.
+template <class T>
+struct is_bounded_layout : std::false_type {};
+template <class L, class A, class M, class B>
+struct is_bounded_layout<ShardLayout<L, A, M, B>>
+    : std::bool_constant<!std::is_same_v<B, no_bound>> {};
 
 }  // namespace tilefoundry

@@ -21,6 +21,8 @@
 #include <tilefoundry/runtime/cpu/ops/binary.h>
 #include <tilefoundry/runtime/cpu/ops/ternary.h>
 #include <tilefoundry/runtime/cpu/ops/reduce.h>
+#include <tilefoundry/runtime/cpu/ops/arg_reduce.h>
+#include <tilefoundry/runtime/cpu/ops/topk.h>
 #include <tilefoundry/runtime/cpu/ops/sync.h>
 #include <tilefoundry/runtime/cpu/ops/copy_async.h>
 #include <tilefoundry/runtime/cpu/ops/matmul.h>

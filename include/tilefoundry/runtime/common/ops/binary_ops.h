@@ -52,6 +52,28 @@ struct pow_op {
     return detail::pow_(a, b);
   }
 };
+// torch.floor_divide (rounds toward -inf) and torch.remainder (the divisor's sign); an integer
+// division by zero gives 0 and never traps (math.h, detail::floor_divide).
+struct floor_div_op {
+  template <class T>
+  TILEFOUNDRY_DEVICE T operator()(T a, T b) const {
+    return detail::floor_divide(a, b);
+  }
+};
+struct mod_op {
+  template <class T>
+  TILEFOUNDRY_DEVICE T operator()(T a, T b) const {
+    return detail::remainder(a, b);
+  }
+};
+
+// The logical tags take bool operands (the IR refuses others) and yield bool.
+struct logical_and_op {
+  TILEFOUNDRY_DEVICE bool operator()(bool a, bool b) const { return a && b; }
+};
+struct logical_or_op {
+  TILEFOUNDRY_DEVICE bool operator()(bool a, bool b) const { return a || b; }
+};
 
 struct lt_op {
   template <class T>

@@ -5,6 +5,8 @@
 #include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/ops/reduce_plan.h>
 
+#include <cstring>
+
 namespace tilefoundry {
 namespace ops {
 namespace detail {
@@ -43,12 +45,63 @@ CUTE_HOST_DEVICE constexpr auto dst_kept_layout(View const& v) {
 
 // How many independent partial results a thread's fold keeps. On the CPU target one thread folds
 // a whole row (thousands of elements): a single accumulator is a chain of dependent additions the
-// compiler may not reorder, so the fold keeps fold_lanes partials, one vector register's worth,
-// combined at the end. A GPU thread folds a handful of elements and keeps one.
+// compiler may not reorder, so the fold keeps fold_lanes partials, one vector register's worth (a
+// max or min fold_chains such vectors, fold_vectors), combined at the end. A GPU thread folds a
+// handful of elements and keeps one.
 #if defined(TILEFOUNDRY_TARGET_CPU)
 constexpr int fold_lanes = 16;
+constexpr int fold_chains = 4;
 #else
 constexpr int fold_lanes = 1;
+constexpr int fold_chains = 1;
+#endif
+
+#if defined(TILEFOUNDRY_TARGET_CPU)
+// p = max(p, x) or min(p, x) on vectors of partials, keeping a NaN once it holds one and taking a
+// NaN it meets, as nan_max / nan_min. By reference: a vector's passing ABI depends on the
+// instruction set.
+template <combine_kind Kind, class Lanes>
+inline void combine_lanes(Lanes& p, Lanes const& x) {
+  if constexpr (Kind == combine_kind::min) {
+    p = (x < p || x != x) ? x : p;
+  } else {
+    p = (p < x || x != x) ? x : p;
+  }
+}
+
+// The CPU fold of a max, min or absmax over elements [r, n) in whole vectors (r advances past
+// them). The compiler vectorises a sum over an array of partials (fold_local) but not a max or min,
+// a fold of selects, which on GCC vectors it does; fold_chains of them, so that one select's
+// latency does not hold up the next (the result is the same in any order).
+template <class T, class Acc, class Ptr, class Red>
+inline Acc fold_vectors(Ptr const& base, Red const& red, int n, int& r) {
+  using Lanes [[gnu::vector_size(fold_lanes * sizeof(Acc))]] = Acc;
+  auto const load = [&](Lanes& x, int at) {
+    Acc lanes[fold_lanes];
+    for (int l = 0; l < fold_lanes; ++l) {
+      lanes[l] = T::enter(static_cast<Acc>(to_compute(base[red(at + l)])));
+    }
+    std::memcpy(&x, lanes, sizeof x);
+  };
+  Lanes part[fold_chains];
+  for (int q = 0; q < fold_chains; ++q) part[q] = Lanes{} + T::template identity<Acc>();
+  Lanes x;
+  for (; r + fold_lanes * fold_chains <= n; r += fold_lanes * fold_chains) {
+    for (int q = 0; q < fold_chains; ++q) {
+      load(x, r + q * fold_lanes);
+      combine_lanes<T::kind>(part[q], x);
+    }
+  }
+  for (; r + fold_lanes <= n; r += fold_lanes) {
+    load(x, r);
+    combine_lanes<T::kind>(part[0], x);
+  }
+  Acc acc = T::template identity<Acc>();
+  for (int q = 0; q < fold_chains; ++q) {
+    for (int l = 0; l < fold_lanes; ++l) acc = T::combine(acc, Acc(part[q][l]));
+  }
+  return acc;
+}
 #endif
 
 // Fold of the elements of kept index j, in the accumulator type Acc.
@@ -60,7 +113,13 @@ TILEFOUNDRY_DEVICE Acc fold_local(SrcView const& src, int j) {
   int const n = int(cute::size(red));
   int r = 0;
   Acc acc = T::template identity<Acc>();
-  if constexpr (fold_lanes > 1) {
+#if defined(TILEFOUNDRY_TARGET_CPU)
+  if constexpr (T::kind != combine_kind::sum && std::is_arithmetic_v<Acc> &&
+                !std::is_same_v<Acc, bool>) {
+    acc = fold_vectors<T, Acc>(base, red, n, r);
+  } else
+#endif
+      if constexpr (fold_lanes > 1) {
     Acc part[fold_lanes];
     for (int l = 0; l < fold_lanes; ++l) part[l] = T::template identity<Acc>();
     for (; r + fold_lanes <= n; r += fold_lanes) {
@@ -91,6 +150,25 @@ CUTE_HOST_DEVICE auto full_shape(Src const& src) {
     return shard_layout_of(src).layout.shape();
   } else {
     return src.shape();
+  }
+}
+
+// The count of a source as reduce calls it: under a bounded shard layout (shard_layout.h) only the
+// existing elements count, the bound over the kept modes' extents (a bounded source's kept modes
+// are whole; a row reduced to one value keeps none).
+template <class Split, class Src>
+CUTE_HOST_DEVICE auto reduced_count_of(Src const& src) {
+  if constexpr (is_distributed_v<Src>) {
+    if constexpr (is_bounded_layout<shard_layout_t<Src>>::value) {
+      auto const& sl = shard_layout_of(src);
+      auto const kept = cute::size(
+          select_modes(cute::make_layout(cute::wrap(sl.layout.shape())), typename Split::kept{}));
+      return long(sl.bound) / long(kept);
+    } else {
+      return reduced_count<Split>(full_shape(src));
+    }
+  } else {
+    return reduced_count<Split>(full_shape(src));
   }
 }
 

@@ -239,8 +239,12 @@ struct plain_reduce_plan {
 };
 
 // Distributed operands: the plan reads only their shard layouts.
-template <class Op, class Axes, class SLay, class SAttrs, class MeshT, class DLay, class DAttrs>
-struct reduce_plan<Op, Axes, ShardLayout<SLay, SAttrs, MeshT>, ShardLayout<DLay, DAttrs, MeshT>> {
+template <class Op, class Axes, class SLay, class SAttrs, class MeshT, class SBound, class DLay,
+          class DAttrs, class DBound>
+struct reduce_plan<Op, Axes, ShardLayout<SLay, SAttrs, MeshT, SBound>,
+                   ShardLayout<DLay, DAttrs, MeshT, DBound>> {
+  static_assert(std::is_same_v<DBound, no_bound>,
+                "ops::reduce: a reduction's destination is not padded (no bound)");
   static constexpr int rank = cute::tuple_size<decltype(cute::wrap(SLay{}.shape()))>::value;
   static constexpr int dst_rank = cute::tuple_size<decltype(cute::wrap(DLay{}.shape()))>::value;
   using split = axis_split<rank, Axes>;

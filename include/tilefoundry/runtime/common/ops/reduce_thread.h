@@ -57,7 +57,7 @@ TILEFOUNDRY_DEVICE void reduce_in_registers(Src const& src, Dst&& dst, Stage con
   using Acc = compute_t<value_t<decltype(view)>>;
   using D = value_t<decltype(d)>;
   auto const& s = stage(view);
-  auto const count = reduced_count<typename Plan::split>(full_shape(src));
+  auto const count = reduced_count_of<typename Plan::split>(src);
   auto const dl = dst_kept_layout<Plan>(d);
   bool const store =
       stores_result<Plan, decltype(d)>(dst, std::make_index_sequence<Plan::n_dst_broadcast>{});

@@ -118,6 +118,76 @@ struct silu_op {
   }
 };
 
+struct exp2_op {
+  template <class T>
+  TILEFOUNDRY_DEVICE T operator()(T x) const {
+    static_assert(detail::is_float_compute_v<T>, "exp2_op needs a floating-point operand");
+    return detail::exp2_(x);
+  }
+};
+
+struct log2_op {
+  template <class T>
+  TILEFOUNDRY_DEVICE T operator()(T x) const {
+    static_assert(detail::is_float_compute_v<T>, "log2_op needs a floating-point operand");
+    return detail::log2_(x);
+  }
+};
+
+// ceil, floor and round (ties to even) return an integer operand unchanged, as torch does.
+struct ceil_op {
+  template <class T>
+  TILEFOUNDRY_DEVICE T operator()(T x) const {
+    if constexpr (detail::is_float_compute_v<T>) {
+      return detail::ceil_(x);
+    } else {
+      return x;
+    }
+  }
+};
+
+struct floor_op {
+  template <class T>
+  TILEFOUNDRY_DEVICE T operator()(T x) const {
+    if constexpr (detail::is_float_compute_v<T>) {
+      return detail::floor_(x);
+    } else {
+      return x;
+    }
+  }
+};
+
+struct round_op {
+  template <class T>
+  TILEFOUNDRY_DEVICE T operator()(T x) const {
+    if constexpr (detail::is_float_compute_v<T>) {
+      return detail::rint_(x);
+    } else {
+      return x;
+    }
+  }
+};
+
+struct logical_not_op {
+  TILEFOUNDRY_DEVICE bool operator()(bool x) const { return !x; }
+};
+
+// torch.nn.functional.softplus: log1p(exp(beta * x)) / beta, and x itself where beta * x exceeds
+// threshold (the exponential would overflow; the two differ by less than a rounding there). beta
+// and threshold are in the compute type, as torch converts them.
+template <class V = float>
+struct softplus_op {
+  V beta;
+  V threshold;
+  template <class T>
+  TILEFOUNDRY_DEVICE T operator()(T x) const {
+    static_assert(detail::is_float_compute_v<T>, "softplus_op needs a floating-point operand");
+    T const b = static_cast<T>(beta);
+    T const z = x * b;
+    return z > static_cast<T>(threshold) ? x : detail::log1p_(detail::exp_(z)) / b;
+  }
+};
+
 // exp, sigmoid and silu where the result is rounded to a 16-bit float (bf16, f16) before anything
 // reads it: the exponential may then err by far less than that rounding (exp_rounded_). Codegen
 // picks these for ops whose result is 16-bit, and for softmax's exponentials when the softmax's

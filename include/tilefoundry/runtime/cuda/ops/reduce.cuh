@@ -126,7 +126,7 @@ __device__ void reduce_smem_tier(Src const& src, Dst&& dst, Ws&& ws) {
                   "for a reduce_workspace)");
   }
   auto const& s = stage_in_registers{}(view);
-  auto const count = reduced_count<typename Plan::split>(full_shape(src));
+  auto const count = reduced_count_of<typename Plan::split>(src);
   bool const store =
       stores_result<Plan, decltype(d)>(dst, std::make_index_sequence<Plan::n_dst_broadcast>{});
   int const tid = program_id<TopologyScope::thread>();
