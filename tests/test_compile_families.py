@@ -25,8 +25,9 @@ import torch
 
 from tests.compile_kernels import compiled_only
 from tests.hf_models import CONFIGS
-from tilefoundry import jit, lower
+from tilefoundry import func, jit, lower
 from tilefoundry.codegen import generate, link
+from tilefoundry.dsl import Tensor, tf
 from tilefoundry.ir.core.function import Function
 from tilefoundry.ir.core.module import Module
 from tilefoundry.lower import LoweringError
@@ -68,8 +69,8 @@ def _inputs(fn: Function, seq: int, step: int = 0, capacity: int | None = None) 
             t = torch.randn(shape, generator=g)
             if p.type.rank == 1:
                 t = 1.0 + 0.1 * t  # a norm's weight, a bias
-            elif p.type.rank == 2 and p.name.endswith(("proj", "lm_head", "router")):
-                t = t / shape[-1] ** 0.5
+            elif p.name.endswith(("proj", "lm_head", "router")) or p.name.startswith("experts_"):
+                t = t / shape[-1] ** 0.5  # a linear weight (..., out, in)
         out.append(t.to(p.type.dtype.torch_dtype))
     return tuple(out)
 
@@ -82,7 +83,7 @@ def _expect(fn: Function, predicate: object) -> dict[str, list]:
 
 def _functions(model: Module) -> dict[str, Function]:
     layer = model.layer0.functions
-    names = ("qkv", "qk_norm", "attend", "mlp")
+    names = ("qkv", "qk_norm", "attend", "mlp", "moe")
     return {**{n: layer[n] for n in names if n in layer}, "embed": model.functions["embed"],
             "head": model.functions["head"]}
 
@@ -133,11 +134,20 @@ def test_an_embedding_refuses_a_token_id_outside_its_table() -> None:
         compiled(torch.tensor([3, -1]), table)
 
 
-def test_what_the_families_still_need_is_refused_naming_it() -> None:
+def test_the_moe_block_runs_every_expert_and_sums_them_across_rows() -> None:
     fn = _family("qwen3_moe").layer0.functions["moe"]
-    with pytest.raises(LoweringError) as info:
-        lower(fn, "cpu")
-    assert info.value.function == "moe" and info.value.op == "topk" and info.value.loc is not None
+    kinds = [s.fn.schedule.placement for s in lower(fn, "cpu").functions["moe"].stages]
+    assert kinds.count("matmul") == 4 and kinds.count("reduce_axis") == 1  # router, gate, up, down; the experts' sum
+
+
+def test_a_reduction_across_several_rows_axes_is_refused_naming_it() -> None:
+    @func
+    def two_axes(x: Tensor[(4, 3, 8), "f32"]):
+        return tf.reduce(x, axes=(0, 1), keepdim=False, kind="sum")
+
+    with pytest.raises(LoweringError, match=r"cannot compile reduce in two_axes: over axes \(0, 1\): a compiled "
+                                            r"reduction across rows takes one axis"):
+        lower(two_axes, "cpu")
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc to build CUDA code")

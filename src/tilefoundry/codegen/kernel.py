@@ -234,6 +234,8 @@ class KernelEmitter:
             axes = ", ".join(str(a) for a in s.axes)
             indices = self.buffer(s.more_out[0])
             line = f"ops::topk<ops::{s.tag.name}, cute::seq<{axes}>>({args[0]}, {out}, {indices});"
+        elif s.family == "reduce_axis":
+            line = f"ops::reduce_axis<ops::{s.tag.name}>({args[0]}, {out});"
         elif s.family in COMPUTE_TAGGED:  # the tag names the dtype the op computes (accumulates) in
             line = f"ops::{s.family}<{cxx.COMPUTE_TYPES[s.tag.name]}>({', '.join(args)}, {out});"
         else:

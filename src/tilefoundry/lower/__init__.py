@@ -32,7 +32,7 @@ from .rows import analyze_rows
 from .rowwise import lower_rows
 from .schedule import Declared
 from .staged import lower_staged
-from .stages import MATMUL_OPS, needs_stages
+from .stages import MATMUL_OPS, OWN_KERNEL_OPS, needs_stages
 from .topology import declared_topologies
 from .views import VIEW_OPS
 from .workspace import attach_workspaces
@@ -81,8 +81,9 @@ def lower_function(fn: Function, target: Target, declared: Declared) -> PrimFunc
                             "compiling a dispatch is not supported yet: jit each variant (its .variants[i])", fn.loc)
     prog: Program = expand_composites(flatten_function(fn))
     if is_placed(prog):
-        if needs_stages(prog):
-            op = next(op for op in prog.ops if op.op in MATMUL_OPS or op.op in VIEW_OPS)
+        op = next((op for op in prog.ops if op.op in MATMUL_OPS or op.op in OWN_KERNEL_OPS or op.op in VIEW_OPS),
+                  None)
+        if op is not None:
             raise LoweringError(op.op, fn.name, "inside a function with its own placement (with Mesh(...)) it is "
                                 "not compiled yet; leave the function unplaced to compile it in stages", op.loc)
         return attach_workspaces(lower_mesh(prog, target, declared))

@@ -50,7 +50,8 @@ def _tile(n: Dim, most: int) -> Dim:
 
 def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int, str],
                 target: Target) -> tuple[list[Stmt], Schedule]:
-    """The statements and schedule of the matmul stage computing ``op`` (``homes``: the parameter name each
+    """The statements and schedule of the matmul stage computing ``op``
+    (``name``: the function, as refusals name it; ``homes``: the parameter name each
     view's root is read from or written to)."""
     for what, v in (("a", a), ("b", b), ("out", out)):
         if not dims_equal(v.offset, 0):

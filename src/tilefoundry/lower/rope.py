@@ -38,7 +38,8 @@ def lead_offset(view: View, lead: tuple[Dim, ...]) -> RowOffset:
 
 def rope_bodies(name: str, op: Op, views: list[View], outs: list[View], homes: dict[int, str],
                 target: Target) -> list[tuple[list[Stmt], Schedule]]:
-    """The statements and schedule of the two kernels, q's and k's (``homes``: the parameter each root is in)."""
+    """The statements and schedule of the two kernels, q's and k's
+    (``name``: the function, as refusals name it; ``homes``: the parameter each root is in)."""
     q, k, cos, sin, pos = views
     named = (("cos_cache", cos), ("sin_cache", sin), ("pos_ids", pos), ("q", q), ("k", k), ("q's result", outs[0]),
              ("k's result", outs[1]))

@@ -20,6 +20,7 @@ from .errors import LoweringError
 from .matmul import matmul_body
 from .params import bind_dimvars, output_params
 from .program import Op, Program, Val
+from .reduce_axis import reduce_axis_body
 from .rope import rope_bodies
 from .rowwise import lower_rows
 from .schedule import Declared
@@ -116,10 +117,13 @@ class _Stages:
         for v in views:
             self.home(v.root, op)
         if stage.kind == "matmul":
-            body, sched = matmul_body(name, op, views[0], views[1], outs[0], self.homes, self.target)
+            body, sched = matmul_body(self.prog.name, op, views[0], views[1], outs[0], self.homes, self.target)
             return [self.kernel(name, [*views, outs[0]], body, sched, op)]
+        if stage.kind == "reduce_axis":
+            body, sched = reduce_axis_body(self.prog.name, op, views[0], outs[0], self.homes, self.target)
+            return [self.kernel(name, [views[0], outs[0]], body, sched, op)]
         if stage.kind == "rope":
-            bodies = rope_bodies(name, op, views, outs, self.homes, self.target)
+            bodies = rope_bodies(self.prog.name, op, views, outs, self.homes, self.target)
             return [self.kernel(f"{name}_{which}", [x, *views[2:], out], body, sched, op)
                     for which, x, out, (body, sched) in zip("qk", views[:2], outs, bodies)]
         return self.cache_update(name, op, views, outs[0])

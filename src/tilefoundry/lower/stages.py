@@ -1,7 +1,8 @@
 """Stages: a function the row-wise schedule cannot run in one kernel, cut into kernels run one after another.
 
 A function with a ``matmul`` or a view op is cut, in program order, into stages: each matmul is a stage of
-its own (``matmul.py`` lowers it), and the other ops are grouped greedily into row-wise stages, a stage
+its own (``matmul.py`` lowers it), and so are rope (``rope.py``), a cache update and a reduction across rows
+(``reduce_axis.py``), and the other ops are grouped greedily into row-wise stages, a stage
 growing while the row-wise analysis still accepts it (``rows.py``; a function's ops stay in their order, so
 every stage reads only what earlier stages wrote). View ops run nowhere: each value is a view of a root's
 memory (``views.py``), and a stage reads a view through strides. Constants are copied into every stage that
@@ -19,6 +20,7 @@ from ..ir.types.dim import Dim
 from ..ir.types.tensor_type import TensorType
 from .errors import LoweringError
 from .program import Op, Program, Val
+from .reduce_axis import is_reduce_across_rows
 from .rows import analyze_rows
 from .views import VIEW_OPS, Regroup, View, index_view, storage_for, view_of_op, whole
 
@@ -29,8 +31,10 @@ OWN_KERNEL_OPS = frozenset({"rope", "cache_update"})
 
 
 def needs_stages(prog: Program) -> bool:
-    """Whether ``prog`` holds an op that only a staged lowering runs (a matmul, a view)."""
-    return any(op.op in MATMUL_OPS or op.op in OWN_KERNEL_OPS or op.op in VIEW_OPS for op in prog.ops)
+    """Whether ``prog`` holds an op that only a staged lowering runs (a matmul, rope, a cache update, a view, a
+    reduction across rows)."""
+    return any(op.op in MATMUL_OPS or op.op in OWN_KERNEL_OPS or op.op in VIEW_OPS or is_reduce_across_rows(op)
+               for op in prog.ops)
 
 
 @dataclass(eq=False)
@@ -100,12 +104,23 @@ def _split(prog: Program, storage: dict[int, tuple[Dim, ...]]) -> StagedProgram:
         if op.op in MATMUL_OPS or op.op in OWN_KERNEL_OPS:
             stages.append(Stage(op.op, [op]))
             continue
+        if is_reduce_across_rows(op):
+            stages.append(Stage("reduce_axis", [op]))
+            continue
         last = stages[-1] if stages else None
-        if last is not None and last.kind == "rows" and _rows_accept(prog, views, [*last.ops, op]):
+        if last is not None and last.kind == "rows" and not _reads_own_view(last, op, views) and _rows_accept(
+                prog, views, [*last.ops, op]):
             last.ops.append(op)
         else:
             stages.append(Stage("rows", [op]))
     return StagedProgram(prog, stages, views, storage)
+
+
+def _reads_own_view(stage: Stage, op: Op, views: dict[int, View]) -> bool:
+    """Whether ``op`` reads, through a view, a value ``stage`` computes: that value must reach memory first (a
+    row-wise kernel reads a view of memory, not of its registers), so ``op`` starts the next stage."""
+    made = {id(v) for o in stage.ops for v in o.outputs}
+    return any(id(v) in views and id(views[id(v)].root) in made for v in op.inputs)
 
 
 def _rows_accept(prog: Program, views: dict[int, View], ops: list[Op]) -> bool:

@@ -27,3 +27,4 @@
 #include <tilefoundry/runtime/cpu/ops/copy_async.h>
 #include <tilefoundry/runtime/cpu/ops/matmul.h>
 #include <tilefoundry/runtime/cpu/ops/rope.h>
+#include <tilefoundry/runtime/cpu/ops/reduce_axis.h>

@@ -25,3 +25,4 @@
 #include <tilefoundry/runtime/cuda/ops/copy_async.cuh>
 #include <tilefoundry/runtime/cuda/ops/matmul.cuh>
 #include <tilefoundry/runtime/cuda/ops/rope.cuh>
+#include <tilefoundry/runtime/cuda/ops/reduce_axis.cuh>

@@ -1,0 +1,19 @@
+// ops::reduce_axis on the CPU target. Only the annotation is this target's: the body is
+// reduce_axis_impl::apply, which the CUDA target's entry runs too.
+#pragma once
+
+#include <tilefoundry/runtime/common/config.h>
+#include <tilefoundry/runtime/common/ops/reduce_axis_impl.h>
+
+namespace tilefoundry {
+namespace ops {
+
+/// A reduction across the rows of a tile in memory: out(d) = Op over e of src(e, d), Op one of
+/// reduce's (sum_op, mean_op, max_op, min_op, absmax_op), in the compute type.
+template <class Op, class Src, class Out>
+inline void reduce_axis(Src const& src, Out&& out) {
+  reduce_axis_impl::apply<Op>(src, out);
+}
+
+}  // namespace ops
+}  // namespace tilefoundry
