@@ -21,18 +21,17 @@ with ``--json PATH``, writes the numbers.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import statistics
 import sys
-import time
-from collections.abc import Callable
 
 if "--spin" not in sys.argv:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch's OpenMP runtime starts
 
 import torch  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cpu_timing import mean_time, write_results  # noqa: E402
 
 HIDDEN = 4096
 EPS = 1e-6
@@ -62,13 +61,6 @@ def _torch_formula(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 def _torch_fused(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.rms_norm(x, (HIDDEN,), w, EPS)
-
-
-def _time(fn: Callable[[], object], iters: int) -> float:
-    start = time.perf_counter()
-    for _ in range(iters):
-        fn()
-    return (time.perf_counter() - start) / iters
 
 
 def main() -> None:
@@ -109,11 +101,11 @@ def main() -> None:
                      "fused": lambda x=x, w=w: _torch_fused(x, w), "formula": lambda x=x, w=w: _torch_formula(x, w)}
             for fn in sides.values():
                 fn()
-            iters = args.iters or max(3, int(0.05 / max(_time(sides["compiled"], 3), 1e-7)))
+            iters = args.iters or max(3, int(0.05 / max(mean_time(sides["compiled"], 3), 1e-7)))
             times: dict[str, list[float]] = {k: [] for k in sides}
             for _ in range(args.reps):
                 for name, fn in sides.items():
-                    times[name].append(_time(fn, iters))
+                    times[name].append(mean_time(fn, iters))
             med = {k: statistics.median(v) for k, v in times.items()}
             moved = (2 * rows * HIDDEN + HIDDEN) * x.element_size()
             row = {"dtype": str(dt).replace("torch.", ""), "rows": rows, "hidden": HIDDEN, "iters": iters,
@@ -126,12 +118,7 @@ def main() -> None:
                   f"{med['formula'] * 1e6:>11.1f} {row['compiled_gbps']:>14.2f} "
                   f"{row['speedup_vs_rms_norm']:>13.2f}x {row['speedup_vs_formula']:>10.2f}x")
     if args.json:
-        meta = {"machine": platform.machine(), "cpu_count": os.cpu_count(), "torch": torch.__version__,
-                "torch_threads": torch.get_num_threads(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-                "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}
-        with open(args.json, "w") as f:
-            json.dump({"meta": meta, "results": results}, f, indent=2)
-            f.write("\n")
+        write_results(args.json, results)
 
 
 if __name__ == "__main__":

@@ -21,12 +21,9 @@ same cores: with the default policy each spins after its work and slows the othe
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import statistics
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -34,6 +31,9 @@ if "--spin" not in sys.argv:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch's OpenMP runtime starts
 
 import torch  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cpu_timing import mean_time, write_results  # noqa: E402
 
 EPS = 1e-6
 ROWS_MAX = 1 << 20
@@ -100,13 +100,6 @@ def _inputs(name: str, rows: int, hidden: int, dtype: torch.dtype) -> tuple[torc
     return r(rows, hidden), r(rows, hidden)
 
 
-def _time(fn: Callable[[], object], iters: int) -> float:
-    start = time.perf_counter()
-    for _ in range(iters):
-        fn()
-    return (time.perf_counter() - start) / iters
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, nargs="+", default=[2048])
@@ -153,11 +146,11 @@ def main() -> None:
                      "torch": lambda e=eager, i=inputs: e(*i)}
             for side in sides.values():
                 side()
-            iters = args.iters or max(3, int(0.05 / max(_time(sides["compiled"], 3), 1e-7)))
+            iters = args.iters or max(3, int(0.05 / max(mean_time(sides["compiled"], 3), 1e-7)))
             times: dict[str, list[float]] = {k: [] for k in sides}
             for _ in range(args.reps):
                 for side_name, side in sides.items():
-                    times[side_name].append(_time(side, iters))
+                    times[side_name].append(mean_time(side, iters))
             med = {k: statistics.median(v) for k, v in times.items()}
             moved = sum(t.numel() * t.element_size() for t in (*inputs, *outs))
             row = {"kernel": name, "dtype": dt, "rows": rows, "hidden": args.hidden, "iters": iters,
@@ -168,12 +161,7 @@ def main() -> None:
             print(f"{name:<18} {rows:>6} {med['compiled'] * 1e6:>12.1f} {med['torch'] * 1e6:>10.1f} "
                   f"{row['compiled_gbps']:>14.2f} {row['torch_over_compiled']:>16.2f}x", flush=True)
     if args.json:
-        meta = {"machine": platform.machine(), "cpu_count": os.cpu_count(), "torch": torch.__version__,
-                "torch_threads": torch.get_num_threads(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-                "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}
-        with open(args.json, "w") as f:
-            json.dump({"meta": meta, "results": results}, f, indent=2)
-            f.write("\n")
+        write_results(args.json, results)
 
 
 if __name__ == "__main__":
