@@ -27,7 +27,7 @@ from tests.compile_kernels import compiled_only
 from tilefoundry import func, jit, lower, module
 from tilefoundry.codegen import generate, link
 from tilefoundry.dsl import ConstTensor, DimVar, Tensor, tf
-from tilefoundry.runtime.check import allclose, check
+from tilefoundry.runtime.check import allclose, check, equal
 from tilefoundry.target import CudaTarget
 from tilefoundry.tir import OpCall
 
@@ -68,6 +68,14 @@ class Matmuls:
         return tf.matmul(q, keys)
 
     @func
+    def sliced_weight(x: Tensor[(M, 8), "f32"], w2: Tensor[(16, 5), "f32"]):
+        return tf.matmul(x, tf.slice(w2, (8, 0), (8, 5)))  # the weight's second half: a view from row 8
+
+    @func
+    def greedy_head(x: Tensor[(M, 16), "f32"], vocab: ConstTensor[(24, 16), "f32"]):
+        return tf.argmax(tf.matmul(x, tf.transpose(vocab, (1, 0))), -1)
+
+    @func
     def column_tiles(x: Tensor[(M, 16), "bf16"], wt: ConstTensor[(16, 300), "bf16"]):
         return tf.reshape(tf.matmul(x, wt), (M, 3, 100))
 
@@ -86,16 +94,21 @@ def _inputs(name: str, m: int) -> tuple[torch.Tensor, ...]:
         "matvec": lambda: (r(24, m), r(m)),
         "column_tiles": lambda: (r(m, 16, dtype=bf), r(16, 300, dtype=bf)),
         "row_times_batch": lambda: (r(m), r(3, m, 4)),
+        "sliced_weight": lambda: (r(m, 8), r(16, 5)),
+        # small integers: every dot product exact in f32, so the argmax has one answer (the first of equal maxima)
+        "greedy_head": lambda: (torch.randint(-3, 4, (m, 16), generator=g).float(),
+                                torch.randint(-3, 4, (24, 16), generator=g).float()),
         "grouped_heads": lambda: (r(4, m, 8), r(m, 2, 8)),
     }[name]()
 
 
 @pytest.mark.parametrize("name", ["linear", "linear_bias_bf16", "batched", "matvec", "column_tiles", "row_times_batch",
-                                  "grouped_heads"])
+                                  "grouped_heads", "sliced_weight", "greedy_head"])
 def test_a_matmul_matches_the_evaluator_at_every_row_count(name: str) -> None:
     compiled = jit(Matmuls, target="cpu").functions[name]
     fn = Matmuls.functions[name]
-    expect = BF16 if fn.output_types.dtype.name == "bf16" else F32
+    dtype = fn.output_types.dtype
+    expect = BF16 if dtype.name == "bf16" else F32 if dtype.is_float else equal()
     for m in (1, 3, 16, 17, 63, 64, 200):
         report = check(compiled_only(compiled), fn, _inputs(name, m), expect={"output": [expect]})
         assert report.passed, f"{name} at M = {m}:\n{report}"

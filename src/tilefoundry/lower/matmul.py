@@ -54,9 +54,9 @@ def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int,
     (``name``: the function, as refusals name it; ``homes``: the parameter name each
     view's root is read from or written to)."""
     for what, v in (("a", a), ("b", b), ("out", out)):
-        if not dims_equal(v.offset, 0):
-            raise LoweringError(op.op, name, f"its operand {what} is a view {v} that starts inside its memory (a "
-                                "slice from a non-zero start); that is not compiled yet", op.loc)
+        if v.gathers:
+            raise LoweringError(op.op, name, f"its operand {what} is a view {v} whose rows are picked by positions "
+                                "(index_select); not compiled yet", op.loc)
         if any(r != 1 for r in v.repeats[-2:]):
             raise LoweringError(op.op, name, f"its operand {what} is a view {v} whose rows or columns repeat "
                                 "(repeat_interleave); only batch axes may repeat", op.loc)
@@ -87,7 +87,7 @@ def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int,
                 continue
             div = product((*batch[j + 1:], tiles, times))
             terms.append((div, None if j == 0 else floordiv(extent, times), stride))
-        return RowOffset(tuple(terms))
+        return RowOffset(tuple(terms), (), view.offset)
 
     dtype_a = a.root.type.dtype
     a_buf = Buffer(f"{a.root.name}_tile", dtype_a, Storage.gmem, (m, k), TLayout((m, k), a_strides[-2:]))

@@ -47,8 +47,7 @@ def reduce_axis_body(name: str, op: Op, src: View, out: View, homes: dict[int, s
     d = src.shape[-1]
     across = View(src.root, tuple(src.shape[i] for i in kept), tuple(src.strides[i] for i in kept), 0,
                   tuple(src.repeats[i] for i in kept))
-    start = lead_offset(across, lead)
-    src_at = RowOffset(start.terms, (), src.offset)
+    src_at = RowOffset(lead_offset(across, lead).terms, (), src.offset)
     out_kept = tuple(i for i, e in enumerate(out.shape) if not (op.attrs["keepdim"] and i == a))
     out_view = View(out.root, tuple(out.shape[i] for i in out_kept), tuple(out.strides[i] for i in out_kept))
     if not dims_equal(out.offset, 0):

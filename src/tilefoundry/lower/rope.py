@@ -26,14 +26,14 @@ CUDA_ROPE_THREADS = 64
 def lead_offset(view: View, lead: tuple[Dim, ...]) -> RowOffset:
     """Where row ``row`` of ``view`` starts, its rows numbered over the ``lead`` axes (all but the last) in order:
     each lead axis's index times its stride (a repeated axis at index // repeats)."""
-    terms = []
+    terms = []  # where the view starts (a slice's start), then each lead axis's index times its stride
     for j, extent in enumerate(lead):
         stride, times = view.strides[j], view.repeats[j]
         if dims_equal(extent, 1) or dims_equal(stride, 0):
             continue
         div = product((*lead[j + 1:], times))
         terms.append((div, None if j == 0 else floordiv(extent, times), stride))
-    return RowOffset(tuple(terms))
+    return RowOffset(tuple(terms), (), view.offset)
 
 
 def rope_bodies(name: str, op: Op, views: list[View], outs: list[View], homes: dict[int, str],
@@ -44,11 +44,9 @@ def rope_bodies(name: str, op: Op, views: list[View], outs: list[View], homes: d
     named = (("cos_cache", cos), ("sin_cache", sin), ("pos_ids", pos), ("q", q), ("k", k), ("q's result", outs[0]),
              ("k's result", outs[1]))
     for what, v in named:
-        if not dims_equal(v.offset, 0):
-            raise LoweringError(op.op, name, f"its {what} is a view {v} that starts inside its memory (a slice from "
-                                "a non-zero start); that is not compiled yet", op.loc)
-        if v is not q and v is not k and any(r != 1 for r in v.repeats):
-            raise LoweringError(op.op, name, f"its {what} is a view {v} whose axes repeat; not compiled yet", op.loc)
+        if v.gathers or (v is not q and v is not k and any(r != 1 for r in v.repeats)):
+            raise LoweringError(op.op, name, f"its {what} is a view {v} whose axes repeat or are picked by positions; "
+                                "not compiled yet", op.loc)
     compute = op.attrs["compute_dtype"].name
     threads = CUDA_ROPE_THREADS if isinstance(target, CudaTarget) else 1
     origin = Origin(op.op, op.loc, op.composite)
@@ -58,15 +56,15 @@ def rope_bodies(name: str, op: Op, views: list[View], outs: list[View], homes: d
         d = x.shape[-1]
         seq_axis = len(lead) - 2  # (..., seq, heads): the position indexes the seq axis
         heads = lead[-1]
-        at = RowOffset(((heads, None if seq_axis == 0 else lead[seq_axis], pos.strides[0]),))
+        at = RowOffset(((heads, None if seq_axis == 0 else lead[seq_axis], pos.strides[0]),), (), pos.offset)
 
         body: list[Stmt] = []
         xr = _row(body, x, d, homes, lead_offset(x, lead))
         table = f"rows of {cos.root.name} and {sin.root.name}"
-        cr = _row(body, cos, d, homes, RowOffset(gathers=(Gather(homes[id(pos.root)], at, cos.strides[0],
-                                                                    cos.shape[0], table),)))
-        sr = _row(body, sin, d, homes, RowOffset(gathers=(Gather(homes[id(pos.root)], at, sin.strides[0],
-                                                                    sin.shape[0], table),)))
+        cr = _row(body, cos, d, homes, RowOffset((), (Gather(homes[id(pos.root)], at, cos.strides[0], cos.shape[0],
+                                                              table),), cos.offset))
+        sr = _row(body, sin, d, homes, RowOffset((), (Gather(homes[id(pos.root)], at, sin.strides[0], sin.shape[0],
+                                                              table),), sin.offset))
         orow = _row(body, out, d, homes, lead_offset(out, lead))
         body.append(OpCall("rope", Tag(compute), (xr, cr, sr), orow, origin))
         rows = product(lead)
