@@ -124,6 +124,27 @@ def test_a_cache_update_writes_only_n_new_rows_and_refuses_a_write_past_the_end(
         compiled(*args)
 
 
+def test_a_cache_passed_as_its_own_output_is_updated_in_place() -> None:
+    fn = _family("qwen3").layer0.functions["attend"]
+    compiled = jit(fn, target="cpu")
+    names = [p.name for p in fn.params]
+    args = _inputs(fn, 7, 3, 16)
+    want = fn(*args)
+    cache_k, cache_v = (args[names.index(n)].clone() for n in ("cache_k", "cache_v"))
+    inputs = list(args)
+    inputs[names.index("cache_k")], inputs[names.index("cache_v")] = cache_k, cache_v
+    out = torch.full_like(args[0], float("nan"))
+    got = compiled(*inputs, out, cache_k, cache_v)  # the caches are the outputs: written in place
+    assert got[1] is cache_k and got[2] is cache_v
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
+    memory = torch.zeros(2 * cache_k.numel() + 1)
+    inputs[names.index("cache_k")] = memory[:cache_k.numel()].view_as(cache_k)
+    with pytest.raises(ValueError, match=r"attend: output out1 overlaps input cache_k without being it; pass the "
+                                         r"input itself \(updated in place\) or an output tensor of its own"):
+        compiled(*inputs, out, memory[1:cache_k.numel() + 1].view_as(cache_k), cache_v)
+
+
 def test_an_embedding_refuses_a_token_id_outside_its_table() -> None:
     fn = _family("llama").functions["embed"]
     compiled = jit(fn, target="cpu")

@@ -95,3 +95,20 @@ def test_an_attention_step_captured_once_replays_at_every_position() -> None:
         want = fn(*args)
         for got, ref in zip(outs, want):
             assert torch.allclose(got.float(), ref.float(), atol=2**-5, rtol=2**-5), step
+
+
+def test_a_cache_passed_as_its_own_output_is_updated_in_place_on_cuda() -> None:
+    fn = _family("qwen3", "bfloat16").layer0.functions["attend"]
+    compiled = jit(fn)
+    names = [p.name for p in fn.params]
+    args = _cuda(_inputs(fn, 7, 3, 16))
+    want = fn(*args)
+    inputs = list(args)
+    caches = [args[names.index(n)].clone() for n in ("cache_k", "cache_v")]
+    inputs[names.index("cache_k")], inputs[names.index("cache_v")] = caches
+    out = torch.full_like(args[0], float("nan"))
+    with evaluator_refuses():
+        got = compiled(*inputs, out, *caches)
+    assert got[1] is caches[0] and got[2] is caches[1]
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g.float(), w.float(), rtol=2**-5, atol=2**-5)

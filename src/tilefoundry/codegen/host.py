@@ -68,9 +68,11 @@ class HostEmitter:
         for p in fn.params:
             body.append(f"check.contiguous({self.views[p.name]}, {cxx.string(p.name)});")
             body += self.layout_checks(p)
+        aliases = set(fn.aliases)
         for k, o in enumerate(fn.outputs):
             for i in fn.inputs:
-                body.append(f"check.disjoint({self.views[o.name]}, {cxx.string(o.name)}, {self.views[i.name]}, "
+                check = "same_or_disjoint" if (o.name, i.name) in aliases else "disjoint"
+                body.append(f"check.{check}({self.views[o.name]}, {cxx.string(o.name)}, {self.views[i.name]}, "
                             f"{cxx.string(i.name)});")
             for other in fn.outputs[:k]:
                 body.append(f"check.disjoint_outputs({self.views[o.name]}, {cxx.string(o.name)}, "
@@ -99,8 +101,12 @@ class HostEmitter:
             pointers[t.name] = f"{name}.data()"
         for k, (stage, kernel) in enumerate(zip(self.fn.stages, self.stage_kernels)):
             bound = {p.name: pointers[arg] for p, arg in zip(stage.fn.params, stage.args)}
-            lines += [f"{{  // stage {k}: {stage.fn.name}({', '.join(stage.args)})",
-                      f"  int64_t const grid = {cxx.dim_expr(stage.fn.schedule.grid, self.dims)};",
+            opening = f"{{  // stage {k}: {stage.fn.name}({', '.join(stage.args)})"
+            if stage.unless_same is not None:  # an input updated in place: nothing to copy
+                a, b = stage.unless_same
+                opening = (f"if (static_cast<void const*>({pointers[a]}) != static_cast<void const*>({pointers[b]})) "
+                           f"{opening}, unless {b} is {a}")
+            lines += [opening, f"  int64_t const grid = {cxx.dim_expr(stage.fn.schedule.grid, self.dims)};",
                       *("  " + line for line in self.launch(kernel, kernel.call_args(bound, self.dims))), "}"]
         return lines
 

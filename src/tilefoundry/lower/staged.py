@@ -56,7 +56,7 @@ def lower_staged(prog: Program, target: Target, declared: Declared) -> PrimFunc:
                     name = prog.namer.unique(f"{v.name}_tmp")
                     temps.append(KernelParam(name, TensorType(v.type.shape, v.type.dtype), False))
                     homes[id(v)] = name
-    lowering = _Stages(staged, homes, target, declared)
+    lowering = _Stages(staged, homes, target, declared, {kp.name for kp in outs})
     calls = [call for k in range(len(staged.stages)) for call in lowering.stage(k)]
     calls += [lowering.copy(v, kp, len(calls) + i) for i, (v, kp) in enumerate(copies)]
     params = tuple(KernelParam(p.name, p.type, False) for p in prog.params) + outs
@@ -64,7 +64,7 @@ def lower_staged(prog: Program, target: Target, declared: Declared) -> PrimFunc:
     sched = Schedule("stages", kernels[0].schedule.grid if kernels else 0,
                      max((f.schedule.threads_per_cta for f in kernels), default=1))
     return PrimFunc(prog.name, params, len(outs), bind_dimvars(prog, params), sched, [], prog.function.loc,
-                    stages=tuple(calls), temps=tuple(temps))
+                    stages=tuple(calls), temps=tuple(temps), aliases=tuple(lowering.aliases))
 
 
 def _roots(view: View) -> list[Val]:
@@ -87,12 +87,15 @@ def _read_by_later_stages(staged: StagedProgram, stage_of: dict[int, int]) -> se
 class _Stages:
     """Lowers the stages of one staged program, each bound to the homes of what it reads and writes."""
 
-    def __init__(self, staged: StagedProgram, homes: dict[int, str], target: Target, declared: Declared) -> None:
+    def __init__(self, staged: StagedProgram, homes: dict[int, str], target: Target, declared: Declared,
+                 outputs: set[str]) -> None:
         self.staged = staged
         self.prog = staged.prog
         self.homes = homes
         self.target = target
         self.declared = declared
+        self.outputs = outputs
+        self.aliases: list[tuple[str, str]] = []  # (output, input) the caller may pass as one tensor
 
     def home(self, v: Val, op: Op) -> str:
         if id(v) not in self.homes:
@@ -239,7 +242,20 @@ class _Stages:
                             {out_names[0].name: Strided(strides, (1,) * len(strides), (), (at,))}, guard,
                             (pos.root, n_new.root))
         scatter.cache_writes = (CacheWrite(pos_home, n_home, capacity, cache.root.name),)
+        if self.in_place(op, cache, result):
+            copy.unless_same = (self.homes[id(cache.root)], self.homes[id(result)])
+            self.aliases.append((self.homes[id(result)], self.homes[id(cache.root)]))
         return [copy, scatter]
+
+    def in_place(self, op: Op, cache: View, result: Val) -> bool:
+        """Whether the caller may pass the cache as the result, updated in place: the cache is an input the
+        function reads nowhere else (nor returns), read whole, and the result is one of its outputs."""
+        root = cache.root
+        if root.param is None or not cache.contiguous or self.homes.get(id(result)) not in self.outputs:
+            return False
+        readers = [o for o in self.prog.ops for v in o.inputs if o is not op and self.staged.view(v).root is root]
+        returned = any(self.staged.view(v).root is root for v in self.prog.outputs)
+        return not readers and not returned
 
 
 def _dims(fn: PrimFunc) -> list[Dim]:

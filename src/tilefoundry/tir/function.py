@@ -69,6 +69,8 @@ class PrimFunc:
 
     A staged function (placement ``stages``) has no body of its own: its entry launches ``stages`` in order,
     each a kernel over the function's parameters and ``temps``, global memory the entry allocates per call.
+    ``aliases`` are (output, input) pairs the caller may pass as one tensor: the output is then updated in place
+    (a cache the step writes into), and the stage copying the input into it is skipped.
     """
 
     name: str
@@ -80,6 +82,7 @@ class PrimFunc:
     loc: SourceLoc | None = None
     stages: tuple[StageCall, ...] = ()
     temps: tuple[KernelParam, ...] = ()
+    aliases: tuple[tuple[str, str], ...] = ()
 
     @property
     def kernels(self) -> tuple[PrimFunc, ...]:
@@ -110,6 +113,7 @@ class StageCall:
     fn: PrimFunc
     args: tuple[str, ...]
     cache_writes: tuple[CacheWrite, ...] = ()
+    unless_same: tuple[str, str] | None = None  # skipped when these two arguments are one tensor (an in-place copy)
 
 
 @dataclass(frozen=True)

@@ -169,6 +169,19 @@ class ArgChecker {
     }
   }
 
+  /// An output the function may update in place (a cache): the input itself (the same elements at
+  /// the same address: updated in place) or memory of its own, never a part of it.
+  void same_or_disjoint(TensorView const& out, char const* out_param, TensorView const& in,
+                        char const* in_param) {
+    bool const same = span(out) == span(in);
+    if (!same && overlap(out, in)) {
+      TVM_FFI_THROW(ValueError) << entry_ << ": output " << out_param << " overlaps input "
+                                << in_param
+                                << " without being it; pass the input itself (updated in place) or "
+                                   "an output tensor of its own";
+    }
+  }
+
   /// Two outputs may not share memory either: each is written on its own.
   void disjoint_outputs(TensorView const& out, char const* out_param, TensorView const& other,
                         char const* other_param) {
