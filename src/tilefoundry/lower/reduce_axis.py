@@ -18,8 +18,7 @@ from ..tir.stmt import GmemView, OpCall, Origin, RowLoop, RowOffset, Stmt, Tag
 from .errors import LoweringError
 from .opmap import REDUCE_TAGS
 from .program import Op
-from .rope import lead_offset
-from .views import View
+from .views import View, lead_offset
 
 # Threads of a CUDA CTA folding one output row (they share its columns).
 CUDA_REDUCE_AXIS_THREADS = 128

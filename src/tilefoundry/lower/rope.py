@@ -8,7 +8,7 @@ reads its head wherever the view puts it.
 
 from __future__ import annotations
 
-from ..ir.types.dim import Dim, dims_equal, floordiv, product
+from ..ir.types.dim import Dim, product
 from ..ir.types.storage import Storage
 from ..target import CudaTarget, Target
 from ..tir.buffer import Buffer
@@ -17,23 +17,10 @@ from ..tir.layout import TLayout
 from ..tir.stmt import Gather, GmemView, OpCall, Origin, RowLoop, RowOffset, Stmt, Tag
 from .errors import LoweringError
 from .program import Op
-from .views import View
+from .views import View, lead_offset
 
 # Threads of a CUDA CTA rotating one row (they share its pairs of elements).
 CUDA_ROPE_THREADS = 64
-
-
-def lead_offset(view: View, lead: tuple[Dim, ...]) -> RowOffset:
-    """Where row ``row`` of ``view`` starts, its rows numbered over the ``lead`` axes (all but the last) in order:
-    each lead axis's index times its stride (a repeated axis at index // repeats)."""
-    terms = []  # where the view starts (a slice's start), then each lead axis's index times its stride
-    for j, extent in enumerate(lead):
-        stride, times = view.strides[j], view.repeats[j]
-        if dims_equal(extent, 1) or dims_equal(stride, 0):
-            continue
-        div = product((*lead[j + 1:], times))
-        terms.append((div, None if j == 0 else floordiv(extent, times), stride))
-    return RowOffset(tuple(terms), (), view.offset)
 
 
 def rope_bodies(name: str, op: Op, views: list[View], outs: list[View], homes: dict[int, str],

@@ -166,7 +166,7 @@ class _Stages:
         where = op.loc if op is not None else self.prog.function.loc
         what = op.op if op is not None else "return"
         last = len(view.shape) - 1
-        row = dims_equal(view.shape[-1], 1) or (dims_equal_1(view.strides[-1]) and view.repeats[-1] == 1)
+        row = dims_equal(view.shape[-1], 1) or (dims_equal(view.strides[-1], 1) and view.repeats[-1] == 1)
         if not row or any(a == last for a, _, _ in view.gathers):
             raise LoweringError(what, self.prog.name, f"it reads {v.name}, a view {view} whose last axis is not "
                                 "contiguous; a row-wise op reads rows of consecutive elements (transpose so that the "
@@ -286,11 +286,6 @@ def _dims(fn: PrimFunc) -> list[Dim]:
 
     walk(fn.body)
     return out
-
-
-def dims_equal_1(d: Dim) -> bool:
-    """Whether stride ``d`` is 1."""
-    return isinstance(d, int) and d == 1
 
 
 def _distinct(vals: list[Val]) -> list[Val]:

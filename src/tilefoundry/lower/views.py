@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..ir.types.dim import Dim, dims_equal, floordiv, product, total
-from ..tir.stmt import Gather
+from ..tir.stmt import Gather, RowOffset
 from .errors import LoweringError
 from .program import Op, Program, Val
 
@@ -75,6 +75,19 @@ class Strided:
     gathered: tuple[GatheredAxis, ...] = ()
     shifts: tuple[Gather, ...] = ()
     base: Dim = 0
+
+
+def lead_offset(view: View, lead: tuple[Dim, ...]) -> RowOffset:
+    """Where row ``row`` of ``view`` starts, its rows numbered over the ``lead`` axes (all but the last) in order:
+    each lead axis's index times its stride (a repeated axis at index // repeats)."""
+    terms = []  # where the view starts (a slice's start), then each lead axis's index times its stride
+    for j, extent in enumerate(lead):
+        stride, times = view.strides[j], view.repeats[j]
+        if dims_equal(extent, 1) or dims_equal(stride, 0):
+            continue
+        div = product((*lead[j + 1:], times))
+        terms.append((div, None if j == 0 else floordiv(extent, times), stride))
+    return RowOffset(tuple(terms), (), view.offset)
 
 
 def row_major(shape: tuple[Dim, ...]) -> tuple[Dim, ...]:
