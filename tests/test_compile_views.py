@@ -39,6 +39,11 @@ class Views:
         return y * tf.reshape(tf.transpose(w, (1, 0)), (8, S, 1))
 
     @func
+    def heads_merged(x: Tensor[(S, 4, 8), "f32"]):
+        """(s, heads, d) read head-major and merged to (heads, s * d): no strides say that, so a copy first."""
+        return tf.reshape(tf.transpose(x, (1, 0, 2)), (4, S * 8)) + 1.0
+
+    @func
     def reshaped_result(x: Tensor[(S, 64), "f32"]):
         return tf.reshape(tf.sigmoid(x), (S, 4, 16))
 
@@ -46,7 +51,7 @@ class Views:
 def _inputs(name: str, s: int) -> tuple[torch.Tensor, ...]:
     g = torch.Generator().manual_seed(s)
     shapes = {"kth_weights": [(s, 4), (s, 8)], "head_major": [(s, 4, 16)], "per_row_scalars": [(s, 8), (8, s, 16)],
-              "reshaped_result": [(s, 64)]}[name]
+              "reshaped_result": [(s, 64)], "heads_merged": [(s, 4, 8)]}[name]
     return tuple(torch.randn(shape, generator=g) for shape in shapes)
 
 
@@ -67,6 +72,11 @@ def test_the_views_are_strides_not_copies() -> None:
     assert "kth[3 + row * 4:]" in str(tir.functions["kth_weights"])  # top[:, 3]
 
 
+def test_a_reshape_no_strides_express_reads_a_contiguous_copy() -> None:
+    fn = lower(Views, "cpu").functions["heads_merged"]
+    assert [s.fn.schedule.placement for s in fn.stages] == ["rows", "rows"] and len(fn.temps) == 1
+
+
 def test_a_row_read_across_a_transpose_is_refused_naming_the_op() -> None:
     @func
     def columns(x: Tensor[(S, 8), "f32"]):
@@ -74,3 +84,11 @@ def test_a_row_read_across_a_transpose_is_refused_naming_the_op() -> None:
 
     with pytest.raises(LoweringError, match=r"cannot compile exp in columns: .*whose last axis is not contiguous"):
         lower(columns, "cpu")
+
+    @func
+    def flattened_columns(x: Tensor[(S, 8), "f32"]):
+        return tf.reshape(tf.transpose(x, (1, 0)), (8 * S,)) * 2.0
+
+    with pytest.raises(LoweringError, match=r"cannot compile reshape in flattened_columns: .*would need a copy of a "
+                                            r"view whose rows are not contiguous"):
+        lower(flattened_columns, "cpu")

@@ -16,7 +16,7 @@ from ..ir.types.dim import Dim, floordiv, product
 from ..ir.types.storage import Storage
 from ..target import Target
 from ..tir.buffer import Buffer, Literal, Operand
-from ..tir.function import KernelParam, PrimFunc
+from ..tir.function import DimBinding, KernelParam, PrimFunc
 from ..tir.stmt import (
     Alloc,
     AsyncWait,
@@ -275,11 +275,13 @@ class _RowLowering:
 
 
 def lower_rows(prog: Program, target: Target, declared: Declared, strided: dict[str, Strided] | None = None,
-               guard: tuple[tuple[RowOffset, RowOffset], ...] = ()) -> PrimFunc:
+               guard: tuple[tuple[RowOffset, RowOffset], ...] = (),
+               dimvars: tuple[DimBinding, ...] | None = None) -> PrimFunc:
     """The PrimFunction of a row-wise program with automatic placement.
 
     ``strided`` lays out the parameters (and outputs, by their parameter names) that are views of other memory
-    (a staged function's); ``guard`` keeps only the rows where each ``lhs < rhs`` holds (a cache write's)."""
+    (a staged function's); ``guard`` keeps only the rows where each ``lhs < rhs`` holds (a cache write's);
+    ``dimvars`` binds the DimVars where the program's own parameters cannot (a stage's, bound by its function)."""
     space = analyze_rows(prog)
     dtypes = {v.type.dtype for v in (*prog.params, *prog.outputs)}
     invariant_out = any(space.form(v).invariant for v in prog.outputs)
@@ -305,5 +307,6 @@ def lower_rows(prog: Program, target: Target, declared: Declared, strided: dict[
     if sec.rows:
         body.append(RowLoop("row", [RowGuard(guard, sec.rows)] if guard else sec.rows))
     params = tuple(KernelParam(p.name, p.type, False) for p in prog.params) + outs
-    return PrimFunc(prog.name, params, len(outs), bind_dimvars(prog, params), sched, [MeshScope(mesh, body)],
+    bindings = dimvars if dimvars is not None else bind_dimvars(prog, params)
+    return PrimFunc(prog.name, params, len(outs), bindings, sched, [MeshScope(mesh, body)],
                     prog.function.loc)

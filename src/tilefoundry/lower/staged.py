@@ -11,7 +11,7 @@ past ``n_new`` or past the cache's end left alone.
 
 from __future__ import annotations
 
-from ..ir.types.dim import Dim, dims_equal, dimvars_of, product, total
+from ..ir.types.dim import Dim, dimvars_of, product, total
 from ..ir.types.tensor_type import TensorType
 from ..target import Target
 from ..tir.function import CacheWrite, DimBinding, KernelParam, PrimFunc, Schedule, StageCall
@@ -25,7 +25,7 @@ from .rope import rope_bodies
 from .rowwise import lower_rows
 from .schedule import Declared
 from .stages import StagedProgram, split_stages, sub_program
-from .views import GatheredAxis, Strided, View
+from .views import GatheredAxis, Strided, View, rows_contiguous
 
 
 def lower_staged(prog: Program, target: Target, declared: Declared) -> PrimFunc:
@@ -96,6 +96,8 @@ class _Stages:
         self.declared = declared
         self.outputs = outputs
         self.aliases: list[tuple[str, str]] = []  # (output, input) the caller may pass as one tensor
+        function_params = tuple(KernelParam(p.name, p.type, False) for p in self.prog.params)
+        self.bindings = bind_dimvars(self.prog, function_params)  # where the entry reads each DimVar
 
     def home(self, v: Val, op: Op) -> str:
         if id(v) not in self.homes:
@@ -148,7 +150,7 @@ class _Stages:
                 if all(index.root is not e for e in extra):
                     extra.append(index.root)
         sub.name = self.prog.name  # refusals name the function
-        fn = lower_rows(sub, self.target, self.declared, strided, guard)
+        fn = lower_rows(sub, self.target, self.declared, strided, guard, self.bindings)
         fn.name = name
         taken = {p.name for p in fn.inputs}
         extra = [r for r in extra if self.homes[id(r)] not in taken]  # a row value already: the same memory
@@ -165,9 +167,7 @@ class _Stages:
         op = next((o for o in sub.ops if any(i.name == v.name for i in o.inputs)), None)
         where = op.loc if op is not None else self.prog.function.loc
         what = op.op if op is not None else "return"
-        last = len(view.shape) - 1
-        row = dims_equal(view.shape[-1], 1) or (dims_equal(view.strides[-1], 1) and view.repeats[-1] == 1)
-        if not row or any(a == last for a, _, _ in view.gathers):
+        if not rows_contiguous(view):
             raise LoweringError(what, self.prog.name, f"it reads {v.name}, a view {view} whose last axis is not "
                                 "contiguous; a row-wise op reads rows of consecutive elements (transpose so that the "
                                 "last axis stays last)", where)
@@ -191,8 +191,7 @@ class _Stages:
         """The DimVars a stage kernel mentions (parameters, schedule, views, guards), as the function binds them:
         a stage may need an extent no input of its own gives, such as a score matrix's context length."""
         mentioned = dimvars_of(_dims(fn))
-        function_params = tuple(KernelParam(p.name, p.type, False) for p in self.prog.params)
-        return tuple(b for b in bind_dimvars(self.prog, function_params) if b.dimvar in mentioned)
+        return tuple(b for b in self.bindings if b.dimvar in mentioned)
 
     def copy(self, v: Val, out: KernelParam, k: int) -> StageCall:
         """A row-wise stage copying ``v`` (through its view) into the caller's output ``out``."""

@@ -22,7 +22,7 @@ from .errors import LoweringError
 from .program import Op, Program, Val
 from .reduce_axis import is_reduce_across_rows
 from .rows import analyze_rows
-from .views import VIEW_OPS, Regroup, View, index_view, storage_for, view_of_op, whole
+from .views import VIEW_OPS, Regroup, View, index_view, rows_contiguous, storage_for, view_of_op, whole
 
 MATMUL_OPS = frozenset({"matmul"})
 # Ops with kernels of their own (a stage each): rope rotates a row by rows read at positions on the device; a
@@ -71,18 +71,35 @@ def split_stages(prog: Program) -> StagedProgram:
 
     A reshape no strides express, of a value a matmul writes through a permutation of its axes (attention's
     ``(heads, seq, d)`` result read as ``(seq, heads * d)``), has that value stored in the order the reshape
-    reads: the matmul writes it through the strides that make the reshape's operand contiguous.
+    reads: the matmul writes it through the strides that make the reshape's operand contiguous. Otherwise the
+    reshape's operand is first copied into contiguous memory (an identity cast, a row-wise stage reading the
+    view through its strides), where its rows are contiguous.
     """
     storage: dict[int, tuple[Dim, ...]] = {}
+    copied: set[int] = set()
     while True:
         try:
             return _split(prog, storage)
         except Regroup as e:
             root = e.view.root
             strides = storage_for(e.view) if root.producer is not None and root.producer.op in MATMUL_OPS else None
-            if strides is None or id(root) in storage:
+            if strides is not None and id(root) not in storage:
+                storage[id(root)] = strides
+            elif rows_contiguous(e.view) and id(e.reshape) not in copied:
+                copied.add(id(e.reshape))
+                _copy_before(prog, e.reshape)
+            else:
                 raise LoweringError(e.op, e.function, e.reason, e.loc) from None
-            storage[id(root)] = strides
+
+
+def _copy_before(prog: Program, reshape: Op) -> None:
+    """Insert an identity cast of ``reshape``'s operand before it, and have it reshape the copy instead."""
+    (x,) = reshape.inputs
+    copy = Val(TensorType(x.type.shape, x.type.dtype), prog.namer.unique(f"{x.name}_contiguous"))
+    cast = Op("cast", (x,), (copy,), {"dtype": x.type.dtype}, reshape.loc, reshape.meshes, reshape.composite)
+    copy.producer = cast
+    prog.ops.insert(prog.ops.index(reshape), cast)
+    reshape.inputs = (copy,)
 
 
 def _split(prog: Program, storage: dict[int, tuple[Dim, ...]]) -> StagedProgram:

@@ -101,11 +101,20 @@ def whole(v: Val, strides: tuple[Dim, ...] | None = None) -> View:
 
 
 class Regroup(LoweringError):
-    """A reshape no strides express: ``view`` (of a root) would have to be contiguous first."""
+    """A reshape (``op``) no strides express: ``view`` (of a root) would have to be contiguous first."""
 
-    def __init__(self, error: LoweringError, view: View) -> None:
+    def __init__(self, error: LoweringError, view: View, op: Op) -> None:
         super().__init__(error.op, error.function, error.reason, error.loc)
         self.view = view
+        self.reshape = op
+
+
+def rows_contiguous(view: View) -> bool:
+    """Whether ``view``'s rows (its last axis) are consecutive elements, so a row-wise op can read it."""
+    last = len(view.shape) - 1
+    if last < 0 or dims_equal(view.shape[-1], 1):
+        return True
+    return dims_equal(view.strides[-1], 1) and view.repeats[-1] == 1 and all(a != last for a, _, _ in view.gathers)
 
 
 def storage_for(view: View) -> tuple[Dim, ...] | None:
@@ -162,8 +171,9 @@ def view_of_op(prog: Program, op: Op, src: View) -> View:
         strides = _reshaped(src.shape, src.strides, op.outputs[0].type.shape)
         if strides is None:
             raise Regroup(LoweringError(op.op, prog.name, f"of a view {src} whose axes no strides can regroup into "
-                                        f"{op.outputs[0].type.shape} (it would need a copy, not compiled yet); "
-                                        "reshape before the transpose or slice instead", op.loc), src)
+                                        f"{op.outputs[0].type.shape} (it would need a copy of a view whose rows are "
+                                        "not contiguous, not compiled yet); reshape before the transpose instead",
+                                        op.loc), src, op)
         return View(src.root, op.outputs[0].type.shape, strides, src.offset)
     raise AssertionError(op.op)  # pragma: no cover - callers pass view ops only
 
