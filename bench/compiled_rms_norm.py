@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 
 if "--spin" not in sys.argv:
@@ -31,7 +30,7 @@ if "--spin" not in sys.argv:
 import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cpu_timing import mean_time, write_results  # noqa: E402
+from cpu_timing import add_host_options, alternating_medians, apply_threads, write_results  # noqa: E402
 
 HIDDEN = 4096
 EPS = 1e-6
@@ -67,14 +66,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, nargs="+", default=[1, 64, 1024])
     parser.add_argument("--reps", type=int, default=11)
-    parser.add_argument("--iters", type=int, default=0, help="calls per repetition (0: about 50 ms worth)")
-    parser.add_argument("--threads", type=int, default=0, help="threads for both sides (0: leave the defaults)")
-    parser.add_argument("--spin", action="store_true", help="keep OpenMP's default (spinning) wait policy")
-    parser.add_argument("--json", help="write the results here")
+    add_host_options(parser)
     args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-        os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    apply_threads(args.threads)
 
     from tilefoundry import jit
     from tilefoundry.runtime.check import allclose, check
@@ -99,14 +93,7 @@ def main() -> None:
             assert report.passed, str(report)
             sides = {"compiled": lambda c=c, x=x, w=w, out=out: c(x, w, out),
                      "fused": lambda x=x, w=w: _torch_fused(x, w), "formula": lambda x=x, w=w: _torch_formula(x, w)}
-            for fn in sides.values():
-                fn()
-            iters = args.iters or max(3, int(0.05 / max(mean_time(sides["compiled"], 3), 1e-7)))
-            times: dict[str, list[float]] = {k: [] for k in sides}
-            for _ in range(args.reps):
-                for name, fn in sides.items():
-                    times[name].append(mean_time(fn, iters))
-            med = {k: statistics.median(v) for k, v in times.items()}
+            iters, med = alternating_medians(sides, args.iters, args.reps)
             moved = (2 * rows * HIDDEN + HIDDEN) * x.element_size()
             row = {"dtype": str(dt).replace("torch.", ""), "rows": rows, "hidden": HIDDEN, "iters": iters,
                    "reps": args.reps, "compiled_s": med["compiled"], "torch_rms_norm_s": med["fused"],

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -33,7 +32,7 @@ if "--spin" not in sys.argv:
 import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cpu_timing import mean_time, write_results  # noqa: E402
+from cpu_timing import add_host_options, alternating_medians, apply_threads, write_results  # noqa: E402
 
 EPS = 1e-6
 ROWS_MAX = 1 << 20
@@ -106,14 +105,9 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=4096)
     parser.add_argument("--kernels", nargs="+", help="a subset of the kernels, by name")
     parser.add_argument("--reps", type=int, default=15)
-    parser.add_argument("--iters", type=int, default=0, help="calls per repetition (0: about 50 ms worth)")
-    parser.add_argument("--threads", type=int, default=0, help="threads for both sides (0: leave the defaults)")
-    parser.add_argument("--spin", action="store_true", help="keep OpenMP's default (spinning) wait policy")
-    parser.add_argument("--json", help="write the results here")
+    add_host_options(parser)
     args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-        os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    apply_threads(args.threads)
 
     from tilefoundry import jit
     from tilefoundry.runtime.check import allclose, check
@@ -144,14 +138,7 @@ def main() -> None:
             assert report.passed, str(report)
             sides = {"compiled": lambda c=compiled, i=inputs, o=outs: c(*i, *o),
                      "torch": lambda e=eager, i=inputs: e(*i)}
-            for side in sides.values():
-                side()
-            iters = args.iters or max(3, int(0.05 / max(mean_time(sides["compiled"], 3), 1e-7)))
-            times: dict[str, list[float]] = {k: [] for k in sides}
-            for _ in range(args.reps):
-                for side_name, side in sides.items():
-                    times[side_name].append(mean_time(side, iters))
-            med = {k: statistics.median(v) for k, v in times.items()}
+            iters, med = alternating_medians(sides, args.iters, args.reps)
             moved = sum(t.numel() * t.element_size() for t in (*inputs, *outs))
             row = {"kernel": name, "dtype": dt, "rows": rows, "hidden": args.hidden, "iters": iters,
                    "reps": args.reps, "compiled_s": med["compiled"], "torch_s": med["torch"],

@@ -1,14 +1,48 @@
-"""What the CPU benches share: the mean time of a call over a run of calls, and their JSON with the host's facts
-(machine, cores, torch and its threads, the OpenMP settings the timings depend on)."""
+"""What the CPU benches share: their host options (iterations, threads, OpenMP wait policy, JSON), the timing of
+several sides in alternating order, and their JSON with the host's facts (machine, cores, torch and its threads,
+the OpenMP settings the timings depend on)."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
+import statistics
 import time
 from collections.abc import Callable
 from typing import Any
+
+
+def add_host_options(parser: argparse.ArgumentParser) -> None:
+    """``--iters``, ``--threads``, ``--spin`` and ``--json``, as every CPU bench takes them."""
+    parser.add_argument("--iters", type=int, default=0, help="calls per repetition (0: about 50 ms worth)")
+    parser.add_argument("--threads", type=int, default=0, help="threads for both sides (0: leave the defaults)")
+    parser.add_argument("--spin", action="store_true", help="keep OpenMP's default (spinning) wait policy")
+    parser.add_argument("--json", help="write the results here")
+
+
+def apply_threads(threads: int) -> None:
+    """Both sides on ``threads`` threads (torch's intra-op pool and the kernels' OpenMP CTAs); 0 leaves them."""
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+
+
+def alternating_medians(sides: dict[str, Callable[[], object]], iters: int, reps: int,
+                        first: str = "compiled") -> tuple[int, dict[str, float]]:
+    """Seconds per call of each side: every side warmed once, then ``reps`` rounds timing each side in turn over
+    ``iters`` calls (0: about 50 ms of ``first``'s calls), the median per side. Returns (iters, medians)."""
+    for side in sides.values():
+        side()
+    iters = iters or max(3, int(0.05 / max(mean_time(sides[first], 3), 1e-7)))
+    times: dict[str, list[float]] = {k: [] for k in sides}
+    for _ in range(reps):
+        for name, side in sides.items():
+            times[name].append(mean_time(side, iters))
+    return iters, {k: statistics.median(v) for k, v in times.items()}
 
 
 def mean_time(fn: Callable[[], object], iters: int) -> float:
