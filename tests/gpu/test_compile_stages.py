@@ -21,6 +21,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root, for tests.*
 
 from tests.compile_kernels import compiled_only, evaluator_refuses  # noqa: E402
+from tests.test_compile_attention import CASES as ATTENTION_CASES  # noqa: E402
+from tests.test_compile_attention import Attention  # noqa: E402
+from tests.test_compile_attention import _inputs as attention_inputs  # noqa: E402
 from tests.test_compile_families import BF16, F32, _expect, _family, _functions, _inputs  # noqa: E402
 from tests.test_compile_matmul import Matmuls  # noqa: E402
 from tests.test_compile_matmul import _inputs as matmul_inputs  # noqa: E402
@@ -41,7 +44,7 @@ def built() -> None:
     from tilefoundry.lower import lower
     from tilefoundry.target import CudaTarget
 
-    fns = [Matmuls, *(fn for fam, dt in FAMILIES for fn in _functions(_family(fam, dt)).values())]
+    fns = [Matmuls, Attention, *(fn for fam, dt in FAMILIES for fn in _functions(_family(fam, dt)).values())]
     linkables = [generate(lower(f, CudaTarget())) for f in fns]
     with ThreadPoolExecutor(max_workers=max(1, min(len(linkables), os.cpu_count() or 1))) as pool:
         list(pool.map(link, linkables))
@@ -49,6 +52,21 @@ def built() -> None:
 
 def _cuda(args: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
     return tuple(a.cuda() for a in args)
+
+
+@pytest.mark.parametrize("name", sorted(Attention.functions))
+def test_a_fused_attention_matches_the_evaluator_on_cuda(name: str) -> None:
+    """The fused attention's CUDA tiers (16-byte rows of a head_dim of 16: the grouped tier; 24 and 40: the general
+    one) at one query over up to 200 keys and at prompts, several slices and empty ones."""
+    compiled = jit(Attention).functions[name]
+    fn = Attention.functions[name]
+    expect = BF16 if name.endswith("bf16") else F32
+    outs = fn.output_types
+    paths = [f"output[{i}]" for i in range(len(outs))] if isinstance(outs, tuple) else ["output"]
+    for s, c in (*ATTENTION_CASES, (1, 2000), (3, 2000)):
+        report = check(compiled_only(compiled), fn, _cuda(attention_inputs(name, s, c)),
+                       expect={p: [expect] for p in paths})
+        assert report.passed, f"{name} at {s} queries over {c} keys:\n{report}"
 
 
 @pytest.mark.parametrize("name", sorted(Matmuls.functions))

@@ -30,6 +30,7 @@ from ..tir.stmt import (
     RowOffset,
     Stmt,
     Sync,
+    Tag,
 )
 from . import cxx
 
@@ -234,6 +235,13 @@ class KernelEmitter:
             axes = ", ".join(str(a) for a in s.axes)
             indices = self.buffer(s.more_out[0])
             line = f"ops::topk<ops::{s.tag.name}, cute::seq<{axes}>>({args[0]}, {out}, {indices});"
+        elif s.family == "attention":  # ops::attention<Acc>(scores, [cmp, qpos, kpos,] q, k, v, part, split, splits)
+            functors = [self.tag_of(t) for t in s.functors]
+            indices = [f"int64_t({self.row_offset(i)})" for i in s.indices]
+            acc = cxx.COMPUTE_TYPES[s.tag.name]
+            line = f"ops::attention<{acc}>({', '.join([*functors, *args, out, *indices])});"
+        elif s.family == "attention_combine":
+            line = f"ops::attention_combine({args[0]}, {out});"
         elif s.family == "reduce_axis":
             line = f"ops::reduce_axis<ops::{s.tag.name}>({args[0]}, {out});"
         elif s.family in COMPUTE_TAGGED:  # the tag names the dtype the op computes (accumulates) in
@@ -243,7 +251,10 @@ class KernelEmitter:
         self.lines.append(ind + line)
 
     def tag(self, s: OpCall) -> str:
-        tag = s.tag
+        return self.tag_of(s.tag)
+
+    def tag_of(self, tag: Tag) -> str:
+        """An op object: ``ops::exp_op{}``, or with fields ``ops::clamp_op<float>{lo, hi}``."""
         if tag.args:  # a tag with fields (clamp_op's bounds, softplus_op's beta and threshold): in their compute type
             ctype = cxx.COMPUTE_TYPES[tag.args[0].dtype.name]
             fields = ", ".join(cxx.literal(a, compute=True) for a in tag.args)

@@ -26,6 +26,7 @@ from ..target import Target, resolve_target
 from ..tir.function import PrimFunc, TirModule
 from .errors import LoweringError
 from .expand import expand_composites
+from .fuse_attention import fuse_attention
 from .meshwise import is_placed, lower_mesh
 from .program import Program, flatten_function
 from .rows import analyze_rows
@@ -79,8 +80,10 @@ def lower_function(fn: Function, target: Target, declared: Declared) -> PrimFunc
         names = ", ".join(f"{v.name} ({v.pattern})" for v in variants)
         raise LoweringError("dispatch", fn.name, f"it dispatches to its variants {names} by the extent of a DimVar; "
                             "compiling a dispatch is not supported yet: jit each variant (its .variants[i])", fn.loc)
-    prog: Program = expand_composites(flatten_function(fn))
-    if is_placed(prog):
+    prog: Program = flatten_function(fn)
+    placed = is_placed(prog)
+    prog = expand_composites(prog if placed else fuse_attention(prog))
+    if placed:
         op = next((op for op in prog.ops if op.op in MATMUL_OPS or op.op in OWN_KERNEL_OPS or op.op in VIEW_OPS),
                   None)
         if op is not None:

@@ -12,10 +12,12 @@ past ``n_new`` or past the cache's end left alone.
 from __future__ import annotations
 
 from ..ir.types.dim import Dim, dimvars_of, product, total
+from ..ir.types.dtype import f32
 from ..ir.types.tensor_type import TensorType
 from ..target import Target
 from ..tir.function import CacheWrite, DimBinding, KernelParam, PrimFunc, Schedule, StageCall
 from ..tir.stmt import Gather, GmemView, RowGuard, RowOffset, Stmt
+from .attention import attention_bodies, attention_part_shape
 from .errors import LoweringError
 from .matmul import matmul_body
 from .params import bind_dimvars, output_params
@@ -64,7 +66,7 @@ def lower_staged(prog: Program, target: Target, declared: Declared) -> PrimFunc:
     sched = Schedule("stages", kernels[0].schedule.grid if kernels else 0,
                      max((f.schedule.threads_per_cta for f in kernels), default=1))
     return PrimFunc(prog.name, params, len(outs), bind_dimvars(prog, params), sched, [], prog.function.loc,
-                    stages=tuple(calls), temps=tuple(temps), aliases=tuple(lowering.aliases))
+                    stages=tuple(calls), temps=(*temps, *lowering.temps), aliases=tuple(lowering.aliases))
 
 
 def _roots(view: View) -> list[Val]:
@@ -96,6 +98,7 @@ class _Stages:
         self.declared = declared
         self.outputs = outputs
         self.aliases: list[tuple[str, str]] = []  # (output, input) the caller may pass as one tensor
+        self.temps: list[KernelParam] = []  # temporaries of a stage's own (attention's slices)
         function_params = tuple(KernelParam(p.name, p.type, False) for p in self.prog.params)
         self.bindings = bind_dimvars(self.prog, function_params)  # where the entry reads each DimVar
 
@@ -131,7 +134,29 @@ class _Stages:
             bodies = rope_bodies(self.prog.name, op, views, outs, self.homes, self.target)
             return [self.kernel(f"{name}_{which}", [x, *views[2:], out], body, sched, op)
                     for which, x, out, (body, sched) in zip("qk", views[:2], outs, bodies)]
+        if stage.kind == "attention":
+            return self.attention(name, op, views, outs[0])
         return self.cache_update(name, op, views, outs[0])
+
+    def attention(self, name: str, op: Op, views: list[View], out: View) -> list[StageCall]:
+        """The two kernels of an attention (``attention.py``): the keys' slices into a temporary of the slices'
+        states, then their combine into the result."""
+        part = KernelParam(self.prog.namer.unique(f"{op.outputs[0].name}_slices"),
+                           TensorType(attention_part_shape(*views[:3], self.target), f32), False)
+        self.temps.append(part)
+        (body1, sched1), (body2, sched2) = attention_bodies(self.prog.name, op, views, out, part.name, self.homes,
+                                                            self.target)
+        ins = tuple(KernelParam(self.homes[id(r)], TensorType(r.type.shape, r.type.dtype), False)
+                    for r in _distinct([v.root for v in views]))
+        result = KernelParam(self.homes[id(out.root)], TensorType(out.root.type.shape, out.root.type.dtype), True)
+        kernels = (PrimFunc(f"{name}_slices", (*ins, KernelParam(part.name, part.type, True)), 1, (), sched1, body1,
+                            op.loc),
+                   PrimFunc(f"{name}_combine", (part, result), 1, (), sched2, body2, op.loc))
+        calls = []
+        for fn in kernels:
+            fn.dimvars = self.dimvars(fn)
+            calls.append(StageCall(fn, tuple(p.name for p in fn.params)))
+        return calls
 
     def rows(self, name: str, sub: Program, outside: list[Val], out_homes: list[str],
              out_strided: dict[str, Strided] | None = None, guard: tuple[tuple[RowOffset, RowOffset], ...] = (),

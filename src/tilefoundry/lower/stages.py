@@ -27,7 +27,10 @@ from .views import VIEW_OPS, Regroup, View, index_view, rows_contiguous, storage
 MATMUL_OPS = frozenset({"matmul"})
 # Ops with kernels of their own (a stage each): rope rotates a row by rows read at positions on the device; a
 # cache update copies the cache and writes the new rows at a position read on the device.
-OWN_KERNEL_OPS = frozenset({"rope", "cache_update"})
+# attention (recognised by fuse_attention.py) runs the keys' slices and their combine.
+OWN_KERNEL_OPS = frozenset({"rope", "cache_update", "attention"})
+# Ops whose result may be stored in any order of its axes (written through the strides a later reshape reads).
+STRIDED_RESULT_OPS = MATMUL_OPS | {"attention"}
 
 
 def needs_stages(prog: Program) -> bool:
@@ -82,7 +85,8 @@ def split_stages(prog: Program) -> StagedProgram:
             return _split(prog, storage)
         except Regroup as e:
             root = e.view.root
-            strides = storage_for(e.view) if root.producer is not None and root.producer.op in MATMUL_OPS else None
+            strided = root.producer is not None and root.producer.op in STRIDED_RESULT_OPS
+            strides = storage_for(e.view) if strided else None
             if strides is not None and id(root) not in storage:
                 storage[id(root)] = strides
             elif rows_contiguous(e.view) and id(e.reshape) not in copied:

@@ -28,7 +28,8 @@ def _stmt(s: Stmt, indent: str, lines: list[str]) -> None:
             tmpl.append(str(s.tag))
         if s.axes:
             tmpl.append(f"axes=({', '.join(str(a) for a in s.axes)})")
-        ins = ", ".join(_operand(o) for o in s.operands)
+        ins = ", ".join([*(str(t) for t in s.functors), *(_operand(o) for o in s.operands),
+                         *(f"[{i}]" for i in s.indices)])
         ws = f", workspace={s.workspace.name}" if s.workspace is not None else ""
         outs = ", ".join(b.name for b in (s.out, *s.more_out))
         lines.append(f"{indent}{outs} <- {s.family}<{', '.join(tmpl)}>({ins}{ws})  # {s.origin}")

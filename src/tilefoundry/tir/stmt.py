@@ -110,7 +110,8 @@ class OpCall(Stmt):
     ``axes`` are the reduced flat modes of a reduce; ``workspace`` its shared-memory buffer when the
     reduction crosses warps (never on the CPU). ``fill`` takes its value as the one literal operand.
     ``more_out`` are the results after ``out`` of a family with several (topk: ``out`` the values,
-    ``more_out`` the indices).
+    ``more_out`` the indices). ``functors`` are op objects passed before the operands (attention's scores and
+    visibility test), ``indices`` integers of the row passed after the results (attention's slice and slice count).
     """
 
     family: str
@@ -121,6 +122,8 @@ class OpCall(Stmt):
     axes: tuple[int, ...] = ()
     workspace: Buffer | None = None
     more_out: tuple[Buffer, ...] = ()
+    functors: tuple[Tag, ...] = ()
+    indices: tuple[RowOffset, ...] = ()
 
 
 @dataclass(eq=False)

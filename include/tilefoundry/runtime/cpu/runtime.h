@@ -28,3 +28,4 @@
 #include <tilefoundry/runtime/cpu/ops/matmul.h>
 #include <tilefoundry/runtime/cpu/ops/rope.h>
 #include <tilefoundry/runtime/cpu/ops/reduce_axis.h>
+#include <tilefoundry/runtime/cpu/ops/attention.h>

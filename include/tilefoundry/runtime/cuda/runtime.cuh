@@ -26,3 +26,4 @@
 #include <tilefoundry/runtime/cuda/ops/matmul.cuh>
 #include <tilefoundry/runtime/cuda/ops/rope.cuh>
 #include <tilefoundry/runtime/cuda/ops/reduce_axis.cuh>
+#include <tilefoundry/runtime/cuda/ops/attention.cuh>

@@ -1,0 +1,168 @@
+// attention_impl: the bodies of ops::attention and ops::attention_combine, softmax(q k^T) v over
+// one CTA's slice of the keys, then the slices merged. Both targets' entries run them (the CUDA
+// entry has a faster tier of its own for 16-byte rows, cuda/ops/attention.cuh).
+//
+// Scores are computed as the evaluator computes the unfused ops: each dot product accumulated in
+// float and rounded to the scores' element type T (q's), then times (or divided by) the scale,
+// rounded to T again, then read as float; keys a query may not see (the visibility test on their
+// positions) score -inf. The softmax is online: a running maximum, the sum of exponentials below
+// it and the weighted sum of value rows, rescaled when the maximum grows. A slice's state is
+// written to `part` (G x M x (Dv + 2) floats: the weighted sum, then the maximum and the sum), and
+// attention_combine merges the slices' states into the output. A row that sees no key gets
+// 0 / 0 = NaN, as softmax over nothing but -inf does.
+#pragma once
+
+#include <tilefoundry/runtime/common/config.h>
+#include <tilefoundry/runtime/common/numeric.h>
+#include <tilefoundry/runtime/common/ops/math.h>
+#include <tilefoundry/runtime/common/topology.h>
+
+#include <cstdint>
+
+namespace tilefoundry {
+namespace ops {
+
+/// How a dot product becomes a score: rounded to T, times `value` (rounded to T), rounded to T.
+template <class C>
+struct scores_times {
+  C value;
+};
+/// ... divided by `value` instead.
+template <class C>
+struct scores_over {
+  C value;
+};
+/// ... rounded to T and nothing more (no scale).
+struct scores_as_is {};
+
+/// Every key is visible to every query (no mask).
+struct visible_all {};
+
+namespace attention_impl {
+
+template <class T, class C>
+TILEFOUNDRY_DEVICE float score(scores_times<C> s, float dot) {
+  float const rounded = detail::convert<float>(detail::convert<T>(dot));
+  return detail::convert<float>(
+      detail::convert<T>(rounded * detail::convert<float>(detail::convert<T>(s.value))));
+}
+template <class T, class C>
+TILEFOUNDRY_DEVICE float score(scores_over<C> s, float dot) {
+  float const rounded = detail::convert<float>(detail::convert<T>(dot));
+  return detail::convert<float>(
+      detail::convert<T>(rounded / detail::convert<float>(detail::convert<T>(s.value))));
+}
+template <class T>
+TILEFOUNDRY_DEVICE float score(scores_as_is, float dot) {
+  return detail::convert<float>(detail::convert<T>(dot));
+}
+
+/// Key n visible to query row m: cmp(kpos(n), qpos(m)), or always.
+template <class Cmp, class QPos, class KPos>
+struct visible_where {
+  Cmp cmp;
+  QPos qpos;
+  KPos kpos;
+  TILEFOUNDRY_DEVICE bool operator()(int64_t m, int64_t n) const {
+    return bool(cmp(kpos(n), qpos(m)));
+  }
+};
+struct visible_always {
+  TILEFOUNDRY_DEVICE bool operator()(int64_t, int64_t) const { return true; }
+};
+
+/// The keys [begin, end) of slice `split` of `splits`, each slice a multiple of `pass` keys (the
+/// last shorter, later ones empty).
+struct KeyRange {
+  int64_t begin, end;
+};
+TILEFOUNDRY_DEVICE KeyRange slice_of(int64_t keys, int64_t split, int64_t splits, int64_t pass) {
+  int64_t const per = (keys + splits - 1) / splits;
+  int64_t const chunk = (per + pass - 1) / pass * pass;
+  int64_t const begin = split * chunk;
+  int64_t const end = begin + chunk < keys ? begin + chunk : keys;
+  return KeyRange{begin < keys ? begin : keys, end};
+}
+
+/// The general tier: any strides, any extents. A thread takes a query row (g, m) at a time and
+/// runs its online softmax over the slice's keys, the weighted sum kept in `part` itself.
+template <class Acc, class Scores, class Visible, class Q, class K, class V, class Part>
+TILEFOUNDRY_DEVICE void general(Scores scores, Visible visible, Q const& q, K const& k, V const& v,
+                                Part&& part, int64_t split, int64_t splits) {
+  using T = cute::remove_cvref_t<decltype(q(0, 0, 0))>;
+  int64_t const groups = int64_t(cute::size<0>(q));
+  int64_t const rows = int64_t(cute::size<1>(q));
+  int64_t const depth = int64_t(cute::size<2>(q));
+  int64_t const dv = int64_t(cute::size<1>(v));
+  KeyRange const keys = slice_of(int64_t(cute::size<1>(k)), split, splits, 1);
+  int64_t const threads =
+      int64_t(program_dim<detail::dependent_level<TopologyScope::thread, Part>>());
+  for (int64_t r = int64_t(program_id<detail::dependent_level<TopologyScope::thread, Part>>());
+       r < groups * rows; r += threads) {
+    int64_t const m = r / groups;
+    int64_t const g = r - m * groups;
+    for (int64_t d = 0; d < dv; ++d) part(g, m, d) = 0.0f;
+    float mx = -INFINITY;
+    float sum = 0.0f;
+    for (int64_t n = keys.begin; n < keys.end; ++n) {
+      if (!visible(m, n)) continue;
+      Acc dot = Acc(0);
+      for (int64_t d = 0; d < depth; ++d) {
+        dot += detail::convert<Acc>(q(g, m, d)) * detail::convert<Acc>(k(d, n));
+      }
+      float const s = score<T>(scores, float(dot));
+      if (s == -INFINITY) continue;
+      if (s > mx) {  // the maximum grows: what was summed below the old one shrinks
+        float const corr = mx == -INFINITY ? 0.0f : detail::exp_(mx - s);
+        sum *= corr;
+        for (int64_t d = 0; d < dv; ++d) part(g, m, d) = part(g, m, d) * corr;
+        mx = s;
+      }
+      float const p = detail::exp_(s - mx);
+      sum += p;
+      for (int64_t d = 0; d < dv; ++d) {
+        part(g, m, d) = part(g, m, d) + p * detail::convert<float>(v(n, d));
+      }
+    }
+    part(g, m, dv) = mx;
+    part(g, m, dv + 1) = sum;
+  }
+}
+
+/// out(g, m, d) from the slices' states part(s, g, m, :): each slice's sum weighted by
+/// e^(its maximum - the largest), divided by the weighted sum of exponentials.
+template <class Part, class Out>
+TILEFOUNDRY_DEVICE void combine(Part const& part, Out&& out) {
+  using T = cute::remove_cvref_t<decltype(out(0, 0, 0))>;
+  int64_t const splits = int64_t(cute::size<0>(part));
+  int64_t const groups = int64_t(cute::size<0>(out));
+  int64_t const rows = int64_t(cute::size<1>(out));
+  int64_t const dv = int64_t(cute::size<2>(out));
+  int64_t const threads =
+      int64_t(program_dim<detail::dependent_level<TopologyScope::thread, Out>>());
+  for (int64_t i = int64_t(program_id<detail::dependent_level<TopologyScope::thread, Out>>());
+       i < groups * rows * dv; i += threads) {
+    int64_t const d = i % dv;
+    int64_t const m = (i / dv) % rows;
+    int64_t const g = i / (dv * rows);
+    float mx = -INFINITY;
+    for (int64_t s = 0; s < splits; ++s) {
+      float const ms = part(s, g, m, dv);
+      mx = ms > mx ? ms : mx;
+    }
+    float sum = 0.0f;
+    float acc = 0.0f;
+    for (int64_t s = 0; s < splits; ++s) {
+      float const ms = part(s, g, m, dv);
+      if (ms == -INFINITY) continue;
+      float const w = detail::exp_(ms - mx);
+      sum += w * part(s, g, m, dv + 1);
+      acc += w * part(s, g, m, d);
+    }
+    out(g, m, d) = detail::convert<T>(acc / sum);
+  }
+}
+
+}  // namespace attention_impl
+}  // namespace ops
+}  // namespace tilefoundry

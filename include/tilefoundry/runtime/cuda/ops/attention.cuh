@@ -1,0 +1,296 @@
+// ops::attention and ops::attention_combine on the CUDA target: the general tier and the combine
+// are attention_impl's (the CPU target's entries run them too); rows of 16-byte words take the
+// grouped tier below.
+//
+// The grouped tier (the decode step's attention, and short chunks of queries): a CTA of 128
+// threads takes its slice of the keys for the query rows of one KV head, ROWS rows at a time (the G
+// query heads that share the KV head, for as many tokens as fit in 8 rows), so each key and value
+// row is read once for all of them. A key is read by a group of D / W lanes (W elements a 16-byte
+// word), each group keeping U keys in flight; the scores of every row come from a dot product over
+// the group (shuffles), and each group keeps its own online softmax (running maximum, sum and
+// weighted sum in float). The groups of a warp merge by shuffles, the warps through shared memory,
+// and the slice's state goes to `part` for attention_combine.
+#pragma once
+
+#include <tilefoundry/runtime/common/config.h>
+#include <tilefoundry/runtime/common/ops/attention_impl.h>
+#include <tilefoundry/runtime/common/ops/packed.h>
+
+#include <cstdint>
+#include <cuda_bf16.h>
+
+namespace tilefoundry {
+namespace ops {
+namespace attention_impl {
+
+constexpr int kThreads = 128;
+constexpr int kWarps = kThreads / 32;
+constexpr int kMaxRows = 8;  // query rows a pass over the keys serves
+
+template <class T>
+using elem_t = cute::remove_cvref_t<T>;
+
+/// Whether q (G x M x D), k (D x N), v (N x D) have their head_dim contiguous and static, one
+/// packed element type, and D a whole number of 16-byte words read by at most a warp.
+template <class Q, class K, class V>
+TILEFOUNDRY_HOST_DEVICE constexpr bool grouped_tier() {
+  using E = elem_t<decltype(std::declval<Q const&>()(0, 0, 0))>;
+  using QL = decltype(std::declval<Q const&>().layout());
+  using KL = decltype(std::declval<K const&>().layout());
+  using VL = decltype(std::declval<V const&>().layout());
+  if constexpr (!detail::is_packed_v<E> ||
+                !std::is_same_v<E, elem_t<decltype(std::declval<K const&>()(0, 0))>> ||
+                !std::is_same_v<E, elem_t<decltype(std::declval<V const&>()(0, 0))>>) {
+    return false;
+  } else if constexpr (!cute::is_static<decltype(cute::shape<2>(std::declval<QL>()))>::value ||
+                       !cute::is_static<decltype(cute::shape<1>(std::declval<VL>()))>::value) {
+    return false;
+  } else {
+    constexpr int D = int(decltype(cute::shape<2>(std::declval<QL>()))::value);
+    constexpr int DV = int(decltype(cute::shape<1>(std::declval<VL>()))::value);
+    constexpr int W = int(16 / sizeof(E));
+    constexpr int lanes = D / W;
+    return D == DV && D % W == 0 && lanes <= 32 && 32 % lanes == 0 &&
+           cute::is_constant<1, decltype(cute::stride<2>(std::declval<QL>()))>::value &&
+           cute::is_constant<1, decltype(cute::stride<0>(std::declval<KL>()))>::value &&
+           cute::is_constant<1, decltype(cute::stride<1>(std::declval<VL>()))>::value;
+  }
+}
+
+template <int LANES>
+__device__ __forceinline__ float group_sum(float x) {
+  CUTE_UNROLL
+  for (int off = LANES / 2; off > 0; off /= 2) x += __shfl_xor_sync(0xffffffffu, x, off);
+  return x;
+}
+
+/// e^(a - b) scaled states merged: (m, l, o) and (mo, lo, oo) -> weights a, b of the two.
+__device__ __forceinline__ void merge_weights(float m, float mo, float& a, float& b, float& mx) {
+  mx = fmaxf(m, mo);
+  a = m == -INFINITY ? 0.0f : detail::exp_(m - mx);
+  b = mo == -INFINITY ? 0.0f : detail::exp_(mo - mx);
+}
+
+/// One pass of the grouped tier over the keys `keys`, for query rows [r0, r0 + ROWS) of the CTA's
+/// G x M (row r is token r / G of head r % G), its state written to part.
+template <class Acc, int ROWS, int D, class Scores, class Visible, class Q, class K, class V,
+          class Part>
+__device__ void grouped_rows(Scores scores, Visible const& visible, Q const& q, K const& k,
+                             V const& v, Part& part, KeyRange keys, int64_t r0, float* sm_out,
+                             float* sm_max, float* sm_sum) {
+  using E = elem_t<decltype(q(0, 0, 0))>;
+  constexpr int W = int(16 / sizeof(E));
+  constexpr int kLanes = D / W;  // lanes reading one key
+  constexpr int kKeysPerWarp = 32 / kLanes;
+  constexpr int U = ROWS <= 2 ? 8 : ROWS <= 4 ? 4 : 2;  // keys a lane group keeps in flight
+  constexpr int kStep = kWarps * kKeysPerWarp;
+  int64_t const groups = int64_t(cute::size<0>(q));
+  int64_t const total = groups * int64_t(cute::size<1>(q));
+  int const warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+  int const sub = lane / kLanes, dl = lane % kLanes;
+  int64_t const kstride = int64_t(cute::stride<1>(k));
+  int64_t const vstride = int64_t(cute::stride<0>(v));
+  E const* const kp = &k(0, 0) + dl * W;
+  E const* const vp = &v(0, 0) + dl * W;
+
+  float qf[ROWS][W], acc[ROWS][W], run_max[ROWS], run_sum[ROWS];
+  int64_t row_m[ROWS];
+  CUTE_UNROLL
+  for (int j = 0; j < ROWS; ++j) {
+    int64_t const r = r0 + j;
+    row_m[j] = r < total ? r / groups : -1;
+    run_max[j] = -INFINITY;
+    run_sum[j] = 0.0f;
+    CUTE_UNROLL
+    for (int i = 0; i < W; ++i) {
+      qf[j][i] = 0.0f;
+      acc[j][i] = 0.0f;
+    }
+    if (r < total) detail::load_group(&q(r % groups, r / groups, 0) + dl * W, qf[j]);
+  }
+
+  for (int64_t b = keys.begin + warp * kKeysPerWarp; b < keys.end; b += int64_t(kStep) * U) {
+    float kf[U][W], vf[U][W];
+    int64_t key[U];
+    CUTE_UNROLL
+    for (int u = 0; u < U; ++u) {
+      key[u] = b + sub + int64_t(u) * kStep;
+      CUTE_UNROLL
+      for (int i = 0; i < W; ++i) kf[u][i] = vf[u][i] = 0.0f;
+      if (key[u] < keys.end) {
+        detail::load_group(kp + key[u] * kstride, kf[u]);
+        detail::load_group(vp + key[u] * vstride, vf[u]);
+      }
+    }
+    float s[ROWS][U];
+    CUTE_UNROLL
+    for (int u = 0; u < U; ++u) {
+      CUTE_UNROLL
+      for (int j = 0; j < ROWS; ++j) {
+        float dot = 0.0f;
+        CUTE_UNROLL
+        for (int i = 0; i < W; ++i) dot = fmaf(qf[j][i], kf[u][i], dot);
+        dot = group_sum<kLanes>(dot);
+        bool const seen = key[u] < keys.end && row_m[j] >= 0 && visible(row_m[j], key[u]);
+        s[j][u] = seen ? score<E>(scores, dot) : -INFINITY;
+      }
+    }
+    CUTE_UNROLL
+    for (int j = 0; j < ROWS; ++j) {
+      float mx = run_max[j];
+      CUTE_UNROLL
+      for (int u = 0; u < U; ++u) mx = fmaxf(mx, s[j][u]);
+      if (mx == -INFINITY) continue;  // nothing visible to this row yet
+      float const corr = detail::exp_(run_max[j] - mx);
+      run_sum[j] *= corr;
+      CUTE_UNROLL
+      for (int i = 0; i < W; ++i) acc[j][i] *= corr;
+      CUTE_UNROLL
+      for (int u = 0; u < U; ++u) {
+        float const p = detail::exp_(s[j][u] - mx);
+        run_sum[j] += p;
+        CUTE_UNROLL
+        for (int i = 0; i < W; ++i) acc[j][i] = fmaf(p, vf[u][i], acc[j][i]);
+      }
+      run_max[j] = mx;
+    }
+  }
+
+  // The lane groups of a warp, then the warps through shared memory.
+  CUTE_UNROLL
+  for (int off = kLanes; off < 32; off *= 2) {
+    CUTE_UNROLL
+    for (int j = 0; j < ROWS; ++j) {
+      float const mo = __shfl_xor_sync(0xffffffffu, run_max[j], off);
+      float const so = __shfl_xor_sync(0xffffffffu, run_sum[j], off);
+      float a, c, mx;
+      merge_weights(run_max[j], mo, a, c, mx);
+      run_sum[j] = run_sum[j] * a + so * c;
+      CUTE_UNROLL
+      for (int i = 0; i < W; ++i)
+        acc[j][i] = acc[j][i] * a + __shfl_xor_sync(0xffffffffu, acc[j][i], off) * c;
+      run_max[j] = mx;
+    }
+  }
+  if (lane < kLanes) {
+    CUTE_UNROLL
+    for (int j = 0; j < ROWS; ++j) {
+      CUTE_UNROLL
+      for (int i = 0; i < W; ++i) sm_out[(warp * ROWS + j) * D + dl * W + i] = acc[j][i];
+      if (lane == 0) {
+        sm_max[warp * ROWS + j] = run_max[j];
+        sm_sum[warp * ROWS + j] = run_sum[j];
+      }
+    }
+  }
+  __syncthreads();
+  for (int idx = int(threadIdx.x); idx < ROWS * D; idx += kThreads) {
+    int const j = idx / D, d = idx % D;
+    int64_t const r = r0 + j;
+    if (r >= total) continue;
+    float mx = -INFINITY;
+    CUTE_UNROLL
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, sm_max[w * ROWS + j]);
+    float sum = 0.0f, o = 0.0f;
+    if (mx != -INFINITY) {
+      CUTE_UNROLL
+      for (int w = 0; w < kWarps; ++w) {
+        float const ms = sm_max[w * ROWS + j];
+        float const e = ms == -INFINITY ? 0.0f : detail::exp_(ms - mx);
+        sum += sm_sum[w * ROWS + j] * e;
+        o += sm_out[(w * ROWS + j) * D + d] * e;
+      }
+    }
+    int64_t const g = r % groups, m = r / groups;
+    part(g, m, d) = o;
+    if (d == 0) {
+      part(g, m, D) = mx;
+      part(g, m, D + 1) = sum;
+    }
+  }
+  __syncthreads();  // shared memory is the next pass's
+}
+
+/// The grouped tier: the CTA's G x M query rows in passes of ROWS (2, 4 or 8: the fewest that hold
+/// them, 8 at most), each pass over the slice's keys.
+template <class Acc, class Scores, class Visible, class Q, class K, class V, class Part>
+__device__ void grouped(Scores scores, Visible const& visible, Q const& q, K const& k, V const& v,
+                        Part& part, int64_t split, int64_t splits) {
+  using E = elem_t<decltype(q(0, 0, 0))>;
+  constexpr int D = int(decltype(cute::shape<2>(q.layout()))::value);
+  constexpr int W = int(16 / sizeof(E));
+  constexpr int kKeysPerWarp = 32 / (D / W);
+  __shared__ __align__(16) float sm_out[kWarps * kMaxRows * D];
+  __shared__ float sm_max[kWarps * kMaxRows], sm_sum[kWarps * kMaxRows];
+  int64_t const total = int64_t(cute::size<0>(q)) * int64_t(cute::size<1>(q));
+  int64_t const keys = int64_t(cute::size<1>(k));
+  auto pass = [&](auto rows) {
+    constexpr int R = decltype(rows)::value;
+    constexpr int U = R <= 2 ? 8 : R <= 4 ? 4 : 2;
+    KeyRange const range = slice_of(keys, split, splits, int64_t(kWarps) * kKeysPerWarp * U);
+    for (int64_t r0 = 0; r0 < total; r0 += R) {
+      grouped_rows<Acc, R, D>(scores, visible, q, k, v, part, range, r0, sm_out, sm_max, sm_sum);
+    }
+  };
+  if (total <= 2) {
+    pass(cute::Int<2>{});
+  } else if (total <= 4) {
+    pass(cute::Int<4>{});
+  } else {
+    pass(cute::Int<kMaxRows>{});
+  }
+}
+
+/// Whether the operands' memory allows the grouped tier's 16-byte reads.
+template <class Q, class K, class V>
+__device__ bool words_aligned(Q const& q, K const& k, V const& v) {
+  using E = elem_t<decltype(q(0, 0, 0))>;
+  constexpr int64_t W = 16 / sizeof(E);
+  auto aligned = [](void const* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  return aligned(&q(0, 0, 0)) && aligned(&k(0, 0)) && aligned(&v(0, 0)) &&
+         int64_t(cute::stride<0>(q)) % W == 0 && int64_t(cute::stride<1>(q)) % W == 0 &&
+         int64_t(cute::stride<1>(k)) % W == 0 && int64_t(cute::stride<0>(v)) % W == 0 &&
+         blockDim.x == kThreads;
+}
+
+template <class Acc, class Scores, class Visible, class Q, class K, class V, class Part>
+__device__ void apply(Scores scores, Visible const& visible, Q const& q, K const& k, V const& v,
+                      Part&& part, int64_t split, int64_t splits) {
+  if constexpr (grouped_tier<Q, K, V>()) {
+    if (words_aligned(q, k, v)) {
+      grouped<Acc>(scores, visible, q, k, v, part, split, splits);
+      return;
+    }
+  }
+  general<Acc>(scores, visible, q, k, v, part, split, splits);
+}
+
+}  // namespace attention_impl
+
+/// The attention family's entry: this CTA's slice `split` of `splits` of the keys, softmax(scores)
+/// @ v for q (G x M x D) against keys k (D x N) and values v (N x Dv), the slice's state into part
+/// (G x M x (Dv + 2) floats) for attention_combine. Every key visible.
+template <class Acc, class Scores, class Q, class K, class V, class Part>
+__device__ void attention(Scores scores, Q const& q, K const& k, V const& v, Part&& part,
+                          int64_t split, int64_t splits) {
+  attention_impl::apply<Acc>(scores, attention_impl::visible_always{}, q, k, v, part, split,
+                             splits);
+}
+
+/// ... key n visible to query row m where cmp(kpos(n), qpos(m)) (a causal mask from positions).
+template <class Acc, class Scores, class Cmp, class QPos, class KPos, class Q, class K, class V,
+          class Part>
+__device__ void attention(Scores scores, Cmp cmp, QPos const& qpos, KPos const& kpos, Q const& q,
+                          K const& k, V const& v, Part&& part, int64_t split, int64_t splits) {
+  attention_impl::visible_where<Cmp, QPos, KPos> const visible{cmp, qpos, kpos};
+  attention_impl::apply<Acc>(scores, visible, q, k, v, part, split, splits);
+}
+
+/// The slices' states part (S x G x M x (Dv + 2)) merged into out (G x M x Dv).
+template <class Part, class Out>
+__device__ void attention_combine(Part const& part, Out&& out) {
+  attention_impl::combine(part, out);
+}
+
+}  // namespace ops
+}  // namespace tilefoundry

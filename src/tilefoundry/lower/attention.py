@@ -1,0 +1,146 @@
+"""The kernels of an attention stage (``fuse_attention.py`` recognises it): the keys split over CTAs, then a combine.
+
+``attention(q, keys, vals[, qpos, kpos])``: q (B, M, D), keys (B, D, N), vals (B, N, Dv) views (or all
+without B). The query heads that read one key head (keys and values repeated G times along B: grouped-query
+attention) share a CTA, so each key and value row is read once for all of them; the keys are cut into
+``splits`` slices, a CTA each. The first kernel (``ops::attention``) runs the online softmax of its G x M
+query rows over its slice and writes the slice's state (weighted sum of value rows, maximum, sum of
+exponentials) to a temporary; the second (``ops::attention_combine``) merges the slices' states of a key
+head into its G x M output rows. The split count is fixed when lowering (from the largest context the
+DimVar allows), never from the context itself, so a CUDA graph captured once serves every context length;
+short contexts leave the last slices empty.
+"""
+
+from __future__ import annotations
+
+from ..ir.types.dim import Dim, dim_range, dims_equal, floordiv, product
+from ..ir.types.dtype import f32
+from ..ir.types.storage import Storage
+from ..target import CudaTarget, Target
+from ..tir.buffer import Buffer, Literal
+from ..tir.function import Schedule
+from ..tir.layout import TLayout
+from ..tir.stmt import GmemView, OpCall, Origin, RowLoop, RowOffset, Stmt, Tag
+from .errors import LoweringError
+from .program import Op
+from .views import View
+
+# Threads of a CUDA CTA of either kernel (ops::attention's grouped tier takes 128).
+CUDA_ATTENTION_THREADS = 128
+# CTAs that fill the GPU (an H200 has 132 SMs): the splits give about one CTA per SM, at most 16 a key head (the
+# combine reads every slice), each slice at least 64 keys (one pass of the grouped tier).
+CUDA_ATTENTION_CTAS = 132
+CUDA_MAX_SPLITS = 16
+CUDA_MIN_SLICE = 64
+# On the CPU a CTA is a thread of the OpenMP loop: a few slices keep both cores busy on one key head.
+CPU_MAX_SPLITS = 4
+CPU_MIN_SLICE = 32
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def attention_splits(target: Target, heads: Dim, keys: Dim) -> int:
+    """The number of slices the keys are cut into: fixed for every context the DimVar allows."""
+    most = dim_range(keys)
+    longest = most[1] if most is not None else (keys if isinstance(keys, int) else 1 << 20)
+    if isinstance(target, CudaTarget):
+        per_head = _ceil_div(CUDA_ATTENTION_CTAS, heads) if isinstance(heads, int) else 1
+        return max(1, min(CUDA_MAX_SPLITS, per_head, _ceil_div(longest, CUDA_MIN_SLICE)))
+    return max(1, min(CPU_MAX_SPLITS, _ceil_div(longest, CPU_MIN_SLICE)))
+
+
+def attention_part_shape(q: View, k: View, v: View, target: Target) -> tuple[Dim, ...]:
+    """The temporary holding every slice's state: (key heads, splits, G, M, Dv + 2) floats."""
+    heads, groups, _ = _grouping(q, k, v)
+    splits = attention_splits(target, heads, k.shape[-1])
+    return (heads, splits, groups, q.shape[-2], v.shape[-1] + 2)
+
+
+def _grouping(q: View, k: View, v: View) -> tuple[Dim, int, tuple[int, int]]:
+    """(key heads, query heads a CTA takes, (keys' repeats, values' repeats)) along the batch axis."""
+    if len(q.shape) == 2:
+        return 1, 1, (1, 1)
+    rk, rv = k.repeats[0], v.repeats[0]
+    groups = rk if rk == rv else 1
+    heads = q.shape[0] if groups == 1 else floordiv(q.shape[0], groups)
+    return heads, groups, (rk, rv)
+
+
+def attention_bodies(name: str, op: Op, views: list[View], out: View, part: str, homes: dict[int, str],
+                     target: Target) -> list[tuple[list[Stmt], Schedule]]:
+    """The statements and schedules of the two kernels, the slices' and the combine
+    (``name``: the function, as refusals name it; ``part``: the temporary's name; ``homes``: the parameter each
+    view's root is in)."""
+    q, k, v = views[:3]
+    for what, view in (("q", q), ("keys", k), ("values", v), ("result", out), *(("positions", p) for p in views[3:])):
+        if view.gathers:
+            raise LoweringError(op.op, name, f"its {what} is a view {view} whose rows are picked by positions "
+                                "(index_select); not compiled yet", op.loc)
+    if any(r != 1 for r in q.repeats) or any(r != 1 for r in (*k.repeats[-2:], *v.repeats[-2:])):
+        raise LoweringError(op.op, name, "its queries, or the rows of its keys or values, repeat "
+                            "(repeat_interleave); only the key and value heads may", op.loc)
+    heads, groups, (rk, rv) = _grouping(q, k, v)
+    m, d = q.shape[-2:]
+    n, dv = v.shape[-2:]
+    splits = attention_splits(target, heads, n)
+    batched = len(q.shape) == 3
+    threads = CUDA_ATTENTION_THREADS if isinstance(target, CudaTarget) else 1
+    origin = Origin(op.op, op.loc, op.composite)
+
+    def head_term(view: View, repeats: int, per_cta: Dim) -> tuple[tuple[Dim, Dim | None, Dim], ...]:
+        """The CTA's key head (``row // per_cta``) as an offset in ``view``'s memory."""
+        if not batched or dims_equal(view.strides[0], 0):
+            return ()
+        return ((product((per_cta, repeats // groups)), None, view.strides[0]),)
+
+    def gmem(body: list[Stmt], what: str, view: View, shape: tuple[Dim, ...], strides: tuple[Dim, ...],
+             terms: tuple[tuple[Dim, Dim | None, Dim], ...]) -> Buffer:
+        buf = Buffer(f"{view.root.name}_{what}", view.root.type.dtype, Storage.gmem, shape, TLayout(shape, strides))
+        body.append(GmemView(buf, homes[id(view.root)], RowOffset(terms, (), view.offset)))
+        return buf
+
+    # The slices' kernel: CTA row = key head * splits + slice.
+    state = (groups, m, dv + 2)
+    body: list[Stmt] = []
+    qb = gmem(body, "q", q, (groups, m, d), (q.strides[0] if batched else 0, *q.strides[-2:]),
+              ((splits, None, product((groups, q.strides[0]))),) if batched else ())
+    kb = gmem(body, "keys", k, (d, n), k.strides[-2:], head_term(k, rk, splits))
+    vb = gmem(body, "vals", v, (n, dv), v.strides[-2:], head_term(v, rv, splits))
+    pb = Buffer(f"{part}_slice", f32, Storage.gmem, state, TLayout(state, (product((m, dv + 2)), dv + 2, 1)))
+    body.append(GmemView(pb, part, RowOffset(((1, None, product(state)),))))
+    functors = [_scores(op, q)]
+    operands: list[Buffer] = []
+    if op.attrs["cmp"] is not None:
+        qpos, kpos = views[3:]
+        functors.append(Tag(f"{op.attrs['cmp']}_op"))
+        operands.append(gmem(body, "qpos", qpos, (m,), (qpos.strides[0],), ()))
+        operands.append(gmem(body, "kpos", kpos, (n,), (kpos.strides[1],), ()))
+    call = OpCall("attention", Tag(op.attrs["acc_dtype"].name), (*operands, qb, kb, vb), pb, origin,
+                  functors=tuple(functors), indices=(RowOffset(((1, splits, 1),)), RowOffset(base=splits)))
+    body.append(call)
+    grid = product((heads, splits))
+    first = ([RowLoop("row", body)], Schedule("attention", grid, threads, rows=grid, rows_per_cta=1))
+
+    # The combine: CTA row = key head.
+    states = (splits, *state)
+    body = []
+    sb = Buffer(f"{part}_slices", f32, Storage.gmem, states,
+                TLayout(states, (product(state), product((m, dv + 2)), dv + 2, 1)))
+    body.append(GmemView(sb, part, RowOffset(((1, None, product(states)),))))
+    o_strides = (out.strides[0] if batched else 0, *out.strides[-2:])
+    ob = gmem(body, "out", out, (groups, m, dv), o_strides,
+              ((1, None, product((groups, out.strides[0]))),) if batched else ())
+    body.append(OpCall("attention_combine", None, (sb,), ob, origin))
+    second = ([RowLoop("row", body)], Schedule("attention", heads, threads, rows=heads, rows_per_cta=1))
+    return [first, second]
+
+
+def _scores(op: Op, q: View) -> Tag:
+    """How a dot product becomes a score: times or divided by the scale (in the scores' dtype), or as it is."""
+    scale = op.attrs["scale"]
+    if scale is None:
+        return Tag("scores_as_is")
+    kind, value = scale
+    return Tag("scores_times" if kind == "mul" else "scores_over", (Literal(value, q.root.type.dtype),))

@@ -1,0 +1,148 @@
+"""Attention as the families write it compiles as one fused attention: jitted for the CPU against the evaluator.
+
+``matmul(q, keys) * scale``, a ``where`` mask from positions, ``softmax`` and ``matmul(probs, vals)`` are
+recognised (``lower/fuse_attention.py``) and lowered as the keys' slices and their combine
+(``lower/attention.py``): no kernel writes the score matrix. The variants a user writes compile the same way
+(no mask, no scale, a division by the scale, the comparison either way round, the mask inverted, grouped key
+heads, one head, f32 and bf16, a head_dim of no power of two); a pattern whose scores or probabilities are
+read elsewhere is left as written, op by op, and is as correct. Contexts up to 200 keys cut into several
+slices (four on the CPU), short ones leaving slices empty; a query that sees no key gets NaN, as softmax over
+only -inf does in the evaluator.
+
+Tolerances: the fused softmax sums its exponentials in another order than torch's (online, slice by slice),
+and in bf16 skips the rounding of the probabilities to bf16 before the second matmul that the unfused ops
+perform: f32 to 1e-5, bf16 to 2**-6 relative plus 2**-6 absolute (two bf16 ulps of outputs of magnitude ~1).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from tests.compile_kernels import compiled_only
+from tilefoundry import func, jit, lower, module
+from tilefoundry.dsl import DimVar, Tensor, tf
+from tilefoundry.runtime.check import allclose, check
+
+pytestmark = pytest.mark.usefixtures("compile_cache")
+
+S = DimVar("s", 1, 65)
+C = DimVar("c", 1, 4097)
+H, KV, D = 4, 2, 16
+F32 = allclose(atol=1e-5, rtol=1e-5)
+BF16 = allclose(atol=2**-6, rtol=2**-6)
+SCALE = 1 / math.sqrt(D)
+
+
+def _grouped(keys, vals, heads: int, kv: int):
+    keys = tf.repeat_interleave(tf.transpose(keys, (1, 2, 0)), heads // kv, 0)  # (H, D, C)
+    vals = tf.repeat_interleave(tf.transpose(vals, (1, 0, 2)), heads // kv, 0)  # (H, C, D)
+    return keys, vals
+
+
+@module(entry="causal")
+class Attention:
+    @func
+    def causal(q: Tensor[(S, H, D), "f32"], keys: Tensor[(C, KV, D), "f32"], vals: Tensor[(C, KV, D), "f32"],
+               pos: Tensor[(S,), "i64"], kv_pos: Tensor[(C,), "i64"]):
+        k, v = _grouped(keys, vals, H, KV)
+        scores = tf.matmul(tf.transpose(q, (1, 0, 2)), k) * SCALE
+        visible = tf.reshape(kv_pos, (1, C)) <= tf.reshape(pos, (S, 1))
+        probs = tf.softmax(tf.where(visible, scores, float("-inf")))
+        return tf.reshape(tf.transpose(tf.matmul(probs, v), (1, 0, 2)), (S, H * D))
+
+    @func
+    def causal_bf16(q: Tensor[(S, H, D), "bf16"], keys: Tensor[(C, KV, D), "bf16"],
+                    vals: Tensor[(C, KV, D), "bf16"], pos: Tensor[(S,), "i64"], kv_pos: Tensor[(C,), "i64"]):
+        k, v = _grouped(keys, vals, H, KV)
+        scores = tf.matmul(tf.transpose(q, (1, 0, 2)), k) * SCALE
+        visible = tf.reshape(kv_pos, (1, C)) <= tf.reshape(pos, (S, 1))
+        probs = tf.softmax(tf.where(visible, scores, float("-inf")))
+        return tf.reshape(tf.transpose(tf.matmul(probs, v), (1, 0, 2)), (S, H * D))
+
+    @func
+    def flipped(q: Tensor[(S, H, D), "f32"], keys: Tensor[(C, KV, D), "f32"], vals: Tensor[(C, KV, D), "f32"],
+                pos: Tensor[(S,), "i64"], kv_pos: Tensor[(C,), "i64"]):
+        """The comparison written the other way round, the mask inverted, the scale a division."""
+        k, v = _grouped(keys, vals, H, KV)
+        scores = tf.matmul(tf.transpose(q, (1, 0, 2)), k) / math.sqrt(D)
+        hidden = tf.reshape(pos, (S, 1)) < tf.reshape(kv_pos, (1, C))
+        probs = tf.softmax(tf.where(hidden, float("-inf"), scores), axis=-1)
+        return tf.transpose(tf.matmul(probs, v), (1, 0, 2))
+
+    @func
+    def unmasked(q: Tensor[(H, S, D), "f32"], k: Tensor[(H, D, C), "f32"], v: Tensor[(H, C, D), "f32"]):
+        """Every head its own keys, no mask, no scale."""
+        return tf.matmul(tf.softmax(tf.matmul(q, k)), v)
+
+    @func
+    def one_head(q: Tensor[(S, 24), "f32"], k: Tensor[(C, 24), "f32"], v: Tensor[(C, 40), "f32"]):
+        """No head axis; a head_dim of no power of two, values wider than keys."""
+        return tf.matmul(tf.softmax(tf.matmul(q, tf.transpose(k, (1, 0))) * 0.2), v)
+
+    @func
+    def probs_returned(q: Tensor[(H, S, D), "f32"], k: Tensor[(H, D, C), "f32"], v: Tensor[(H, C, D), "f32"]):
+        """The probabilities are a result too: not fused, compiled op by op."""
+        probs = tf.softmax(tf.matmul(q, k) * SCALE)
+        return tf.matmul(probs, v), probs
+
+
+def _inputs(name: str, s: int, c: int) -> tuple[torch.Tensor, ...]:
+    g = torch.Generator().manual_seed(s * 1000 + c)
+    fn = Attention.functions[name]
+    extents = {"s": s, "c": c}
+    out = []
+    for p in fn.params:
+        shape = tuple(d if isinstance(d, int) else extents[d.name] for d in p.type.shape)
+        if p.name == "pos":
+            out.append(torch.arange(c - s, c))  # the last s of c tokens
+        elif p.name == "kv_pos":
+            out.append(torch.arange(c))
+        else:
+            out.append(torch.randn(shape, generator=g).to(p.type.dtype.torch_dtype))
+    return tuple(out)
+
+
+CASES = [(1, 1), (1, 7), (1, 200), (7, 7), (7, 130), (17, 64), (64, 64)]
+
+
+@pytest.mark.parametrize("name", sorted(Attention.functions))
+def test_attention_matches_the_evaluator(name: str) -> None:
+    compiled = jit(Attention, target="cpu").functions[name]
+    fn = Attention.functions[name]
+    expect = BF16 if name.endswith("bf16") else F32
+    outs = fn.output_types
+    paths = [f"output[{i}]" for i in range(len(outs))] if isinstance(outs, tuple) else ["output"]
+    for s, c in CASES:
+        report = check(compiled_only(compiled), fn, _inputs(name, s, c), expect={p: [expect] for p in paths})
+        assert report.passed, f"{name} at {s} queries over {c} keys:\n{report}"
+
+
+def test_the_pattern_is_fused_and_the_scores_never_reach_memory() -> None:
+    tir = lower(Attention, "cpu")
+    for name in ("causal", "causal_bf16", "flipped", "unmasked", "one_head"):
+        fn = tir.functions[name]
+        kinds = [s.fn.schedule.placement for s in fn.stages]
+        assert kinds.count("attention") == 2 and "matmul" not in kinds, (name, kinds)
+        assert all(t.type.shape[-1] != C for t in fn.temps), [str(t) for t in fn.temps]  # no (.., s, c) scores
+    kinds = [s.fn.schedule.placement for s in tir.functions["probs_returned"].stages]
+    assert "attention" not in kinds and kinds.count("matmul") == 2
+
+
+def test_grouped_key_heads_are_read_once_per_key_head() -> None:
+    slices = lower(Attention, "cpu").functions["causal"].stages
+    first = next(s.fn for s in slices if s.fn.name.endswith("_slices"))
+    splits = 4  # CPU: at most 4 slices (of at least 32 keys)
+    assert first.schedule.grid == KV * splits  # a CTA per key head and slice, its G = 2 query heads together
+
+
+def test_a_query_that_sees_no_key_gets_nan_as_in_the_evaluator() -> None:
+    compiled = jit(Attention, target="cpu").functions["causal"]
+    q, keys, vals, _, kv_pos = _inputs("causal", 2, 9)
+    pos = torch.tensor([-1, 8])  # the first query sees no key (every kv_pos > -1)
+    got = compiled_only(compiled)(q, keys, vals, pos, kv_pos)
+    want = Attention.functions["causal"](q, keys, vals, pos, kv_pos)
+    assert torch.isnan(got[0]).all() and torch.isnan(want[0]).all()
+    torch.testing.assert_close(got[1], want[1], rtol=1e-5, atol=1e-5)
