@@ -98,7 +98,7 @@ def test_a_row_without_reductions_is_cut_into_ctas_of_one_16_byte_vector_a_threa
     assert s.grid == segments * ROWS and s.rows == segments * ROWS
     text = generate(lower(swiglu, CudaTarget())).source
     assert f"gate_ptr + (row / {segments}) * {hidden} + (row % {segments}) * 1024" in text
-    assert f"swiglu_{hidden}_kernel<<<ctas, 128, 0, launch.stream()>>>" in text
+    assert f"launch.start(swiglu_{hidden}_kernel, ctas, 128, 0, " in text
 
 
 def test_segments_read_a_weight_at_their_place_in_the_row_and_a_per_row_value_at_their_row() -> None:
@@ -289,7 +289,7 @@ def test_launch_geometry_is_derived_in_codegen_and_written_into_the_entry() -> N
     assert (cfg.grid, cfg.block, cfg.dynamic_smem) == (ROWS, 256, 0)
     src = generate(lower(K.row_kernels(8192)[0], CudaTarget())).source
     assert "int64_t const grid = rows;" in src
-    assert "rms_norm_8192_kernel<<<ctas, 256, 0, launch.stream()>>>(x_ptr, weight_ptr, out_ptr, rows);" in src
+    assert "launch.start(rms_norm_8192_kernel, ctas, 256, 0, x_ptr, weight_ptr, out_ptr, rows);" in src
     # two f32 rows in dynamic shared memory, padded over 256 threads, each thread's slice 16-byte aligned
     any_width = _derive_launch_config(_fn(K.softmax_any_width))
     assert evaluate_dim(any_width.dynamic_smem, {"cols": 1000}) == 2 * 256 * 16  # 4 elements a thread
@@ -305,9 +305,9 @@ def test_a_cuda_unit_of_row_kernels_declares_no_program_shape_and_a_placed_one_i
     assert set(re.findall(r"^#include .*$", text, re.M)) == {"#include <tilefoundry/runtime.h>"}
     kernels = re.findall(r"^__global__ void __launch_bounds__\((\d+)\) (\w+)_kernel\(", text, re.M)
     assert [name for _, name in kernels] == [k.name for k in cuda_unit.kernels()]
-    launches = re.findall(r"(\w+)_kernel<<<([^>]*)>>>", text)
+    launches = re.findall(r"launch\.start\((\w+)_kernel, (ctas, \d+, \w+),", text)
     assert len(launches) == len(kernels)
-    assert all(cfg.endswith(", launch.stream()") and cfg.startswith("ctas, ") for _, cfg in launches)
+    assert text.count("wait_for_earlier_kernels();") == len(kernels)  # each kernel waits before it reads
     assert text.count("host::CudaLaunch launch(check);") == len(kernels)
     src = generate(lower(K.placed_rows, CudaTarget())).source
     assert "TILEFOUNDRY_STATIC_PROGRAM_SHAPE(thread, 128);" in src
@@ -316,12 +316,12 @@ def test_a_cuda_unit_of_row_kernels_declares_no_program_shape_and_a_placed_one_i
 def test_a_cuda_unit_declares_its_launches_linear_and_launches_one_dimensional_grids_of_one_dimensional_blocks(
 ) -> None:
     # The runtime's program ids then read blockIdx.x and threadIdx.x alone (cuda/program.cuh): the promise is
-    # kept only if every launch is <<<ctas, N>>> with ctas and N scalars.
+    # kept only if every launch is of ctas CTAs of N threads, both scalars.
     for kernel in (*cuda_unit.kernels(), K.placed_rows, K.softmax_any_width):
         src = generate(lower(kernel, CudaTarget())).source
         assert "#define TILEFOUNDRY_LINEAR_LAUNCH\n#include <tilefoundry/runtime.h>\n" in src, kernel.name
-        launches = re.findall(r"_kernel<<<([^>]*)>>>", src)
-        assert launches and all(re.fullmatch(r"ctas, \d+, \w+, launch\.stream\(\)", c) for c in launches), launches
+        launches = re.findall(r"launch\.start\(\w+_kernel, ([^,]+, [^,]+, [^,]+),", src)
+        assert launches and all(re.fullmatch(r"ctas, \d+, \w+", c) for c in launches), launches
         assert "unsigned const ctas = launch.grid(grid);" in src and "dim3" not in src
     cpu = generate(lower(K.row_kernels(2048)[0], CpuTarget())).source
     assert "TILEFOUNDRY_LINEAR_LAUNCH" not in cpu

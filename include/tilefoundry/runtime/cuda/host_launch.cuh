@@ -137,6 +137,31 @@ class CudaLaunch {
   /// Reports a launch the runtime refused (a bad configuration, no kernel image for this GPU).
   void launched() const { fail_on(cudaGetLastError(), "launching the kernel"); }
 
+  /// Launches `kernel` over `ctas` CTAs of `threads` threads with `shared_bytes` of dynamic shared
+  /// memory on the stream, as a programmatic dependent launch where the device has it (compute
+  /// capability 9.0 and later: the kernel may start while the one before it finishes, and calls
+  /// wait_for_earlier_kernels() before reading anything), and reports a refused launch.
+  template <class... Params, class... Args>
+  void start(void (*kernel)(Params...), unsigned ctas, unsigned threads, std::size_t shared_bytes,
+             Args... args) const {
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(ctas);
+    config.blockDim = dim3(threads);
+    config.dynamicSmemBytes = shared_bytes;
+    config.stream = stream_;
+    cudaLaunchAttribute dependent{};
+    dependent.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    dependent.val.programmaticStreamSerializationAllowed = 1;
+    int major = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_) == cudaSuccess &&
+        major >= 9) {
+      config.attrs = &dependent;
+      config.numAttrs = 1;
+    }
+    fail_on(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...),
+            "launching the kernel");
+  }
+
  private:
   void fail_on(cudaError_t e, char const* doing) const {
     if (e != cudaSuccess) {

@@ -5,6 +5,7 @@
 #include <tilefoundry/runtime/common/cute_algorithms.h>
 #include <tilefoundry/runtime/common/topology.h>
 #include <tilefoundry/runtime/cuda/program.cuh>
+#include <tilefoundry/runtime/cuda/dependent_launch.cuh>
 #include <tilefoundry/runtime/common/numeric.h>
 #include <tilefoundry/runtime/common/shard_attr.h>
 #include <tilefoundry/runtime/common/shard_layout.h>

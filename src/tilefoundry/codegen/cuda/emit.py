@@ -21,7 +21,10 @@ The launch geometry (CTAs, threads per CTA, dynamic shared memory) is derived he
 DimVars; nothing carries it past codegen (spec 1.4). The entry checks what the CPU entry checks, plus
 that every tensor is on one CUDA device that exists and starts at the alignment its wide accesses need;
 it launches on the caller's current stream for that device (``TVMFFIEnvGetStream``), never the null
-stream, and reports a launch the runtime refused. Every launch is one-dimensional, and the unit says so
+stream, and reports a launch the runtime refused. Every launch is a programmatic dependent launch on a GPU that
+has them (``host::CudaLaunch::start``; each kernel first calls ``wait_for_earlier_kernels()``), so a kernel's
+launch overlaps the tail of the one before it: a staged function's stages follow one another without the
+gap of a plain launch. Every launch is one-dimensional, and the unit says so
 (``TILEFOUNDRY_LINEAR_LAUNCH``). The thread level is left launch-provided (no
 ``TILEFOUNDRY_STATIC_PROGRAM_SHAPE(thread, N)``) unless a mesh needs it static, so translation units
 of kernels with different block sizes can share one compilation (the runtime takes a reduction's
@@ -132,11 +135,12 @@ class CudaKernel(KernelEmitter):
 
     def emit(self) -> list[str]:
         lines = super().emit()
-        if not _dynamic_buffers(self.fn):
-            return lines
         at = next(i for i, line in enumerate(lines) if line.startswith(self.qualifier)) + 1
-        decl = f"  extern __shared__ __align__({SMEM_ALIGN}) unsigned char {DYNAMIC_SMEM}[];"
-        return lines[:at] + [decl] + lines[at:]
+        # launched as a programmatic dependent launch (host::CudaLaunch::start): nothing is read before this
+        first = ["  wait_for_earlier_kernels();  // the kernel before this one has completed"]
+        if _dynamic_buffers(self.fn):
+            first.insert(0, f"  extern __shared__ __align__({SMEM_ALIGN}) unsigned char {DYNAMIC_SMEM}[];")
+        return lines[:at] + first + lines[at:]
 
     def gmem_iterator(self, s: GmemView, at: str) -> str:
         """A view whose start the entry checked (and the row offset keeps) promises its alignment in its
@@ -225,8 +229,7 @@ class CudaHost(HostEmitter):
                          f"{cxx.string(_dynamic_what(kernel.fn))});")
             smem = "shared_bytes"
         lines += ["if (ctas > 0) {",
-                  f"  {kernel.kernel_name}<<<ctas, {cfg.block}, {smem}, launch.stream()>>>({args});",
-                  "  launch.launched();",
+                  f"  launch.start({kernel.kernel_name}, ctas, {cfg.block}, {smem}, {args});",
                   "}"]
         return lines
 
@@ -270,12 +273,12 @@ def program_shapes(fns: list[PrimFunc]) -> list[str]:
     return [f"TILEFOUNDRY_STATIC_PROGRAM_SHAPE(thread, {threads.pop()});"]
 
 
-# Every host entry launches a one-dimensional grid of one-dimensional blocks (<<<ctas, threads>>>), and says
+# Every host entry launches a one-dimensional grid of one-dimensional blocks (ctas CTAs of threads), and says
 # so to the runtime: its program ids then read blockIdx.x and threadIdx.x alone, so a kernel's first load
 # waits on a few instructions, not on a linearisation over y and z (at one row, where the address is all
 # the work before the load: SwiGLU 1.45 -> 1.37 us at hidden 2048, H200, bench/kernels.py's timing).
 LINEAR_LAUNCH = (
-    "// Its launches are one-dimensional (<<<ctas, threads>>>): program ids read blockIdx.x, threadIdx.x.",
+    "// Its launches are one-dimensional (ctas CTAs of threads): program ids read blockIdx.x, threadIdx.x.",
     "#define TILEFOUNDRY_LINEAR_LAUNCH",
 )
 

@@ -57,17 +57,24 @@ TILEFOUNDRY_DEVICE float score(scores_as_is, float dot) {
   return detail::convert<float>(detail::convert<T>(dot));
 }
 
-/// Key n visible to query row m: cmp(kpos(n), qpos(m)), or always.
+/// Key n visible to query row m: cmp(kpos(n), qpos(m)), or always. A tier reads a key's position
+/// (key) with its key and value rows and a query's (query) once, then tests the two (test).
 template <class Cmp, class QPos, class KPos>
 struct visible_where {
   Cmp cmp;
   QPos qpos;
   KPos kpos;
-  TILEFOUNDRY_DEVICE bool operator()(int64_t m, int64_t n) const {
-    return bool(cmp(kpos(n), qpos(m)));
-  }
+  using position_t = cute::remove_cvref_t<decltype(kpos(0))>;
+  TILEFOUNDRY_DEVICE position_t key(int64_t n) const { return kpos(n); }
+  TILEFOUNDRY_DEVICE position_t query(int64_t m) const { return qpos(m); }
+  TILEFOUNDRY_DEVICE bool test(position_t k, position_t q) const { return bool(cmp(k, q)); }
+  TILEFOUNDRY_DEVICE bool operator()(int64_t m, int64_t n) const { return test(key(n), query(m)); }
 };
 struct visible_always {
+  using position_t = int;
+  TILEFOUNDRY_DEVICE int key(int64_t) const { return 0; }
+  TILEFOUNDRY_DEVICE int query(int64_t) const { return 0; }
+  TILEFOUNDRY_DEVICE bool test(int, int) const { return true; }
   TILEFOUNDRY_DEVICE bool operator()(int64_t, int64_t) const { return true; }
 };
 

@@ -56,10 +56,10 @@ TILEFOUNDRY_DEVICE void general(A const& a, B const& b, Out&& out) {
 }
 
 /// The dot-product tier (the GEMV of a decode step, and more rows): each output element one dot
-/// product of two contiguous runs of K. On CUDA a warp takes an element, its lanes 16-byte groups
-/// of K (where the runs' starts and K allow; element by element otherwise), combined by shuffles;
-/// the elements of one column of b (one weight row) go to one warp one after another, so the few
-/// activation rows are read against a weight row it has just loaded. On the CPU the one thread
+/// product of two contiguous runs of K. On CUDA a warp takes C = 4 columns of b (weight rows) at
+/// once, its lanes 16-byte groups of K (where the runs' starts and K allow; element by element
+/// otherwise), the C rows' loads in flight together, each dot product combined by shuffles; the
+/// few activation rows are read one after another against the weight rows it has just loaded. On the CPU the one thread
 /// takes every element, its dot product in independent partial sums over groups.
 template <class Acc, class A, class B, class Out>
 TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, Out&& out) {
@@ -78,32 +78,48 @@ TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, Out&& out) {
                        reinterpret_cast<std::uintptr_t>(pb) % 16 == 0;
 #if defined(__CUDA_ARCH__)
   constexpr int kWarp = 32;
+  constexpr int C = 4;  // columns (weight rows) a warp reads at once: their loads in flight together
   int64_t const tid = int64_t(program_id<detail::dependent_level<TopologyScope::thread, Out>>());
   int64_t const warps =
       int64_t(program_dim<detail::dependent_level<TopologyScope::thread, Out>>()) / kWarp;
   int const lane = int(tid % kWarp);
-  for (int64_t e = tid / kWarp; e < rows * cols; e += warps) {
-    int64_t const n = e / rows;
-    int64_t const m = e - n * rows;
-    E const* const x = pa + m * sa;
-    E const* const w = pb + n * sb;
-    Acc acc = Acc(0);
-    if (grouped) {
-      for (int64_t k = int64_t(lane) * V; k < depth; k += kWarp * V) {
-        float xs[V], ws[V];
-        detail::load_group(x + k, xs);
-        detail::load_group(w + k, ws);
-        CUTE_UNROLL
-        for (int i = 0; i < V; ++i) acc += Acc(xs[i]) * Acc(ws[i]);
+  for (int64_t n0 = tid / kWarp * C; n0 < cols; n0 += warps * C) {
+    int const width = cols - n0 < C ? int(cols - n0) : C;
+    for (int64_t m = 0; m < rows; ++m) {
+      E const* const x = pa + m * sa;
+      Acc acc[C] = {};
+      if (grouped) {
+        for (int64_t k = int64_t(lane) * V; k < depth; k += kWarp * V) {
+          float xs[V], ws[C][V] = {};
+          detail::load_group(x + k, xs);
+          CUTE_UNROLL
+          for (int c = 0; c < C; ++c) {
+            if (c < width) detail::load_group(pb + (n0 + c) * sb + k, ws[c]);
+          }
+          CUTE_UNROLL
+          for (int c = 0; c < C; ++c) {
+            CUTE_UNROLL
+            for (int i = 0; i < V; ++i) acc[c] += Acc(xs[i]) * Acc(ws[c][i]);
+          }
+        }
+      } else {
+        for (int64_t k = lane; k < depth; k += kWarp) {
+          Acc const xk = detail::convert<Acc>(x[k]);
+          CUTE_UNROLL
+          for (int c = 0; c < C; ++c) {
+            if (c < width) acc[c] += xk * detail::convert<Acc>(pb[(n0 + c) * sb + k]);
+          }
+        }
       }
-    } else {
-      for (int64_t k = lane; k < depth; k += kWarp) {
-        acc += detail::convert<Acc>(x[k]) * detail::convert<Acc>(w[k]);
+      CUTE_UNROLL
+      for (int c = 0; c < C; ++c) {
+        CUTE_UNROLL
+        for (int mask = kWarp / 2; mask > 0; mask /= 2) {
+          acc[c] += __shfl_xor_sync(0xffffffffu, acc[c], mask);
+        }
+        if (lane == 0 && c < width) out(m, n0 + c) = detail::convert<T>(acc[c]);
       }
     }
-    CUTE_UNROLL
-    for (int mask = kWarp / 2; mask > 0; mask /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, mask);
-    if (lane == 0) out(m, n) = detail::convert<T>(acc);
   }
 #else
   for (int64_t e = 0; e < rows * cols; ++e) {

@@ -57,6 +57,22 @@ TILEFOUNDRY_HOST_DEVICE constexpr bool grouped_tier() {
   }
 }
 
+/// W elements of type E at p (16-byte aligned) as floats, through the read-only data path: the keys
+/// and values are not written while the kernel runs.
+template <class E, int W>
+__device__ __forceinline__ void load_readonly(E const* p, float (&out)[W]) {
+  uint4 const v = __ldg(reinterpret_cast<uint4 const*>(p));
+  detail::word4 const w{{v.x, v.y, v.z, v.w}};
+  CUTE_UNROLL
+  for (int i = 0; i < 4; ++i) {
+    if constexpr (detail::packed_kind_v<E> == detail::packed_kind::f32) {
+      out[i] = detail::bits_as<float>(w.u[i]);
+    } else {
+      detail::unpack_pair<detail::packed_kind_v<E>>(w.u[i], out[2 * i], out[2 * i + 1]);
+    }
+  }
+}
+
 template <int LANES>
 __device__ __forceinline__ float group_sum(float x) {
   CUTE_UNROLL
@@ -93,12 +109,15 @@ __device__ void grouped_rows(Scores scores, Visible const& visible, Q const& q, 
   E const* const kp = &k(0, 0) + dl * W;
   E const* const vp = &v(0, 0) + dl * W;
 
+  using P = typename Visible::position_t;
   float qf[ROWS][W], acc[ROWS][W], run_max[ROWS], run_sum[ROWS];
-  int64_t row_m[ROWS];
+  P qpos[ROWS];
+  bool live[ROWS];
   CUTE_UNROLL
   for (int j = 0; j < ROWS; ++j) {
     int64_t const r = r0 + j;
-    row_m[j] = r < total ? r / groups : -1;
+    live[j] = r < total;
+    qpos[j] = live[j] ? visible.query(r / groups) : P{};
     run_max[j] = -INFINITY;
     run_sum[j] = 0.0f;
     CUTE_UNROLL
@@ -106,20 +125,23 @@ __device__ void grouped_rows(Scores scores, Visible const& visible, Q const& q, 
       qf[j][i] = 0.0f;
       acc[j][i] = 0.0f;
     }
-    if (r < total) detail::load_group(&q(r % groups, r / groups, 0) + dl * W, qf[j]);
+    if (live[j]) detail::load_group(&q(r % groups, r / groups, 0) + dl * W, qf[j]);
   }
 
   for (int64_t b = keys.begin + warp * kKeysPerWarp; b < keys.end; b += int64_t(kStep) * U) {
     float kf[U][W], vf[U][W];
     int64_t key[U];
+    P kpos[U];
     CUTE_UNROLL
-    for (int u = 0; u < U; ++u) {
+    for (int u = 0; u < U; ++u) {  // every load of the pass in flight before any is used
       key[u] = b + sub + int64_t(u) * kStep;
+      kpos[u] = P{};
       CUTE_UNROLL
       for (int i = 0; i < W; ++i) kf[u][i] = vf[u][i] = 0.0f;
       if (key[u] < keys.end) {
-        detail::load_group(kp + key[u] * kstride, kf[u]);
-        detail::load_group(vp + key[u] * vstride, vf[u]);
+        load_readonly(kp + key[u] * kstride, kf[u]);
+        load_readonly(vp + key[u] * vstride, vf[u]);
+        kpos[u] = visible.key(key[u]);
       }
     }
     float s[ROWS][U];
@@ -131,7 +153,7 @@ __device__ void grouped_rows(Scores scores, Visible const& visible, Q const& q, 
         CUTE_UNROLL
         for (int i = 0; i < W; ++i) dot = fmaf(qf[j][i], kf[u][i], dot);
         dot = group_sum<kLanes>(dot);
-        bool const seen = key[u] < keys.end && row_m[j] >= 0 && visible(row_m[j], key[u]);
+        bool const seen = key[u] < keys.end && live[j] && visible.test(kpos[u], qpos[j]);
         s[j][u] = seen ? score<E>(scores, dot) : -INFINITY;
       }
     }
