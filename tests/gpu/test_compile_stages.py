@@ -24,6 +24,10 @@ from tests.compile_kernels import compiled_only, evaluator_refuses  # noqa: E402
 from tests.test_compile_attention import CASES as ATTENTION_CASES  # noqa: E402
 from tests.test_compile_attention import Attention  # noqa: E402
 from tests.test_compile_attention import _inputs as attention_inputs  # noqa: E402
+from tests.test_compile_epilogue import BF16 as EPILOGUE_BF16  # noqa: E402
+from tests.test_compile_epilogue import F32 as EPILOGUE_F32  # noqa: E402
+from tests.test_compile_epilogue import Epilogues  # noqa: E402
+from tests.test_compile_epilogue import _inputs as epilogue_inputs  # noqa: E402
 from tests.test_compile_families import BF16, F32, _expect, _family, _functions, _inputs  # noqa: E402
 from tests.test_compile_matmul import Matmuls  # noqa: E402
 from tests.test_compile_matmul import _inputs as matmul_inputs  # noqa: E402
@@ -44,7 +48,7 @@ def built() -> None:
     from tilefoundry.lower import lower
     from tilefoundry.target import CudaTarget
 
-    fns = [Matmuls, Attention, *(fn for fam, dt in FAMILIES for fn in _functions(_family(fam, dt)).values())]
+    fns = [Matmuls, Attention, Epilogues, *(fn for fam, dt in FAMILIES for fn in _functions(_family(fam, dt)).values())]
     linkables = [generate(lower(f, CudaTarget())) for f in fns]
     with ThreadPoolExecutor(max_workers=max(1, min(len(linkables), os.cpu_count() or 1))) as pool:
         list(pool.map(link, linkables))
@@ -67,6 +71,20 @@ def test_a_fused_attention_matches_the_evaluator_on_cuda(name: str) -> None:
         report = check(compiled_only(compiled), fn, _cuda(attention_inputs(name, s, c)),
                        expect={p: [expect] for p in paths})
         assert report.passed, f"{name} at {s} queries over {c} keys:\n{report}"
+
+
+@pytest.mark.parametrize("name", sorted(Epilogues.functions))
+def test_a_matmul_epilogue_matches_the_evaluator_on_cuda(name: str) -> None:
+    compiled = jit(Epilogues).functions[name]
+    fn = Epilogues.functions[name]
+    outs = fn.output_types
+    types = outs if isinstance(outs, tuple) else (outs,)
+    paths = [f"output[{i}]" for i in range(len(types))] if isinstance(outs, tuple) else ["output"]
+    expect = {p: [EPILOGUE_BF16 if t.dtype.name == "bf16" or name == "swish_gate" else EPILOGUE_F32]
+              for p, t in zip(paths, types)}
+    for m in (1, 3, 17, 64, 256):
+        report = check(compiled_only(compiled), fn, _cuda(epilogue_inputs(name, m)), expect=expect)
+        assert report.passed, f"{name} at M = {m}:\n{report}"
 
 
 @pytest.mark.parametrize("name", sorted(Matmuls.functions))

@@ -20,6 +20,7 @@ from ..tir.stmt import (
     AliasView,
     Alloc,
     AsyncWait,
+    Epilogue,
     Gather,
     GmemView,
     MeshScope,
@@ -244,11 +245,44 @@ class KernelEmitter:
             line = f"ops::attention_combine({args[0]}, {out});"
         elif s.family == "reduce_axis":
             line = f"ops::reduce_axis<ops::{s.tag.name}>({args[0]}, {out});"
+        elif s.family == "matmul" and s.epilogue is not None:
+            acc = cxx.COMPUTE_TYPES[s.tag.name]
+            epilogue = self.epilogue(s.epilogue, acc, ind)
+            line = f"ops::matmul<{acc}>({', '.join(args)}, {out}, {epilogue});"
         elif s.family in COMPUTE_TAGGED:  # the tag names the dtype the op computes (accumulates) in
             line = f"ops::{s.family}<{cxx.COMPUTE_TYPES[s.tag.name]}>({', '.join(args)}, {out});"
         else:
             line = f"ops::{s.family}({self.tag(s)}, {', '.join(args)}, {out});"
         self.lines.append(ind + line)
+
+    def epilogue(self, e: Epilogue, acc: str, ind: str) -> str:
+        """Declares ``e`` as a lambda of (m, n, the accumulated value), each step one ``ops::scalar`` call, and
+        returns its name."""
+        name = self.names(("epilogue", id(e)), "epilogue")
+        m, n, value = (self.names(("epilogue", id(e), k), k) for k in ("m", "n", "acc"))
+
+        def local(key: str) -> str:
+            return self.names(("epilogue", id(e), "value", key), key)
+
+        values = {e.value: local(e.value)}
+        body = [f"auto const {values[e.value]} = ops::scalar::unary<{cxx.cxx_type(e.dtype)}>(ops::cast_op{{}}, "
+                f"{value});"]
+        for step in e.steps:
+            if step.origin.loc != self._last_loc and step.origin.loc is not None:
+                self._last_loc = step.origin.loc
+                body.append(f"// {_short(step.origin.loc.filename)}:{step.origin.loc.lineno}: {step.origin.loc.text}")
+            ins = [values[o] if isinstance(o, str) else f"{self.buffer(o)}({m}, {n})" if isinstance(o, Buffer)
+                   else cxx.literal(o) for o in step.operands]
+            values[step.name] = local(step.name)
+            call = f"ops::scalar::{step.family}<{cxx.cxx_type(step.dtype)}>({self.tag_of(step.tag)}, {', '.join(ins)})"
+            body.append(f"auto const {values[step.name]} = {call};")
+        body.append(f"return {values[e.result]};")
+        reads = any(isinstance(o, Buffer) for step in e.steps for o in step.operands)  # else m, n go unnamed
+        self.lines.append(f"{ind}auto const {name} = [&](int64_t{' ' + m if reads else ''}, "
+                          f"int64_t{' ' + n if reads else ''}, {acc} {value}) {{")
+        self.lines += [f"{ind}  {line}" for line in body]
+        self.lines.append(f"{ind}}};")
+        return name
 
     def tag(self, s: OpCall) -> str:
         return self.tag_of(s.tag)

@@ -18,12 +18,13 @@ from __future__ import annotations
 from ..ir.types.dim import Dim, dims_equal, floordiv, product
 from ..ir.types.storage import Storage
 from ..target import CudaTarget, Target
-from ..tir.buffer import Buffer
+from ..tir.buffer import Buffer, Literal
 from ..tir.function import Schedule
 from ..tir.layout import TLayout
-from ..tir.stmt import GmemView, OpCall, Origin, RowLoop, RowOffset, Stmt, Tag
+from ..tir.stmt import Epilogue, EpilogueStep, GmemView, OpCall, Origin, RowLoop, RowOffset, Stmt, Tag
+from .epilogue import constant_literal, operand_strides, step_of
 from .errors import LoweringError
-from .program import Op
+from .program import Op, Val
 from .views import View
 
 # Output columns one CTA computes (at most; the largest divisor of N up to this).
@@ -48,11 +49,12 @@ def _tile(n: Dim, most: int) -> Dim:
     return max(t for t in range(1, min(n, most) + 1) if n % t == 0) if n > 0 else 1
 
 
-def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int, str],
-                target: Target) -> tuple[list[Stmt], Schedule]:
+def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int, str], target: Target,
+                epilogue: tuple[list[Op], list[tuple[Val, View]], Val] | None = None) -> tuple[list[Stmt], Schedule]:
     """The statements and schedule of the matmul stage computing ``op``
     (``name``: the function, as refusals name it; ``homes``: the parameter name each
-    view's root is read from or written to)."""
+    view's root is read from or written to; ``epilogue``: the elementwise ops fused after it, the outside values
+    they read with their views, and the value stored, ``out``'s, as ``epilogue.py`` found them)."""
     for what, v in (("a", a), ("b", b), ("out", out)):
         if v.gathers:
             raise LoweringError(op.op, name, f"its operand {what} is a view {v} whose rows are picked by positions "
@@ -97,13 +99,48 @@ def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int,
                    TLayout((m, tile), o_strides[-2:]))
     acc = op.attrs["acc_dtype"].name  # the tag names the accumulate dtype; codegen spells its C++ type
     origin = Origin(op.op, op.loc, op.composite)
-    body: list[Stmt] = [RowLoop("row", [
+    views: list[Stmt] = [
         GmemView(a_buf, homes[id(a.root)], offset(a, None, min(len(a.shape), 2))),
         GmemView(b_buf, homes[id(b.root)], offset(b, b_strides[-1], min(len(b.shape), 2))),
         GmemView(o_buf, homes[id(out.root)], offset(out, o_strides[-1], 2 - (len(a.shape) == 1) - (len(b.shape) == 1))),
-        OpCall("matmul", Tag(acc), (a_buf, b_buf), o_buf, origin),
-    ])]
+    ]
+    fused = None
+    if epilogue is not None and epilogue[0]:
+        ops, read, result = epilogue
+        buffers: dict[int, Buffer] = {}
+        for v, view in read:  # each read at the tile's (m, n): the CTA's column tile of it
+            strides = operand_strides(view, op.outputs[0].type.shape)
+            buf = Buffer(f"{view.root.name}_tile", view.root.type.dtype, Storage.gmem, (m, tile),
+                         TLayout((m, tile), strides))
+            views.append(GmemView(buf, homes[id(view.root)], offset(view, strides[1], 2)))
+            buffers[id(v)] = buf
+        fused = _epilogue(op, ops, buffers, result)
+    body: list[Stmt] = [RowLoop("row", [*views, OpCall("matmul", Tag(acc), (a_buf, b_buf), o_buf, origin,
+                                                        epilogue=fused)])]
     return body, matmul_schedule(target, grid)
+
+
+def _epilogue(mm: Op, ops: list[Op], buffers: dict[int, Buffer], result: Val) -> Epilogue:
+    """The TIR epilogue of ``ops`` applied to ``mm``'s result: each op a step over the result, earlier steps,
+    scalar constants and the outside values' ``buffers``."""
+    value = mm.outputs[0]
+    names = {id(value): value.name}
+    steps = []
+    for op in ops:
+        operands: list[Buffer | Literal | str] = []
+        for v in op.inputs:
+            if id(v) in names:
+                operands.append(names[id(v)])
+            elif id(v) in buffers:
+                operands.append(buffers[id(v)])
+            else:
+                operands.append(constant_literal(v))
+        family, tag = step_of(op)
+        out = op.outputs[0]
+        names[id(out)] = out.name
+        steps.append(EpilogueStep(out.name, family, tag, tuple(operands), out.type.dtype,
+                                  Origin(op.op, op.loc, op.composite)))
+    return Epilogue(value.name, value.type.dtype, tuple(steps), names[id(result)])
 
 
 def _broadcast_batch(a: tuple[Dim, ...], b: tuple[Dim, ...], rank: int) -> tuple[Dim, ...]:

@@ -18,6 +18,7 @@ from ..target import Target
 from ..tir.function import CacheWrite, DimBinding, KernelParam, PrimFunc, Schedule, StageCall
 from ..tir.stmt import Gather, GmemView, RowGuard, RowOffset, Stmt
 from .attention import attention_bodies, attention_part_shape
+from .epilogue import epilogue_inputs, epilogue_result, fuse_epilogues
 from .errors import LoweringError
 from .matmul import matmul_body
 from .params import bind_dimvars, output_params
@@ -32,7 +33,7 @@ from .views import GatheredAxis, Strided, View, rows_contiguous
 
 def lower_staged(prog: Program, target: Target, declared: Declared) -> PrimFunc:
     """The PrimFunction of ``prog`` run as stages (see the module docstring)."""
-    staged = split_stages(prog)
+    staged = fuse_epilogues(split_stages(prog))
     outs = output_params(prog)
     homes: dict[int, str] = {id(p): p.name for p in prog.params}
     stage_of: dict[int, int] = {}
@@ -119,14 +120,13 @@ class _Stages:
                 for v in op.outputs:
                     v.producer = op
             return [self.rows(name, sub, outside, [self.homes[id(v)] for v in sub.outputs])]
+        if stage.kind == "matmul":
+            return [self.matmul(name, stage.ops)]
         (op,) = stage.ops
         views = [self.staged.view(v) for v in op.inputs]
         outs = [self.staged.view(v) for v in op.outputs]
         for v in views:
             self.home(v.root, op)
-        if stage.kind == "matmul":
-            body, sched = matmul_body(self.prog.name, op, views[0], views[1], outs[0], self.homes, self.target)
-            return [self.kernel(name, [*views, outs[0]], body, sched, op)]
         if stage.kind == "reduce_axis":
             body, sched = reduce_axis_body(self.prog.name, op, views[0], outs[0], self.homes, self.target)
             return [self.kernel(name, [views[0], outs[0]], body, sched, op)]
@@ -137,6 +137,20 @@ class _Stages:
         if stage.kind == "attention":
             return self.attention(name, op, views, outs[0])
         return self.cache_update(name, op, views, outs[0])
+
+    def matmul(self, name: str, ops: list[Op]) -> StageCall:
+        """A matmul's kernel, the elementwise ops fused after it (``epilogue.py``) applied to each result."""
+        op = ops[0]
+        a, b = (self.staged.view(v) for v in op.inputs)
+        for v in (a, b):
+            self.home(v.root, op)
+        result = epilogue_result(self.staged, ops) if len(ops) > 1 else op.outputs[0]
+        out = self.staged.view(result)
+        read = [(v, self.staged.view(v)) for v in epilogue_inputs(self.staged, ops)]
+        for _, v in read:
+            self.home(v.root, op)
+        body, sched = matmul_body(self.prog.name, op, a, b, out, self.homes, self.target, (ops[1:], read, result))
+        return self.kernel(name, [a, b, *(v for _, v in read), out], body, sched, op)
 
     def attention(self, name: str, op: Op, views: list[View], out: View) -> list[StageCall]:
         """The two kernels of an attention (``attention.py``): the keys' slices into a temporary of the slices'

@@ -32,7 +32,8 @@ def _stmt(s: Stmt, indent: str, lines: list[str]) -> None:
                          *(f"[{i}]" for i in s.indices)])
         ws = f", workspace={s.workspace.name}" if s.workspace is not None else ""
         outs = ", ".join(b.name for b in (s.out, *s.more_out))
-        lines.append(f"{indent}{outs} <- {s.family}<{', '.join(tmpl)}>({ins}{ws})  # {s.origin}")
+        epi = f", {s.epilogue}" if s.epilogue is not None else ""
+        lines.append(f"{indent}{outs} <- {s.family}<{', '.join(tmpl)}>({ins}{ws}{epi})  # {s.origin}")
     elif isinstance(s, Sync):
         lines.append(f"{indent}sync<{s.kind}>" + (f"  # {s.origin}" if s.origin else ""))
     elif isinstance(s, AsyncWait):

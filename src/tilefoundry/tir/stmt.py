@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from ..ir.core.source import SourceLoc
 from ..ir.types.dim import Dim
+from ..ir.types.dtype import DType
 from .buffer import Buffer, Literal, Operand
 from .mesh import TMesh
 
@@ -103,6 +104,38 @@ class Tag:
         return self.name + (f"{{{', '.join(str(a) for a in self.args)}}}" if self.args else "")
 
 
+@dataclass(frozen=True)
+class EpilogueStep:
+    """One elementwise op of an epilogue: ``name = family<tag>(operands)`` rounded to ``dtype``. An operand is a
+    literal, a buffer (read at the element's own (m, n)) or the name of the epilogue's input or of an earlier step."""
+
+    name: str
+    family: str
+    tag: Tag
+    operands: tuple[Buffer | Literal | str, ...]
+    dtype: DType
+    origin: Origin
+
+    def __str__(self) -> str:
+        ins = ", ".join(o if isinstance(o, str) else o.name if isinstance(o, Buffer) else str(o)
+                        for o in self.operands)
+        return f"{self.name} = {self.family}<{self.tag}>({ins}):{self.dtype}"
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """Elementwise ops applied to each result of an op before it is stored (a residual added to each matmul
+    output): the result, rounded to ``dtype``, is named ``value``; the steps follow; ``result`` is stored."""
+
+    value: str
+    dtype: DType
+    steps: tuple[EpilogueStep, ...]
+    result: str
+
+    def __str__(self) -> str:
+        return f"epilogue({self.value}:{self.dtype}; {'; '.join(str(s) for s in self.steps)} -> {self.result})"
+
+
 @dataclass(eq=False)
 class OpCall(Stmt):
     """One call of a runtime op family entry: ``ops::<family>(tag, operands..., out)``.
@@ -111,7 +144,8 @@ class OpCall(Stmt):
     reduction crosses warps (never on the CPU). ``fill`` takes its value as the one literal operand.
     ``more_out`` are the results after ``out`` of a family with several (topk: ``out`` the values,
     ``more_out`` the indices). ``functors`` are op objects passed before the operands (attention's scores and
-    visibility test), ``indices`` integers of the row passed after the results (attention's slice and slice count).
+    visibility test), ``indices`` integers of the row passed after the results (attention's slice and slice count);
+    ``epilogue`` the elementwise ops a matmul applies to each result before storing it.
     """
 
     family: str
@@ -124,6 +158,7 @@ class OpCall(Stmt):
     more_out: tuple[Buffer, ...] = ()
     functors: tuple[Tag, ...] = ()
     indices: tuple[RowOffset, ...] = ()
+    epilogue: Epilogue | None = None
 
 
 @dataclass(eq=False)
@@ -167,5 +202,22 @@ class RowLoop(Stmt):
     body: list[Stmt] = field(default_factory=list)
 
 
-__all__ = ["Alloc", "AliasView", "AsyncWait", "Gather", "GmemView", "Literal", "MeshScope", "OpCall", "Origin",
-           "RowGuard", "RowLoop", "RowOffset", "Stmt", "Sync", "Tag"]
+__all__ = [
+    "Alloc",
+    "AliasView",
+    "AsyncWait",
+    "Epilogue",
+    "EpilogueStep",
+    "Gather",
+    "GmemView",
+    "Literal",
+    "MeshScope",
+    "OpCall",
+    "Origin",
+    "RowGuard",
+    "RowLoop",
+    "RowOffset",
+    "Stmt",
+    "Sync",
+    "Tag",
+]

@@ -25,6 +25,7 @@
 #include <tilefoundry/runtime/cpu/ops/topk.h>
 #include <tilefoundry/runtime/cpu/ops/sync.h>
 #include <tilefoundry/runtime/cpu/ops/copy_async.h>
+#include <tilefoundry/runtime/common/ops/scalar.h>
 #include <tilefoundry/runtime/cpu/ops/matmul.h>
 #include <tilefoundry/runtime/cpu/ops/rope.h>
 #include <tilefoundry/runtime/cpu/ops/reduce_axis.h>

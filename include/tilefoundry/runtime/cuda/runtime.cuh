@@ -24,6 +24,7 @@
 #include <tilefoundry/runtime/cuda/ops/topk.cuh>
 #include <tilefoundry/runtime/cuda/ops/sync.cuh>
 #include <tilefoundry/runtime/cuda/ops/copy_async.cuh>
+#include <tilefoundry/runtime/common/ops/scalar.h>
 #include <tilefoundry/runtime/cuda/ops/matmul.cuh>
 #include <tilefoundry/runtime/cuda/ops/rope.cuh>
 #include <tilefoundry/runtime/cuda/ops/reduce_axis.cuh>

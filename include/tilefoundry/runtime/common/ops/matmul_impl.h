@@ -27,6 +27,14 @@ constexpr bool unit_stride_v =
 template <class T>
 using element_t = cute::remove_cvref_t<decltype(std::declval<T const&>()(0, 0))>;
 
+/// The epilogue of a matmul with none: each dot product stored as it is (rounded into out's type).
+struct store_as_is {
+  template <class V>
+  TILEFOUNDRY_DEVICE V operator()(int64_t, int64_t, V v) const {
+    return v;
+  }
+};
+
 // The dot-product tier applies where a row of a and a column of b are both contiguous in memory (a
 // weight stored (N, K) read as its transpose, the activations row-major) and hold one packed type.
 template <class A, class B>
@@ -35,8 +43,8 @@ constexpr bool dot_tier_v = unit_stride_v<1, A>&& unit_stride_v<0, B>&&
 
 /// The general tier: any strides. Element i of the tile goes to thread i mod threads, each a whole
 /// dot product over K.
-template <class Acc, class A, class B, class Out>
-TILEFOUNDRY_DEVICE void general(A const& a, B const& b, Out&& out) {
+template <class Acc, class A, class B, class Out, class Epi>
+TILEFOUNDRY_DEVICE void general(A const& a, B const& b, Out&& out, Epi const& epi) {
   using T = cute::remove_cvref_t<decltype(out(0, 0))>;
   int64_t const rows = int64_t(cute::size<0>(out));
   int64_t const cols = int64_t(cute::size<1>(out));
@@ -51,7 +59,7 @@ TILEFOUNDRY_DEVICE void general(A const& a, B const& b, Out&& out) {
     for (int64_t k = 0; k < depth; ++k) {
       acc += detail::convert<Acc>(a(m, k)) * detail::convert<Acc>(b(k, n));
     }
-    out(m, n) = detail::convert<T>(acc);
+    out(m, n) = detail::convert<T>(epi(m, n, acc));
   }
 }
 
@@ -61,8 +69,8 @@ TILEFOUNDRY_DEVICE void general(A const& a, B const& b, Out&& out) {
 /// otherwise), the C rows' loads in flight together, each dot product combined by shuffles; the
 /// few activation rows are read one after another against the weight rows it has just loaded. On the CPU the one thread
 /// takes every element, its dot product in independent partial sums over groups.
-template <class Acc, class A, class B, class Out>
-TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, Out&& out) {
+template <class Acc, class A, class B, class Out, class Epi>
+TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, Out&& out, Epi const& epi) {
   using T = cute::remove_cvref_t<decltype(out(0, 0))>;
   using E = element_t<A>;
   constexpr int V = int(16 / sizeof(E));
@@ -89,6 +97,9 @@ TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, Out&& out) {
       E const* const x = pa + m * sa;
       Acc acc[C] = {};
       if (grouped) {
+X
+        // moving per SM, what the memory's latency times its bandwidth asks for.
+#pragma unroll 4
         for (int64_t k = int64_t(lane) * V; k < depth; k += kWarp * V) {
           float xs[V], ws[C][V] = {};
           detail::load_group(x + k, xs);
@@ -117,7 +128,7 @@ TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, Out&& out) {
         for (int mask = kWarp / 2; mask > 0; mask /= 2) {
           acc[c] += __shfl_xor_sync(0xffffffffu, acc[c], mask);
         }
-        if (lane == 0 && c < width) out(m, n0 + c) = detail::convert<T>(acc[c]);
+        if (lane == 0 && c < width) out(m, n0 + c) = detail::convert<T>(epi(m, n0 + c, acc[c]));
       }
     }
   }
@@ -140,19 +151,20 @@ TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, Out&& out) {
     for (; k < depth; ++k) part[0] += detail::convert<Acc>(x[k]) * detail::convert<Acc>(w[k]);
     Acc acc = Acc(0);
     for (int i = 0; i < V; ++i) acc += part[i];
-    out(m, n) = detail::convert<T>(acc);
+    out(m, n) = detail::convert<T>(epi(m, n, acc));
   }
 #endif
 }
 
-/// out(m, n) = sum_k a(m, k) * b(k, n) for the tile's M x N elements: a is M x K, b is K x N. The
-/// tier comes from the operands' layouts: contiguous runs of K take the dot-product tier.
-template <class Acc, class A, class B, class Out>
-TILEFOUNDRY_DEVICE void apply(A const& a, B const& b, Out&& out) {
+/// out(m, n) = epi(m, n, sum_k a(m, k) * b(k, n)) for the tile's M x N elements: a is M x K, b is
+/// K x N, the sum in Acc, epi's result rounded into out's type. The tier comes from the operands'
+/// layouts: contiguous runs of K take the dot-product tier.
+template <class Acc, class A, class B, class Out, class Epi>
+TILEFOUNDRY_DEVICE void apply(A const& a, B const& b, Out&& out, Epi const& epi) {
   if constexpr (dot_tier_v<A, B>) {
-    dot<Acc>(a, b, out);
+    dot<Acc>(a, b, out, epi);
   } else {
-    general<Acc>(a, b, out);
+    general<Acc>(a, b, out, epi);
   }
 }
 

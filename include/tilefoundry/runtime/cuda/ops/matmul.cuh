@@ -12,7 +12,14 @@ namespace ops {
 /// each element a dot product accumulated in Acc and rounded once into out's element type.
 template <class Acc, class A, class B, class Out>
 __device__ void matmul(A const& a, B const& b, Out&& out) {
-  matmul_impl::apply<Acc>(a, b, out);
+  matmul_impl::apply<Acc>(a, b, out, matmul_impl::store_as_is{});
+}
+
+/// ... each result passed through an epilogue first: out(m, n) = epilogue(m, n, the dot product in
+/// Acc) (the elementwise ops a function applies to the matmul's result, fused: a residual add).
+template <class Acc, class A, class B, class Out, class Epi>
+__device__ void matmul(A const& a, B const& b, Out&& out, Epi const& epilogue) {
+  matmul_impl::apply<Acc>(a, b, out, epilogue);
 }
 
 }  // namespace ops
