@@ -97,8 +97,8 @@ TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, Out&& out, Epi const& epi) {
       E const* const x = pa + m * sa;
       Acc acc[C] = {};
       if (grouped) {
-X
-        // moving per SM, what the memory's latency times its bandwidth asks for.
+        // Four passes' loads in flight before their products: about 10 KB of weight rows moving per
+        // warp, 40 KB per SM of four, what the memory's latency times its bandwidth asks for.
 #pragma unroll 4
         for (int64_t k = int64_t(lane) * V; k < depth; k += kWarp * V) {
           float xs[V], ws[C][V] = {};
