@@ -209,8 +209,10 @@ def test_a_bare_function_with_variants_checks_its_partition_on_first_use() -> No
     ((S, 2, 2), ValueError, r"DimVarRangePat\(S, 2, 2\) is empty"),
     ((S, 0, 4), ValueError, r"reaches outside S's range \[1, 16\)"),
     ((S, 1, 17), ValueError, r"reaches outside"),
-    ((4, 1, 2), TypeError, r"takes a DimVar first"),
+    ((4, 1, 2), TypeError, r"takes a DimVar or a DimVar's name first, got 4"),
     ((S, 1.0, 2), TypeError, r"bounds must be ints"),
+    (("S", 3, 3), ValueError, r"DimVarRangePat\('S', 3, 3\) is empty"),
+    (("S", 1, None), TypeError, r"bounds must be ints \(hi too, where the DimVar is given by name\)"),
 ])
 def test_bad_patterns_are_refused(args: tuple, exc: type, reason: str) -> None:
     with pytest.raises(exc, match=reason):

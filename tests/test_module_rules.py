@@ -12,7 +12,7 @@ from tilefoundry import func, module
 from tilefoundry.dsl import ConstTensor, Tensor, tf
 from tilefoundry.ir.core.errors import MissingWeightError, ModuleDefinitionError
 from tilefoundry.ir.core.loaded import LoadedModule
-from tilefoundry.ir.core.module import RESERVED_NAMES, Module
+from tilefoundry.ir.core.module import AUTHORABLE, RESERVED_NAMES, Module
 from tilefoundry.runtime import DictResource, RuntimeModule, SafetensorsResource, runtime_func, runtime_module
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "authoring.md"
@@ -20,7 +20,8 @@ DOCS = Path(__file__).resolve().parents[1] / "docs" / "authoring.md"
 
 def test_the_reserved_names_are_listed_once_and_in_the_docs() -> None:
     assert set(RESERVED_NAMES) == {"module", "name", "entry", "functions", "modules", "methods", "target",
-                                   "topologies", "weights", "constants", "load", "prepare", "renamed"}
+                                   "topologies", "weights", "constants", "load", "prepare", "renamed", "lookup",
+                                   "entry_function"}
     text = DOCS.read_text()
     block = text.split("<!-- reserved-names")[1].split("<!-- /reserved-names -->")[0]
     listed = dict(re.findall(r"^- `(\w+)`: (.+)$", block, flags=re.M))
@@ -43,11 +44,13 @@ def test_every_reserved_name_is_answered_by_module_reading_and_twin() -> None:
     reading = Small.load(DictResource({"w": torch.ones(2)}))
     twin = SmallTwin().load(DictResource({"w": torch.ones(2)}))
     on_module = {"name", "entry", "functions", "modules", "methods", "target", "topologies", "weights", "load",
-                 "prepare", "renamed"}
+                 "prepare", "renamed", "lookup", "entry_function"}
     for name in RESERVED_NAMES:
         assert (name in on_module) == hasattr(Small, name) or name == "module", name
-    assert {n for n in RESERVED_NAMES if hasattr(reading, n)} >= {"module", "name", "constants", "modules"}
-    assert {n for n in RESERVED_NAMES if hasattr(twin, n)} >= {"module", "name", "entry", "modules", "load"}
+    assert {n for n in RESERVED_NAMES if hasattr(reading, n)} >= {"module", "name", "constants", "modules", "lookup",
+                                                                   "entry_function"}
+    assert {n for n in RESERVED_NAMES if hasattr(twin, n)} >= {"module", "name", "entry", "modules", "load", "lookup",
+                                                                "entry_function"}
 
 
 def _make(kind: str, member: str) -> Module:
@@ -68,12 +71,18 @@ def _make(kind: str, member: str) -> Module:
 
 
 @pytest.mark.parametrize("kind", ["function", "child", "method"])
-@pytest.mark.parametrize("name", sorted(RESERVED_NAMES))
+@pytest.mark.parametrize("name", sorted(set(RESERVED_NAMES) - AUTHORABLE))
 def test_a_member_named_like_a_reserved_name_is_refused_naming_the_clash(kind: str, name: str) -> None:
     what = "child Module" if kind == "child" else kind
     with pytest.raises(ModuleDefinitionError, match=rf"@module Owner: {what} '{name}' takes the reserved name "
                                                     rf"'{name}' \(.+\); every Module, LoadedModule and twin answers"):
         _make(kind, name)
+
+
+@pytest.mark.parametrize("kind", ["function", "child", "method"])
+def test_a_member_named_module_is_authored_spec_1_1(kind: str) -> None:
+    owner = _make(kind, "module")  # the spec lets an authored Module name one; @runtime_module refuses its twin
+    assert owner.lookup("module") is not None
 
 
 def test_a_reserved_name_in_a_class_body_is_refused_at_decoration() -> None:
@@ -108,7 +117,7 @@ def test_a_member_named_like_an_internal_helper_is_refused(name: str) -> None:
 
 
 def test_former_helper_names_are_free_and_resolve_alike_everywhere() -> None:
-    """child, trace_all, walk, lookup: a function, a child and methods; the same member on all three sides."""
+    """child, trace_all, walk, find: a function, a child and methods; the same member on all three sides."""
 
     @module(entry="scale")
     class Scaler:
@@ -127,8 +136,8 @@ def test_former_helper_names_are_free_and_resolve_alike_everywhere() -> None:
         def walk(self, x):
             return self.trace_all(self.child(x))
 
-        def lookup(self):
-            return "lookup"
+        def find(self):
+            return "find"
 
         def forward(self, x):
             return self.walk(x)
@@ -153,9 +162,9 @@ def test_former_helper_names_are_free_and_resolve_alike_everywhere() -> None:
     x = torch.tensor([1.0, 1.0])
     want = (x + data["w"]) * data["trace_all.g"]
     assert Host.child is Host.functions["child"] and Host.trace_all.name == "trace_all"
-    assert Host.walk.__func__ is Host.methods["walk"] and Host.lookup() == "lookup"
+    assert Host.walk.__func__ is Host.methods["walk"] and Host.find() == "find"
     assert reading.child.function is Host.functions["child"] and isinstance(reading.trace_all, LoadedModule)
-    assert isinstance(twin.trace_all, RuntimeModule) and twin.lookup() == "lookup"
+    assert isinstance(twin.trace_all, RuntimeModule) and twin.find() == "find"
     for side in (reading, twin):
         assert torch.equal(side.walk(x), want) and torch.equal(side(x), want)
     assert [p for p, _ in Host._walk()] == ["", "trace_all"]

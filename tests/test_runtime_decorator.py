@@ -8,7 +8,6 @@ import torch
 from tilefoundry import func, module
 from tilefoundry.dsl import ConstTensor, DimVar, Tensor, tf
 from tilefoundry.ir.core import Module
-from tilefoundry.ir.core.errors import ModuleDefinitionError
 from tilefoundry.runtime import (
     RuntimeFunction,
     RuntimeModule,
@@ -117,10 +116,13 @@ def test_a_semantic_module_naming_a_member_module_is_refused(kind: str) -> None:
     functions = {"module": module} if kind == "function" else {}
     children = (Proj.renamed("module"),) if kind == "child" else ()
     methods = {"module": lambda self: None} if kind == "method" else {}
-    # The Module itself refuses the name (a LoadedModule answers .module too), so no twin can be generated for it.
-    with pytest.raises(ModuleDefinitionError, match=rf"@module Bad: {'child Module' if kind == 'child' else kind} "
-                                                    r"'module' takes the reserved name 'module'"):
-        Module("Bad", functions, children, methods)
+    # An authored Module may name a member `module` (spec 1.1); @runtime_module must refuse to build its twin,
+    # whose `module` is the accessor of the Module it stands for.
+    bad = Module("Bad", functions, children, methods)
+    what = "child" if kind == "child" else kind
+    with pytest.raises(TwinDefinitionError, match=rf"@runtime_module\(Bad\): Bad has a {what} named 'module', which "
+                                                  r"would shadow the reserved accessor twin.module"):
+        runtime_module(bad)
 
 
 def test_a_twin_class_defining_module_is_refused() -> None:

@@ -65,8 +65,8 @@ def test_matching_arguments_run(twin: NetTwin) -> None:
     ((torch.randn(9, 4),), ValueError,
      "argument x (Tensor[(seq, 4), f32]): DimVar seq = 9 is outside its range [1, 8)"),
     ((torch.randn(0, 4),), ValueError, "DimVar seq = 0 is outside its range [1, 8)"),
-    ((torch.randn(3, 4, dtype=torch.float64),), TypeError, "argument x has dtype torch.float64, declared"),
-    ((torch.randn(3, 4, dtype=torch.bfloat16),), TypeError, "argument x has dtype torch.bfloat16"),
+    ((torch.ones(3, 4, dtype=torch.int64),), TypeError, "argument x has dtype torch.int64, declared"),
+    ((torch.ones(3, 4, dtype=torch.bool),), TypeError, "argument x has dtype torch.bool"),
     ((torch.randn(3, 5),), ValueError, "argument x has shape (3, 5), declared Tensor[(seq, 4), f32] (axis 1: 5 != 4)"),
     ((torch.randn(3, 4, 1),), TypeError, "argument x has rank 3"),
     (([[1.0] * 4],), TypeError, "argument x must be a torch.Tensor (Tensor[(seq, 4), f32]), got list"),
@@ -76,6 +76,12 @@ def test_a_kernel_refuses_activations_that_break_the_declaration(twin: NetTwin, 
     with pytest.raises(error, match=re.escape(words)) as info:
         twin.proj(*args)
     assert str(info.value).startswith("NetTwin Net.proj: ")
+
+
+def test_a_float_activation_of_another_dtype_is_converted_to_the_declared_one(twin: NetTwin) -> None:
+    x = torch.randn(3, 4, dtype=torch.float64)  # as torch.as_tensor(x, dtype=declared) binds it
+    out = twin.proj(x)
+    assert out.dtype == torch.float32 and torch.equal(out, x.float())
 
 
 def test_dimvars_must_agree_across_arguments(twin: NetTwin) -> None:

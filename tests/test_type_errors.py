@@ -368,8 +368,8 @@ def test_derived_dim_inconsistent_at_evaluate() -> None:
 
 
 @pytest.mark.parametrize(("arg", "exc", "fragment"), [
-    (torch.zeros(4, 8, dtype=torch.bfloat16), TypeError,
-     "argument x has dtype torch.bfloat16, declared Tensor[(4, 8), f32]"),
+    (torch.zeros(4, 8, dtype=torch.int32), TypeError,
+     "argument x has dtype torch.int32, declared Tensor[(4, 8), f32]"),
     (torch.zeros(4, 8, 1), TypeError, "argument x has rank 3 (shape (4, 8, 1)), declared Tensor[(4, 8), f32]"),
     (torch.zeros(4, 6), ValueError, "argument x has shape (4, 6), declared Tensor[(4, 8), f32] (axis 1: 6 != 8)"),
     ([[0.0] * 8] * 4, TypeError, "argument x must be a torch.Tensor"),

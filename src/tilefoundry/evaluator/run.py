@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from ..ir.core.binding import Binder, Mismatch
-from ..ir.core.function import Function, Param
+from ..ir.core.function import Converter, Function, Param
 from ..ir.core.graph import Node, Value
 from ..ir.core.source import user_source
 from ..ir.core.tree import flatten, unflatten
@@ -56,23 +56,32 @@ def agree_device(what: str, named: Sequence[tuple[str, Any]]) -> torch.device:
     return devices.pop() if devices else torch.device("cpu")
 
 
-def bind_inputs(fn: Function, params: Sequence[Param], args: Sequence[Any], bindings: dict[str, int]) -> None:
-    """Check each argument against its declaration, binding DimVars into ``bindings``.
+def bind_inputs(fn: Function, params: Sequence[Param], args: Sequence[Any], bindings: dict[str, int]) -> list[Any]:
+    """Check each argument against its declaration, binding DimVars into ``bindings``; return the arguments.
 
     The rule is the IR's one (:class:`~tilefoundry.ir.core.binding.Binder`); a wrong kind of tensor is a
-    TypeError, a wrong extent a ValueError, each prefixed with the function's name.
+    TypeError, a wrong extent a ValueError, each prefixed with the function's name. An activation of another
+    floating dtype than the declared one is converted to it first (as ``torch.as_tensor(x, dtype=declared)``
+    does: an f32 tensor where bf16 is declared); a weight (ConstTensor) and a weight converter's raw checkpoint
+    tensors are bound as they are (spec 1.5), and anything else (a float where an integer is declared) is refused.
     """
     if len(args) != len(params):
         raise TypeError(
             f"{fn.name} takes {len(params)} arguments ({', '.join(p.name for p in params)}), got {len(args)}"
         )
     binder = Binder("argument", bindings)
+    bound = []
     try:
         for p, a in zip(params, args):
-            binder.bind(p.name, a, p.type)
+            declared = p.type.dtype
+            if (not p.const and not isinstance(fn, Converter) and isinstance(a, torch.Tensor)
+                    and a.is_floating_point() and declared.is_float and a.dtype != declared.torch_dtype):
+                a = a.to(declared.torch_dtype)
+            bound.append(binder.bind(p.name, a, p.type))
         binder.finish(complete=True)
     except Mismatch as m:
         raise (TypeError if m.is_type_error else ValueError)(f"{fn.name}: {m}") from None
+    return bound
 
 
 def run_function(fn: Function, args: Sequence[Any], ctx: EvalContext, params: Sequence[Param] | None = None) -> Any:
@@ -82,7 +91,7 @@ def run_function(fn: Function, args: Sequence[Any], ctx: EvalContext, params: Se
     """
     bindings: dict[str, int] = {}
     try:
-        bind_inputs(fn, fn.params if params is None else params, args, bindings)
+        args = bind_inputs(fn, fn.params if params is None else params, args, bindings)
     except (TypeError, ValueError) as e:
         loc = user_source()
         if loc is None:

@@ -13,5 +13,12 @@ class TwinDefinitionError(TypeError):
     """
 
 
-class NotLoadedError(RuntimeError):
-    """A twin kernel that needs weights was called before the twin's ``load(resource)`` bound them."""
+class NotLoadedError(RuntimeError, KeyError):
+    """A twin kernel that needs weights was called before the twin's ``load(resource)`` bound them.
+
+    Also a KeyError (what the reference implementation raises there: a weight not bound), so ``except KeyError``
+    catches it too; its ``str`` is the message itself, not KeyError's quoted form.
+    """
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""

@@ -80,7 +80,7 @@ class BoundKernel:
         args = fn.fill_weights(where, acts, constants or {})
         bindings: dict[str, int] = {}
         try:
-            bind_inputs(fn, fn.params, args, bindings)
+            args = bind_inputs(fn, fn.params, args, bindings)
         except (TypeError, ValueError) as error:
             raise type(error)(f"{where}: {error}") from None
         impl = self.slot.impl

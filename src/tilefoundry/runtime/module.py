@@ -80,6 +80,21 @@ class RuntimeModule:
         """
         return self._authored
 
+    def lookup(self, name: str) -> Any:
+        """A member by its dotted path (``"layer0.attend"``): a kernel, a child twin or a method, as attribute access
+        resolves it. Raises KeyError naming the first missing member."""
+        node: Any = self
+        parts = name.split(".")
+        for i, part in enumerate(parts):
+            if part.startswith("_") or not hasattr(node, part):
+                raise KeyError(f"{name!r}: {'.'.join(parts[:i]) or self.name} has no member {part!r}")
+            node = getattr(node, part)
+        return node
+
+    def entry_function(self) -> Any:
+        """The entry kernel (``self.<entry>``), or None for a twin without an entry."""
+        return getattr(self, self.entry) if self.entry is not None else None
+
     def forward(self, *args: Any) -> Any:
         """The step. A subclass writes it; the base class has no composition to run."""
         raise NotImplementedError(

@@ -38,15 +38,30 @@ __all__ = ["DimVarRangePat", "check_overlap", "check_partition", "select_variant
 
 @dataclass(frozen=True)
 class DimVarRangePat:
-    """The half-open range ``[lo, hi)`` of one DimVar's extent a variant serves (``hi=None``: the DimVar's end)."""
+    """The half-open range ``[lo, hi)`` of one DimVar's extent a variant serves (``hi=None``: the DimVar's end).
 
-    dim_var: DimVar
+    The DimVar may be given by its name (``DimVarRangePat("n_resource", 1, 5)``, as model sources written for the
+    reference implementation do): ``specialize`` resolves it to the function's DimVar of that name, and checks the
+    range against it then.
+    """
+
+    dim_var: DimVar | str
     lo: int
     hi: int | None = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.dim_var, str):
+            if not self.dim_var:
+                raise ValueError("DimVarRangePat takes a DimVar or a DimVar's name first, got an empty name")
+            for bound in (self.lo, self.hi):
+                if isinstance(bound, bool) or not isinstance(bound, int):
+                    raise TypeError(f"DimVarRangePat({self.dim_var!r}, ...): bounds must be ints (hi too, where the "
+                                    f"DimVar is given by name), got {bound!r}")
+            if not self.lo < self.hi:  # type: ignore[operator]
+                raise ValueError(f"DimVarRangePat({self.dim_var!r}, {self.lo}, {self.hi}) is empty: lo must be < hi")
+            return
         if not isinstance(self.dim_var, DimVar):
-            raise TypeError(f"DimVarRangePat takes a DimVar first, got {self.dim_var!r}")
+            raise TypeError(f"DimVarRangePat takes a DimVar or a DimVar's name first, got {self.dim_var!r}")
         if self.hi is None:
             object.__setattr__(self, "hi", self.dim_var.hi)
         for bound in (self.lo, self.hi):
@@ -60,16 +75,29 @@ class DimVarRangePat:
                 f"range [{self.dim_var.lo}, {self.dim_var.hi})"
             )
 
+    @property
+    def name(self) -> str:
+        """The DimVar's name."""
+        return self.dim_var if isinstance(self.dim_var, str) else self.dim_var.name
+
+    def resolved(self, dimvars: list[DimVar]) -> DimVarRangePat | None:
+        """This pattern over the DimVar of its name among ``dimvars`` (itself when it holds a DimVar already; None
+        when no DimVar has its name)."""
+        if isinstance(self.dim_var, DimVar):
+            return self
+        found = next((d for d in dimvars if d.name == self.dim_var), None)
+        return None if found is None else DimVarRangePat(found, self.lo, self.hi)
+
     def contains(self, extent: int) -> bool:
         """True when ``lo <= extent < hi``."""
         return self.lo <= extent < self.hi  # type: ignore[operator]
 
     def narrowed(self) -> DimVar:
         """The DimVar as a variant sees it: same name, this range."""
-        return DimVar(self.dim_var.name, self.lo, self.hi)  # type: ignore[arg-type]
+        return DimVar(self.name, self.lo, self.hi)  # type: ignore[arg-type]
 
     def __str__(self) -> str:
-        return f"{self.dim_var.name} in [{self.lo}, {self.hi})"
+        return f"{self.name} in [{self.lo}, {self.hi})"
 
 
 def check_overlap(base: Function, pattern: DimVarRangePat, label: str) -> None:

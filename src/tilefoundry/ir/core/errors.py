@@ -33,6 +33,11 @@ class ModuleDefinitionError(TypeError):
     """A ``@module`` or ``@func`` definition that cannot be accepted as written."""
 
 
+class EntryNotFoundError(ModuleDefinitionError, ValueError):
+    """``@module(entry=...)`` names no function of the Module: a ModuleDefinitionError, and a ValueError (what the
+    reference implementation raises there), so either ``except`` clause catches it."""
+
+
 class MissingWeightError(KeyError):
     """A reading (LoadedModule, twin) lacks a weight a call needs; the message names the module path and weight."""
 

@@ -33,6 +33,11 @@ class Param:
     type: TensorType
     const: bool
 
+    @property
+    def is_const(self) -> bool:
+        """Whether this is a weight (a ConstTensor): ``const`` under the reference implementation's name."""
+        return self.const
+
     def __str__(self) -> str:
         kind = "ConstTensor" if self.const else "Tensor"
         return f"{self.name}: {kind}{str(self.type)[len('Tensor'):]}"
@@ -158,8 +163,13 @@ class Function:
                 f"{self.name}.specialize: {self.name} has a body of its own; a function dispatching to variants "
                 f"is written with the body `pass` ({self.loc})"
             )
+        axes = [d for p in self.activations for d in p.type.shape if isinstance(d, DimVar)]
+        named = pattern.resolved(axes)
         dv = pattern.dim_var
-        if not any(isinstance(d, DimVar) and d == dv for p in self.activations for d in p.type.shape):
+        if named is not None:
+            pattern = named
+            dv = pattern.dim_var
+        if named is None or not any(d == dv for d in axes):
             raise ModuleDefinitionError(
                 f"{self.name}.specialize: {dv!r} is no axis of {self.name}'s activations "
                 f"({', '.join(str(p) for p in self.activations) or 'none'}); a call dispatches on the extent an "

@@ -71,6 +71,31 @@ class LoadedModule:
     def __call__(self, *acts: Any) -> Any:
         return self.forward(*acts)
 
+    def lookup(self, name: str) -> Any:
+        """A member of this reading by its dotted path (``"layer0.attend"``): a function bound to this reading, a
+        child's reading or a bound method, as attribute access resolves it; also a member a reserved accessor
+        hides (a function named ``module``: ``loaded.lookup("module")``, while ``loaded.module`` is the Module)."""
+        node: LoadedModule = self
+        parts = name.split(".")
+        for i, part in enumerate(parts):
+            mod = node.module
+            last = i == len(parts) - 1
+            if last and part in mod.functions:
+                return BoundFunction(node, mod.functions[part])
+            if last and part in mod.methods:
+                return pytypes.MethodType(mod.methods[part], node)
+            child = next((m for m in node.modules if m.name == part), None)
+            if child is None:
+                raise KeyError(f"{name!r}: {'.'.join(parts[:i]) or mod.name} has no member {part!r}; "
+                               f"it has {mod._member_list()}")
+            node = child
+        return node
+
+    def entry_function(self) -> BoundFunction | None:
+        """The entry ``@func`` bound to this reading, or None for a Module without one."""
+        mod = self.module
+        return BoundFunction(self, mod.functions[mod.entry]) if mod.entry is not None else None
+
     def __repr__(self) -> str:
         return f"<LoadedModule {self.name}: {len(self.constants)} constants, {len(self.modules)} children>"
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ..types.shard import MeshSpec, ShardLayout, Topology, validate_topologies
 from ..types.tensor_type import TensorType
 from . import backends
-from .errors import IRTypeError, ModuleDefinitionError
+from .errors import EntryNotFoundError, IRTypeError, ModuleDefinitionError
 from .function import Converter, Function
 from .source import user_source
 
@@ -35,6 +35,8 @@ RESERVED_NAMES: dict[str, str] = {
     "load": "read the weights (Module, twin)",
     "prepare": "convert a raw checkpoint",
     "renamed": "the same Module under another name",
+    "lookup": "a member by its dotted path",
+    "entry_function": "the entry @func (None without one)",
 }
 RESERVED = frozenset(RESERVED_NAMES)
 
@@ -134,7 +136,7 @@ class Module:
                 "the kernel and declare it with @module(entry=...), or write forward as a plain method"
             )
         if self.entry is not None and self.entry not in self.functions:
-            raise ModuleDefinitionError(
+            raise EntryNotFoundError(
                 f"{where}: entry={self.entry!r} names no function; functions: "
                 f"{', '.join(self.functions) or 'none'}"
             )
@@ -251,6 +253,15 @@ class Module:
         raise KeyError(f"Module {self.name!r} has no child {name!r}; children: "
                        f"{', '.join(m.name for m in self.modules) or 'none'}")
 
+    def lookup(self, name: str) -> Function | Module | Callable[..., Any]:
+        """Resolve a dotted path (``"layer0.attn.qkv"``, or one name: ``"self_attention"``) to a child, a function or
+        a bound method. Raises KeyError naming the path's first missing member and what its parent has."""
+        return self._lookup(name)
+
+    def entry_function(self) -> Function | None:
+        """The entry ``@func`` (``@module(entry=...)``), or None for a Module without one."""
+        return self.functions[self.entry] if self.entry is not None else None
+
     def _lookup(self, name: str) -> Function | Module | Callable[..., Any]:
         """Resolve a dotted path (``"layer0.attn.qkv"``) to a child, a function or a bound method."""
         node: Module = self
@@ -311,8 +322,16 @@ class Module:
         return f"<Module {self.name}: {self._member_list()}>"
 
 
+# Reserved names an authored Module's member may still take (spec 1.1): ``module`` is a LoadedModule's and a twin's
+# accessor for the Module, so on a reading such a member is reached through ``lookup("module")``, and
+# ``@runtime_module`` refuses to build a twin of a Module that has one.
+AUTHORABLE = frozenset({"module"})
+
+
 def reserved_clash(name: str) -> str | None:
     """Why a member may not be called ``name`` (None when it may): a reserved name, or an internal one."""
+    if name in AUTHORABLE:
+        return None
     if name in RESERVED:
         listed = ", ".join(RESERVED_NAMES)
         return (f"takes the reserved name {name!r} ({RESERVED_NAMES[name]}); every Module, LoadedModule and twin "

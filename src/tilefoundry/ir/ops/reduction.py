@@ -24,6 +24,13 @@ class ReduceKind(str, Enum):
     max = "max"
     min = "min"
     abs_max = "abs_max"
+    # The same members under upper-case names (model sources written for the reference implementation use them):
+    # aliases, so ReduceKind.ABS_MAX is ReduceKind.abs_max.
+    SUM = "sum"
+    MEAN = "mean"
+    MAX = "max"
+    MIN = "min"
+    ABS_MAX = "abs_max"
 
     def __str__(self) -> str:
         return self.value
@@ -36,9 +43,10 @@ def reduce_kind(kind: Any) -> str:
     """The canonical attribute (the plain name) of a ReduceKind member or a kind name; OpTypeError otherwise."""
     if isinstance(kind, ReduceKind):
         return kind.value
-    if isinstance(kind, str) and kind in REDUCE_KINDS:
-        return kind
-    raise OpTypeError(f"unknown reduce kind {kind!r}; valid: {', '.join(REDUCE_KINDS)} (names or ReduceKind members)")
+    if isinstance(kind, str) and kind.lower() in REDUCE_KINDS:
+        return kind.lower()  # "ABS_MAX", as the member's upper-case name, too
+    raise OpTypeError(f"unknown reduce kind {kind!r}; valid: {', '.join(REDUCE_KINDS)} (names in either case, or "
+                      "ReduceKind members)")
 
 
 @register_op("reduce", "reduction")

@@ -213,6 +213,40 @@ class Predicate:
         return PredicateResult(self, values, note)
 
 
+# Names the reference implementation's check records use, readable on every result (``values["mismatched"]``) but
+# not listed with the values (reports, JSON): an alias of a value measured under this project's name, or, for
+# ``elements`` and ``max_violation``, a value a predicate measures for that name alone.
+REFERENCE_ALIASES = {"mismatched": "mismatches", "absolute_l2": "abs_l2"}
+REFERENCE_ONLY = frozenset({"elements", "max_violation"})
+
+
+class MeasuredValues(Mapping[str, float]):
+    """A result's measured values, read-only; also answers the reference implementation's key names."""
+
+    def __init__(self, listed: Mapping[str, float], hidden: Mapping[str, float]) -> None:
+        self._listed = MappingProxyType(dict(listed))
+        self._hidden = MappingProxyType(dict(hidden))
+
+    def __getitem__(self, key: str) -> float:
+        if key in self._listed:
+            return self._listed[key]
+        if key in self._hidden:
+            return self._hidden[key]
+        alias = REFERENCE_ALIASES.get(key)
+        if alias is not None and alias in self._listed:
+            return self._listed[alias]
+        raise KeyError(key)
+
+    def __iter__(self) -> Any:
+        return iter(self._listed)
+
+    def __len__(self) -> int:
+        return len(self._listed)
+
+    def __repr__(self) -> str:
+        return repr(dict(self._listed))
+
+
 def _readonly_values(values: Mapping[str, float]) -> Mapping[str, float]:
     checked: dict[str, float] = {}
     for key, value in values.items():
@@ -221,7 +255,9 @@ def _readonly_values(values: Mapping[str, float]) -> Mapping[str, float]:
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise TypeError(f"measured value {key} must be a real number, got {value!r}")
         checked[key] = float(value)
-    return MappingProxyType(checked)
+    listed = {k: v for k, v in checked.items() if k not in REFERENCE_ONLY and k not in REFERENCE_ALIASES}
+    hidden = {k: v for k, v in checked.items() if k in REFERENCE_ONLY}
+    return MeasuredValues(listed, hidden)
 
 
 @dataclass(frozen=True)

@@ -91,12 +91,16 @@ class allclose(_Continuous):
     rtol: float
 
     def measure_pairs(self, pairs: Pairs, candidate: torch.Tensor, reference: torch.Tensor) -> _Measured:
-        """Count elements outside the tolerance and the largest absolute error."""
+        """Count elements outside the tolerance, the largest absolute error and the largest excess over the
+        tolerance (``max_violation``)."""
         error = (pairs.candidate - pairs.reference).abs()
         tolerance = self.atol + self.rtol * pairs.reference.abs()
         values: dict[str, float] = {"violations": float((error > tolerance).sum().item())}
         if pairs.count:
             values["max_abs"] = float(error.max().item())
+            # how far the worst element lies past its tolerance (<= 0 when none does), under the reference
+            # implementation's name: read as values["max_violation"], not listed
+            values["max_violation"] = float((error - tolerance).max().item())
         return values, None
 
     def judge(self, values: Mapping[str, float]) -> bool:
@@ -179,7 +183,8 @@ class rel_l2(_Continuous):
     ``||c - r||_2`` is measured instead, reported as ``abs_l2`` and held to the same bound, and the note
     says so.
 
-    Values: ``rel_l2``, or ``abs_l2`` when the reference is all zeros; neither when no pair is finite.
+    Values: ``rel_l2``, or ``abs_l2`` (also read as ``absolute_l2``) when the reference is all zeros; neither when
+    no pair is finite.
     """
 
     name = "rel_l2"
@@ -375,7 +380,8 @@ class equal(Predicate):
         nonfinite, agreed = NonFinite.of(c, r, tuple(reference.shape), self.equal_nan)
         same = (c == r) | agreed
         note = "empty output: no elements, nothing measured" if c.numel() == 0 else nonfinite.note()
-        return {"mismatches": float((~same).sum().item())}, note
+        # elements: the total under the reference implementation's name (read as values["elements"], not listed)
+        return {"mismatches": float((~same).sum().item()), "elements": float(c.numel())}, note
 
     def judge(self, values: Mapping[str, float]) -> bool:
         """No element differs."""

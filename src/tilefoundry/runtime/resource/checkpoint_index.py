@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from types import MappingProxyType
 
-from .errors import CheckpointError
+from .errors import CheckpointError, CheckpointNotFoundError
 
 __all__ = ["INDEX_NAME", "SINGLE_NAME", "CheckpointLayout", "hub_blobs_folder", "read_checkpoint_layout"]
 
@@ -224,7 +224,7 @@ def read_checkpoint_layout(ckpt_dir: str | os.PathLike[str]) -> CheckpointLayout
 
     others = sorted(p.name for p in root.glob("*.safetensors"))
     found = f"; it does hold {', '.join(others[:5])}{' ...' if len(others) > 5 else ''}" if others else ""
-    raise CheckpointError(
+    raise CheckpointNotFoundError(
         f"checkpoint folder {given!r} holds neither {INDEX_NAME} (a sharded checkpoint) nor {SINGLE_NAME} "
         f"(an unsharded one){found}. Point at the folder that holds one of them"
     )

@@ -18,11 +18,16 @@ Neither is raised after writing anything: resources only ever read.
 
 from __future__ import annotations
 
-__all__ = ["CheckpointError", "UnreadTensorsError", "WeightNotFoundError"]
+__all__ = ["CheckpointError", "CheckpointNotFoundError", "UnreadTensorsError", "WeightNotFoundError"]
 
 
 class CheckpointError(ValueError):
     """A checkpoint directory, index or shard file is malformed; the message names the file at fault."""
+
+
+class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
+    """The folder holds no checkpoint (neither an index nor ``model.safetensors``): a CheckpointError, and a
+    FileNotFoundError, as the reference implementation raises there, so either ``except`` clause catches it."""
 
 
 class UnreadTensorsError(CheckpointError):

@@ -67,8 +67,9 @@ TILEFOUNDRY_DEVICE void general(A const& a, B const& b, Out&& out, Epi const& ep
 /// product of two contiguous runs of K. On CUDA a warp takes C = 4 columns of b (weight rows) at
 /// once, its lanes 16-byte groups of K (where the runs' starts and K allow; element by element
 /// otherwise), the C rows' loads in flight together, each dot product combined by shuffles; the
-/// few activation rows are read one after another against the weight rows it has just loaded. On the CPU the one thread
-/// takes every element, its dot product in independent partial sums over groups.
+/// few activation rows are read one after another against the weight rows it has just loaded. On
+/// the CPU the one thread takes every element, its dot product in independent partial sums over
+/// groups.
 template <class Acc, class A, class B, class Out, class Epi>
 TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, Out&& out, Epi const& epi) {
   using T = cute::remove_cvref_t<decltype(out(0, 0))>;
@@ -86,7 +87,8 @@ TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, Out&& out, Epi const& epi) {
                        reinterpret_cast<std::uintptr_t>(pb) % 16 == 0;
 #if defined(__CUDA_ARCH__)
   constexpr int kWarp = 32;
-  constexpr int C = 4;  // columns (weight rows) a warp reads at once: their loads in flight together
+  constexpr int C =
+      4;  // columns (weight rows) a warp reads at once: their loads in flight together
   int64_t const tid = int64_t(program_id<detail::dependent_level<TopologyScope::thread, Out>>());
   int64_t const warps =
       int64_t(program_dim<detail::dependent_level<TopologyScope::thread, Out>>()) / kWarp;

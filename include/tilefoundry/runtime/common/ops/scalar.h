@@ -24,7 +24,8 @@ TILEFOUNDRY_DEVICE D unary(Op const& op, X const& x) {
 template <class D, class Op, class X, class Y>
 TILEFOUNDRY_DEVICE D binary(Op const& op, X const& x, Y const& y) {
   using C = std::common_type_t<detail::compute_t<X>, detail::compute_t<Y>>;
-  return detail::convert<D>(op(static_cast<C>(detail::to_compute(x)), static_cast<C>(detail::to_compute(y))));
+  return detail::convert<D>(
+      op(static_cast<C>(detail::to_compute(x)), static_cast<C>(detail::to_compute(y))));
 }
 
 /// op(k, x, y) (select: k ? x : y), as ops::ternary computes each element.

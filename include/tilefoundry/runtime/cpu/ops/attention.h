@@ -15,8 +15,8 @@ namespace ops {
 /// @ v for q (G x M x D) against keys k (D x N) and values v (N x Dv), the slice's state into part
 /// (G x M x (Dv + 2) floats) for attention_combine. Every key visible.
 template <class Acc, class Scores, class Q, class K, class V, class Part>
-inline void attention(Scores scores, Q const& q, K const& k, V const& v, Part&& part,
-                      int64_t split, int64_t splits) {
+inline void attention(Scores scores, Q const& q, K const& k, V const& v, Part&& part, int64_t split,
+                      int64_t splits) {
   attention_impl::general<Acc>(scores, attention_impl::visible_always{}, q, k, v, part, split,
                                splits);
 }
