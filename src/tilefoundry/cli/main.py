@@ -16,6 +16,7 @@ import sys
 from collections.abc import Sequence
 
 from .options import CommandParser, UsageError
+from ..runtime.resource.prepared import CacheRootError
 from .refusal import Refusal, refusal_line
 
 # Subcommand modules, in the order --help lists them.
@@ -72,9 +73,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return int(args._run(args) or 0)
-    except Refusal as refusal:
+    except (Refusal, CacheRootError) as refusal:  # a cache root that cannot be a folder: every command says it
         print(refusal_line(args.command, str(refusal)), file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: one line, no traceback, the shell's status for SIGINT
+        print(f"tilefoundry {args.command}: interrupted (Ctrl-C)", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

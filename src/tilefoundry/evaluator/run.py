@@ -49,6 +49,10 @@ def evaluate(fn: Function, *inputs: Any, device: str | torch.device | None = Non
 
 def agree_device(what: str, named: Sequence[tuple[str, Any]]) -> torch.device:
     """The one device all tensors sit on (CPU when there are none); a refusal naming what sits where."""
+    meta = [n for n, a in named if isinstance(a, torch.Tensor) and a.is_meta]
+    if meta:
+        raise ValueError(f"{what}: {', '.join(meta)} {'is' if len(meta) == 1 else 'are'} on the meta device: a shape "
+                         "but no data to compute with; pass tensors on 'cpu' or 'cuda'")
     devices = {a.device for _, a in named if isinstance(a, torch.Tensor)}
     if len(devices) > 1:
         where = ", ".join(f"{n} on {a.device}" for n, a in named if isinstance(a, torch.Tensor))

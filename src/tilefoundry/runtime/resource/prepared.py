@@ -71,13 +71,30 @@ _COMPANIONS = "companions"  # metadata key listing the files copied beside the s
 # -- the cache root --------------------------------------------------------------------------------------------
 
 
+class CacheRootError(ValueError):
+    """The cache root cannot be a folder: it, or a folder above it, is a file."""
+
+
 def cache_root() -> Path:
     """Where TileFoundry caches what it derives (prepared checkpoints, converted models, kernels).
 
     ``$TILEFOUNDRY_CACHE`` when set and non-empty, else ``~/.cache/tilefoundry``; not created here.
+
+    Raises:
+        CacheRootError: that path, or the nearest existing folder above it, is a file, naming the variable.
     """
     env = os.environ.get("TILEFOUNDRY_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "tilefoundry"
+    root = Path(env) if env else Path.home() / ".cache" / "tilefoundry"
+    for at in (root, *root.parents):
+        if at.is_dir():
+            break
+        if at.exists() or at.is_symlink():  # a file (or a dangling link) where a folder must be
+            what = f"TILEFOUNDRY_CACHE is {env!r}" if env else f"the default cache root is {str(root)!r}"
+            where = "it is" if at == root else f"{str(at)!r} above it is"
+            raise CacheRootError(
+                f"{what}, but {where} a file, not a folder; point TILEFOUNDRY_CACHE at a folder (created when "
+                "missing) or move the file")
+    return root
 
 
 # -- reading the format ----------------------------------------------------------------------------------------

@@ -1,0 +1,75 @@
+"""Bad inputs of the second sweep (issue 25): each refused by name, in one line on the command line, losing nothing.
+
+A cache root (``TILEFOUNDRY_CACHE``) that is a file, or lies below one; tensors on the meta device (a shape, no
+data) as activations, as a Module's arguments and as weights a resource returns; Ctrl-C during ``prepare``
+(one line, exit status 130, nothing half-written left beside the output).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from tilefoundry import func, jit, module
+from tilefoundry.cli.main import main
+from tilefoundry.dsl import ConstTensor, Tensor
+from tilefoundry.runtime import DictResource
+from tilefoundry.runtime.resource.prepared import CacheRootError
+
+from .hf_models import make_checkpoint
+from .refusals import refused
+
+
+@module(entry="f")
+class Scale:
+    @func
+    def f(x: Tensor[(4,), "f32"], w: ConstTensor[(4,), "f32"]):
+        return x * w
+
+
+@pytest.mark.parametrize("below", [False, True])
+def test_a_cache_root_that_is_a_file_is_refused_naming_the_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    capsys: pytest.CaptureFixture[str],
+                                                                    below: bool) -> None:
+    blocker = tmp_path / "notes.txt"
+    blocker.write_text("mine")
+    monkeypatch.setenv("TILEFOUNDRY_CACHE", str(blocker / "cache" if below else blocker))
+    with pytest.raises(CacheRootError, match=r"TILEFOUNDRY_CACHE is .*a file, not a folder"):
+        jit(Scale, target="cpu")
+    refused(capsys, ["cache", "info"], "TILEFOUNDRY_CACHE", "a file, not a folder")
+    assert blocker.read_text() == "mine"
+
+
+def test_tensors_on_the_meta_device_are_refused_by_name() -> None:
+    meta = torch.empty(4, device="meta")
+    with pytest.raises(ValueError, match=r"f: x is on the meta device: a shape but no data"):
+        Scale(meta, torch.ones(4))
+    with pytest.raises(ValueError, match=r"Scale.f: activation x is on the meta device"):
+        Scale.load(DictResource({"w": torch.ones(4)}))(meta)
+    with pytest.raises(TypeError, match=r"weight w was read on the meta device"):
+        Scale.load(DictResource({"w": meta}))
+    with pytest.raises(ValueError, match=r"f: x, w are on the meta device"):
+        Scale.functions["f"](meta, meta)
+
+
+def test_ctrl_c_during_prepare_is_one_line_and_leaves_nothing_half_written(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch,
+                                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    ckpt = tmp_path / "llama"
+    make_checkpoint("llama", ckpt, sharded=False)
+    mine = tmp_path / "notes.txt"
+    mine.write_text("mine")
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("tilefoundry.runtime.resource.prepared.save_file", interrupted)
+    status = main(["prepare", "--ckpt", str(ckpt), "--out", str(tmp_path / "out")])
+    captured = capsys.readouterr()
+    assert status == 130 and "Traceback" not in captured.err
+    lines = [line for line in captured.err.strip().splitlines() if not line.startswith("Writing model shards")]
+    assert lines == ["tilefoundry prepare: interrupted (Ctrl-C)"], captured.err  # after its progress bar
+    assert sorted(os.listdir(tmp_path)) == ["llama", "notes.txt"] and mine.read_text() == "mine"
