@@ -1,7 +1,7 @@
 """Bad inputs of the second sweep (issue 25): each refused by name, in one line on the command line, losing nothing.
 
-A cache root (``TILEFOUNDRY_CACHE``) that is a file, or lies below one; tensors on the meta device (a shape, no
-data) as activations, as a Module's arguments and as weights a resource returns; Ctrl-C during ``prepare``
+A cache root (``TILEFOUNDRY_CACHE``) that is a file, or lies below one; an op that reads the values of a tensor
+on the meta device (a shape, no data); Ctrl-C during ``prepare``
 (one line, exit status 130, nothing half-written left beside the output).
 """
 
@@ -15,12 +15,15 @@ import torch
 
 from tilefoundry import func, jit, module
 from tilefoundry.cli.main import main
-from tilefoundry.dsl import ConstTensor, Tensor
+from tilefoundry.dsl import ConstTensor, DimVar, Tensor, tf
+from tilefoundry.evaluator import EvaluationError
 from tilefoundry.runtime import DictResource
 from tilefoundry.runtime.resource.prepared import CacheRootError
 
 from .hf_models import make_checkpoint
 from .refusals import refused
+
+C = DimVar("c", 1, 64)
 
 
 @module(entry="f")
@@ -43,16 +46,23 @@ def test_a_cache_root_that_is_a_file_is_refused_naming_the_variable(tmp_path: Pa
     assert blocker.read_text() == "mine"
 
 
-def test_tensors_on_the_meta_device_are_refused_by_name() -> None:
-    meta = torch.empty(4, device="meta")
-    with pytest.raises(ValueError, match=r"f: x is on the meta device: a shape but no data"):
-        Scale(meta, torch.ones(4))
-    with pytest.raises(ValueError, match=r"Scale.f: activation x is on the meta device"):
-        Scale.load(DictResource({"w": torch.ones(4)}))(meta)
-    with pytest.raises(TypeError, match=r"weight w was read on the meta device"):
-        Scale.load(DictResource({"w": meta}))
-    with pytest.raises(ValueError, match=r"f: x, w are on the meta device"):
-        Scale.functions["f"](meta, meta)
+def test_an_op_reading_values_of_a_meta_tensor_is_refused_by_name() -> None:
+    """Shapes evaluate on the meta device (a reading's placement, a shape check); an op that reads values (a cache
+    update reads its position) names the meta tensors instead of torch's ``Tensor.item()`` error."""
+
+    @func
+    def update(cache: Tensor[(1, C, 2, 4), "f32"], pos: Tensor[(), "i64"], n: Tensor[(), "i64"],
+               new: Tensor[(1, 1, 2, 4), "f32"]):
+        return tf.cache_update(cache, pos, n, new)
+
+    meta = {"device": "meta"}
+    args = (torch.zeros(1, 8, 2, 4, **meta), torch.zeros((), dtype=torch.int64, **meta),
+            torch.zeros((), dtype=torch.int64, **meta), torch.zeros(1, 1, 2, 4, **meta))
+    with pytest.raises(EvaluationError, match=r"cache_update in update reads the values of .*on the meta device \(a "
+                                              r"shape, no data\); run it on tensors of 'cpu' or 'cuda'"):
+        update(*args)
+    out = Scale.load(DictResource({"w": torch.ones(4, **meta)}))(torch.ones(4, **meta))  # shapes alone: fine
+    assert out.is_meta and out.shape == (4,)
 
 
 def test_ctrl_c_during_prepare_is_one_line_and_leaves_nothing_half_written(tmp_path: Path,

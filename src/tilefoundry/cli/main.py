@@ -15,8 +15,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from .options import CommandParser, UsageError
 from ..runtime.resource.prepared import CacheRootError
+from .options import CommandParser, UsageError
 from .refusal import Refusal, refusal_line
 
 # Subcommand modules, in the order --help lists them.

@@ -49,10 +49,6 @@ def evaluate(fn: Function, *inputs: Any, device: str | torch.device | None = Non
 
 def agree_device(what: str, named: Sequence[tuple[str, Any]]) -> torch.device:
     """The one device all tensors sit on (CPU when there are none); a refusal naming what sits where."""
-    meta = [n for n, a in named if isinstance(a, torch.Tensor) and a.is_meta]
-    if meta:
-        raise ValueError(f"{what}: {', '.join(meta)} {'is' if len(meta) == 1 else 'are'} on the meta device: a shape "
-                         "but no data to compute with; pass tensors on 'cpu' or 'cuda'")
     devices = {a.device for _, a in named if isinstance(a, torch.Tensor)}
     if len(devices) > 1:
         where = ", ".join(f"{n} on {a.device}" for n, a in named if isinstance(a, torch.Tensor))
@@ -112,7 +108,13 @@ def run_function(fn: Function, args: Sequence[Any], ctx: EvalContext, params: Se
             out = _run_node(node, ins, local)
         except EvaluationError:  # from a nested call: already names its op and line
             raise
-        except (RuntimeError, IndexError) as e:
+        except (RuntimeError, IndexError, NotImplementedError) as e:
+            meta = [v.param or f"its operand {k}" for k, (v, t) in enumerate(zip(node.inputs, ins))
+                    if isinstance(t, torch.Tensor) and t.is_meta]
+            if meta:  # shapes evaluate on the meta device; an op that reads values does not
+                raise EvaluationError(
+                    f"{node.op} in {fn.name} reads the values of {', '.join(meta)}, on the meta device (a shape, no "
+                    f"data); run it on tensors of 'cpu' or 'cuda'\n  at {node.loc}") from e
             raise EvaluationError(f"{node.op} failed in {fn.name}: {e}\n  at {node.loc}") from e
         outs = out if isinstance(out, tuple) else (out,)
         for v, t in zip(node.outputs, outs):

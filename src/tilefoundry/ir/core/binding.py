@@ -3,7 +3,7 @@
 A :class:`Binder` checks tensors one by one against declared :class:`TensorType` s and binds the
 DimVars their axes name, consistently across every tensor it sees:
 
-* a tensor must hold data (not the meta device); the dtype and the rank must equal the declaration's;
+* the dtype and the rank must equal the declaration's;
 * a static axis must equal its extent;
 * a plain DimVar axis binds the DimVar (inside its half-open range ``[lo, hi)``); every later axis naming
   it must agree;
@@ -79,9 +79,6 @@ class Binder:
         what = f"{self.noun} {name}"
         if not isinstance(value, torch.Tensor):
             raise Mismatch(NOT_TENSOR, name, f"{what} must be a torch.Tensor ({declared}), got {type(value).__name__}")
-        if value.is_meta:
-            raise Mismatch(NOT_TENSOR, name, f"{what} is on the meta device: it has a shape but no data to compute "
-                                             "with; pass a tensor on 'cpu' or 'cuda'")
         if value.dtype != declared.dtype.torch_dtype:
             raise Mismatch(DTYPE, name, f"{what} has dtype {value.dtype}, declared {declared}")
         if value.dim() != declared.rank:

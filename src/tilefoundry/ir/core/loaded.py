@@ -123,9 +123,6 @@ class BoundFunction:
         placed: list[tuple[str, torch.device]] = []
         for p, a in zip(fn.activations, acts):
             if isinstance(a, torch.Tensor):
-                if a.is_meta:
-                    raise ValueError(f"{self.reading.name}.{fn.name}: activation {p.name} is on the meta device: a "
-                                     "shape but no data to compute with; pass a tensor on 'cpu' or 'cuda'")
                 placed.append((f"activation {p.name}", a.device))
         name = self.reading.name
         # Every constant of this reading, less the weights of variants other than the one selected.

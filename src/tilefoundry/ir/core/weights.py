@@ -87,8 +87,6 @@ class NodeWeights:
     def _refusal(self, name: str, tensor: object, m: Mismatch) -> Exception:
         key = self.key(name)
         if m.kind == NOT_TENSOR:
-            if isinstance(tensor, torch.Tensor):  # a tensor on the meta device: no data
-                return TypeError(f"{m}".replace(f"weight {key} is", f"weight {key} was read", 1))
             return TypeError(f"weight {key}: expected a torch.Tensor, got {type(tensor).__name__}")
         assert isinstance(tensor, torch.Tensor)
         detail = f" ({m})" if m.kind in (RANGE, CONFLICT, EXPRESSION, UNBOUND) else ""
