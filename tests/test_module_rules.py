@@ -21,7 +21,7 @@ DOCS = Path(__file__).resolve().parents[1] / "docs" / "authoring.md"
 def test_the_reserved_names_are_listed_once_and_in_the_docs() -> None:
     assert set(RESERVED_NAMES) == {"module", "name", "entry", "functions", "modules", "methods", "target",
                                    "topologies", "weights", "constants", "load", "prepare", "renamed", "lookup",
-                                   "entry_function"}
+                                   "entry_function", "cloned"}
     text = DOCS.read_text()
     block = text.split("<!-- reserved-names")[1].split("<!-- /reserved-names -->")[0]
     listed = dict(re.findall(r"^- `(\w+)`: (.+)$", block, flags=re.M))
@@ -44,7 +44,7 @@ def test_every_reserved_name_is_answered_by_module_reading_and_twin() -> None:
     reading = Small.load(DictResource({"w": torch.ones(2)}))
     twin = SmallTwin().load(DictResource({"w": torch.ones(2)}))
     on_module = {"name", "entry", "functions", "modules", "methods", "target", "topologies", "weights", "load",
-                 "prepare", "renamed", "lookup", "entry_function"}
+                 "prepare", "renamed", "lookup", "entry_function", "cloned"}
     for name in RESERVED_NAMES:
         assert (name in on_module) == hasattr(Small, name) or name == "module", name
     assert {n for n in RESERVED_NAMES if hasattr(reading, n)} >= {"module", "name", "constants", "modules", "lookup",

@@ -21,6 +21,7 @@ from tilefoundry.ir.core.weights import WeightMismatchError
 from tilefoundry.runtime import DictResource, NotLoadedError, SafetensorsResource, runtime_func, runtime_module
 from tilefoundry.runtime.check import allclose, check, equal, rel_l2
 from tilefoundry.runtime.errors import TwinDefinitionError
+from tilefoundry.runtime.prepare import PrepareError
 from tilefoundry.runtime.resource.errors import CheckpointError
 
 S = DimVar("n_resource", 1, 9)
@@ -182,3 +183,25 @@ def test_check_records_carry_the_reference_key_names() -> None:
     zero = torch.zeros(1, 4)
     report = check(lambda x: torch.tensor([0.5]), fn, (zero,), expect={"output": [rel_l2(max=1.0)]})
     assert report.outputs[0].results[0].values["absolute_l2"] == pytest.approx(0.5)
+
+
+def test_a_cloned_module_reads_its_own_weights() -> None:
+    copy = Block.cloned()
+    assert copy is not Block and copy.name == Block.name and copy.functions == Block.functions
+    loaded = copy.load(DictResource({"w": torch.full((4,), 2.0, dtype=torch.bfloat16)}))
+    assert torch.equal(loaded(torch.ones(4, dtype=torch.bfloat16)), torch.full((4,), 2.0, dtype=torch.bfloat16))
+
+
+def test_prepare_takes_fp8_weights_and_refuses_a_non_finite_one(tmp_path: Path) -> None:
+    @module(entry="f")
+    class Fp8:
+        @func
+        def f(x: Tensor[(4,), "f32"], w: ConstTensor[(4,), "fp8e4m3"]):
+            return x * tf.cast(w, "f32")
+
+    good = torch.tensor([1.0, -2.0, 0.5, 4.0]).to(torch.float8_e4m3fn)
+    Fp8.prepare(DictResource({"w": good}), str(tmp_path / "good"))
+    assert (tmp_path / "good").is_dir()
+    bad = torch.tensor([1.0, float("nan"), 0.5, 4.0]).to(torch.float8_e4m3fn)
+    with pytest.raises(PrepareError, match=r"weight w: 1 NaN and 0 Inf values of 4"):
+        Fp8.prepare(DictResource({"w": bad}), str(tmp_path / "bad"))

@@ -84,6 +84,8 @@ def _produce(mod: Module, weight: str, key: str, conv: Converter | None, raw: An
 def _refuse_non_finite(key: str, t: torch.Tensor) -> None:
     if not (t.is_floating_point() or t.is_complex()):
         return
+    if t.element_size() == 1:  # 8-bit floats (fp8): torch has no isfinite for them; their values fit f16 exactly
+        t = t.to(torch.float16)
     finite = torch.isfinite(t)
     if bool(finite.all()):
         return

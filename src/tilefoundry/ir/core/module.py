@@ -37,6 +37,7 @@ RESERVED_NAMES: dict[str, str] = {
     "renamed": "the same Module under another name",
     "lookup": "a member by its dotted path",
     "entry_function": "the entry @func (None without one)",
+    "cloned": "a copy of the Module under its own name",
 }
 RESERVED = frozenset(RESERVED_NAMES)
 
@@ -219,6 +220,12 @@ class Module:
         clone.modules = tuple(c.renamed(c.name) for c in self.modules)
         clone._adopt_children()
         return clone
+
+    def cloned(self) -> Module:
+        """A copy of this Module under its own name (``renamed(self.name)``): functions shared, the child tree its
+        own, so that the copy can be adopted by another parent or read on its own (``.cloned().load(resource)``,
+        as model sources written for the reference implementation do)."""
+        return self.renamed(self.name)
 
     # -- access ------------------------------------------------------------------------------
     def __getattr__(self, attr: str) -> Any:
