@@ -7,6 +7,10 @@ MODE is one of:
 * ``kill-before-swap``: SIGKILL itself just before the first rename of the swap (its partial is complete);
 * ``kill-between-renames``: SIGKILL itself right after the first rename (OUT moved aside, not yet replaced);
 * ``kill-after-swap``: SIGKILL itself right after the second rename (the old output not yet removed);
+* ``kill-after-exchange``: SIGKILL itself right after the one-step exchange of the partial and OUT (the old
+  output, now at the partial's name, not yet removed).
+
+The first three take the two-rename swap (as where the OS has no exchange); the last the one-step one.
 * ``pause``: once the shard is written (inside the partial folder, before the swap), print ``filled`` and
   wait for a line on standard input.
 
@@ -47,6 +51,19 @@ def _kill() -> None:
 
 
 def _arm(target: Path, mode: str) -> None:
+    from tilefoundry.runtime.resource import prepared
+
+    real_exchange = prepared._exchange
+    if mode == "kill-after-exchange":
+        def exchange(a: Path, b: Path) -> bool:
+            done = real_exchange(a, b)
+            if done:
+                _kill()
+            return done
+
+        prepared._exchange = exchange  # type: ignore[assignment]
+        return
+    prepared._exchange = lambda a, b: False  # type: ignore[assignment]  # the two-rename swap
     real_replace = os.replace
     partial_prefix = f".{target.name}.partial-"
 

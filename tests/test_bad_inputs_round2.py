@@ -83,3 +83,46 @@ def test_ctrl_c_during_prepare_is_one_line_and_leaves_nothing_half_written(tmp_p
     lines = [line for line in captured.err.strip().splitlines() if not line.startswith("Writing model shards")]
     assert lines == ["tilefoundry prepare: interrupted (Ctrl-C)"], captured.err  # after its progress bar
     assert sorted(os.listdir(tmp_path)) == ["llama", "notes.txt"] and mine.read_text() == "mine"
+
+
+def _linkable():  # noqa: ANN202
+    from tilefoundry import lower
+    from tilefoundry.codegen import generate
+
+    return generate(lower(Scale, "cpu"))
+
+
+def test_a_truncated_cached_library_is_built_again_saying_so(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from tilefoundry.codegen import link
+    from tilefoundry.codegen.cache import DiskCache
+
+    cache = DiskCache(tmp_path)
+    first = link(_linkable(), cache=cache)  # built, not loaded: truncating it cannot hurt this process
+    size = first.library.stat().st_size
+    with open(first.library, "r+b") as f:
+        f.truncate(size // 2)
+    capsys.readouterr()
+    again = link(_linkable(), cache=cache)
+    err = capsys.readouterr().err
+    assert again.library.stat().st_size == size, "built again, whole"
+    assert err.count("\n") == 1 and "is not what was built there (truncated or changed since); building it again" \
+        in err, err
+
+
+def test_clearing_the_kernel_cache_removes_only_what_it_made(tmp_path: Path) -> None:
+    from tilefoundry.codegen import link
+    from tilefoundry.codegen.cache import DiskCache
+
+    cache = DiskCache(tmp_path)
+    link(_linkable(), cache=cache)
+    mine = {cache.dir / ".my-scratch" / "a.txt": b"old scratch", cache.dir / "notes" / "b.txt": b"notes",
+            cache.dir / "pch" / "readme.txt": b"mine too"}
+    for path, data in mine.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    hour_ago = os.stat(cache.dir).st_mtime - 7200
+    os.utime(cache.dir / ".my-scratch", (hour_ago, hour_ago))  # as old as a stale build folder
+    assert cache.clear() == 1 and cache.entries() == []
+    for path, data in mine.items():
+        assert path.read_bytes() == data, path

@@ -21,7 +21,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from tilefoundry.runtime.resource import DictResource, SafetensorsResource
+from tilefoundry.runtime.resource import DictResource, SafetensorsResource, prepared
 from tilefoundry.runtime.resource.prepared import (
     INDEX_NAME,
     SHARD_NAME,
@@ -239,18 +239,28 @@ def test_the_swap_check_sees_a_change_made_by_another_process(tmp_path: Path) ->
     assert leftovers(tmp_path) == []
 
 
+@pytest.mark.parametrize("one_step", [True, False], ids=["exchange", "two-renames"])
 def test_a_file_added_at_the_last_moment_is_seen_in_the_folder_moved_aside(tmp_path: Path,
-                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+                                                                           monkeypatch: pytest.MonkeyPatch,
+                                                                           one_step: bool) -> None:
     out = tmp_path / "out"
     Small.prepare(DictResource(raw(1)), str(out))
-    real_replace = os.replace
+    real_replace, real_exchange = os.replace, prepared._exchange
 
     def replace(src: Any, dst: Any) -> None:
         if Path(src) == out:  # after the check under the lock, just before the folder is moved aside
             (out / "late.txt").write_text("written at the last moment")
         real_replace(src, dst)
 
+    def exchange(a: Path, b: Path) -> bool:
+        if not one_step:
+            return False
+        if b == out and not (out / "late.txt").exists():  # the first exchange; the second puts it back
+            (out / "late.txt").write_text("written at the last moment")
+        return real_exchange(a, b)
+
     monkeypatch.setattr(os, "replace", replace)
+    monkeypatch.setattr(prepared, "_exchange", exchange)
     with pytest.raises(FileExistsError, match=rf"{out} is not a prepared checkpoint directory .*late\.txt"):
         Small.prepare(DictResource(raw(2)), str(out))
     monkeypatch.undo()
@@ -341,6 +351,17 @@ def test_a_run_killed_before_the_swap_leaves_a_partial_the_next_removes(tmp_path
     assert run_child(out, 2, "kill-before-swap").returncode == -signal.SIGKILL
     assert digest(out) == reference(tmp_path, 1) and len(_hidden(tmp_path, "partial")) == 1
     assert is_prepared(out)
+    Small.prepare(DictResource(raw(3)), str(out))
+    assert digest(out) == reference(tmp_path, 3) and leftovers(tmp_path) == []
+
+
+def test_a_run_killed_right_after_the_one_step_exchange_never_hides_the_output(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    Small.prepare(DictResource(raw(1)), str(out))
+    assert run_child(out, 2, "kill-after-exchange").returncode == -signal.SIGKILL
+    assert digest(out) == reference(tmp_path, 2), "the output is the new one: it was never missing"
+    partials = _hidden(tmp_path, "partial")
+    assert len(partials) == 1 and digest(partials[0]) == reference(tmp_path, 1), "the old one, not yet removed"
     Small.prepare(DictResource(raw(3)), str(out))
     assert digest(out) == reference(tmp_path, 3) and leftovers(tmp_path) == []
 
@@ -443,3 +464,43 @@ def test_the_index_names_every_file_and_carries_the_mark(tmp_path: Path) -> None
     with pytest.raises(FileExistsError, match="not a prepared checkpoint directory"):
         Small.prepare(DictResource(raw(2)), str(out))
     assert digest(out) == before
+
+
+# -- entries of the user's named like a writer's leftovers --------------------------------------------------------
+
+
+def _user_entries(parent: Path) -> dict[str, bytes]:
+    (parent / ".out.partial-mine").mkdir()
+    (parent / ".out.partial-mine" / "thesis.txt").write_bytes(b"chapter one")
+    (parent / ".out.old-backup").mkdir()
+    (parent / ".out.old-backup" / "notes.txt").write_bytes(b"keep me")
+    return {".out.partial-mine/thesis.txt": b"chapter one", ".out.old-backup/notes.txt": b"keep me"}
+
+
+def _still_there(parent: Path, files: dict[str, bytes]) -> None:
+    for name, data in files.items():
+        assert (parent / name).read_bytes() == data, name
+
+
+@pytest.mark.parametrize("existing", [True, False], ids=["replacing", "first"])
+def test_folders_of_the_user_named_like_leftovers_are_never_removed_nor_adopted(tmp_path: Path,
+                                                                                existing: bool) -> None:
+    out = tmp_path / "out"
+    if existing:
+        Small.prepare(DictResource(raw(1)), str(out))
+    files = _user_entries(tmp_path)
+    Small.prepare(DictResource(raw(2)), str(out))
+    assert digest(out) == reference(tmp_path, 2), "the output is the new one, not the user's .out.old-backup"
+    _still_there(tmp_path, files)
+    Small.prepare(DictResource(raw(3)), str(out))  # and again, replacing
+    _still_there(tmp_path, files)
+
+
+def test_a_lock_file_of_the_user_is_refused_and_kept(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    Small.prepare(DictResource(raw(1)), str(out))
+    (tmp_path / ".out.lock").write_bytes(b"my lock notes")
+    with pytest.raises(FileExistsError, match=r"\.out\.lock is in the way of the lock a write of out takes and is "
+                                              r"not one TileFoundry made"):
+        Small.prepare(DictResource(raw(2)), str(out))
+    assert (tmp_path / ".out.lock").read_bytes() == b"my lock notes" and digest(out) == reference(tmp_path, 1)

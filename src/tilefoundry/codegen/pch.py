@@ -27,10 +27,9 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
-from .cache import PCH_FOLDER, DiskCache
+from .cache import PCH_FOLDER, DiskCache, is_made, made_folder, remove_made
 from .linked import LinkableModule
 from .toolchain import Toolchain, compiler_identity, cuda_include_dirs
 
@@ -103,7 +102,8 @@ def header(cache: DiskCache, tc: Toolchain, compiler: Path) -> Path | None:
 
 def discard(include: Path) -> None:
     """Remove the precompiled header of ``include`` (g++ rejected it); the next build makes a new one."""
-    shutil.rmtree(include.parent, ignore_errors=True)
+    if is_made(include.parent):
+        shutil.rmtree(include.parent, ignore_errors=True)
 
 
 def rejected(output: str, include: Path) -> bool:
@@ -134,7 +134,7 @@ def _valid(path: Path) -> bool:
 def _make(cache: DiskCache, tc: Toolchain, compiler: Path, pch_key: str) -> bool:
     final = folder(cache, pch_key)
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{pch_key[:12]}-", dir=final.parent))
+    tmp = made_folder(final.parent, f".{pch_key[:12]}-")
     try:
         (tmp / HEADER).write_text(f"// The runtime include of generated CPU code, precompiled.\n{INCLUDE}\n")
         command = _command(tc, compiler, tmp / HEADER, tmp / f"{HEADER}.gch")
@@ -148,7 +148,7 @@ def _make(cache: DiskCache, tc: Toolchain, compiler: Path, pch_key: str) -> bool
         (tmp / RECORD).write_text(json.dumps({"command": command, "size": st.st_size, "mtime_ns": st.st_mtime_ns},
                                              indent=2) + "\n")
         if final.exists():  # one left behind, invalid
-            shutil.rmtree(final)
+            remove_made(final)
         os.replace(tmp, final)
         return True
     finally:
@@ -158,7 +158,7 @@ def _make(cache: DiskCache, tc: Toolchain, compiler: Path, pch_key: str) -> bool
 def _prune(cache: DiskCache, keep: Path) -> None:
     """Remove all but the KEEP most recently used precompiled headers (``keep`` stays)."""
     root = cache.dir / PCH_FOLDER
-    made = [p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".") and p != keep]
+    made = [p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".") and p != keep and is_made(p)]
     made.sort(key=lambda p: p.stat().st_mtime, reverse=True)
     for old in made[KEEP - 1:]:
         shutil.rmtree(old, ignore_errors=True)

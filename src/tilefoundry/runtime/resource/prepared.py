@@ -20,18 +20,25 @@ the first few entries, and an input lying inside the target is refused. The chec
 and again at the swap, under an exclusive lock on the target (:func:`folder_lock`, an ``flock`` on
 ``.<NAME>.lock`` beside it), so two writers of one target take turns and the last one wins whole.
 
-Replacing takes two renames (target -> ``.<NAME>.old-<random>``, partial -> target). A writer killed in
-between leaves the target missing and its old content hidden; a writer killed while filling leaves its
-partial. The next writer of the same target, holding the lock, puts the old content back (or removes it,
-when the target is there) and removes every partial whose writer is gone (a live writer keeps an ``flock``
-on its partial folder), so no copy leaks.
+Replacing is one step on Linux (``renameat2(RENAME_EXCHANGE)`` of the partial and the target), so the target
+never goes missing; elsewhere it takes two renames (target -> ``.<NAME>.old-<random>``, partial -> target),
+and a writer killed in between leaves the target missing and its old content hidden. A writer killed while
+filling leaves its partial. The next writer of the same target, holding the lock, puts the old content back
+(or removes it, when the target is there) and removes every partial whose writer is gone (a live writer
+keeps an ``flock`` on its partial folder), so no copy leaks. Only what a writer provably made is ever removed
+or renamed: a partial folder holds a mark file from its creation until its content is complete, an old or
+complete folder holds only the files of an output (the caller's ``owned``), and the lock file starts with a
+header; an entry of the user's named like one of them is left as it is (a lock file in the way is refused).
 
 **Cache root** (:func:`cache_root`): ``$TILEFOUNDRY_CACHE``, else ``~/.cache/tilefoundry``.
 """
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import fcntl
+import functools
 import json
 import os
 import secrets
@@ -195,17 +202,58 @@ def _leftover_prefixes(out: Path) -> tuple[str, str]:
     return f".{out.name}.old-", f".{out.name}.partial-"
 
 
+_LOCK_HEADER = b"tilefoundry folder lock\n"
+_PARTIAL_MARK = ".tilefoundry-partial"
+_PARTIAL_HEADER = "tilefoundry temporary folder "
+
+
+def _create_lock_file(path: Path) -> None:
+    """Create the lock file ``path`` holding ``_LOCK_HEADER`` and a random token, atomically (written beside under
+    a random name, then linked into place: a reader never sees it empty); nothing when it exists already."""
+    temp = path.parent / f"{path.name}.{secrets.token_hex(8)}.tmp"
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+    try:
+        os.write(fd, _LOCK_HEADER + secrets.token_hex(16).encode() + b"\n")
+    finally:
+        os.close(fd)
+    try:
+        os.link(temp, path)
+    except FileExistsError:
+        pass
+    finally:
+        os.unlink(temp)  # made just above, by this process
+
+
+def _ours(fd: int) -> bool:
+    """Whether the open lock file ``fd`` is one a writer made (its header), not a file of the user's."""
+    head = os.pread(fd, len(_LOCK_HEADER), 0)
+    return head == _LOCK_HEADER
+
+
 @contextmanager
 def folder_lock(out: str | os.PathLike[str]) -> Iterator[None]:
     """Hold the exclusive lock of the folder ``out``: an ``flock`` on ``.<NAME>.lock`` beside it.
 
-    Blocks while another process (or another open of it in this one) holds it. The lock file is removed
-    on release, while still held; a waiter that then finds it locked a removed file takes the next one.
+    Blocks while another process (or another open of it in this one) holds it. The lock file is made with a
+    header, so a file of that name the user made is refused (never locked, never removed); it is removed on
+    release, while still held; a waiter that then finds it locked a removed file takes the next one.
     """
     target = _resolve_target(out)
     path = target.parent / f".{target.name}.lock"
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        if not os.path.lexists(path):
+            _create_lock_file(path)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            continue  # released and removed meanwhile
+        except OSError as e:  # a link, a folder: not a lock file of ours
+            raise FileExistsError(f"{path} is in the way of the lock a write of {target.name} takes and is not one "
+                                  f"TileFoundry made ({e.strerror}); move it away") from None
+        if not _ours(fd):
+            os.close(fd)
+            raise FileExistsError(f"{path} is in the way of the lock a write of {target.name} takes and is not one "
+                                  "TileFoundry made; it was left as it is: move it away, or choose another output")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             st = os.stat(path)
@@ -223,17 +271,20 @@ def folder_lock(out: str | os.PathLike[str]) -> Iterator[None]:
         yield
     finally:
         try:
-            os.unlink(path)
+            os.unlink(path)  # still the file this process holds locked (checked above), made by a writer
         except FileNotFoundError:
             pass
         os.close(fd)
 
 
-def _recover(out: Path) -> None:
+def _recover(out: Path, owned: _Owned) -> None:
     """Clear what killed writers of ``out`` left beside it (call holding ``folder_lock(out)``).
 
-    The old content hidden by a writer killed between its two renames goes back to ``out`` when ``out`` is
-    missing, and is removed otherwise; a partial folder is removed unless its writer still holds it.
+    Only what a writer provably made is touched: a partial folder holding the mark a writer puts in each one it
+    creates (or holding only what ``owned`` recognises: a complete output), whose writer is gone; an old folder
+    (an output a writer killed between its two renames hid) holding only what ``owned`` recognises. Such an old
+    folder goes back to ``out`` when ``out`` is missing, and is removed otherwise. Anything else named like them
+    is the user's and stays as it is.
     """
     old_prefix, partial_prefix = _leftover_prefixes(out)
     olds: list[os.DirEntry[str]] = []
@@ -242,7 +293,7 @@ def _recover(out: Path) -> None:
         for e in entries:
             if not e.is_dir(follow_symlinks=False):
                 continue
-            if e.name.startswith(old_prefix):
+            if e.name.startswith(old_prefix) and _only_owned(Path(e.path), owned):
                 olds.append(e)
             elif e.name.startswith(partial_prefix):
                 partials.append(e)
@@ -262,9 +313,30 @@ def _recover(out: Path) -> None:
             os.close(fd)
             continue  # its writer is alive
         try:
-            shutil.rmtree(e.path, ignore_errors=True)
+            if _is_marked(Path(e.path)) or _only_owned(Path(e.path), owned):
+                shutil.rmtree(e.path, ignore_errors=True)
         finally:
             os.close(fd)
+
+
+def _is_marked(folder: Path) -> bool:
+    """Whether ``folder`` holds the mark a writer puts in each partial folder it creates."""
+    try:
+        with open(folder / _PARTIAL_MARK, encoding="ascii") as f:
+            return f.read(len(_PARTIAL_HEADER)) == _PARTIAL_HEADER
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def _only_owned(folder: Path, owned: _Owned) -> bool:
+    """Whether ``folder`` holds nothing but the files ``owned`` recognises as a writer's output."""
+    mine = owned(folder)
+    if mine is None:
+        return False
+    try:
+        return all(n in mine and not (folder / n).is_dir() for n in os.listdir(folder))
+    except OSError:
+        return False
 
 
 _Owned = Callable[[Path], Collection[str] | None]
@@ -310,7 +382,7 @@ def check_target(out: str | os.PathLike[str], *, owned: _Owned, inputs: Iterable
     _refuse_inputs_inside(target, inputs, what)
     target.parent.mkdir(parents=True, exist_ok=True)
     with folder_lock(target):
-        _recover(target)
+        _recover(target, owned)
         _refuse_foreign(target, owned, what, kind)
     return target
 
@@ -328,22 +400,62 @@ def _partial(out: Path) -> Iterator[Path]:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # tells other writers' recovery that this partial is alive
+        # the proof that this folder is a writer's (recovery removes no folder without it or a complete output)
+        (path / _PARTIAL_MARK).write_text(f"{_PARTIAL_HEADER}{secrets.token_hex(16)}\n", encoding="ascii")
         yield path
     except BaseException:
-        shutil.rmtree(path, ignore_errors=True)
+        shutil.rmtree(path, ignore_errors=True)  # made just above, by this process
         raise
     finally:
         os.close(fd)
 
 
-def _swap(partial: Path, out: Path, refuse_foreign: Callable[[Path], None]) -> None:
-    """Rename ``partial`` to ``out`` (lock held); an existing ``out`` is moved aside first and removed after.
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap the two paths ``a`` and ``b`` in one step (Linux ``renameat2(RENAME_EXCHANGE)``): at every instant each
+    path names one of the two folders. False where the OS or the file system has no such call."""
+    libc = _libc()
+    if libc is None:
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if libc.renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), os.fspath(a), None, os.fspath(b))
 
-    ``refuse_foreign`` checks the moved-aside folder once more: no path leads into it any longer, so what
-    it holds then is exactly what would be removed. A refusal moves it back.
+
+@functools.cache
+def _libc() -> ctypes.CDLL | None:
+    """The C library, where it has ``renameat2`` (glibc 2.28 and later)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.renameat2.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint)
+        libc.renameat2.restype = ctypes.c_int
+        return libc
+    except (OSError, AttributeError):
+        return None
+
+
+def _swap(partial: Path, out: Path, refuse_foreign: Callable[[Path], None]) -> None:
+    """Put ``partial`` in place of ``out`` (lock held); an existing ``out`` is removed after, once checked.
+
+    Where the OS can, the two are exchanged in one step, so ``out`` never goes missing, even if the process dies
+    right then (the old content is then the partial folder, which the next writer recognises and removes).
+    Otherwise ``out`` is moved aside first. ``refuse_foreign`` checks the old content once more where no path
+    leads into it any longer, so what it holds then is exactly what would be removed; a refusal puts it back.
     """
     if not os.path.lexists(out):
         os.replace(partial, out)
+        return
+    if _exchange(partial, out):
+        aside = partial  # now the old content
+        try:
+            refuse_foreign(aside)
+        except BaseException:
+            _exchange(partial, out)
+            raise
+        shutil.rmtree(aside, ignore_errors=True)  # the old output: only files an earlier write made
         return
     old_prefix = _leftover_prefixes(out)[0]
     old = out.parent / f"{old_prefix}{secrets.token_hex(6)}"
@@ -380,8 +492,9 @@ def write_folder(out: str | os.PathLike[str], fill: Callable[[Path], None], *, o
     target = check_target(out, owned=owned, inputs=inputs, what=what, kind=kind)
     with _partial(target) as partial:
         fill(partial)
+        (partial / _PARTIAL_MARK).unlink()  # the content is complete: it proves itself ours from here on
         with folder_lock(target):
-            _recover(target)
+            _recover(target, owned)
             _refuse_foreign(target, owned, what, kind)
             _swap(partial, target, lambda aside: _refuse_foreign(aside, owned, what, kind, shown_as=target))
     return target
