@@ -126,3 +126,44 @@ def test_clearing_the_kernel_cache_removes_only_what_it_made(tmp_path: Path) -> 
     assert cache.clear() == 1 and cache.entries() == []
     for path, data in mine.items():
         assert path.read_bytes() == data, path
+
+
+DEEP = "[" * 100_000 + "]" * 100_000  # JSON nested past what Python's reader goes
+
+
+def test_json_nested_past_the_readers_depth_is_refused_naming_the_file(tmp_path: Path) -> None:
+    import struct
+
+    from tilefoundry.models.config import UnsupportedModelError, read_json_object
+    from tilefoundry.runtime import SafetensorsResource
+    from tilefoundry.runtime.resource.errors import CheckpointError
+
+    config = tmp_path / "config.json"
+    config.write_text(DEEP)
+    with pytest.raises(UnsupportedModelError, match=rf"{config} nests JSON deeper than any config does"):
+        read_json_object(config)
+    sharded = tmp_path / "sharded"
+    sharded.mkdir()
+    (sharded / "model.safetensors.index.json").write_text(DEEP)
+    with pytest.raises(CheckpointError, match=r"model.safetensors.index.json' nests JSON deeper"):
+        SafetensorsResource(str(sharded), device="cpu").load("w")
+    single = tmp_path / "single"
+    single.mkdir()
+    header = DEEP.encode()
+    (single / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header)
+    with pytest.raises(CheckpointError, match=r"model.safetensors.*its header nests JSON deeper"):
+        SafetensorsResource(str(single), device="cpu").load("w")
+
+
+def test_a_copied_prepared_mark_does_not_make_a_folder_prepared(tmp_path: Path) -> None:
+    import json
+
+    from tilefoundry.runtime.resource.prepared import is_prepared
+
+    ckpt = tmp_path / "hf"
+    make_checkpoint("llama", ckpt, sharded=True)
+    index = ckpt / "model.safetensors.index.json"
+    doc = json.loads(index.read_text())
+    doc.setdefault("metadata", {})["prepared_by"] = "tilefoundry"  # the mark, spoofed
+    index.write_text(json.dumps(doc))
+    assert not is_prepared(ckpt), "its weights sit in the Hugging Face shards, not in prepare's one shard"

@@ -99,6 +99,11 @@ def read_json_object(path: Path) -> dict[str, Any]:
         ) from None
     try:
         doc = json.loads(text)
+    except RecursionError:
+        raise UnsupportedModelError(
+            f"{path} nests JSON deeper than any config does (Python's JSON reader gives up); restore it from the "
+            "checkpoint's source"
+        ) from None
     except json.JSONDecodeError as e:
         raise UnsupportedModelError(
             f"{path} is not valid JSON ({e.msg} at line {e.lineno}, column {e.colno}); restore it from the "

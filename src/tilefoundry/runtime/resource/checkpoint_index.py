@@ -155,6 +155,11 @@ def _read_index(root: Path, index_path: Path) -> dict[str, str]:
             f"index {str(index_path)!r} names the key {dup.key!r} twice in one JSON object; a weight mapped twice "
             "is ambiguous, so nothing is read. Restore the index from the checkpoint's source"
         ) from None
+    except RecursionError:
+        raise CheckpointError(
+            f"index {str(index_path)!r} nests JSON deeper than any checkpoint index does (Python's JSON reader gives "
+            "up); restore it from the checkpoint's source"
+        ) from None
     except json.JSONDecodeError as exc:
         raise CheckpointError(
             f"index {str(index_path)!r} is not valid JSON ({exc.msg} at line {exc.lineno}, column "

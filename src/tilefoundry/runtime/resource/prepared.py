@@ -114,12 +114,13 @@ def _plain_name(name: object) -> bool:
 def prepared_files(folder: str | os.PathLike[str]) -> frozenset[str] | None:
     """The file names a prepared folder's index says prepare wrote (index, shard, companions).
 
-    None when ``folder`` is not a prepared folder: no index, an index that is not JSON, lacks the mark, or
-    names a file by anything but a plain name.
+    None when ``folder`` is not a prepared folder: no index, an index that is not JSON, lacks the mark, names a
+    file by anything but a plain name, or maps a weight to another file than the one shard prepare writes, or
+    that shard is missing (a mark copied into a Hugging Face folder's index).
     """
     try:
         doc = json.loads((Path(folder) / INDEX_NAME).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         return None
     if not isinstance(doc, dict):
         return None
@@ -131,6 +132,10 @@ def prepared_files(folder: str | os.PathLike[str]) -> frozenset[str] | None:
         return None
     names = [*weight_map.values(), *companions]
     if not all(_plain_name(n) for n in names):
+        return None
+    # The mark alone proves nothing (a copied or hand-edited index carries it too): a prepared folder's weights
+    # all sit in its one shard, which is there.
+    if any(n != SHARD_NAME for n in weight_map.values()) or not (Path(folder) / SHARD_NAME).is_file():
         return None
     return frozenset({INDEX_NAME, *names})
 

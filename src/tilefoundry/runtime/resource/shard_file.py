@@ -76,6 +76,9 @@ def read_shard_header(path: Path) -> dict[str, dict[str, Any]]:
         header = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise _corrupt(path, f"its header is not valid JSON ({exc})") from None
+    except RecursionError:
+        raise _corrupt(path, "its header nests JSON deeper than any safetensors header does (Python's JSON reader "
+                             "gives up)") from None
     if not isinstance(header, dict):
         raise _corrupt(path, f"its header is a JSON {type(header).__name__}, not an object")
 
