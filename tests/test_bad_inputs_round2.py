@@ -1,7 +1,9 @@
 """Bad inputs of the second sweep (issue 25): each refused by name, in one line on the command line, losing nothing.
 
 A cache root (``TILEFOUNDRY_CACHE``) that is a file, or lies below one; an op that reads the values of a tensor
-on the meta device (a shape, no data); Ctrl-C during ``prepare``
+on the meta device (a shape, no data); a truncated library in the kernel cache; user folders in the kernel
+cache; JSON nested past Python's reader; a spoofed ``prepared_by`` mark; a tied checkpoint storing a head of its
+own; Ctrl-C during ``prepare``
 (one line, exit status 130, nothing half-written left beside the output).
 """
 
@@ -167,3 +169,34 @@ def test_a_copied_prepared_mark_does_not_make_a_folder_prepared(tmp_path: Path) 
     doc.setdefault("metadata", {})["prepared_by"] = "tilefoundry"  # the mark, spoofed
     index.write_text(json.dumps(doc))
     assert not is_prepared(ckpt), "its weights sit in the Hugging Face shards, not in prepare's one shard"
+
+
+def _tied_checkpoint(folder: Path, head: str) -> torch.Tensor:
+    """A tied Llama checkpoint that also stores an lm_head.weight: the table's copy, or (``head="other"``) not."""
+    from safetensors.torch import load_file, save_file
+
+    make_checkpoint("llama_tied", folder, sharded=False)
+    state = load_file(str(folder / "model.safetensors"))
+    table = state["model.embed_tokens.weight"]
+    state["lm_head.weight"] = table.clone() if head == "same" else torch.randn_like(table)
+    save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    return state["lm_head.weight"]
+
+
+def test_a_stored_head_that_differs_from_tied_embeddings_is_used_as_transformers_does(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from transformers import AutoModelForCausalLM
+
+    from tilefoundry.models.checkpoint import open_checkpoint
+
+    stored = _tied_checkpoint(tmp_path / "other", "other")
+    capsys.readouterr()
+    opened = open_checkpoint(tmp_path / "other", progress=False)
+    err = capsys.readouterr().err
+    assert not opened.config.tie_word_embeddings and "lm_head" in opened.module.weights
+    assert err.count("\n") == 1 and "the stored head is used, not tied" in err, err
+    loaded = opened.module.load(opened.resource())
+    hf = AutoModelForCausalLM.from_pretrained(str(tmp_path / "other")).eval()
+    assert torch.equal(loaded.constants["lm_head"], stored) and torch.equal(hf.lm_head.weight.detach(), stored)
+    _tied_checkpoint(tmp_path / "same", "same")
+    assert open_checkpoint(tmp_path / "same", progress=False).config.tie_word_embeddings, "an equal copy stays tied"

@@ -8,11 +8,15 @@ only prepare stacks; nothing is ever written into the checkpoint folder itself.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import torch
 
 from ..ir.core.module import Module
 from ..runtime.prepare import prepare_module
@@ -94,9 +98,12 @@ def open_checkpoint(folder: str | os.PathLike[str], *, progress: bool = True, al
     path = checkpoint_folder(folder)
     config = config or read_config(path)
     if is_prepared(path):
-        check_sizes(config, checkpoint_shapes(path), None, path / "config.json")
+        shapes = checkpoint_shapes(path)
+        config = untied_where_stored(config, path, shapes, prepared=True)
+        check_sizes(config, shapes, None, path / "config.json")
         return OpenedCheckpoint(path, config, build_causal_lm(config), path, None, allow_unused=allow_unused)
     shapes = checkpoint_shapes(path)
+    config = untied_where_stored(config, path, shapes, prepared=False)
     alias = hf_alias_table(config, shapes)
     check_sizes(config, shapes, alias, path / "config.json")
     mod = build_causal_lm(config)
@@ -124,6 +131,7 @@ def prepare_hf_folder(folder: Path, out: str | os.PathLike[str], *, config: Mode
     if config is None or alias is None:
         config = config or read_config(folder)
         shapes = checkpoint_shapes(folder)
+        config = untied_where_stored(config, folder, shapes, prepared=False)
         alias = alias or hf_alias_table(config, shapes)
         check_sizes(config, shapes, alias, folder / "config.json")
     mod = mod or build_causal_lm(config)
@@ -131,6 +139,38 @@ def prepare_hf_folder(folder: Path, out: str | os.PathLike[str], *, config: Mode
                    allow_unused=True if allow_unused else hf_known_extras(config), progress=progress,
                    companions=[folder / n for n in CHECKPOINT_COMPANIONS if (folder / n).is_file()])
     return config
+
+
+_HEAD, _EMBED = "lm_head.weight", "model.embed_tokens.weight"  # Hugging Face's keys
+_PREPARED_HEAD = "lm_head"  # the root's own weight, in a prepared folder
+
+
+def untied_where_stored(config: ModelConfig, folder: Path, shapes: dict[str, tuple[int, ...]], *,
+                        prepared: bool) -> ModelConfig:
+    """``config``, untied where it ties the embeddings but the checkpoint stores a head of its own that differs.
+
+    transformers does not tie the head to the embedding table when the checkpoint holds an ``lm_head.weight``
+    whose values differ (it warns and keeps the stored head); so the Module declares an lm_head read from it, and
+    this says so once on stderr. A stored head equal to the table (exporters often save both) stays tied. A
+    prepared folder holds a head of its own only when prepare untied it this way.
+    """
+    if not config.tie_word_embeddings:
+        return config
+    if prepared:
+        differs = _PREPARED_HEAD in shapes
+    else:
+        if _HEAD not in shapes or _EMBED not in shapes:
+            return config
+        resource = SafetensorsResource(str(folder), device="cpu")
+        head, table = resource.load(_HEAD), resource.load(_EMBED)
+        differs = head.shape != table.shape or not torch.equal(head, table)
+    if not differs:
+        return config
+    if not prepared:
+        print(f"{folder.name}: config.json ties the output head to the embeddings (tie_word_embeddings), but the "
+              f"checkpoint stores an {_HEAD} that differs from {_EMBED}; as transformers does, the stored head is "
+              "used, not tied", file=sys.stderr, flush=True)
+    return dataclasses.replace(config, tie_word_embeddings=False)
 
 
 def checkpoint_keys(folder: Path) -> set[str]:
