@@ -200,3 +200,17 @@ def test_a_stored_head_that_differs_from_tied_embeddings_is_used_as_transformers
     assert torch.equal(loaded.constants["lm_head"], stored) and torch.equal(hf.lm_head.weight.detach(), stored)
     _tied_checkpoint(tmp_path / "same", "same")
     assert open_checkpoint(tmp_path / "same", progress=False).config.tie_word_embeddings, "an equal copy stays tied"
+
+
+def test_a_numbered_cpu_and_an_output_under_a_file_are_refused_in_the_command_line_s_words(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ckpt = tmp_path / "llama"
+    make_checkpoint("llama", ckpt, sharded=False)
+    capsys.readouterr()  # what saving the checkpoint printed
+    refused(capsys, ["prepare", "--ckpt", str(ckpt), "--out", str(tmp_path / "o"), "--device", "cpu:1"],
+            "--device", "the CPU is one device here, with no numbered ones; use cpu")
+    blocker = tmp_path / "notes.txt"
+    blocker.write_text("mine")
+    line = refused(capsys, ["prepare", "--ckpt", str(ckpt), "--out", str(blocker / "out")],
+                   f"{blocker} is a file, not a folder; choose another output folder")
+    assert "Errno" not in line and blocker.read_text() == "mine"

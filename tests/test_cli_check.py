@@ -383,11 +383,15 @@ def test_refusals_of_the_predicates(model: Path, capsys: pytest.CaptureFixture[s
     err = refused(capsys, f"{model}:NetTwin")
     assert "state the predicates: --expect PATH=PRED" in err
     err = refused(capsys, f"{model}:NetTwin", "--expect", "output[0]=rel_l2:max=1e-6")
-    assert "output output[1] has no predicate; add --expect 'output[1]=PRED'" in err
+    assert "its output output[1] has no predicate; add --expect 'output[1]=PRED'" in err
     err = refused(capsys, f"{model}:NetTwin", "--expect", TOL, "--expect", "output[7]=equal")
     assert "--expect names output[7], which no checked callable produced" in err
     err = refused(capsys, f"{model}:NetTwin", "--expect", "output[0]=equal", "--expect", "output[1]=rel_l2:max=1")
     assert "output[1]" in err and "equal" in err
+    err = refused(capsys, f"{model}:OffByOne", "--expect", "output[3]=equal")  # one output, named output
+    assert "its one output, 'output', has no predicate" in err and "--expect named output[3], which" in err
+    err = refused(capsys, f"{model.parent}:OffByOne", "--expect", TOL)  # a folder where a file goes
+    assert f"{model.parent} is a folder; the target is a Python file and a name in it, FILE.py:Name" in err
     assert "unknown predicate 'close'" in refused(capsys, f"{model}:NetTwin", "--expect", "*=close")
     assert "is not PATH=PRED" in refused(capsys, f"{model}:NetTwin", "--expect", "rel_l2")
 

@@ -286,9 +286,14 @@ class _Expectations:
             elif self.wildcard:
                 expect[path] = _wildcard_for(self.wildcard, tensor.dtype)
             else:
+                names = {p for p, _ in leaves}
+                unmatched = sorted(p for p in self.plain if p not in names)
+                also = (f"; --expect named {', '.join(unmatched)}, which {label} does not produce" if unmatched
+                        else "")
+                which = "its one output, 'output'," if path == "output" else f"its output {path}"
                 raise Refusal(
-                    f"{label}: output {path} has no predicate; add --expect '{path}=PRED' (or --expect '*=PRED' "
-                    f"for every output not named); produced: {produced}"
+                    f"{label}: {which} has no predicate; add --expect '{path}=PRED' (or --expect '*=PRED' for every "
+                    f"output not named); produced: {produced}{also}"
                 )
         return expect
 

@@ -100,6 +100,9 @@ class Selection:
 def import_file(file: str) -> pytypes.ModuleType:
     """Import a Python file by path (its folder is importable while it runs), refusing a missing file."""
     path = Path(file)
+    if path.is_dir():
+        raise Refusal(f"{file} is a folder; the target is a Python file and a name in it, FILE.py:Name, e.g. "
+                      "model.py:ModelTwin")
     if not path.is_file():
         raise Refusal(f"{file}: no such file; the target is FILE.py:Name, e.g. model.py:ModelTwin")
     resolved = path.resolve()

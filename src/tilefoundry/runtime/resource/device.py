@@ -57,4 +57,6 @@ def resolve_run_device(device: str | torch.device) -> torch.device:
             f"device {str(device)!r} is not one a model runs on (it holds no data, or is not supported); "
             "use cpu, cuda or cuda:N"
         )
+    if dev.type == "cpu" and dev.index not in (None, 0):
+        raise ValueError(f"device {str(device)!r}: the CPU is one device here, with no numbered ones; use cpu")
     return dev

@@ -385,7 +385,13 @@ def check_target(out: str | os.PathLike[str], *, owned: _Owned, inputs: Iterable
     """
     target = _resolve_target(out)
     _refuse_inputs_inside(target, inputs, what)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        blocker = next((p for p in (target.parent, *target.parent.parents) if p.exists() and not p.is_dir()),
+                       target.parent)
+        raise FileExistsError(f"{what}: the output folder {target} cannot be made: {blocker} is a file, not a "
+                              "folder; choose another output folder") from None
     with folder_lock(target):
         _recover(target, owned)
         _refuse_foreign(target, owned, what, kind)
