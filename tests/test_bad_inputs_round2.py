@@ -214,3 +214,25 @@ def test_a_numbered_cpu_and_an_output_under_a_file_are_refused_in_the_command_li
     line = refused(capsys, ["prepare", "--ckpt", str(ckpt), "--out", str(blocker / "out")],
                    f"{blocker} is a file, not a folder; choose another output folder")
     assert "Errno" not in line and blocker.read_text() == "mine"
+
+
+@pytest.mark.parametrize("swap", ["link", "file"])
+def test_a_shard_swapped_after_the_checkpoint_was_opened_is_not_read(tmp_path: Path, swap: str) -> None:
+    from safetensors.torch import save_file
+
+    from tilefoundry.runtime import SafetensorsResource
+    from tilefoundry.runtime.resource.errors import CheckpointError
+
+    folder, outside = tmp_path / "ckpt", tmp_path / "outside"
+    folder.mkdir()
+    outside.mkdir()
+    save_file({"w": torch.zeros(4)}, str(folder / "model.safetensors"))
+    save_file({"w": torch.full((4,), 7.0)}, str(outside / "model.safetensors"))
+    resource = SafetensorsResource(str(folder), device="cpu")  # the folder is opened (and checked) here
+    (folder / "model.safetensors").unlink()
+    if swap == "link":
+        (folder / "model.safetensors").symlink_to(outside / "model.safetensors")
+    else:
+        os.link(outside / "model.safetensors", folder / "model.safetensors")  # another file under the name
+    with pytest.raises(CheckpointError, match=r"model.safetensors' is (now a symlink|no longer the file it was)"):
+        resource.load("w")

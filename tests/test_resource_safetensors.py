@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import pickle
 from collections import Counter
 from collections.abc import Mapping
@@ -118,7 +119,7 @@ class _CountingOpen:
         self.reads: list[str] = []
 
     def __call__(self, path: str, *args: Any, **kwargs: Any) -> Any:
-        self.opens[Path(path).name] += 1
+        self.opens[Path(os.path.realpath(path)).name] += 1  # the shard a /proc/self/fd/N name reads through
         handle = self.real(path, *args, **kwargs)
         reads = self.reads
 

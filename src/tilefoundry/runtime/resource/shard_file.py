@@ -14,6 +14,7 @@ with, so two spellings of one file (which the layout maps to one path) share one
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -137,8 +138,20 @@ class ShardPool:
     """
 
     def __init__(self, shards: Mapping[str, Path]) -> None:
-        """``shards`` maps each shard name to its file's path; names of one file must map to equal paths."""
+        """``shards`` maps each shard name to its file's path; names of one file must map to equal paths.
+
+        Each file's identity (device and inode) is taken now, when the checkpoint is opened: a shard is read only
+        if the file found at its path when it is first read is still that file (not swapped for a link to another
+        file meanwhile), and it is read through the descriptor that checked it.
+        """
         self._paths = shards
+        self._identity: dict[Path, tuple[int, int] | None] = {}
+        for path in shards.values():
+            try:
+                st = os.stat(path, follow_symlinks=False)
+                self._identity[path] = (st.st_dev, st.st_ino)
+            except OSError:
+                self._identity[path] = None  # reported when it is read
         self._names: dict[Path, str] = {}  # path -> its first name in ``shards``, for ``opened``
         for name, path in shards.items():
             self._names.setdefault(path, name)
@@ -158,18 +171,31 @@ class ShardPool:
                 self._open[path] = found
             return found
 
-    @staticmethod
-    def _open_shard(path: Path) -> OpenShard:
+    def _open_shard(self, path: Path) -> OpenShard:
         # safe_open checks the whole header (byte ranges in bounds, contiguous, sized by dtype and shape)
         # before mapping the file. When it refuses, read_shard_header says which part is wrong, by key.
         try:
-            handle = safe_open(os.fspath(path), framework="pt", device="cpu")
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise CheckpointError(f"shard {str(path)!r} is now a symlink; it was a file when the checkpoint was "
+                                      "opened, and a link is not followed: open the checkpoint again") from None
+            raise CheckpointError(f"cannot read shard {str(path)!r}: {exc.strerror or exc}") from None
+        try:
+            st = os.fstat(fd)
+            if self._identity.get(path) != (st.st_dev, st.st_ino):
+                raise CheckpointError(f"shard {str(path)!r} is no longer the file it was when the checkpoint was "
+                                      "opened (replaced meanwhile); nothing of it is read: open the checkpoint again")
+            through = f"/proc/self/fd/{fd}"  # the file this descriptor checked, whatever the name holds now
+            handle = safe_open(through if os.path.exists(through) else os.fspath(path), framework="pt", device="cpu")
         except (SafetensorError, OSError) as exc:
             read_shard_header(path)  # raises a CheckpointError naming the file and the faulty entry
             raise CheckpointError(
                 f"shard {str(path)!r} cannot be opened as safetensors: {exc}. Restore it from the "
                 "checkpoint's source"
             ) from None
+        finally:
+            os.close(fd)
         return OpenShard(path, handle, frozenset(handle.keys()))
 
     @property
