@@ -504,3 +504,17 @@ def test_a_lock_file_of_the_user_is_refused_and_kept(tmp_path: Path) -> None:
                                               r"not one TileFoundry made"):
         Small.prepare(DictResource(raw(2)), str(out))
     assert (tmp_path / ".out.lock").read_bytes() == b"my lock notes" and digest(out) == reference(tmp_path, 1)
+
+
+def test_a_reader_names_the_output_a_killed_run_hid_and_renames_nothing(tmp_path: Path) -> None:
+    from tilefoundry.models.checkpoint import checkpoint_folder
+
+    out = tmp_path / "out"
+    Small.prepare(DictResource(raw(1)), str(out))
+    assert run_child(out, 2, "kill-between-renames").returncode == -signal.SIGKILL  # the two-rename swap
+    (old,) = _hidden(tmp_path, "old")
+    before = sorted(os.listdir(tmp_path))
+    with pytest.raises(FileNotFoundError, match=rf"previous content is complete in '{old}': run the same prepare "
+                                                r"again \(it puts that back first\), or pass that folder"):
+        checkpoint_folder(out)
+    assert sorted(os.listdir(tmp_path)) == before, "a reader renamed nothing"

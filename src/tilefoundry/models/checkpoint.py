@@ -22,7 +22,7 @@ from ..ir.core.module import Module
 from ..runtime.prepare import prepare_module
 from ..runtime.resource import AliasValue, SafetensorsResource
 from ..runtime.resource.checkpoint_index import read_checkpoint_layout
-from ..runtime.resource.prepared import cache_root, is_prepared
+from ..runtime.resource.prepared import cache_root, hidden_output, is_prepared
 from ..runtime.resource.shard_file import read_shard_header
 from .aliases import hf_alias_table, hf_known_extras, needs_prepare
 from .config import ConfigFieldError, ModelConfig, read_config
@@ -80,7 +80,11 @@ def checkpoint_folder(folder: str | os.PathLike[str]) -> Path:
         return path.resolve()
     what = "is a file, not a folder" if path.exists() else "does not exist"
     hint = "pass the folder holding config.json and the safetensors files"
-    if not path.exists() and text.count("/") == 1 and not text.startswith((".", "/", "~")):
+    hidden = hidden_output(path) if not path.exists() else None
+    if hidden is not None:  # a reader renames nothing: it names the complete folder a killed prepare hid
+        hint = (f"a prepare replacing it was stopped between its two renames, and its previous content is complete "
+                f"in {str(hidden)!r}: run the same prepare again (it puts that back first), or pass that folder")
+    elif not path.exists() and text.count("/") == 1 and not text.startswith((".", "/", "~")):
         hint = (f"TileFoundry reads local folders only and never downloads: fetch it first (e.g. `hf download "
                 f"{text} --local-dir DIR`) and pass DIR")
     raise FileNotFoundError(f"checkpoint folder {text!r} {what}; {hint}")

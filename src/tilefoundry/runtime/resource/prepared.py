@@ -60,6 +60,7 @@ __all__ = [
     "cache_root",
     "check_target",
     "folder_lock",
+    "hidden_output",
     "is_prepared",
     "prepared_files",
     "write_folder",
@@ -322,6 +323,21 @@ def _recover(out: Path, owned: _Owned) -> None:
                 shutil.rmtree(e.path, ignore_errors=True)
         finally:
             os.close(fd)
+
+
+def hidden_output(out: str | os.PathLike[str]) -> Path | None:
+    """The complete prepared folder a writer killed between its two renames left hidden beside the missing
+    ``out`` (``.<NAME>.old-<random>``, holding only a prepared folder's files), the newest; None when there is
+    none. Reading it renames nothing: only the next writer, holding the lock, puts it back."""
+    target = _resolve_target(out)
+    old_prefix = _leftover_prefixes(target)[0]
+    try:
+        found = [Path(e.path) for e in os.scandir(target.parent)
+                 if e.name.startswith(old_prefix) and e.is_dir(follow_symlinks=False)
+                 and _only_owned(Path(e.path), prepared_files)]
+    except OSError:
+        return None
+    return max(found, key=lambda p: p.stat().st_ctime_ns) if found else None
 
 
 def _is_marked(folder: Path) -> bool:
