@@ -22,12 +22,13 @@ from __future__ import annotations
 from ..ir.types.dim import Dim, dims_equal
 from ..tir.buffer import Literal
 from ..tir.stmt import Tag
-from .opmap import BINARY_TAGS, UNARY_OPS, literal, unary_tag
+from .opmap import ELEMENTWISE_OPS, elementwise_call, literal
 from .program import Op, Val
 from .stages import Stage, StagedProgram
 from .views import View
 
-EPILOGUE_OPS = UNARY_OPS | frozenset(BINARY_TAGS) | {"where"}
+# The elementwise ops of one element each (full_like makes a tensor, reshard / local place one).
+EPILOGUE_OPS = ELEMENTWISE_OPS - {"full_like", "reshard", "local"}
 
 
 def fuse_epilogues(staged: StagedProgram) -> StagedProgram:
@@ -135,12 +136,8 @@ def operand_strides(view: View, shape: tuple[Dim, ...]) -> tuple[Dim, Dim]:
 
 
 def step_of(op: Op) -> tuple[str, Tag]:
-    """The ``ops::scalar`` family and tag of an epilogue op."""
-    if op.op in BINARY_TAGS:
-        return "binary", Tag(BINARY_TAGS[op.op])
-    if op.op == "where":
-        return "ternary", Tag("select_op")
-    return "unary", unary_tag(op.op, op.attrs, op.inputs[0].type.dtype, op.outputs[0].type.dtype)
+    """The ``ops::scalar`` family and tag of an epilogue op (those of its tensor form)."""
+    return elementwise_call(op.op, op.attrs, op.inputs[0].type.dtype, op.outputs[0].type.dtype)
 
 
 def constant_literal(v: Val) -> Literal:

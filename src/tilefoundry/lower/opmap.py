@@ -77,6 +77,17 @@ def unary_tag(op: str, attrs: dict, dtype: DType, result: DType) -> Tag:
     return Tag(UNARY_TAGS[op])
 
 
+def elementwise_call(op: str, attrs: dict, dtype: DType, result: DType) -> tuple[str, Tag]:
+    """The runtime family (``unary``, ``binary``, ``ternary``) and tag computing the elementwise ``op`` on
+    ``dtype`` (its first operand's) giving ``result``: a tensor op's (``ops::<family>``) and an epilogue's
+    element (``ops::scalar::<family>``) alike."""
+    if op in BINARY_TAGS:
+        return "binary", Tag(BINARY_TAGS[op])
+    if op == "where":
+        return "ternary", Tag("select_op")
+    return "unary", unary_tag(op, attrs, dtype, result)
+
+
 def _extreme(dtype: DType, *, low: bool) -> Literal:
     if dtype.is_float:
         return Literal(-math.inf if low else math.inf, dtype)

@@ -33,7 +33,7 @@ from ..tir.stmt import (
 )
 from .errors import LoweringError
 from .layouts import RowLayouts
-from .opmap import BINARY_TAGS, COMPILED_DTYPES, REDUCE_TAGS, UNARY_OPS, literal, unary_tag
+from .opmap import BINARY_TAGS, COMPILED_DTYPES, REDUCE_TAGS, UNARY_OPS, elementwise_call, literal
 from .params import bind_dimvars, output_params
 from .program import Op, Program, Val
 from .rows import REDUCTIONS, RowForm, RowSpace, analyze_rows, has_reduction, split_rows
@@ -221,17 +221,14 @@ class _RowLowering:
         if op.op == "full_like":
             where.append(OpCall("fill", None, (literal(op.attrs["value"], out.type.dtype),), self.result(out),
                                 origin))
-        elif op.op in UNARY_OPS:
-            src = self.buffer_of(op.inputs[0], origin)
-            tag = unary_tag(op.op, op.attrs, op.inputs[0].type.dtype, op.outputs[0].type.dtype)
-            where.append(OpCall("unary", tag, (src,), self.result(out), origin))
-        elif op.op in BINARY_TAGS:
-            self._refuse_integer(op)
-            a, b = (self.operand[id(v)] for v in op.inputs)
-            where.append(OpCall("binary", Tag(BINARY_TAGS[op.op]), (a, b), self.result(out), origin))
-        elif op.op == "where":
-            c, a, b = (self.operand[id(v)] for v in op.inputs)
-            where.append(OpCall("ternary", Tag("select_op"), (c, a, b), self.result(out), origin))
+        elif op.op in UNARY_OPS or op.op in BINARY_TAGS or op.op == "where":
+            family, tag = elementwise_call(op.op, op.attrs, op.inputs[0].type.dtype, op.outputs[0].type.dtype)
+            if family == "binary":
+                self._refuse_integer(op)
+            # a unary op reads its operand as a buffer; the others take scalars (literals) as they are
+            ins = ((self.buffer_of(op.inputs[0], origin),) if family == "unary"
+                   else tuple(self.operand[id(v)] for v in op.inputs))
+            where.append(OpCall(family, tag, ins, self.result(out), origin))
         elif op.op == "reduce":
             src = self.buffer_of(op.inputs[0], origin)
             where.append(OpCall("reduce", Tag(REDUCE_TAGS[op.attrs["kind"]]), (src,), self.result(out), origin,

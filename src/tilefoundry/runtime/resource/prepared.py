@@ -93,16 +93,25 @@ def cache_root() -> Path:
     """
     env = os.environ.get("TILEFOUNDRY_CACHE")
     root = Path(env) if env else Path.home() / ".cache" / "tilefoundry"
-    for at in (root, *root.parents):
-        if at.is_dir():
-            break
-        if at.exists() or at.is_symlink():  # a file (or a dangling link) where a folder must be
-            what = f"TILEFOUNDRY_CACHE is {env!r}" if env else f"the default cache root is {str(root)!r}"
-            where = "it is" if at == root else f"{str(at)!r} above it is"
-            raise CacheRootError(
-                f"{what}, but {where} a file, not a folder; point TILEFOUNDRY_CACHE at a folder (created when "
-                "missing) or move the file")
+    at = _file_in_the_way(root)
+    if at is not None:
+        what = f"TILEFOUNDRY_CACHE is {env!r}" if env else f"the default cache root is {str(root)!r}"
+        where = "it is" if at == root else f"{str(at)!r} above it is"
+        raise CacheRootError(
+            f"{what}, but {where} a file, not a folder; point TILEFOUNDRY_CACHE at a folder (created when "
+            "missing) or move the file")
     return root
+
+
+def _file_in_the_way(folder: Path) -> Path | None:
+    """The file (or dangling link) at ``folder`` or at the nearest existing path above it, which keeps ``folder``
+    from being a folder; None when that nearest existing path is a folder."""
+    for at in (folder, *folder.parents):
+        if at.is_dir():
+            return None
+        if at.exists() or at.is_symlink():
+            return at
+    return None
 
 
 # -- reading the format ----------------------------------------------------------------------------------------
@@ -355,9 +364,14 @@ def _only_owned(folder: Path, owned: _Owned) -> bool:
     if mine is None:
         return False
     try:
-        return all(n in mine and not (folder / n).is_dir() for n in os.listdir(folder))
+        return not _foreign(folder, mine)
     except OSError:
         return False
+
+
+def _foreign(folder: Path, mine: Collection[str]) -> list[str]:
+    """The entries of ``folder`` that are not among the files ``mine`` names (a subfolder never is), sorted."""
+    return sorted(n for n in os.listdir(folder) if n not in mine or (folder / n).is_dir())
 
 
 _Owned = Callable[[Path], Collection[str] | None]
@@ -371,8 +385,7 @@ def _refuse_foreign(out: Path, owned: _Owned, what: str, kind: str, shown_as: Pa
     name = shown_as or out
     if not out.is_dir():
         raise FileExistsError(f"{what}: {name} exists and is not a folder; choose another output folder")
-    mine = owned(out) or frozenset()
-    foreign = sorted(n for n in os.listdir(out) if n not in mine or (out / n).is_dir())
+    foreign = _foreign(out, owned(out) or frozenset())
     if foreign:
         shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
         raise FileExistsError(
@@ -404,8 +417,7 @@ def check_target(out: str | os.PathLike[str], *, owned: _Owned, inputs: Iterable
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
-        blocker = next((p for p in (target.parent, *target.parent.parents) if p.exists() and not p.is_dir()),
-                       target.parent)
+        blocker = _file_in_the_way(target.parent) or target.parent
         raise FileExistsError(f"{what}: the output folder {target} cannot be made: {blocker} is a file, not a "
                               "folder; choose another output folder") from None
     with folder_lock(target):
