@@ -26,6 +26,7 @@ from ..tir.stmt import (
     MeshScope,
     OpCall,
     Origin,
+    Prologue,
     RowGuard,
     RowLoop,
     RowOffset,
@@ -245,9 +246,11 @@ class KernelEmitter:
             line = f"ops::attention_combine({args[0]}, {out});"
         elif s.family == "reduce_axis":
             line = f"ops::reduce_axis<ops::{s.tag.name}>({args[0]}, {out});"
-        elif s.family == "matmul" and s.epilogue is not None:
+        elif s.family == "matmul" and (s.epilogue is not None or s.prologue is not None):
             acc = cxx.COMPUTE_TYPES[s.tag.name]
-            epilogue = self.epilogue(s.epilogue, acc, ind)
+            epilogue = self.epilogue(s.epilogue, acc, ind) if s.epilogue is not None else "ops::no_epilogue{}"
+            if s.prologue is not None:
+                epilogue += f", {self.prologue(s.prologue, ind)}"
             line = f"ops::matmul<{acc}>({', '.join(args)}, {out}, {epilogue});"
         elif s.family in COMPUTE_TAGGED:  # the tag names the dtype the op computes (accumulates) in
             line = f"ops::{s.family}<{cxx.COMPUTE_TYPES[s.tag.name]}>({', '.join(args)}, {out});"
@@ -282,6 +285,15 @@ class KernelEmitter:
                           f"int64_t{' ' + n if reads else ''}, {acc} {value}) {{")
         self.lines += [f"{ind}  {line}" for line in body]
         self.lines.append(f"{ind}}};")
+        return name
+
+    def prologue(self, p: Prologue, ind: str) -> str:
+        """Declares how a matmul reads its first operand (``ops::rms_norm_prologue``) and returns its name."""
+        name = self.names(("prologue", id(p)), "prologue")
+        compute = cxx.COMPUTE_TYPES[p.compute.name]
+        eps = cxx.literal(p.eps, compute=True)
+        self.lines.append(f"{ind}auto const {name} = ops::{p.kind}_prologue<{compute}, {cxx.cxx_type(p.dtype)}>("
+                          f"{self.buffer(p.weight)}, {eps});")
         return name
 
     def tag(self, s: OpCall) -> str:

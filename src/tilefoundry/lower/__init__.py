@@ -3,7 +3,9 @@
 The passes, in order (each a small function over a printable form):
 
 1. ``flatten_function``: the function's ops, calls of sibling functions inlined (``program.py``);
-2. ``expand_composites``: rms_norm, layer_norm and softmax as the primitives they compute (``expand.py``);
+2. recognition, for a function without a placement of its own: attention as one op (``fuse_attention.py``),
+   an rms_norm read only by matmuls moved into them as their prologue (``prologue.py``); then
+   ``expand_composites``: rms_norm, layer_norm and softmax as the primitives they compute (``expand.py``);
 3. staging: a function with a matmul or a view op is cut into stages, kernels run one after another
    (``stages.py``; views as strides, ``views.py``), each lowered on its own below (``staged.py``; a matmul
    stage by ``matmul.py``);
@@ -29,6 +31,7 @@ from .expand import expand_composites
 from .fuse_attention import fuse_attention
 from .meshwise import is_placed, lower_mesh
 from .program import Program, flatten_function
+from .prologue import fuse_prologues
 from .rows import analyze_rows
 from .rowwise import lower_rows
 from .schedule import Declared
@@ -82,7 +85,7 @@ def lower_function(fn: Function, target: Target, declared: Declared) -> PrimFunc
                             "compiling a dispatch is not supported yet: jit each variant (its .variants[i])", fn.loc)
     prog: Program = flatten_function(fn)
     placed = is_placed(prog)
-    prog = expand_composites(prog if placed else fuse_attention(prog))
+    prog = expand_composites(prog if placed else fuse_prologues(fuse_attention(prog)))
     if placed:
         op = next((op for op in prog.ops if op.op in MATMUL_OPS or op.op in OWN_KERNEL_OPS or op.op in VIEW_OPS),
                   None)

@@ -87,7 +87,7 @@ def _results(staged: StagedProgram, ops: list[Op]) -> list[Val]:
 
 def _fusable(staged: StagedProgram, mm: Op, stage: Stage, k: int) -> bool:
     result = mm.outputs[0]
-    a, b = (staged.view(v) for v in mm.inputs)
+    a, b = (staged.view(v) for v in mm.inputs[:2])  # a third: the norm weight of a prologue (prologue.py)
     if len(a.shape) != 2 or len(b.shape) != 2 or id(result) in staged.storage or id(result) in staged.views:
         return False
     if _returned(staged, result) or any(r not in stage.ops for r in _readers(staged, result)):

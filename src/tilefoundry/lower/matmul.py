@@ -9,8 +9,10 @@ and ``ops::matmul`` computes the tile, every element a dot product accumulated i
 dtype (f32 for 16-bit inputs), its tier chosen from the views' layouts (contiguous runs of K: a warp a dot
 product in 16-byte groups).
 
-Correct at any row count; not yet the fast schedules (the bulk-copy streamed GEMV of few rows with fused
-prologues and epilogues, and the tensor-core GEMM of many, are still to come).
+A prologue (``prologue.py``: the rms_norm of ``a``'s rows, with the norm's weight) and an epilogue
+(``epilogue.py``: elementwise ops over each result) run inside the same call. Correct at any row count; not
+yet the fast schedules (the bulk-copy streamed GEMV of few rows and the tensor-core GEMM of many are still to
+come).
 """
 
 from __future__ import annotations
@@ -21,7 +23,18 @@ from ..target import CudaTarget, Target
 from ..tir.buffer import Buffer, Literal
 from ..tir.function import Schedule
 from ..tir.layout import TLayout
-from ..tir.stmt import Epilogue, EpilogueStep, GmemView, OpCall, Origin, RowLoop, RowOffset, Stmt, Tag
+from ..tir.stmt import (
+    Epilogue,
+    EpilogueStep,
+    GmemView,
+    OpCall,
+    Origin,
+    Prologue,
+    RowLoop,
+    RowOffset,
+    Stmt,
+    Tag,
+)
 from .epilogue import constant_literal, operand_strides, step_of
 from .errors import LoweringError
 from .program import Op, Val
@@ -50,11 +63,13 @@ def _tile(n: Dim, most: int) -> Dim:
 
 
 def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int, str], target: Target,
-                epilogue: tuple[list[Op], list[tuple[Val, View]], Val] | None = None) -> tuple[list[Stmt], Schedule]:
+                epilogue: tuple[list[Op], list[tuple[Val, View]], Val] | None = None,
+                norm_weight: View | None = None) -> tuple[list[Stmt], Schedule]:
     """The statements and schedule of the matmul stage computing ``op``
     (``name``: the function, as refusals name it; ``homes``: the parameter name each
     view's root is read from or written to; ``epilogue``: the elementwise ops fused after it, the outside values
-    they read with their views, and the value stored, ``out``'s, as ``epilogue.py`` found them)."""
+    they read with their views, and the value stored, ``out``'s, as ``epilogue.py`` found them; ``norm_weight``:
+    the weight of the rms_norm a prologue applies to ``a``'s rows, as ``prologue.py`` moved it in)."""
     for what, v in (("a", a), ("b", b), ("out", out)):
         if v.gathers:
             raise LoweringError(op.op, name, f"its operand {what} is a view {v} whose rows are picked by positions "
@@ -104,6 +119,14 @@ def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int,
         GmemView(b_buf, homes[id(b.root)], offset(b, b_strides[-1], min(len(b.shape), 2))),
         GmemView(o_buf, homes[id(out.root)], offset(out, o_strides[-1], 2 - (len(a.shape) == 1) - (len(b.shape) == 1))),
     ]
+    prologue = None
+    if norm_weight is not None:
+        w_buf = Buffer(f"{norm_weight.root.name}_tile", norm_weight.root.type.dtype, Storage.gmem, (k,),
+                       TLayout((k,), norm_weight.strides[-1:]))
+        views.append(GmemView(w_buf, homes[id(norm_weight.root)], RowOffset((), (), norm_weight.offset)))
+        compute = op.attrs["prologue_compute"]
+        prologue = Prologue(op.attrs["prologue"], w_buf, Literal(float(op.attrs["prologue_eps"]), compute), compute,
+                            dtype_a, origin)
     fused = None
     if epilogue is not None and epilogue[0]:
         ops, read, result = epilogue
@@ -116,7 +139,7 @@ def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int,
             buffers[id(v)] = buf
         fused = _epilogue(op, ops, buffers, result)
     body: list[Stmt] = [RowLoop("row", [*views, OpCall("matmul", Tag(acc), (a_buf, b_buf), o_buf, origin,
-                                                        epilogue=fused)])]
+                                                        epilogue=fused, prologue=prologue)])]
     return body, matmul_schedule(target, grid)
 
 

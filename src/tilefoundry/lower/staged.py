@@ -141,16 +141,17 @@ class _Stages:
     def matmul(self, name: str, ops: list[Op]) -> StageCall:
         """A matmul's kernel, the elementwise ops fused after it (``epilogue.py``) applied to each result."""
         op = ops[0]
-        a, b = (self.staged.view(v) for v in op.inputs)
-        for v in (a, b):
+        a, b, *weight = (self.staged.view(v) for v in op.inputs)  # a prologue's norm weight third (prologue.py)
+        for v in (a, b, *weight):
             self.home(v.root, op)
         result = epilogue_result(self.staged, ops) if len(ops) > 1 else op.outputs[0]
         out = self.staged.view(result)
         read = [(v, self.staged.view(v)) for v in epilogue_inputs(self.staged, ops)]
         for _, v in read:
             self.home(v.root, op)
-        body, sched = matmul_body(self.prog.name, op, a, b, out, self.homes, self.target, (ops[1:], read, result))
-        return self.kernel(name, [a, b, *(v for _, v in read), out], body, sched, op)
+        body, sched = matmul_body(self.prog.name, op, a, b, out, self.homes, self.target, (ops[1:], read, result),
+                                  weight[0] if weight else None)
+        return self.kernel(name, [a, b, *weight, *(v for _, v in read), out], body, sched, op)
 
     def attention(self, name: str, op: Op, views: list[View], out: View) -> list[StageCall]:
         """The two kernels of an attention (``attention.py``): the keys' slices into a temporary of the slices'

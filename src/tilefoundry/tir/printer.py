@@ -33,6 +33,7 @@ def _stmt(s: Stmt, indent: str, lines: list[str]) -> None:
         ws = f", workspace={s.workspace.name}" if s.workspace is not None else ""
         outs = ", ".join(b.name for b in (s.out, *s.more_out))
         epi = f", {s.epilogue}" if s.epilogue is not None else ""
+        epi += f", {s.prologue}" if s.prologue is not None else ""
         lines.append(f"{indent}{outs} <- {s.family}<{', '.join(tmpl)}>({ins}{ws}{epi})  # {s.origin}")
     elif isinstance(s, Sync):
         lines.append(f"{indent}sync<{s.kind}>" + (f"  # {s.origin}" if s.origin else ""))

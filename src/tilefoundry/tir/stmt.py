@@ -136,6 +136,23 @@ class Epilogue:
         return f"epilogue({self.value}:{self.dtype}; {'; '.join(str(s) for s in self.steps)} -> {self.result})"
 
 
+@dataclass(frozen=True)
+class Prologue:
+    """How a matmul reads its first operand: ``rms_norm(a, weight, eps)`` of each of its rows, computed in
+    ``compute`` and rounded to ``dtype`` (the normed rows' dtype) as each element is read, so the normed rows
+    never reach memory (the RMSNorm before a projection, fused)."""
+
+    kind: str
+    weight: Buffer
+    eps: Literal
+    compute: DType
+    dtype: DType
+    origin: Origin
+
+    def __str__(self) -> str:
+        return f"prologue({self.kind}<{self.compute}>(a, {self.weight.name}, eps={self.eps}):{self.dtype})"
+
+
 @dataclass(eq=False)
 class OpCall(Stmt):
     """One call of a runtime op family entry: ``ops::<family>(tag, operands..., out)``.
@@ -145,7 +162,8 @@ class OpCall(Stmt):
     ``more_out`` are the results after ``out`` of a family with several (topk: ``out`` the values,
     ``more_out`` the indices). ``functors`` are op objects passed before the operands (attention's scores and
     visibility test), ``indices`` integers of the row passed after the results (attention's slice and slice count);
-    ``epilogue`` the elementwise ops a matmul applies to each result before storing it.
+    ``epilogue`` the elementwise ops a matmul applies to each result before storing it; ``prologue`` how a matmul
+    reads its first operand (normed rows).
     """
 
     family: str
@@ -159,6 +177,7 @@ class OpCall(Stmt):
     functors: tuple[Tag, ...] = ()
     indices: tuple[RowOffset, ...] = ()
     epilogue: Epilogue | None = None
+    prologue: Prologue | None = None
 
 
 @dataclass(eq=False)

@@ -5,16 +5,20 @@
 // element type, as the evaluator computes torch.matmul in the accumulate dtype and casts the
 // result. Two tiers, chosen from the operands' layouts: contiguous runs of K (the decode step's
 // GEMV: a weight (N, K) read as its transpose) take the dot-product tier; any other strides the
-// general one.
+// general one. A prologue (matmul_prologue.h) says how the first operand is read: as stored, or
+// as the rms_norm of its rows, each row's scale found first (a sum of its squares), each element
+// normed as it is read.
 #pragma once
 
 #include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/numeric.h>
+#include <tilefoundry/runtime/common/ops/matmul_prologue.h>
 #include <tilefoundry/runtime/common/ops/packed.h>
 #include <tilefoundry/runtime/common/topology.h>
 
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 namespace tilefoundry {
 namespace ops {
@@ -43,8 +47,8 @@ constexpr bool dot_tier_v = unit_stride_v<1, A>&& unit_stride_v<0, B>&&
 
 /// The general tier: any strides. Element i of the tile goes to thread i mod threads, each a whole
 /// dot product over K.
-template <class Acc, class A, class B, class Out, class Epi>
-TILEFOUNDRY_DEVICE void general(A const& a, B const& b, Out&& out, Epi const& epi) {
+template <class Acc, class A, class B, class Out, class Epi, class Pro>
+TILEFOUNDRY_DEVICE void general(A const& a, B const& b, Out&& out, Epi const& epi, Pro const& pro) {
   using T = cute::remove_cvref_t<decltype(out(0, 0))>;
   int64_t const rows = int64_t(cute::size<0>(out));
   int64_t const cols = int64_t(cute::size<1>(out));
@@ -56,8 +60,17 @@ TILEFOUNDRY_DEVICE void general(A const& a, B const& b, Out&& out, Epi const& ep
     int64_t const m = i / cols;
     int64_t const n = i - m * cols;
     Acc acc = Acc(0);
-    for (int64_t k = 0; k < depth; ++k) {
-      acc += detail::convert<Acc>(a(m, k)) * detail::convert<Acc>(b(k, n));
+    if constexpr (Pro::normalizes) {
+      typename Pro::compute_type sum = 0;
+      for (int64_t k = 0; k < depth; ++k) sum += pro.square(a(m, k));
+      auto const scale = pro.scale(sum, depth);
+      for (int64_t k = 0; k < depth; ++k) {
+        acc += detail::convert<Acc>(pro(a(m, k), scale, k)) * detail::convert<Acc>(b(k, n));
+      }
+    } else {
+      for (int64_t k = 0; k < depth; ++k) {
+        acc += detail::convert<Acc>(a(m, k)) * detail::convert<Acc>(b(k, n));
+      }
     }
     out(m, n) = detail::convert<T>(epi(m, n, acc));
   }
@@ -67,25 +80,26 @@ TILEFOUNDRY_DEVICE void general(A const& a, B const& b, Out&& out, Epi const& ep
 /// product of two contiguous runs of K. On CUDA a warp takes C = 4 columns of b (weight rows) at
 /// once, its lanes 16-byte groups of K (where the runs' starts and K allow; element by element
 /// otherwise), the C rows' loads in flight together, each dot product combined by shuffles; the
-/// few activation rows are read one after another against the weight rows it has just loaded. On
-/// the CPU the one thread takes every element, its dot product in independent partial sums over
-/// groups.
-template <class Acc, class A, class B, class Out, class Epi>
-TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, Out&& out, Epi const& epi) {
+/// few activation rows are read one after another against the weight rows it has just loaded (a
+/// normalizing prologue: each warp first sums the row's squares, then norms each group as it reads
+/// it). On the CPU the one thread takes every element, its dot product in independent partial sums
+/// over groups (a normalizing prologue: the tile's rows normed once, first).
+template <class Acc, class A, class B, class Out, class Epi, class Pro>
+TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, Out&& out, Epi const& epi, Pro const& pro) {
   using T = cute::remove_cvref_t<decltype(out(0, 0))>;
   using E = element_t<A>;
   constexpr int V = int(16 / sizeof(E));
   int64_t const rows = int64_t(cute::size<0>(out));
   int64_t const cols = int64_t(cute::size<1>(out));
   int64_t const depth = int64_t(cute::size<1>(a));
-  E const* const pa = &a(0, 0);
+  E const* pa = &a(0, 0);
   E const* const pb = &b(0, 0);
-  int64_t const sa = int64_t(cute::stride<0>(a));
+  int64_t sa = int64_t(cute::stride<0>(a));
   int64_t const sb = int64_t(cute::stride<1>(b));
+#if defined(__CUDA_ARCH__)
   bool const grouped = depth % V == 0 && sa % V == 0 && sb % V == 0 &&
                        reinterpret_cast<std::uintptr_t>(pa) % 16 == 0 &&
                        reinterpret_cast<std::uintptr_t>(pb) % 16 == 0;
-#if defined(__CUDA_ARCH__)
   constexpr int kWarp = 32;
   constexpr int C =
       4;  // columns (weight rows) a warp reads at once: their loads in flight together
@@ -97,6 +111,15 @@ TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, Out&& out, Epi const& epi) {
     int const width = cols - n0 < C ? int(cols - n0) : C;
     for (int64_t m = 0; m < rows; ++m) {
       E const* const x = pa + m * sa;
+      [[maybe_unused]] typename Pro::compute_type scale = 0;
+      if constexpr (Pro::normalizes) {
+        typename Pro::compute_type sum = 0;
+        for (int64_t k = lane; k < depth; k += kWarp) sum += pro.square(x[k]);
+        CUTE_UNROLL
+        for (int mask = kWarp / 2; mask > 0; mask /= 2)
+          sum += __shfl_xor_sync(0xffffffffu, sum, mask);
+        scale = pro.scale(sum, depth);
+      }
       Acc acc[C] = {};
       if (grouped) {
         // Four passes' loads in flight before their products: about 10 KB of weight rows moving per
@@ -109,6 +132,10 @@ TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, Out&& out, Epi const& epi) {
           for (int c = 0; c < C; ++c) {
             if (c < width) detail::load_group(pb + (n0 + c) * sb + k, ws[c]);
           }
+          if constexpr (Pro::normalizes) {
+            CUTE_UNROLL
+            for (int i = 0; i < V; ++i) xs[i] = detail::convert<float>(pro(xs[i], scale, k + i));
+          }
           CUTE_UNROLL
           for (int c = 0; c < C; ++c) {
             CUTE_UNROLL
@@ -117,7 +144,12 @@ TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, Out&& out, Epi const& epi) {
         }
       } else {
         for (int64_t k = lane; k < depth; k += kWarp) {
-          Acc const xk = detail::convert<Acc>(x[k]);
+          Acc xk;
+          if constexpr (Pro::normalizes) {
+            xk = detail::convert<Acc>(pro(x[k], scale, k));
+          } else {
+            xk = detail::convert<Acc>(x[k]);
+          }
           CUTE_UNROLL
           for (int c = 0; c < C; ++c) {
             if (c < width) acc[c] += xk * detail::convert<Acc>(pb[(n0 + c) * sb + k]);
@@ -135,6 +167,22 @@ TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, Out&& out, Epi const& epi) {
     }
   }
 #else
+  std::vector<E> normed;  // a normalizing prologue's rows, normed once for the whole tile
+  if constexpr (Pro::normalizes) {
+    normed.resize(size_t(rows * depth));
+    for (int64_t m = 0; m < rows; ++m) {
+      E const* const x = pa + m * sa;
+      typename Pro::compute_type sum = 0;
+      for (int64_t k = 0; k < depth; ++k) sum += pro.square(x[k]);
+      auto const scale = pro.scale(sum, depth);
+      for (int64_t k = 0; k < depth; ++k) normed[size_t(m * depth + k)] = pro(x[k], scale, k);
+    }
+    pa = normed.data();
+    sa = depth;
+  }
+  bool const grouped = depth % V == 0 && sa % V == 0 && sb % V == 0 &&
+                       reinterpret_cast<std::uintptr_t>(pa) % 16 == 0 &&
+                       reinterpret_cast<std::uintptr_t>(pb) % 16 == 0;
   for (int64_t e = 0; e < rows * cols; ++e) {
     int64_t const n = e / rows;
     int64_t const m = e - n * rows;
@@ -158,18 +206,21 @@ TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, Out&& out, Epi const& epi) {
 #endif
 }
 
-/// out(m, n) = epi(m, n, sum_k a(m, k) * b(k, n)) for the tile's M x N elements: a is M x K, b is
-/// K x N, the sum in Acc, epi's result rounded into out's type. The tier comes from the operands'
-/// layouts: contiguous runs of K take the dot-product tier.
-template <class Acc, class A, class B, class Out, class Epi>
-TILEFOUNDRY_DEVICE void apply(A const& a, B const& b, Out&& out, Epi const& epi) {
+/// out(m, n) = epi(m, n, sum_k pro(a)(m, k) * b(k, n)) for the tile's M x N elements: a is M x K,
+/// b is K x N, the sum in Acc, epi's result rounded into out's type, pro how a's rows are read.
+/// The tier comes from the operands' layouts: contiguous runs of K take the dot-product tier.
+template <class Acc, class A, class B, class Out, class Epi, class Pro>
+TILEFOUNDRY_DEVICE void apply(A const& a, B const& b, Out&& out, Epi const& epi, Pro const& pro) {
   if constexpr (dot_tier_v<A, B>) {
-    dot<Acc>(a, b, out, epi);
+    dot<Acc>(a, b, out, epi, pro);
   } else {
-    general<Acc>(a, b, out, epi);
+    general<Acc>(a, b, out, epi, pro);
   }
 }
 
 }  // namespace matmul_impl
+
+/// The epilogue of a matmul with none (each result stored as it is), for the entry with a prologue.
+using no_epilogue = matmul_impl::store_as_is;
 }  // namespace ops
 }  // namespace tilefoundry

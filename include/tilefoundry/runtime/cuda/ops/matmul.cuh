@@ -12,14 +12,23 @@ namespace ops {
 /// each element a dot product accumulated in Acc and rounded once into out's element type.
 template <class Acc, class A, class B, class Out>
 __device__ void matmul(A const& a, B const& b, Out&& out) {
-  matmul_impl::apply<Acc>(a, b, out, matmul_impl::store_as_is{});
+  matmul_impl::apply<Acc>(a, b, out, matmul_impl::store_as_is{}, plain_rows{});
 }
 
 /// ... each result passed through an epilogue first: out(m, n) = epilogue(m, n, the dot product in
 /// Acc) (the elementwise ops a function applies to the matmul's result, fused: a residual add).
 template <class Acc, class A, class B, class Out, class Epi>
 __device__ void matmul(A const& a, B const& b, Out&& out, Epi const& epilogue) {
-  matmul_impl::apply<Acc>(a, b, out, epilogue);
+  matmul_impl::apply<Acc>(a, b, out, epilogue, plain_rows{});
+}
+
+/// ... its first operand read through a prologue (matmul_prologue.h): out(m, n) = epilogue(m, n,
+/// sum_k prologue(a)(m, k) * b(k, n)) (an RMSNorm before a projection, fused). Pass
+/// no_epilogue{} for none.
+template <class Acc, class A, class B, class Out, class Epi, class Pro>
+__device__ void matmul(A const& a, B const& b, Out&& out, Epi const& epilogue,
+                       Pro const& prologue) {
+  matmul_impl::apply<Acc>(a, b, out, epilogue, prologue);
 }
 
 }  // namespace ops

@@ -1,0 +1,64 @@
+// Matmul prologues: how ops::matmul reads its first operand. The plain one reads it as stored; a
+// norm's reads rms_norm(x, g, eps) of each of its rows, computed as each element is read, so the
+// normed rows never go to memory (the RMSNorm before a projection, fused into it).
+#pragma once
+
+#include <tilefoundry/runtime/common/config.h>
+#include <tilefoundry/runtime/common/numeric.h>
+#include <tilefoundry/runtime/common/ops/binary_ops.h>
+#include <tilefoundry/runtime/common/ops/math.h>
+#include <tilefoundry/runtime/common/ops/scalar.h>
+
+#include <cstdint>
+#include <utility>
+
+namespace tilefoundry {
+namespace ops {
+
+/// The first operand of a matmul read as it is stored.
+struct plain_rows {
+  static constexpr bool normalizes = false;
+  using compute_type = float;
+};
+
+/// The first operand of a matmul read as rms_norm(x, g, eps) of each of its rows (x the operand,
+/// g the norm's weight of K elements), each element as the unfused ops compute it: in Cd, x times
+/// 1 / sqrt(mean(x^2) + eps) of its row, rounded to g's type, times g(k) in g's type, rounded to
+/// H (the normed rows' type).
+template <class Cd, class H, class G>
+struct rms_norm_rows {
+  static constexpr bool normalizes = true;
+  using compute_type = Cd;
+  using W = cute::remove_cvref_t<decltype(std::declval<G const&>()(0))>;
+
+  G g;
+  Cd eps;
+
+  /// x(k)^2 in Cd: one term of the row's sum of squares.
+  template <class X>
+  TILEFOUNDRY_DEVICE Cd square(X const& x) const {
+    Cd const v = detail::convert<Cd>(x);
+    return v * v;
+  }
+
+  /// The row's scale, 1 / sqrt(mean + eps), from the sum of its `depth` squares.
+  TILEFOUNDRY_DEVICE Cd scale(Cd sum_of_squares, int64_t depth) const {
+    return detail::rsqrt_(sum_of_squares / static_cast<Cd>(depth) + eps);
+  }
+
+  /// Element k of the normed row, given the row's scale.
+  template <class X>
+  TILEFOUNDRY_DEVICE H operator()(X const& x, Cd scale, int64_t k) const {
+    W const rounded = detail::convert<W>(detail::convert<Cd>(x) * scale);
+    return detail::convert<H>(scalar::binary<W>(mul_op{}, rounded, g(k)));
+  }
+};
+
+/// rms_norm(x, g, eps) of the matmul's first operand's rows (H: the normed rows' element type).
+template <class Cd, class H, class G>
+TILEFOUNDRY_DEVICE rms_norm_rows<Cd, H, G> rms_norm_prologue(G const& g, Cd eps) {
+  return rms_norm_rows<Cd, H, G>{g, eps};
+}
+
+}  // namespace ops
+}  // namespace tilefoundry
