@@ -22,8 +22,13 @@ the time to the first token of a ``--prefill-tokens`` (1024) prompt. ``--json`` 
 On the CPU (``--device cpu``; default shape ``smollm2-135m`` in f32) the twin and transformers eager alternate
 for ``--rounds`` rounds and medians are reported.
 
+``--kernels compiled,torch`` (any of compiled, cuda, torch) runs this project's engine once per kernel set, each
+its own runner (``project``, then ``project-<set>``), so one run measures the sets side by side; each result's
+``kernels`` names the set that ran.
+
     python bench/decode.py --shape qwen3-1.7b --json decode.json
     python bench/decode.py --device cpu --shape smollm2-135m
+    python bench/decode.py --device cpu --runners project --kernels compiled,torch --rounds 5
 """
 
 from __future__ import annotations
@@ -91,6 +96,8 @@ class Result:
     tokens: list[int] = field(default_factory=list)
     error: str | None = None
     notes: list[str] = field(default_factory=list)
+    kernels: str | None = None
+    """The engine's kernel set that ran (this project's runners)."""
 
 
 def sync(device: str) -> None:
@@ -123,20 +130,27 @@ class Peak:
 class ProjectRunner:
     """This project through its public generate loop: the decode engine when it exists, else the twin."""
 
-    def __init__(self, folder: Path, device: str, capacity: int, kind: str) -> None:
+    def __init__(self, folder: Path, device: str, capacity: int, kind: str, kernels: str | None = None) -> None:
         opened = open_checkpoint(folder, progress=False)
         twin = build_twin(opened.module, opened.config)
         twin.load(opened.resource(device))
         engine_cls = None
-        if kind in ("auto", "engine"):
+        if kind in ("auto", "engine") or kernels is not None:
             try:
                 from tilefoundry.engine import DecodeEngine as engine_cls  # lands with the decode engine
             except ImportError:
-                if kind == "engine":
+                if kind == "engine" or kernels is not None:
                     raise SystemExit("decode.py: --project engine, but tilefoundry.engine has no DecodeEngine yet") \
                         from None
-        self.model = engine_cls(twin, capacity) if engine_cls is not None else twin
-        self.label = "TileFoundry engine" if engine_cls is not None else "TileFoundry twin"
+        self.kernels: str | None = None
+        if engine_cls is not None:
+            engine = engine_cls(twin, capacity, kernels=kernel_set(kernels) if kernels is not None else None)
+            self.kernels = engine.kernels.name
+            self.model = engine
+            self.label = f"TileFoundry engine ({self.kernels} kernels)"
+        else:
+            self.model = twin
+            self.label = "TileFoundry twin"
         self.device = device
 
     def generate(self, prompt: list[int], n: int) -> tuple[list[int], float]:
@@ -151,6 +165,17 @@ class ProjectRunner:
         start = time.perf_counter()
         generate(self.model, prompt, 1, device=self.device)  # its first token ends with a host read
         return time.perf_counter() - start
+
+
+KERNEL_SETS = ("compiled", "cuda", "torch")
+"""The engine's kernel sets ``--kernels`` names (tilefoundry.engine): CompiledKernels, CudaKernels, TorchKernels."""
+
+
+def kernel_set(name: str) -> Any:
+    """The engine's kernel set called ``name``."""
+    from tilefoundry import engine
+
+    return {"compiled": engine.CompiledKernels, "cuda": engine.CudaKernels, "torch": engine.TorchKernels}[name]()
 
 
 class HFRunner:
@@ -402,7 +427,7 @@ def run_hf_compile(folder: Path, prompt: list[int], n: int, prefill_tokens: int,
 def measure(runner: Any, key: str, prompt: list[int], long_prompt: list[int], n: int, device: str,
             warmup: int) -> Result:
     """Warm up, then one timed generate of ``n`` tokens (peak memory around it) and one long-prompt prefill."""
-    result = Result(key, runner.label, n)
+    result = Result(key, runner.label, n, kernels=getattr(runner, "kernels", None))
     start = time.perf_counter()
     runner.generate(prompt, warmup)
     result.setup_s = time.perf_counter() - start
@@ -457,6 +482,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                       "project,hf on cpu)")
     ap.add_argument("--project", choices=("auto", "engine", "twin"), default="auto",
                     help="what runs for this project (auto: the engine when it exists)")
+    ap.add_argument("--kernels", help=f"comma-separated kernel sets of the engine, each its own project runner "
+                                      f"(project, then project-<set>), of {', '.join(KERNEL_SETS)} (default: the "
+                                      "engine's default for the device)")
     ap.add_argument("--prompt-tokens", type=int, default=32)
     ap.add_argument("--new-tokens", type=int, help="greedy tokens each runner generates (1024 on cuda, 16 on cpu)")
     ap.add_argument("--hf-tokens", type=int, help="tokens for transformers eager (128 on cuda)")
@@ -487,7 +515,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         ap.error(f"unknown runner(s) {', '.join(unknown)}; choose from {', '.join(RUNNERS)}")
     if "hf-compile" in args.runners and not cuda:
         ap.error("the hf-compile runner needs --device cuda")
+    args.kernels = args.kernels.split(",") if args.kernels else [None]
+    bad = [k for k in args.kernels if k is not None and k not in KERNEL_SETS]
+    if bad:
+        ap.error(f"unknown kernel set(s) {', '.join(map(str, bad))}; choose from {', '.join(KERNEL_SETS)}")
     return args
+
+
+def project_runners(args: argparse.Namespace, folder: Path, device: str, capacity: int) -> dict[str, Any]:
+    """This project's runners by result key: one per ``--kernels`` set (``project``, then ``project-<set>``)."""
+    out = {}
+    for i, kernels in enumerate(args.kernels):
+        out["project" if i == 0 else f"project-{kernels}"] = ProjectRunner(folder, device, capacity, args.project,
+                                                                            kernels)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -543,11 +584,13 @@ def main(argv: list[str] | None = None) -> int:
             del hf
             torch.cuda.empty_cache()
             if "project" in args.runners:
-                project = ProjectRunner(folder, device, capacity, args.project)
-                results["project"] = measure(project, "project", prompt, long_prompt, args.new_tokens, device,
-                                             args.warmup_tokens)
-                del project
-                torch.cuda.empty_cache()
+                for i, kernels in enumerate(args.kernels):
+                    key = "project" if i == 0 else f"project-{kernels}"
+                    project = ProjectRunner(folder, device, capacity, args.project, kernels)
+                    results[key] = measure(project, key, prompt, long_prompt, args.new_tokens, device,
+                                           args.warmup_tokens)
+                    del project
+                    torch.cuda.empty_cache()
             if "hf-compile" in args.runners:
                 timeout = args.hf_compile_timeout
                 if args.time_budget is not None:
@@ -564,15 +607,16 @@ def main(argv: list[str] | None = None) -> int:
 
     agreements = {}
     if peer_margins:
-        for key in ("project", "hf", "hf-compile"):
+        for key in (*(k for k in results if k.startswith("project")), "hf", "hf-compile"):
             if key in results and results[key].tokens:
                 agreements[key] = agreement(results[key].tokens, results["torch"].tokens, peer_margins,
                                             args.clear_margin)
     elif "project" in results and "hf" in results:  # the CPU: the twin against transformers
-        n = min(len(results["project"].tokens), len(results["hf"].tokens))
-        same = sum(a == b for a, b in zip(results["project"].tokens, results["hf"].tokens))
-        agreements["project"] = {"compared": n, "agree": same, "ok": None,
-                                 "verdict": f"{same} of {n} equal to transformers'"}
+        for key in (k for k in results if k.startswith("project")):
+            n = min(len(results[key].tokens), len(results["hf"].tokens))
+            same = sum(a == b for a, b in zip(results[key].tokens, results["hf"].tokens))
+            agreements[key] = {"compared": n, "agree": same, "ok": None,
+                               "verdict": f"{same} of {n} equal to transformers'"}
     report = {"shape": args.shape, "device": device, "device_name": torch.cuda.get_device_name() if cuda else None,
               "dtype": args.dtype, "parameters": params, "bytes_per_token": bytes_per_token,
               "copy_tb_per_s": copy, "bound_tokens_per_s": copy * 1e12 / bytes_per_token if copy else None,
@@ -593,13 +637,14 @@ def cpu_rounds(args: argparse.Namespace, hf: torch.nn.Module, folder: Path, prom
     """
     runners: dict[str, Any] = {}
     if "project" in args.runners:
-        runners["project"] = ProjectRunner(folder, "cpu", capacity, args.project)
+        runners.update(project_runners(args, folder, "cpu", capacity))
     if "hf" in args.runners:
         runners["hf"] = HFRunner(hf, "cpu")
     if "torch" in args.runners:
         runners["torch"] = TorchPeerRunner(hf, "cpu", capacity, compile=not args.no_compile)
         runners["torch"].setup()
-    results = {k: Result(k, r.label, args.new_tokens) for k, r in runners.items()}
+    results = {k: Result(k, r.label, args.new_tokens, kernels=getattr(r, "kernels", None))
+               for k, r in runners.items()}
     for r in runners.values():
         r.generate(prompt, args.warmup_tokens)
     order = list(runners)

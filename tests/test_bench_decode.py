@@ -16,17 +16,19 @@ def test_cpu_bench_runs_every_runner_and_agrees(tmp_path: Path) -> None:
     out = tmp_path / "decode.json"
     proc = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "decode.py"), "--device", "cpu", "--shape", "tiny", "--runners",
-         "project,hf,torch", "--no-compile", "--new-tokens", "12", "--prefill-tokens", "20", "--rounds", "1",
-         "--json", str(out)], capture_output=True, text=True, timeout=600)
+         "project,hf,torch", "--kernels", "compiled,torch", "--no-compile", "--new-tokens", "12", "--prefill-tokens",
+         "20", "--rounds", "1", "--json", str(out)], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     report = json.loads(out.read_text())
-    assert set(report["results"]) == {"project", "hf", "torch"}
+    assert set(report["results"]) == {"project", "project-torch", "hf", "torch"}
     for key, result in report["results"].items():
         assert result["error"] is None and result["tokens_per_s"] > 0 and len(result["tokens"]) == 12, key
         assert result["prefill_s"] > 0, key
     agreement = report["agreement_with_torch_peer"]
-    assert agreement["project"]["ok"] and agreement["hf"]["ok"], agreement
-    assert report["results"]["project"]["label"] == "TileFoundry engine"  # the decode engine, eager on a CPU
+    assert agreement["project"]["ok"] and agreement["project-torch"]["ok"] and agreement["hf"]["ok"], agreement
+    # the decode engine, eager on a CPU, once per kernel set, each result naming the set that ran
+    assert report["results"]["project"]["label"] == "TileFoundry engine (compiled kernels)"
+    assert [report["results"][k]["kernels"] for k in ("project", "project-torch", "hf")] == ["compiled", "torch", None]
     assert "=== batch-1 greedy decode, tiny" in proc.stdout
 
 
@@ -35,3 +37,9 @@ def test_bench_refuses_an_unknown_runner() -> None:
                            "project,vllm"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "unknown runner(s) vllm" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_bench_refuses_an_unknown_kernel_set() -> None:
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "decode.py"), "--device", "cpu", "--kernels",
+                           "compiled,triton"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "unknown kernel set(s) triton; choose from compiled, cuda, torch" in proc.stderr

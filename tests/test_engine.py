@@ -58,7 +58,7 @@ def test_the_engine_generates_the_references_64_greedy_tokens(qwen3) -> None:
     _, reference, twin = qwen3
     want = generate(reference, PROMPT, 64)
     got = generate(twin, PROMPT, 64)
-    assert got.runner == "decode engine (torch kernels; CUDA graph: off)"
+    assert got.runner == "decode engine (compiled kernels; CUDA graph: off)"
     assert want.runner == "model step"
     assert len(set(want.tokens)) > 5, f"the model decodes a varied sequence, got {want.tokens}"
     assert got.tokens == want.tokens
@@ -289,7 +289,7 @@ def test_a_session_serves_another_prompt_on_the_same_model(qwen3, capsys) -> Non
     assert main(["generate", "--ckpt", str(opened.folder), "--prompt", "hello", "--max-new-tokens", "3",
                  "--json"]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert out["runner"] == "decode engine (torch kernels; CUDA graph: off)" and len(out["tokens"]) == 3
+    assert out["runner"] == "decode engine (compiled kernels; CUDA graph: off)" and len(out["tokens"]) == 3
     assert main(["generate", "--ckpt", str(opened.folder), "--prompt", "hello", "--max-new-tokens", "3",
                  "--backend", "reference"]) == 0
     assert "model step]" in capsys.readouterr().err

@@ -2,8 +2,9 @@
 
 ``DecodeEngine(twin, capacity)`` owns its KV cache and updates it in place, packs the weights once, and on CUDA
 replays the whole decode step as one CUDA graph per token (:mod:`.decode_engine`). Its kernels are the slots of
-a :class:`KernelSet` (:mod:`.slots`), filled with torch by :class:`TorchKernels`; a compiled or hand-written
-kernel takes a slot by overriding one method. A model family describes itself to the engine with a
+a :class:`KernelSet` (:mod:`.slots`): :class:`CompiledKernels` compiles every slot from a DSL ``@func``
+(:mod:`.compiled_kernels`; the CPU's default), :class:`TorchKernels` fills them with torch, and a compiled or
+hand-written kernel takes a slot by overriding one method. A model family describes itself to the engine with a
 :class:`DecoderSpec` and :class:`DecoderWeights` (:mod:`.decoder`); the engine imports no model family.
 
 The hand-written CUDA kernels for batch-1 decode (``kernels/*.cu``, one translation unit) are gaps of the
@@ -14,6 +15,7 @@ engine packs with it); ``workspace`` sizes the scratch buffers two kernels keep 
 ``reference`` is each kernel's meaning in torch.
 """
 
+from .compiled_kernels import CompiledKernels
 from .cuda_kernels import CudaKernels
 from .decode_engine import DecodeEngine, EngineStats, default_kernels, greedy_choice
 from .decoder import DecoderLayerWeights, DecoderSpec, DecoderWeights
@@ -24,7 +26,8 @@ from .slots import KernelSet, StepPositions
 from .torch_kernels import TorchKernels
 from .workspace import argmax_workspace, attention_workspace
 
-__all__ = ["ENTRIES", "CudaKernels", "DecodeEngine", "DecoderLayerWeights", "DecoderSpec", "DecoderWeights",
-           "EngineStats", "KernelBuildError", "KernelSet", "PackedDecoder", "PackedLayer", "StepPositions",
-           "TorchKernels", "argmax_workspace", "attention_workspace", "build_kernels", "default_kernels",
-           "greedy_choice", "load_kernels", "pack_decoder", "pack_gate_up", "pack_qkv", "require_cuda"]
+__all__ = ["ENTRIES", "CompiledKernels", "CudaKernels", "DecodeEngine", "DecoderLayerWeights", "DecoderSpec",
+           "DecoderWeights", "EngineStats", "KernelBuildError", "KernelSet", "PackedDecoder", "PackedLayer",
+           "StepPositions", "TorchKernels", "argmax_workspace", "attention_workspace", "build_kernels",
+           "default_kernels", "greedy_choice", "load_kernels", "pack_decoder", "pack_gate_up", "pack_qkv",
+           "require_cuda"]

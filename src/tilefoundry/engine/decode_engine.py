@@ -79,14 +79,18 @@ def greedy_choice(logits: torch.Tensor) -> tuple[int, bool]:
 
 
 def default_kernels(spec: DecoderSpec, dtype: torch.dtype, device: torch.device) -> KernelSet:
-    """The kernel slots an engine runs unless told otherwise: :class:`~.cuda_kernels.CudaKernels` where they apply
-    (a bf16 model of a shape they are built for, on a CUDA device), :class:`~.torch_kernels.TorchKernels` elsewhere.
+    """The kernel slots an engine runs unless told otherwise: on a CPU :class:`~.compiled_kernels.CompiledKernels`
+    (every slot compiled from the DSL); on a CUDA device :class:`~.cuda_kernels.CudaKernels` where they apply (a
+    bf16 model of a shape they are built for), :class:`~.torch_kernels.TorchKernels` elsewhere.
 
-    When the CUDA kernels apply but cannot be built (no nvcc, say), the engine warns once, saying why, and runs
-    the torch slots.
+    When the chosen kernels cannot be built (no C++ compiler or nvcc, say), the engine warns once, saying why, and
+    runs the torch slots.
     """
+    from .compiled_kernels import CompiledKernels
     from .cuda_kernels import CudaKernels
 
+    if device.type == "cpu":
+        return CompiledKernels()
     if CudaKernels.unsupported(spec, dtype, device) is not None:
         return TorchKernels()
     try:
@@ -107,8 +111,9 @@ class DecodeEngine:
             ``tilefoundry.models.twins.build_twin`` makes them. The engine keeps references to the weights it
             read (packed copies of q/k/v and gate/up), not to the twin: load the twin again, build a new engine.
         capacity: the positions the KV cache holds (prompt plus new tokens), in [1, max_position_embeddings].
-        kernels: the kernel slots (default: :func:`default_kernels`: the hand-written CUDA kernels for a bf16 model
-            on an NVIDIA GPU, torch otherwise).
+        kernels: the kernel slots (default: :func:`default_kernels`: the compiled slots on a CPU, the hand-written
+            CUDA kernels for a bf16 model on an NVIDIA GPU, torch otherwise); the engine has them build what they
+            need for this model (``KernelSet.prepare``) before its first step.
         graph: capture the decode step as a CUDA graph: None (default) on CUDA devices, True to insist (refused
             on a CPU), False for eager steps.
 
@@ -137,6 +142,7 @@ class DecodeEngine:
         self.device = _one_device(weights)
         self.dtype = weights.dtype
         self.kernels: KernelSet = kernels if kernels is not None else default_kernels(spec, self.dtype, self.device)
+        chosen = kernels is not None
         if graph and self.device.type != "cuda":
             raise ValueError(f"DecodeEngine: graph=True captures CUDA graphs, which need the weights on a CUDA "
                              f"device; they are on {self.device} (pass graph=None or False)")
@@ -147,6 +153,16 @@ class DecodeEngine:
         pinned = self.device.type == "cuda"
         with torch.inference_mode(False):  # ordinary tensors even when built under inference_mode
             self.weights: PackedDecoder = pack_decoder(weights)
+        try:
+            self.kernels.prepare(spec, self.weights, self.dtype, self.device)
+        except (RuntimeError, OSError) as error:  # a BuildError, a missing compiler
+            if chosen:
+                raise
+            text = " ".join(str(error).split())[:300]
+            warnings.warn(f"DecodeEngine: the {self.kernels.name} kernels are not available ({type(error).__name__}: "
+                          f"{text}); running the torch kernel slots", RuntimeWarning, stacklevel=2)
+            self.kernels = TorchKernels()
+        with torch.inference_mode(False):
             # A step's inputs, one 16-byte row each (token, position, context), copied from host staging rows.
             self._inputs = torch.zeros((3, 4), dtype=torch.int32, device=self.device)
             self._staging = torch.zeros((3, 4), dtype=torch.int32, pin_memory=pinned)

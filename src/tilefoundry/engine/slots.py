@@ -21,8 +21,13 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from .decoder import DecoderSpec
+    from .packed import PackedDecoder
 
 __all__ = ["KernelSet", "StepPositions"]
 
@@ -60,6 +65,11 @@ class KernelSet(ABC):
 
     name = "kernels"
     """How the set is named in messages and status lines."""
+
+    def prepare(  # noqa: B027 - an optional hook: most sets build nothing
+            self, spec: DecoderSpec, weights: PackedDecoder, dtype: torch.dtype, device: torch.device) -> None:
+        """Called once by the engine that runs the set, before any slot, with the model it runs: a set whose
+        kernels are built for a model's shapes builds them here. This default does nothing."""
 
     @abstractmethod
     def embed(self, ids: torch.Tensor, table: torch.Tensor, out: torch.Tensor) -> None:

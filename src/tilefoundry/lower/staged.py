@@ -11,7 +11,7 @@ past ``n_new`` or past the cache's end left alone.
 
 from __future__ import annotations
 
-from ..ir.types.dim import Dim, dimvars_of, product, total
+from ..ir.types.dim import Dim, dims_equal, dimvars_of, product, total
 from ..ir.types.dtype import f32
 from ..ir.types.tensor_type import TensorType
 from ..target import Target
@@ -151,7 +151,26 @@ class _Stages:
             self.home(v.root, op)
         body, sched = matmul_body(self.prog.name, op, a, b, out, self.homes, self.target, (ops[1:], read, result),
                                   weight[0] if weight else None)
+        for _, v in read:
+            if self.read_in_place(v, out, ops):
+                self.aliases.append((self.homes[id(out.root)], self.homes[id(v.root)]))
         return self.kernel(name, [a, b, *weight, *(v for _, v in read), out], body, sched, op)
+
+    def read_in_place(self, view: View, out: View, ops: list[Op]) -> bool:
+        """Whether the caller may pass an input an epilogue reads as the matmul's output too (the residual stream
+        updated in place): the epilogue reads each element of it where it writes the result, the whole input in
+        the result's own layout, and nothing else in the function reads the input (nor returns it)."""
+        root = view.root
+        if root.param is None or self.homes.get(id(out.root)) not in self.outputs:
+            return False
+        same = (view.contiguous and out.contiguous and len(view.shape) == len(out.shape)
+                and all(dims_equal(x, y) for x, y in zip(view.shape, out.shape)))
+        if not same:
+            return False
+        inside = {id(o) for o in ops[1:]}
+        readers = [o for o in self.prog.ops for v in o.inputs if self.staged.view(v).root is root]
+        returned = any(self.staged.view(v).root is root for v in self.prog.outputs)
+        return not returned and all(id(o) in inside for o in readers)
 
     def attention(self, name: str, op: Op, views: list[View], out: View) -> list[StageCall]:
         """The two kernels of an attention (``attention.py``): the keys' slices into a temporary of the slices'

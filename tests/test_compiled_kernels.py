@@ -1,0 +1,121 @@
+"""The decode engine's compiled kernel set (``engine/compiled_kernels.py``) on the CPU: every family's tiny random
+model through it passes ``check`` against the semantic Module's step, it is the CPU's default, and an engine whose
+default set cannot be built says so and runs torch's.
+
+The SmolLM2-135M tokens through it are tests/test_smollm2.py's (the engine's default on the CPU), and the Qwen3
+of tests/test_engine.py runs through it at contexts up to 1024.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from tilefoundry.codegen.toolchain import CompilerNotFoundError
+from tilefoundry.engine import CompiledKernels, DecodeEngine, TorchKernels
+from tilefoundry.engine.compiled_kernels import DECODE_ROWS, SlotShapes, slot_functions
+from tilefoundry.ir.core.tree import flatten, leaf_paths
+from tilefoundry.models import open_checkpoint
+from tilefoundry.models.engine_step import EngineStep
+from tilefoundry.models.twins import build_twin
+from tilefoundry.runtime.check import check, parse_predicate
+
+from .hf_models import make_checkpoint
+
+CAPACITY = 96
+# (cached positions, tokens of the step): a prompt, one token on an empty cache, a decode step deep into the
+# cache, a chunk of several tokens, and a step of more than DECODE_ROWS tokens (torch's slots run it).
+STEPS = [(0, 7), (0, 1), (40, 1), (40, 5), (0, DECODE_ROWS + 1)]
+F32 = [parse_predicate("rel_l2:max=1e-5"), parse_predicate("cosine:min=0.99999")]
+BF16 = [parse_predicate("rel_l2:max=2e-2"), parse_predicate("cosine:min=0.999")]
+
+
+@pytest.fixture(scope="module", params=["llama", "llama_tied", "qwen2", "qwen3", "qwen3_moe"])
+def family(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
+    """(family, opened checkpoint) of a tiny random model of each family."""
+    folder = tmp_path_factory.mktemp("compiled") / request.param
+    make_checkpoint(request.param, folder, sharded=False)
+    return request.param, open_checkpoint(folder, progress=False)
+
+
+def _step_inputs(reference, context: int, tokens: int, seed: int) -> tuple:  # noqa: ANN001
+    gen = torch.Generator().manual_seed(seed)
+    caches = tuple((torch.randn(k.shape, generator=gen).to(k.dtype), torch.randn(v.shape, generator=gen).to(v.dtype))
+                   for k, v in reference.init_caches(capacity=CAPACITY))
+    ids = torch.randint(0, 256, (context + tokens,), generator=gen)
+    return reference.prepare_inputs_for_generation(ids, context, caches)
+
+
+def _check(engine: DecodeEngine, reference, inputs: tuple, predicates: list):  # noqa: ANN001, ANN202
+    _, spec = flatten(reference(*inputs), lambda t: isinstance(t, torch.Tensor))
+    return check(EngineStep(engine), reference, inputs, expect={path: predicates for path in leaf_paths(spec)})
+
+
+def test_every_family_through_the_compiled_set_passes_check(family) -> None:
+    name, opened = family
+    reference = opened.module.load(opened.resource("cpu"))
+    twin = build_twin(opened.module, opened.config)
+    twin.load(opened.resource("cpu"))
+    engine = DecodeEngine(twin, CAPACITY, kernels=CompiledKernels())
+    assert engine.kernels.name == "compiled"
+    for context, tokens in STEPS:
+        report = _check(engine, reference, _step_inputs(reference, context, tokens, seed=context + tokens), F32)
+        assert report.passed, f"{name} at {tokens} tokens after {context}:\n{report}"
+
+
+def test_a_bf16_model_through_the_compiled_set_passes_check(tmp_path: Path) -> None:
+    model = make_checkpoint("qwen3", tmp_path / "f32", sharded=False)
+    model.to(torch.bfloat16).save_pretrained(str(tmp_path / "bf16"))
+    opened = open_checkpoint(tmp_path / "bf16", progress=False)
+    assert opened.config.dtype == "bf16"
+    reference = opened.module.load(opened.resource("cpu"))
+    twin = build_twin(opened.module, opened.config)
+    twin.load(opened.resource("cpu"))
+    engine = DecodeEngine(twin, CAPACITY, kernels=CompiledKernels())
+    for context, tokens in STEPS[:4]:
+        report = _check(engine, reference, _step_inputs(reference, context, tokens, seed=context + tokens), BF16)
+        assert report.passed, f"bf16 at {tokens} tokens after {context}:\n{report}"
+
+
+def test_the_slots_fuse_what_the_hand_written_kernels_fuse(family) -> None:
+    """One kernel a projection (its norm in the prologue, its bias and residual in the epilogue), the residual
+    stream and the caches updated in place (the caller passes them as outputs)."""
+    from tilefoundry import lower
+    from tilefoundry.engine.packed import pack_decoder
+
+    name, opened = family
+    twin = build_twin(opened.module, opened.config)
+    twin.load(opened.resource("cpu"))
+    packed = pack_decoder(twin.decoder_weights())
+    dense = [w for w in packed.layers if w.gate_up is not None]
+    shapes = SlotShapes(type(twin).decoder_spec, opened.config.dtype, dense[0].gate_up.shape[0] // 2,
+                        packed.layers[0].qkv_bias is not None, packed.layers[0].q_norm is not None)
+    tir = {n: lower(fn, "cpu").functions[fn.name] for n, fn in slot_functions(shapes).items()}
+    for slot in ("norm_linear", "o_proj", "down", "head"):
+        assert [s.fn.schedule.placement for s in tir[slot].stages] == ["matmul"], (name, slot)
+    assert [s.fn.schedule.placement for s in tir["norm_swiglu"].stages] == ["matmul", "matmul"], name
+    assert tir["o_proj"].aliases == (("out", "residual"),) and tir["down"].aliases == (("out", "residual"),)
+    assert tir["rope_cache"].aliases == (("out1", "cache_k"), ("out2", "cache_v")), name
+    assert "attention" in [s.fn.schedule.placement for s in tir["attention"].stages], name
+
+
+def test_the_cpu_default_is_the_compiled_set_and_a_failed_build_falls_back_to_torch(tmp_path: Path,
+                                                                                     monkeypatch) -> None:
+    make_checkpoint("llama", tmp_path / "llama", sharded=False)
+    opened = open_checkpoint(tmp_path / "llama", progress=False)
+    twin = build_twin(opened.module, opened.config)
+    twin.load(opened.resource("cpu"))
+    assert DecodeEngine(twin, 8).kernels.name == "compiled"
+
+    def no_compiler(*_: object) -> None:
+        raise CompilerNotFoundError("no C++ compiler found (g++, clang++): install one")
+
+    monkeypatch.setattr(CompiledKernels, "prepare", no_compiler)
+    with pytest.warns(RuntimeWarning, match=r"the compiled kernels are not available \(CompilerNotFoundError: no "
+                      r"C\+\+ compiler found.*running the torch kernel slots"):
+        engine = DecodeEngine(twin, 8)
+    assert isinstance(engine.kernels, TorchKernels)
+    with pytest.raises(CompilerNotFoundError):  # a set the caller chose is not swapped behind their back
+        DecodeEngine(twin, 8, kernels=CompiledKernels())
