@@ -107,3 +107,28 @@ def test_the_ops_after_a_matmul_run_in_its_kernel() -> None:
 def test_epilogues_build_with_nvcc_without_warnings() -> None:
     linked = link(generate(lower(Epilogues, CudaTarget())))
     assert linked.library.is_file() and "warning" not in linked.diagnostics.lower(), linked.diagnostics
+
+
+def test_a_residual_passed_as_its_own_output_is_updated_in_place() -> None:
+    """The epilogue reads each residual element where it writes the result: the caller may pass the residual as
+    the output (the residual stream updated in place); an output merely overlapping it is refused."""
+    fn = Epilogues.functions["residual"]
+    assert lower(fn, "cpu").functions["residual"].aliases == (("out", "r"),)
+    compiled = jit(fn, target="cpu")
+    x, r, wh = _inputs("residual", 5)
+    want = fn(x, r, wh)
+    stream = r.clone()
+    got = compiled(x, stream, wh, stream)
+    assert got is stream
+    assert torch.allclose(stream.float(), want.float(), rtol=2**-7, atol=2**-7)
+    memory = torch.zeros(2 * r.numel() + 1, dtype=r.dtype)
+    with pytest.raises(ValueError, match=r"residual: output out overlaps input r without being it"):
+        compiled(x, memory[:r.numel()].view_as(r), wh, memory[1:r.numel() + 1].view_as(r))
+
+
+def test_an_input_read_elsewhere_is_not_updated_in_place() -> None:
+    @func
+    def twice(x: Tensor[(M, 40), "f32"], r: Tensor[(M, 24), "f32"], w: ConstTensor[(24, 40), "f32"]):
+        return r + _linear(x, w), r * 2.0
+
+    assert lower(twice, "cpu").functions["twice"].aliases == ()
