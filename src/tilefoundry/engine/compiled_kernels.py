@@ -17,8 +17,9 @@ What does not run compiled yet, each with its measured reason:
   computes every expert, correct but not a decode step's cost.
 * A step of more than ``DECODE_ROWS`` tokens (prefill) runs torch's slots: the compiled matmul of many rows is a
   dot product per output element, not yet a blocked GEMM (issue 23); measured on this project's 2-core CPU
-  machine, SmolLM2-135M (f32) prefilled 40 tokens in 1.3 s compiled against 0.13 s through torch, while
-  decoding at the same 16 tokens/s.
+  machine, SmolLM2-135M (f32) prefilled 40 tokens in 1.3 s compiled against 0.13 s through torch, while it
+  decodes faster compiled (17.8 tokens/s against 14.9 through torch's slots, ``bench/decode.py --device cpu
+  --kernels compiled,torch``, ``bench/decode_smollm2-135m_cpu.json``).
 
 Positions reach a slot as small int64 tensors made per call (the step's rows, the cache's write position), so
 a compiled set runs eager steps: a CUDA graph of it is a later step (the engine falls back to eager steps when

@@ -188,10 +188,14 @@ TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, Out&& out, Epi const& epi, P
     int64_t const m = e - n * rows;
     E const* const x = pa + m * sa;
     E const* const w = pb + n * sb;
+    // The next weight row, asked for while this one is read: rows apart in memory (a strided view
+    // of an interleaved weight) are each too short a stream for the hardware's prefetcher to learn.
+    E const* const ahead = m == 0 && n + 1 < cols ? pb + (n + 1) * sb : nullptr;
     Acc part[V] = {};
     int64_t k = 0;
     if (grouped) {
       for (; k < depth; k += V) {
+        if (ahead != nullptr && (k * int64_t(sizeof(E))) % 64 == 0) __builtin_prefetch(ahead + k);
         float xs[V], ws[V];
         detail::load_group(x + k, xs);
         detail::load_group(w + k, ws);
