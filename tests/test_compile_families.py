@@ -45,9 +45,11 @@ FAMILIES = [("llama", "float32"), ("llama_tied", "float32"), ("qwen2", "float32"
             ("qwen3_moe", "float32"), ("qwen2", "bfloat16"), ("qwen3", "bfloat16")]
 
 
-def _family(fam: str, dtype: str = "float32") -> Module:
+def _family(fam: str, dtype: str = "float32", positions: int | None = None) -> Module:
     raw = CONFIGS[fam]().to_dict()
     raw["torch_dtype"] = raw["dtype"] = dtype
+    if positions is not None:
+        raw["max_position_embeddings"] = positions
     return build_causal_lm(parse_config(raw))
 
 
@@ -103,6 +105,17 @@ def test_the_decoder_functions_match_the_evaluator(fam: str, dtype: str) -> None
             predicate = equal() if name == "embed" else expect
             report = check(compiled_only(compiled), fn, _inputs(fn, seq, step, cap), expect=_expect(fn, predicate))
             assert report.passed, f"{fam} {dtype} {name} at seq {seq} from {step}:\n{report}"
+
+
+@pytest.mark.parametrize("fam", ["llama", "qwen3"])
+def test_a_prompt_of_500_tokens_through_the_decoder_functions_matches_the_evaluator(fam: str) -> None:
+    """A long prefill: every matmul a tile of many rows (the CPU's blocked tier), attention over 500 keys."""
+    model = _family(fam, positions=512)
+    for name, fn in _functions(model).items():
+        if name == "embed":
+            continue
+        report = check(compiled_only(jit(fn, target="cpu")), fn, _inputs(fn, 500, 0, 500), expect=_expect(fn, F32))
+        assert report.passed, f"{fam} {name} at seq 500:\n{report}"
 
 
 def test_a_cache_update_writes_only_n_new_rows_and_refuses_a_write_past_the_end() -> None:

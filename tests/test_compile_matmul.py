@@ -76,6 +76,11 @@ class Matmuls:
         return tf.argmax(tf.matmul(x, tf.transpose(vocab, (1, 0))), -1)
 
     @func
+    def wide(x: Tensor[(M, 70), "bf16"], ww: ConstTensor[(90, 70), "bf16"]):
+        """Several panels of the CPU's blocked tier (the last one partial), K = 70 in no 16-byte groups."""
+        return tf.matmul(x, tf.transpose(ww, (1, 0)))
+
+    @func
     def column_tiles(x: Tensor[(M, 16), "bf16"], wt: ConstTensor[(16, 300), "bf16"]):
         return tf.reshape(tf.matmul(x, wt), (M, 3, 100))
 
@@ -93,6 +98,7 @@ def _inputs(name: str, m: int) -> tuple[torch.Tensor, ...]:
         "batched": lambda: (r(2, 1, m, 13), r(3, 13, 5)),
         "matvec": lambda: (r(24, m), r(m)),
         "column_tiles": lambda: (r(m, 16, dtype=bf), r(16, 300, dtype=bf)),
+        "wide": lambda: (r(m, 70, dtype=bf), r(90, 70, dtype=bf) / 70**0.5),
         "row_times_batch": lambda: (r(m), r(3, m, 4)),
         "sliced_weight": lambda: (r(m, 8), r(16, 5)),
         # small integers: every dot product exact in f32, so the argmax has one answer (the first of equal maxima)
@@ -103,7 +109,7 @@ def _inputs(name: str, m: int) -> tuple[torch.Tensor, ...]:
 
 
 @pytest.mark.parametrize("name", ["linear", "linear_bias_bf16", "batched", "matvec", "column_tiles", "row_times_batch",
-                                  "grouped_heads", "sliced_weight", "greedy_head"])
+                                  "grouped_heads", "sliced_weight", "greedy_head", "wide"])
 def test_a_matmul_matches_the_evaluator_at_every_row_count(name: str) -> None:
     compiled = jit(Matmuls, target="cpu").functions[name]
     fn = Matmuls.functions[name]

@@ -15,11 +15,16 @@ What does not run compiled yet, each with its measured reason:
 
 * ``moe`` (routed experts) runs torch's slot, which reads only the chosen experts; the families' MoE function
   computes every expert, correct but not a decode step's cost.
-* A step of more than ``DECODE_ROWS`` tokens (prefill) runs torch's slots: the compiled matmul of many rows is a
-  dot product per output element, not yet a blocked GEMM (issue 23); measured on this project's 2-core CPU
-  machine, SmolLM2-135M (f32) prefilled 40 tokens in 1.3 s compiled against 0.13 s through torch, while it
-  decodes faster compiled (17.8 tokens/s against 14.9 through torch's slots, ``bench/decode.py --device cpu
-  --kernels compiled,torch``, ``bench/decode_smollm2-135m_cpu.json``).
+* In a step of more than ``DECODE_ROWS`` tokens (prefill), attention runs torch's slot (scaled-dot-product
+  attention): the compiled attention's CPU tier is a loop over each query row's scores, 2.4x slower than torch's
+  at a 500-token SmolLM2-135M prompt (1.03 s against 0.44 s, all 30 layers). The projections of such a step run
+  compiled (the CPU's blocked GEMM, at torch's speed in f32) for an f32 model; a 16-bit model's run torch's
+  slots, whose GEMM uses the CPU's bf16 dot-product instructions (the compiled bf16 GEMM measured 0.47x torch's
+  at 1024 x 1536 x 576 on this project's 2-core machine).
+
+Decoding (one token a step) runs every slot but ``moe`` compiled: SmolLM2-135M (f32) decodes at 17.8 tokens/s
+through them against 14.9 through torch's slots (``bench/decode.py --device cpu --kernels compiled,torch``,
+``bench/decode_smollm2-135m_cpu.json``).
 
 Positions reach a slot as small int64 tensors made per call (the step's rows, the cache's write position), so
 a compiled set runs eager steps: a CUDA graph of it is a later step (the engine falls back to eager steps when
@@ -50,7 +55,8 @@ from .torch_kernels import TorchKernels
 __all__ = ["DECODE_ROWS", "CompiledKernels", "SlotShapes", "slot_functions"]
 
 DECODE_ROWS = 16
-"""The most tokens a step runs through the compiled slots (the GEMV's rows); more run torch's (module docstring)."""
+"""The most tokens a step runs wholly through the compiled slots (the GEMV's rows); in a longer step attention, and
+for a 16-bit model every slot, runs torch's (module docstring)."""
 
 
 def _linear(x: Any, w: Any) -> Any:
@@ -179,6 +185,7 @@ class CompiledKernels(KernelSet):
         self._fns: dict[str, Any] = {}
         self._shapes: SlotShapes | None = None
         self._torch = TorchKernels()
+        self._long_steps_compiled = False
         self._aranges: dict[torch.device, torch.Tensor] = {}
 
     def prepare(self, spec: DecoderSpec, weights: PackedDecoder, dtype: torch.dtype, device: torch.device) -> None:
@@ -200,6 +207,11 @@ class CompiledKernels(KernelSet):
             print(f"tilefoundry: the engine's {len(built)} compiled kernel slots for {target} are ready ({took:.0f} s; "
                   "kept on disk for next time)", file=sys.stderr)
         self._fns, self._shapes = built, shapes
+        self._long_steps_compiled = dtype == torch.float32
+
+    def _torch_runs(self, rows: int) -> bool:
+        """Whether a step of ``rows`` tokens runs torch's projection slots (module docstring)."""
+        return rows > DECODE_ROWS and not self._long_steps_compiled
 
     def _fn(self, name: str) -> Any:
         if name not in self._fns:
@@ -222,14 +234,14 @@ class CompiledKernels(KernelSet):
         return have[:count]
 
     def embed(self, ids: torch.Tensor, table: torch.Tensor, out: torch.Tensor) -> None:
-        if ids.shape[0] > DECODE_ROWS:
+        if self._torch_runs(ids.shape[0]):
             return self._torch.embed(ids, table, out)
         self._fn("embed")(ids.long(), table, out)
 
     def norm_linear(self, x: torch.Tensor, norm: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
                     out: torch.Tensor, eps: float) -> None:
         self._eps(eps)
-        if x.shape[0] > DECODE_ROWS:
+        if self._torch_runs(x.shape[0]):
             return self._torch.norm_linear(x, norm, weight, bias, out, eps)
         fn = self._fn("norm_linear")
         if bias is None:
@@ -242,7 +254,7 @@ class CompiledKernels(KernelSet):
                    cache_v: torch.Tensor, eps: float, at: StepPositions) -> None:
         self._eps(eps)
         m = qkv.shape[0]
-        if m > DECODE_ROWS:
+        if self._torch_runs(m):
             return self._torch.rope_cache(qkv, q_norm, k_norm, cos, sin, q_out, cache_k, cache_v, eps, at)
         rows = at.rows(m)
         cur = at.position.long().reshape(())
@@ -269,7 +281,7 @@ class CompiledKernels(KernelSet):
 
     def linear_residual(self, x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor,
                         out: torch.Tensor) -> None:
-        if x.shape[0] > DECODE_ROWS:
+        if self._torch_runs(x.shape[0]):
             return self._torch.linear_residual(x, weight, residual, out)
         assert self._shapes is not None
         s = self._shapes.spec
@@ -279,7 +291,7 @@ class CompiledKernels(KernelSet):
     def norm_swiglu(self, x: torch.Tensor, norm: torch.Tensor, gate_up: torch.Tensor, out: torch.Tensor,
                     eps: float) -> None:
         self._eps(eps)
-        if x.shape[0] > DECODE_ROWS:
+        if self._torch_runs(x.shape[0]):
             return self._torch.norm_swiglu(x, norm, gate_up, out, eps)
         self._fn("norm_swiglu")(x, norm, gate_up, out)
 
@@ -291,6 +303,6 @@ class CompiledKernels(KernelSet):
 
     def head(self, x: torch.Tensor, norm: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, eps: float) -> None:
         self._eps(eps)
-        if x.shape[0] > DECODE_ROWS:
+        if self._torch_runs(x.shape[0]):
             return self._torch.head(x, norm, weight, out, eps)
         self._fn("head")(x, norm, weight, out)

@@ -12,6 +12,7 @@
 
 #include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/numeric.h>
+#include <tilefoundry/runtime/common/ops/matmul_blocked.h>
 #include <tilefoundry/runtime/common/ops/matmul_prologue.h>
 #include <tilefoundry/runtime/common/ops/packed.h>
 #include <tilefoundry/runtime/common/topology.h>
@@ -27,6 +28,10 @@ namespace matmul_impl {
 template <int I, class T>
 constexpr bool unit_stride_v =
     cute::is_constant<1, decltype(cute::stride<I>(std::declval<T const&>().layout()))>::value;
+
+// Rows of a tile from which the CPU's dot-product tier hands the tile to the blocked tier
+// (matmul_blocked.h); fewer rows stream the weight once through the dot products.
+constexpr int64_t kBlockedRows = 4;
 
 template <class T>
 using element_t = cute::remove_cvref_t<decltype(std::declval<T const&>()(0, 0))>;
@@ -83,7 +88,8 @@ TILEFOUNDRY_DEVICE void general(A const& a, B const& b, Out&& out, Epi const& ep
 /// few activation rows are read one after another against the weight rows it has just loaded (a
 /// normalizing prologue: each warp first sums the row's squares, then norms each group as it reads
 /// it). On the CPU the one thread takes every element, its dot product in independent partial sums
-/// over groups (a normalizing prologue: the tile's rows normed once, first).
+/// over groups, the weight's next row prefetched; from kBlockedRows rows on, the blocked tier
+/// (matmul_blocked.h) takes the tile (a normalizing prologue: the tile's rows normed once, first).
 template <class Acc, class A, class B, class Out, class Epi, class Pro>
 TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, Out&& out, Epi const& epi, Pro const& pro) {
   using T = cute::remove_cvref_t<decltype(out(0, 0))>;
@@ -183,6 +189,16 @@ TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, Out&& out, Epi const& epi, P
   bool const grouped = depth % V == 0 && sa % V == 0 && sb % V == 0 &&
                        reinterpret_cast<std::uintptr_t>(pa) % 16 == 0 &&
                        reinterpret_cast<std::uintptr_t>(pb) % 16 == 0;
+#if defined(TILEFOUNDRY_TARGET_CPU)
+  if constexpr (std::is_same_v<Acc, float>) {
+    if (rows >= kBlockedRows) {  // several rows: the blocked tier (matmul_blocked.h)
+      matmul_blocked::tile(pa, sa, pb, sb, rows, cols, depth, [&](int64_t m, int64_t n, float acc) {
+        out(m, n) = detail::convert<T>(epi(m, n, acc));
+      });
+      return;
+    }
+  }
+#endif
   for (int64_t e = 0; e < rows * cols; ++e) {
     int64_t const n = e / rows;
     int64_t const m = e - n * rows;

@@ -1,0 +1,188 @@
+// The CPU's blocked tier of ops::matmul: out = a @ b for a tile of many rows (a prompt's prefill),
+// where each row of a and each column of b is a contiguous run of K (a weight stored (N, K), read
+// as its transpose). A register-blocked micro-kernel computes kRows x kCols outputs at once: per
+// k, one row of a packed panel of b (kCols values of K-major copy, made once per panel and reused
+// by every block of rows) against kRows values of a, each broadcast, into kRows x kCols partial
+// sums held in vector registers (the last rows by a kernel of fewer, the last columns in a panel
+// padded with zeros). Sums accumulate in float, in order of k.
+#pragma once
+
+#include <tilefoundry/runtime/common/config.h>
+#include <tilefoundry/runtime/common/numeric.h>
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#if defined(TILEFOUNDRY_TARGET_CPU) && defined(__FMA__) && defined(__AVX__)
+#include <immintrin.h>
+#endif
+
+namespace tilefoundry {
+namespace ops {
+namespace matmul_blocked {
+
+#if defined(TILEFOUNDRY_TARGET_CPU)
+
+constexpr int kRows = 6;   // rows of a a micro-kernel reads (broadcast one at a time)
+constexpr int kCols = 16;  // columns of b it reads (two vectors of eight floats)
+
+using Vec = float __attribute__((vector_size(32)));
+
+/// acc + x * y, in one rounding where the CPU has fused multiply-add (the order of the sum is the
+/// blocked tier's own either way).
+inline Vec fmadd(Vec acc, Vec x, Vec y) {
+#if defined(__FMA__) && defined(__AVX__)
+  return Vec(_mm256_fmadd_ps(__m256(x), __m256(y), __m256(acc)));
+#else
+  return acc + x * y;
+#endif
+}
+
+/// Columns [n0, n0 + width) of b (column n a run of `depth` values from pb + n * sb), K-major:
+/// panel[k * kCols + j] = b(k, n0 + j), in float; the columns past `width` are zeros.
+template <class E>
+inline void pack_panel(E const* pb, int64_t sb, int64_t n0, int width, int64_t depth,
+                       float* panel) {
+  for (int j = 0; j < kCols; ++j) {
+    E const* const col = pb + (n0 + j) * sb;
+    for (int64_t k = 0; k < depth; ++k) {
+      panel[k * kCols + j] = j < width ? detail::convert<float>(col[k]) : 0.0f;
+    }
+  }
+}
+
+/// x in every lane.
+inline Vec broadcast(float x) { return Vec{x, x, x, x, x, x, x, x}; }
+
+/// The R x kCols sums of rows [m0, m0 + R) of a (row m a run from pa + m * sa) against a packed
+/// panel, stored through store(m, n0 + j, sum). For the last rows of a tile (R < kRows).
+template <int R, class E, class Store>
+inline void micro_kernel(E const* pa, int64_t sa, int64_t m0, float const* panel, int64_t n0,
+                         int64_t depth, Store const& store) {
+  Vec acc[R][2] = {};
+  E const* rows[R];
+  for (int i = 0; i < R; ++i) rows[i] = pa + (m0 + i) * sa;
+  for (int64_t k = 0; k < depth; ++k) {
+    Vec b0, b1;
+    std::memcpy(&b0, panel + k * kCols, sizeof b0);
+    std::memcpy(&b1, panel + k * kCols + 8, sizeof b1);
+    for (int i = 0; i < R; ++i) {
+      Vec const x = broadcast(detail::convert<float>(rows[i][k]));
+      acc[i][0] = fmadd(acc[i][0], x, b0);
+      acc[i][1] = fmadd(acc[i][1], x, b1);
+    }
+  }
+  for (int i = 0; i < R; ++i) {
+    for (int j = 0; j < 8; ++j) {
+      store(m0 + i, n0 + j, acc[i][0][j]);
+      store(m0 + i, n0 + 8 + j, acc[i][1][j]);
+    }
+  }
+}
+
+/// The kRows (6) x kCols sums of a whole block: its twelve partial sums named one by one, so that
+/// the compiler keeps them in registers through the loop over k (an array of them it kept in
+/// memory, a store per multiply-add).
+template <class E, class Store>
+inline void block_kernel(E const* pa, int64_t sa, int64_t m0, float const* panel, int64_t n0,
+                         int64_t depth, Store const& store) {
+  static_assert(kRows == 6, "block_kernel names six rows' sums");
+  E const* const r0 = pa + m0 * sa;
+  Vec c00{}, c01{}, c10{}, c11{}, c20{}, c21{}, c30{}, c31{}, c40{}, c41{}, c50{}, c51{};
+  for (int64_t k = 0; k < depth; ++k) {
+    Vec b0, b1;
+    std::memcpy(&b0, panel + k * kCols, sizeof b0);
+    std::memcpy(&b1, panel + k * kCols + 8, sizeof b1);
+    Vec x = broadcast(detail::convert<float>(r0[k]));
+    c00 = fmadd(c00, x, b0);
+    c01 = fmadd(c01, x, b1);
+    x = broadcast(detail::convert<float>(r0[sa + k]));
+    c10 = fmadd(c10, x, b0);
+    c11 = fmadd(c11, x, b1);
+    x = broadcast(detail::convert<float>(r0[2 * sa + k]));
+    c20 = fmadd(c20, x, b0);
+    c21 = fmadd(c21, x, b1);
+    x = broadcast(detail::convert<float>(r0[3 * sa + k]));
+    c30 = fmadd(c30, x, b0);
+    c31 = fmadd(c31, x, b1);
+    x = broadcast(detail::convert<float>(r0[4 * sa + k]));
+    c40 = fmadd(c40, x, b0);
+    c41 = fmadd(c41, x, b1);
+    x = broadcast(detail::convert<float>(r0[5 * sa + k]));
+    c50 = fmadd(c50, x, b0);
+    c51 = fmadd(c51, x, b1);
+  }
+  Vec const sums[kRows][2] = {{c00, c01}, {c10, c11}, {c20, c21},
+                              {c30, c31}, {c40, c41}, {c50, c51}};
+  for (int i = 0; i < kRows; ++i) {
+    for (int j = 0; j < 8; ++j) {
+      store(m0 + i, n0 + j, sums[i][0][j]);
+      store(m0 + i, n0 + 8 + j, sums[i][1][j]);
+    }
+  }
+}
+
+/// The last rows % kRows rows of a panel, by a micro-kernel of that many rows.
+template <class E, class Store>
+inline void last_rows(E const* pa, int64_t sa, int64_t m0, int64_t left, float const* panel,
+                      int64_t n0, int64_t depth, Store const& store) {
+  switch (left) {
+    case 1:
+      return micro_kernel<1>(pa, sa, m0, panel, n0, depth, store);
+    case 2:
+      return micro_kernel<2>(pa, sa, m0, panel, n0, depth, store);
+    case 3:
+      return micro_kernel<3>(pa, sa, m0, panel, n0, depth, store);
+    case 4:
+      return micro_kernel<4>(pa, sa, m0, panel, n0, depth, store);
+    case 5:
+      return micro_kernel<5>(pa, sa, m0, panel, n0, depth, store);
+    default:
+      return;
+  }
+}
+
+/// whole_panels over rows of a already in float, or of b's own type.
+template <class A, class E, class Store>
+inline void panels_of(A const* pa, int64_t sa, E const* pb, int64_t sb, int64_t rows, int64_t cols,
+                      int64_t depth, Store const& store) {
+  std::vector<float> panel(size_t(depth * kCols));
+  int64_t const full = rows / kRows * kRows;
+  for (int64_t n0 = 0; n0 < cols; n0 += kCols) {
+    int const width = cols - n0 < kCols ? int(cols - n0) : kCols;
+    pack_panel(pb, sb, n0, width, depth, panel.data());
+    auto const kept = [&](int64_t m, int64_t n,
+                          float sum) {  // a last panel's padding is not stored
+      if (n - n0 < width) store(m, n, sum);
+    };
+    for (int64_t m0 = 0; m0 < full; m0 += kRows) {
+      block_kernel(pa, sa, m0, panel.data(), n0, depth, kept);
+    }
+    last_rows(pa, sa, full, rows - full, panel.data(), n0, depth, kept);
+  }
+}
+
+/// Every element of a rows x cols tile: calls store(m, n, sum) for each.
+template <class E, class Store>
+inline void tile(E const* pa, int64_t sa, E const* pb, int64_t sb, int64_t rows, int64_t cols,
+                 int64_t depth, Store const& store) {
+  if constexpr (!std::is_same_v<E, float>) {  // 16-bit rows of a: converted once, not per panel
+    std::vector<float> a(size_t(rows * depth));
+    for (int64_t m = 0; m < rows; ++m) {
+      for (int64_t k = 0; k < depth; ++k) {
+        a[size_t(m * depth + k)] = detail::convert<float>(pa[m * sa + k]);
+      }
+    }
+    panels_of(a.data(), depth, pb, sb, rows, cols, depth, store);
+  } else {
+    panels_of(pa, sa, pb, sb, rows, cols, depth, store);
+  }
+}
+
+#endif  // TILEFOUNDRY_TARGET_CPU
+
+}  // namespace matmul_blocked
+}  // namespace ops
+}  // namespace tilefoundry
