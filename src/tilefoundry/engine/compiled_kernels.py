@@ -18,9 +18,9 @@ What does not run compiled yet, each with its measured reason:
 * In a step of more than ``DECODE_ROWS`` tokens (prefill), attention runs torch's slot (scaled-dot-product
   attention): the compiled attention's CPU tier is a loop over each query row's scores, 2.4x slower than torch's
   at a 500-token SmolLM2-135M prompt (1.03 s against 0.44 s, all 30 layers). The projections of such a step run
-  compiled (the CPU's blocked GEMM, at torch's speed in f32) for an f32 model; a 16-bit model's run torch's
-  slots, whose GEMM uses the CPU's bf16 dot-product instructions (the compiled bf16 GEMM measured 0.47x torch's
-  at 1024 x 1536 x 576 on this project's 2-core machine).
+  compiled (the CPU's blocked GEMM, 1.0-1.25x torch's in f32) for an f32 model; a 16-bit model's run torch's
+  slots (the compiled bf16 GEMM, on the CPU's bf16 dot-product instructions too, measured 0.49-0.91x torch's
+  on this project's 2-core machine: ``bench/compiled_gemm_cpu.json``).
 
 Decoding (one token a step) runs every slot but ``moe`` compiled: SmolLM2-135M (f32) decodes at 17.8 tokens/s
 through them against 14.9 through torch's slots (``bench/decode.py --device cpu --kernels compiled,torch``,

@@ -45,6 +45,9 @@ MATMUL_TILE_N = 128
 # ... on CUDA where the runs of K are contiguous (ops::matmul's dot-product tier, a warp an output): fewer
 # columns a CTA, so that a decode step's GEMV spreads its weight rows over every SM.
 CUDA_DOT_TILE_N = 16
+# ... on the CPU a multiple of this where N has one: whole panels of the blocked GEMM tier (its bf16 panels are 32
+# columns wide, its float ones 16).
+CPU_PANEL_N = 32
 # Threads of a CUDA CTA computing a tile (they share its elements).
 CUDA_MATMUL_THREADS = 128
 
@@ -55,11 +58,15 @@ def matmul_schedule(target: Target, grid: Dim) -> Schedule:
     return Schedule("matmul", grid, threads, rows=grid, rows_per_cta=1, vector_width=1)
 
 
-def _tile(n: Dim, most: int) -> Dim:
-    """The largest divisor of ``n`` up to ``most`` (a DimVar ``n`` is one tile)."""
+def _tile(n: Dim, most: int, panel: int = 1) -> Dim:
+    """The largest divisor of ``n`` up to ``most``, a multiple of ``panel`` where one is (a DimVar ``n`` is one
+    tile)."""
     if not isinstance(n, int):
         return n
-    return max(t for t in range(1, min(n, most) + 1) if n % t == 0) if n > 0 else 1
+    if n <= 0:
+        return 1
+    divisors = [t for t in range(1, min(n, most) + 1) if n % t == 0]
+    return max((t for t in divisors if t % panel == 0), default=max(divisors))
 
 
 def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int, str], target: Target,
@@ -85,7 +92,8 @@ def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int,
     batch = _broadcast_batch(a_shape[:-2], b_shape[:-2], batch_rank)
     o_strides = _out_strides(out, batch_rank, len(a.shape) == 1, len(b.shape) == 1)
     dot = dims_equal(a_strides[-1], 1) and dims_equal(b_strides[-2], 1)  # ops::matmul's dot-product tier
-    tile = _tile(n, CUDA_DOT_TILE_N if dot and isinstance(target, CudaTarget) else MATMUL_TILE_N)
+    cuda = isinstance(target, CudaTarget)
+    tile = _tile(n, CUDA_DOT_TILE_N if dot and cuda else MATMUL_TILE_N, 1 if cuda else CPU_PANEL_N)
     tiles = 1 if dims_equal(tile, n) else n // tile  # type: ignore[operator]  # static when tiled
     grid = product((*batch, tiles))
 

@@ -4,7 +4,8 @@
 // k, one row of a packed panel of b (kCols values of K-major copy, made once per panel and reused
 // by every block of rows) against kRows values of a, each broadcast, into kRows x kCols partial
 // sums held in vector registers (the last rows by a kernel of fewer, the last columns in a panel
-// padded with zeros). Sums accumulate in float, in order of k.
+// padded with zeros). Sums accumulate in float, in order of k. bf16 operands on a CPU with
+// AVX512_BF16 take the bf16 dot-product instructions instead (bf16_dot: pairs of k a step).
 #pragma once
 
 #include <tilefoundry/runtime/common/config.h>
@@ -15,7 +16,15 @@
 #include <type_traits>
 #include <vector>
 
-#if defined(TILEFOUNDRY_TARGET_CPU) && defined(__FMA__) && defined(__AVX__)
+#if defined(TILEFOUNDRY_TARGET_CPU) && defined(__x86_64__) && \
+    (defined(__clang__) ? __clang_major__ >= 15 : (defined(__GNUC__) && __GNUC__ >= 11))
+#define TILEFOUNDRY_BF16_DOT 1  // a compiler that knows AVX512_BF16, for functions that ask for it
+#else
+#define TILEFOUNDRY_BF16_DOT 0
+#endif
+
+#if defined(TILEFOUNDRY_TARGET_CPU) && \
+    ((defined(__FMA__) && defined(__AVX__)) || TILEFOUNDRY_BF16_DOT)
 #include <immintrin.h>
 #endif
 
@@ -164,10 +173,179 @@ inline void panels_of(A const* pa, int64_t sa, E const* pb, int64_t sb, int64_t 
   }
 }
 
+#if TILEFOUNDRY_BF16_DOT
+// bf16 operands on a CPU with AVX512_BF16 (checked when the program runs): each instruction takes
+// pairs of k, a row's two bf16 values of a broadcast against kDotCols columns' pairs of a panel
+// (column j's pair at 2 j), their two products (exact in float) added to float sums. Six rows
+// times two vectors of sixteen columns a block.
+namespace bf16_dot {
+
+constexpr int kDotCols = 32;
+#define TILEFOUNDRY_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+
+/// Whether this CPU runs the bf16 dot-product instructions (asked once).
+inline bool available() {
+  static bool const yes = __builtin_cpu_supports("avx512bf16");
+  return yes;
+}
+
+/// The pair (row[2 p], row[2 p + 1]) of a row of `depth` bf16 values as one 32-bit word (a missing
+/// second value: zero).
+inline std::uint32_t pair(std::uint16_t const* row, int64_t p, int64_t depth) {
+  std::uint32_t const lo = row[2 * p];
+  std::uint32_t const hi = 2 * p + 1 < depth ? row[2 * p + 1] : 0u;
+  return lo | hi << 16;
+}
+
+/// Columns [n0, n0 + width) of b, pairs of k: panel[p * kDotCols + j] = column n0 + j's pair p;
+/// columns past `width` are zeros.
+inline void pack_panel(std::uint16_t const* pb, int64_t sb, int64_t n0, int width, int64_t depth,
+                       std::uint32_t* panel) {
+  int64_t const pairs = (depth + 1) / 2;
+  for (int j = 0; j < kDotCols; ++j) {
+    std::uint16_t const* const col = pb + (n0 + j) * sb;
+    for (int64_t p = 0; p < pairs; ++p)
+      panel[p * kDotCols + j] = j < width ? pair(col, p, depth) : 0u;
+  }
+}
+
+/// The R x kDotCols sums of rows [m0, m0 + R) against a packed panel, through store.
+template <int R, class Store>
+TILEFOUNDRY_BF16_TARGET inline void rows_kernel(std::uint16_t const* pa, int64_t sa, int64_t m0,
+                                                std::uint32_t const* panel, int64_t n0,
+                                                int64_t depth, Store const& store) {
+  __m512 acc[R][2];
+  for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  int64_t const pairs = (depth + 1) / 2;
+  for (int64_t p = 0; p < pairs; ++p) {
+    __m512bh const b0 = (__m512bh)_mm512_loadu_si512(panel + p * kDotCols);
+    __m512bh const b1 = (__m512bh)_mm512_loadu_si512(panel + p * kDotCols + 16);
+    for (int i = 0; i < R; ++i) {
+      __m512bh const x = (__m512bh)_mm512_set1_epi32(int(pair(pa + (m0 + i) * sa, p, depth)));
+      acc[i][0] = _mm512_dpbf16_ps(acc[i][0], x, b0);
+      acc[i][1] = _mm512_dpbf16_ps(acc[i][1], x, b1);
+    }
+  }
+  for (int i = 0; i < R; ++i) {
+    float sums[kDotCols];
+    _mm512_storeu_ps(sums, acc[i][0]);
+    _mm512_storeu_ps(sums + 16, acc[i][1]);
+    for (int j = 0; j < kDotCols; ++j) store(m0 + i, n0 + j, sums[j]);
+  }
+}
+
+/// A whole block of six rows, its twelve sums named one by one (kept in registers), the pairs of a
+/// row read as 32-bit words (the last pair of an odd K by pair()).
+template <class Store>
+TILEFOUNDRY_BF16_TARGET inline void block_kernel(std::uint16_t const* pa, int64_t sa, int64_t m0,
+                                                 std::uint32_t const* panel, int64_t n0,
+                                                 int64_t depth, Store const& store) {
+  __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+  __m512 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  std::uint16_t const* const r0 = pa + m0 * sa;
+  auto const word = [&](int i, int64_t p) {
+    std::uint32_t w;
+    std::memcpy(&w, r0 + i * sa + 2 * p, sizeof w);
+    return (__m512bh)_mm512_set1_epi32(int(w));
+  };
+  int64_t const whole = depth / 2;
+  for (int64_t p = 0; p < whole; ++p) {
+    __m512bh const b0 = (__m512bh)_mm512_loadu_si512(panel + p * kDotCols);
+    __m512bh const b1 = (__m512bh)_mm512_loadu_si512(panel + p * kDotCols + 16);
+    __m512bh x = word(0, p);
+    c00 = _mm512_dpbf16_ps(c00, x, b0);
+    c01 = _mm512_dpbf16_ps(c01, x, b1);
+    x = word(1, p);
+    c10 = _mm512_dpbf16_ps(c10, x, b0);
+    c11 = _mm512_dpbf16_ps(c11, x, b1);
+    x = word(2, p);
+    c20 = _mm512_dpbf16_ps(c20, x, b0);
+    c21 = _mm512_dpbf16_ps(c21, x, b1);
+    x = word(3, p);
+    c30 = _mm512_dpbf16_ps(c30, x, b0);
+    c31 = _mm512_dpbf16_ps(c31, x, b1);
+    x = word(4, p);
+    c40 = _mm512_dpbf16_ps(c40, x, b0);
+    c41 = _mm512_dpbf16_ps(c41, x, b1);
+    x = word(5, p);
+    c50 = _mm512_dpbf16_ps(c50, x, b0);
+    c51 = _mm512_dpbf16_ps(c51, x, b1);
+  }
+  __m512 sums[kRows][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+  if (depth % 2) {  // the last k, alone in its pair
+    int64_t const p = whole;
+    __m512bh const b0 = (__m512bh)_mm512_loadu_si512(panel + p * kDotCols);
+    __m512bh const b1 = (__m512bh)_mm512_loadu_si512(panel + p * kDotCols + 16);
+    for (int i = 0; i < kRows; ++i) {
+      __m512bh const x = (__m512bh)_mm512_set1_epi32(int(pair(r0 + i * sa, p, depth)));
+      sums[i][0] = _mm512_dpbf16_ps(sums[i][0], x, b0);
+      sums[i][1] = _mm512_dpbf16_ps(sums[i][1], x, b1);
+    }
+  }
+  for (int i = 0; i < kRows; ++i) {
+    float out[kDotCols];
+    _mm512_storeu_ps(out, sums[i][0]);
+    _mm512_storeu_ps(out + 16, sums[i][1]);
+    for (int j = 0; j < kDotCols; ++j) store(m0 + i, n0 + j, out[j]);
+  }
+}
+
+/// Every element of a bf16 tile, through store.
+template <class Store>
+TILEFOUNDRY_BF16_TARGET inline void tile(std::uint16_t const* pa, int64_t sa,
+                                         std::uint16_t const* pb, int64_t sb, int64_t rows,
+                                         int64_t cols, int64_t depth, Store const& store) {
+  std::vector<std::uint32_t> panel(size_t((depth + 1) / 2 * kDotCols));
+  int64_t const full = rows / kRows * kRows;
+  for (int64_t n0 = 0; n0 < cols; n0 += kDotCols) {
+    int const width = cols - n0 < kDotCols ? int(cols - n0) : kDotCols;
+    pack_panel(pb, sb, n0, width, depth, panel.data());
+    auto const kept = [&](int64_t m, int64_t n,
+                          float sum) {  // a last panel's padding is not stored
+      if (n - n0 < width) store(m, n, sum);
+    };
+    for (int64_t m0 = 0; m0 < full; m0 += kRows) {
+      block_kernel(pa, sa, m0, panel.data(), n0, depth, kept);
+    }
+    switch (rows - full) {
+      case 1:
+        rows_kernel<1>(pa, sa, full, panel.data(), n0, depth, kept);
+        break;
+      case 2:
+        rows_kernel<2>(pa, sa, full, panel.data(), n0, depth, kept);
+        break;
+      case 3:
+        rows_kernel<3>(pa, sa, full, panel.data(), n0, depth, kept);
+        break;
+      case 4:
+        rows_kernel<4>(pa, sa, full, panel.data(), n0, depth, kept);
+        break;
+      case 5:
+        rows_kernel<5>(pa, sa, full, panel.data(), n0, depth, kept);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+#undef TILEFOUNDRY_BF16_TARGET
+}  // namespace bf16_dot
+#endif  // TILEFOUNDRY_BF16_DOT
+
 /// Every element of a rows x cols tile: calls store(m, n, sum) for each.
 template <class E, class Store>
 inline void tile(E const* pa, int64_t sa, E const* pb, int64_t sb, int64_t rows, int64_t cols,
                  int64_t depth, Store const& store) {
+#if TILEFOUNDRY_BF16_DOT
+  if constexpr (std::is_same_v<E, cutlass::bfloat16_t>) {
+    if (bf16_dot::available()) {
+      bf16_dot::tile(reinterpret_cast<std::uint16_t const*>(pa), sa,
+                     reinterpret_cast<std::uint16_t const*>(pb), sb, rows, cols, depth, store);
+      return;
+    }
+  }
+#endif
   if constexpr (!std::is_same_v<E, float>) {  // 16-bit rows of a: converted once, not per panel
     std::vector<float> a(size_t(rows * depth));
     for (int64_t m = 0; m < rows; ++m) {
