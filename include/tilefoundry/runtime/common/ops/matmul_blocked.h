@@ -39,13 +39,14 @@ constexpr int kCols = 16;  // columns of b it reads (two vectors of eight floats
 
 using Vec = float __attribute__((vector_size(32)));
 
-/// acc + x * y, in one rounding where the CPU has fused multiply-add (the order of the sum is the
-/// blocked tier's own either way).
-inline Vec fmadd(Vec acc, Vec x, Vec y) {
+/// acc += x * y, in one rounding where the CPU has fused multiply-add (the order of the sum is the
+/// blocked tier's own either way). Vectors by reference: their passing ABI depends on the
+/// instruction set.
+inline void fmadd(Vec& acc, Vec const& x, Vec const& y) {
 #if defined(__FMA__) && defined(__AVX__)
-  return Vec(_mm256_fmadd_ps(__m256(x), __m256(y), __m256(acc)));
+  acc = Vec(_mm256_fmadd_ps(__m256(x), __m256(y), __m256(acc)));
 #else
-  return acc + x * y;
+  acc += x * y;
 #endif
 }
 
@@ -62,8 +63,8 @@ inline void pack_panel(E const* pb, int64_t sb, int64_t n0, int width, int64_t d
   }
 }
 
-/// x in every lane.
-inline Vec broadcast(float x) { return Vec{x, x, x, x, x, x, x, x}; }
+/// x in every lane of v.
+inline void broadcast(float x, Vec& v) { v = Vec{x, x, x, x, x, x, x, x}; }
 
 /// The R x kCols sums of rows [m0, m0 + R) of a (row m a run from pa + m * sa) against a packed
 /// panel, stored through store(m, n0 + j, sum). For the last rows of a tile (R < kRows).
@@ -78,9 +79,10 @@ inline void micro_kernel(E const* pa, int64_t sa, int64_t m0, float const* panel
     std::memcpy(&b0, panel + k * kCols, sizeof b0);
     std::memcpy(&b1, panel + k * kCols + 8, sizeof b1);
     for (int i = 0; i < R; ++i) {
-      Vec const x = broadcast(detail::convert<float>(rows[i][k]));
-      acc[i][0] = fmadd(acc[i][0], x, b0);
-      acc[i][1] = fmadd(acc[i][1], x, b1);
+      Vec x;
+      broadcast(detail::convert<float>(rows[i][k]), x);
+      fmadd(acc[i][0], x, b0);
+      fmadd(acc[i][1], x, b1);
     }
   }
   for (int i = 0; i < R; ++i) {
@@ -104,24 +106,25 @@ inline void block_kernel(E const* pa, int64_t sa, int64_t m0, float const* panel
     Vec b0, b1;
     std::memcpy(&b0, panel + k * kCols, sizeof b0);
     std::memcpy(&b1, panel + k * kCols + 8, sizeof b1);
-    Vec x = broadcast(detail::convert<float>(r0[k]));
-    c00 = fmadd(c00, x, b0);
-    c01 = fmadd(c01, x, b1);
-    x = broadcast(detail::convert<float>(r0[sa + k]));
-    c10 = fmadd(c10, x, b0);
-    c11 = fmadd(c11, x, b1);
-    x = broadcast(detail::convert<float>(r0[2 * sa + k]));
-    c20 = fmadd(c20, x, b0);
-    c21 = fmadd(c21, x, b1);
-    x = broadcast(detail::convert<float>(r0[3 * sa + k]));
-    c30 = fmadd(c30, x, b0);
-    c31 = fmadd(c31, x, b1);
-    x = broadcast(detail::convert<float>(r0[4 * sa + k]));
-    c40 = fmadd(c40, x, b0);
-    c41 = fmadd(c41, x, b1);
-    x = broadcast(detail::convert<float>(r0[5 * sa + k]));
-    c50 = fmadd(c50, x, b0);
-    c51 = fmadd(c51, x, b1);
+    Vec x;
+    broadcast(detail::convert<float>(r0[k]), x);
+    fmadd(c00, x, b0);
+    fmadd(c01, x, b1);
+    broadcast(detail::convert<float>(r0[sa + k]), x);
+    fmadd(c10, x, b0);
+    fmadd(c11, x, b1);
+    broadcast(detail::convert<float>(r0[2 * sa + k]), x);
+    fmadd(c20, x, b0);
+    fmadd(c21, x, b1);
+    broadcast(detail::convert<float>(r0[3 * sa + k]), x);
+    fmadd(c30, x, b0);
+    fmadd(c31, x, b1);
+    broadcast(detail::convert<float>(r0[4 * sa + k]), x);
+    fmadd(c40, x, b0);
+    fmadd(c41, x, b1);
+    broadcast(detail::convert<float>(r0[5 * sa + k]), x);
+    fmadd(c50, x, b0);
+    fmadd(c51, x, b1);
   }
   Vec const sums[kRows][2] = {{c00, c01}, {c10, c11}, {c20, c21},
                               {c30, c31}, {c40, c41}, {c50, c51}};
@@ -197,6 +200,13 @@ inline std::uint32_t pair(std::uint16_t const* row, int64_t p, int64_t depth) {
   return lo | hi << 16;
 }
 
+/// The pair (row[2 p], row[2 p + 1]) of a row as one 32-bit word, both values there.
+inline std::uint32_t word(std::uint16_t const* row, int64_t p) {
+  std::uint32_t w;
+  std::memcpy(&w, row + 2 * p, sizeof w);
+  return w;
+}
+
 /// Columns [n0, n0 + width) of b, pairs of k: panel[p * kDotCols + j] = column n0 + j's pair p;
 /// columns past `width` are zeros.
 inline void pack_panel(std::uint16_t const* pb, int64_t sb, int64_t n0, int width, int64_t depth,
@@ -243,31 +253,26 @@ TILEFOUNDRY_BF16_TARGET inline void block_kernel(std::uint16_t const* pa, int64_
   __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
   __m512 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
   std::uint16_t const* const r0 = pa + m0 * sa;
-  auto const word = [&](int i, int64_t p) {
-    std::uint32_t w;
-    std::memcpy(&w, r0 + i * sa + 2 * p, sizeof w);
-    return (__m512bh)_mm512_set1_epi32(int(w));
-  };
   int64_t const whole = depth / 2;
   for (int64_t p = 0; p < whole; ++p) {
     __m512bh const b0 = (__m512bh)_mm512_loadu_si512(panel + p * kDotCols);
     __m512bh const b1 = (__m512bh)_mm512_loadu_si512(panel + p * kDotCols + 16);
-    __m512bh x = word(0, p);
+    __m512bh x = (__m512bh)_mm512_set1_epi32(int(word(r0 + 0 * sa, p)));
     c00 = _mm512_dpbf16_ps(c00, x, b0);
     c01 = _mm512_dpbf16_ps(c01, x, b1);
-    x = word(1, p);
+    x = (__m512bh)_mm512_set1_epi32(int(word(r0 + 1 * sa, p)));
     c10 = _mm512_dpbf16_ps(c10, x, b0);
     c11 = _mm512_dpbf16_ps(c11, x, b1);
-    x = word(2, p);
+    x = (__m512bh)_mm512_set1_epi32(int(word(r0 + 2 * sa, p)));
     c20 = _mm512_dpbf16_ps(c20, x, b0);
     c21 = _mm512_dpbf16_ps(c21, x, b1);
-    x = word(3, p);
+    x = (__m512bh)_mm512_set1_epi32(int(word(r0 + 3 * sa, p)));
     c30 = _mm512_dpbf16_ps(c30, x, b0);
     c31 = _mm512_dpbf16_ps(c31, x, b1);
-    x = word(4, p);
+    x = (__m512bh)_mm512_set1_epi32(int(word(r0 + 4 * sa, p)));
     c40 = _mm512_dpbf16_ps(c40, x, b0);
     c41 = _mm512_dpbf16_ps(c41, x, b1);
-    x = word(5, p);
+    x = (__m512bh)_mm512_set1_epi32(int(word(r0 + 5 * sa, p)));
     c50 = _mm512_dpbf16_ps(c50, x, b0);
     c51 = _mm512_dpbf16_ps(c51, x, b1);
   }
