@@ -119,3 +119,10 @@ def test_the_cpu_default_is_the_compiled_set_and_a_failed_build_falls_back_to_to
     assert isinstance(engine.kernels, TorchKernels)
     with pytest.raises(CompilerNotFoundError):  # a set the caller chose is not swapped behind their back
         DecodeEngine(twin, 8, kernels=CompiledKernels())
+
+
+def test_a_slot_called_before_the_set_is_built_says_how_it_is_built() -> None:
+    x = torch.zeros(1, 8)
+    with pytest.raises(RuntimeError, match=r"CompiledKernels: its slots are not built yet; a DecodeEngine builds "
+                                           r"them when it is made \(CompiledKernels.prepare\)"):
+        CompiledKernels().head(x, torch.ones(8), torch.zeros(4, 8), torch.empty(1, 4), 1e-6)

@@ -173,6 +173,7 @@ def slot_functions(shapes: SlotShapes) -> dict[str, Function]:
 class CompiledKernels(KernelSet):
     """Every slot but ``moe`` a jitted ``@func`` (:func:`slot_functions`), built for the engine's shapes, dtype and
     device when the engine is made (:meth:`prepare`; on disk after the first time, so later engines load them).
+    A set serves the model it was last prepared for: give each engine its own.
 
     Args:
         jobs: builds run at once (default: 2, or 1 on a one-core machine).
@@ -213,23 +214,27 @@ class CompiledKernels(KernelSet):
         """Whether a step of ``rows`` tokens runs torch's projection slots (module docstring)."""
         return rows > DECODE_ROWS and not self._long_steps_compiled
 
+    def _spec(self) -> DecoderSpec:
+        if self._shapes is None:
+            raise RuntimeError("CompiledKernels: its slots are not built yet; a DecodeEngine builds them when it is "
+                               "made (CompiledKernels.prepare)")
+        return self._shapes.spec
+
     def _fn(self, name: str) -> Any:
+        self._spec()
         if name not in self._fns:
-            raise RuntimeError(f"CompiledKernels: slot {name} was not built; a DecodeEngine builds its slots when it "
-                               "is made (CompiledKernels.prepare)")
+            raise RuntimeError(f"CompiledKernels: the model it was built for has no {name} slot")
         return self._fns[name]
 
     def _eps(self, eps: float) -> None:
-        assert self._shapes is not None
-        if eps != self._shapes.spec.eps:
-            raise ValueError(f"CompiledKernels: eps {eps} differs from the {self._shapes.spec.eps} its slots were "
-                             "built for")
+        if eps != self._spec().eps:
+            raise ValueError(f"CompiledKernels: eps {eps} differs from the {self._spec().eps} its slots were built "
+                             "for")
 
     def _arange(self, count: int, device: torch.device) -> torch.Tensor:
         have = self._aranges.get(device)
         if have is None or have.shape[0] < count:
-            assert self._shapes is not None
-            have = torch.arange(self._shapes.spec.max_positions + 1, device=device)
+            have = torch.arange(self._spec().max_positions + 1, device=device)
             self._aranges[device] = have
         return have[:count]
 
@@ -271,10 +276,9 @@ class CompiledKernels(KernelSet):
         m = q.shape[0]
         if m > DECODE_ROWS:
             return self._torch.attention(q, cache_k, cache_v, out, scale, at)
-        assert self._shapes is not None
-        if scale != self._shapes.spec.scale:
-            raise ValueError(f"CompiledKernels: attention's scale {scale} differs from the {self._shapes.spec.scale} "
-                             "its slot was built for")
+        if scale != self._spec().scale:
+            raise ValueError(f"CompiledKernels: attention's scale {scale} differs from the {self._spec().scale} its "
+                             "slot was built for")
         ctx = at.length + m
         self._fn("attention")(q, cache_k[:ctx], cache_v[:ctx], at.rows(m), self._arange(ctx, q.device),
                               out.view(m, -1))
@@ -283,8 +287,7 @@ class CompiledKernels(KernelSet):
                         out: torch.Tensor) -> None:
         if self._torch_runs(x.shape[0]):
             return self._torch.linear_residual(x, weight, residual, out)
-        assert self._shapes is not None
-        s = self._shapes.spec
+        s = self._spec()
         name = "o_proj" if x.shape[1] == s.heads * s.head_dim else "down"
         self._fn(name)(x, weight, residual, out)
 
