@@ -239,7 +239,26 @@ def test_the_source_reads_like_code_a_person_writes() -> None:
     assert "ops::unary(ops::exp_op{}, sub, e);" in statements
     assert "ops::reduce<ops::max_op, cute::seq<0, 1, 2>>(xf, reduce);" in statements
     assert "// compile_kernels.py:62: e = tf.exp(xf - tf.reduce(xf, axes=(-1,), kind=\"max\"))" in kernel
-    assert "auto e = tilefoundry::make_tensor<float>(rmem_layout);" in kernel  # named after the source
+    # named after the source; on the CPU a result written over an operand no later op reads views its storage
+    assert "auto e = tilefoundry::make_tensor(xf.data(), rmem_layout);" in kernel
+
+
+def test_on_the_cpu_a_result_reuses_a_dying_operands_registers_and_on_cuda_does_not() -> None:
+    """The row's working set: a softmax of 4096 floats keeps one row buffer on the CPU (16 KiB, in L1), not four."""
+    for target, allocated in (("cpu", ["xf", "reduce", "reduce_1"]), ("cuda", ["xf", "reduce", "sub", "e", "reduce_1",
+                                                                             "p"])):
+        fn = lower(K.softmax_written_out, target).functions["softmax_written_out"]
+        allocs = _register_allocations(fn.body)
+        assert allocs == allocated, (target, allocs)
+
+
+def _register_allocations(body: list) -> list[str]:
+    out = []
+    for s in body:
+        if type(s).__name__ == "Alloc" and s.buffer.storage.name == "rmem":
+            out.append(s.buffer.name)
+        out += _register_allocations(getattr(s, "body", []))
+    return out
 
 
 def test_literals_take_the_operands_type() -> None:

@@ -29,7 +29,7 @@ from tests.engine_cases import (  # noqa: E402
 )
 from tests.hf_models import add_tokenizer  # noqa: E402
 
-from tilefoundry.engine import CudaKernels, DecodeEngine, StepPositions, TorchKernels  # noqa: E402
+from tilefoundry.engine import CompiledKernels, CudaKernels, DecodeEngine, StepPositions, TorchKernels  # noqa: E402
 from tilefoundry.ir.core.tree import flatten, leaf_paths  # noqa: E402
 from tilefoundry.models import Sampling, generate, open_checkpoint  # noqa: E402
 from tilefoundry.models.engine_step import EngineStep  # noqa: E402
@@ -48,6 +48,18 @@ def qwen3(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
     folder = tmp_path_factory.mktemp("engine_cuda") / "qwen3"
     make_long_qwen3(folder)
     return (folder, *load_qwen3(folder, "cuda"))
+
+
+def test_the_compiled_slots_pass_check_on_cuda_in_eager_steps(qwen3) -> None:
+    """The slots compiled from the DSL (engine/compiled_kernels.py) jitted for CUDA: eager steps (their attention
+    reads the cache's first entries by the host's position, so a graph capture falls back)."""
+    _, _, reference, twin = qwen3
+    engine = DecodeEngine(twin, CAPACITY, kernels=CompiledKernels(), graph=False)
+    step = EngineStep(engine)
+    for context, tokens in CONTEXTS:
+        report = check_step(step, reference, step_inputs(reference, context, tokens, seed=context + tokens,
+                                                         device="cuda"))
+        assert report.passed, f"context {context}, {tokens} token(s):\n{report}"
 
 
 def test_the_graph_path_passes_check_at_every_context_length(qwen3) -> None:

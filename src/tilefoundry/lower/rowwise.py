@@ -10,14 +10,16 @@ into segments of one 16-byte vector a thread (``schedule.row_segments``), each s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..ir.types.dim import Dim, floordiv, product
 from ..ir.types.storage import Storage
-from ..target import Target
+from ..target import CudaTarget, Target
 from ..tir.buffer import Buffer, Literal, Operand
 from ..tir.function import DimBinding, KernelParam, PrimFunc
 from ..tir.stmt import (
+    AliasView,
     Alloc,
     AsyncWait,
     Gather,
@@ -57,7 +59,7 @@ class _Sections:
 
 class _RowLowering:
     def __init__(self, prog: Program, space: RowSpace, layouts: RowLayouts,
-                 strided: dict[str, Strided] | None = None) -> None:
+                 strided: dict[str, Strided] | None = None, reuse: bool = False) -> None:
         self.prog = prog
         self.space = space
         self.layouts = layouts
@@ -66,6 +68,11 @@ class _RowLowering:
         self.operand: dict[int, Operand] = {}
         self.roots: dict[int, Val] = {}
         self.in_flight: set[int] = set()  # buffers staged by copy_async that no AsyncWait covers yet
+        self.reuse = reuse  # write a result over a dying operand's register buffer (dying())
+        self.made: set[int] = set()  # register buffers holding an op's result (result())
+        self.storage: dict[int, Buffer] = {}  # a reusing result's buffer id -> the allocation it views
+        self.last_read = _last_reads(prog, self.root)  # value (root) id -> index of the last op reading it
+        self.at = 0  # index of the op being lowered
 
     # -- values -------------------------------------------------------------------------------
     def form(self, v: Val) -> RowForm:
@@ -201,7 +208,8 @@ class _RowLowering:
             v = v.producer.inputs[0]
         return v
 
-    def op(self, op: Op) -> None:
+    def op(self, op: Op, at: int = 0) -> None:
+        self.at = at
         origin = Origin(op.op, op.loc, op.composite)
         for v in (*op.inputs, *op.outputs):
             if v.type.dtype.name not in COMPILED_DTYPES:
@@ -228,7 +236,7 @@ class _RowLowering:
             # a unary op reads its operand as a buffer; the others take scalars (literals) as they are
             ins = ((self.buffer_of(op.inputs[0], origin),) if family == "unary"
                    else tuple(self.operand[id(v)] for v in op.inputs))
-            where.append(OpCall(family, tag, ins, self.result(out), origin))
+            where.append(OpCall(family, tag, ins, self.result(out, self.dying(op, out)), origin))
         elif op.op == "reduce":
             src = self.buffer_of(op.inputs[0], origin)
             where.append(OpCall("reduce", Tag(REDUCE_TAGS[op.attrs["kind"]]), (src,), self.result(out), origin,
@@ -252,12 +260,35 @@ class _RowLowering:
                                 "integer division by zero would stop the process); cast to a float dtype first",
                                 op.loc)
 
-    def result(self, v: Val) -> Buffer:
+    def dying(self, op: Op, out: Val) -> Buffer | None:
+        """A register buffer an elementwise op may write its result into: one of its operands' own, read by no
+        later op, of the result's dtype, shape and layout and computed as often (per row or once): each element
+        is read before it is written, so the row's working set does not grow by a buffer per op."""
+        if not self.reuse:
+            return None
+        shape, layout = self.row_shape(out), self.layout(out, Storage.rmem)
+        for v in op.inputs:
+            root = self.root(v)
+            buf = self.operand.get(id(root))
+            if (isinstance(buf, Buffer) and id(buf) in self.made and self.last_read.get(id(root)) == self.at
+                    and buf.dtype == out.type.dtype and tuple(buf.shape) == tuple(shape) and buf.layout == layout
+                    and self.form(root).invariant == self.form(out).invariant):
+                return buf
+        return None
+
+    def result(self, v: Val, reuse: Buffer | None = None) -> Buffer:
         o = self.operand.get(id(v))
         if isinstance(o, Buffer):
             return o  # an output view claimed for this value
-        buf = self.rmem(v)
+        if reuse is None:
+            buf = self.rmem(v)
+        else:  # the value keeps its own name, a view of the dying operand's storage
+            storage = self.storage.get(id(reuse), reuse)
+            buf = Buffer(v.name, v.type.dtype, Storage.rmem, self.row_shape(v), self.layout(v, Storage.rmem))
+            self.sec.allocs.append(AliasView(buf, storage))
+            self.storage[id(buf)] = storage
         self.operand[id(v)] = buf
+        self.made.add(id(buf))
         return buf
 
     def copy_outputs(self, pending: list[tuple[Buffer, Val]]) -> None:
@@ -269,6 +300,17 @@ class _RowLowering:
                 where.append(OpCall("fill", None, (o,), buf, origin))
             else:
                 where.append(OpCall("unary", Tag("cast_op"), (o,), buf, origin))
+
+
+def _last_reads(prog: Program, root: Callable[[Val], Val]) -> dict[int, int]:
+    """Per value (by its root's id): the index of the last op reading it; a returned value is read after every op."""
+    last: dict[int, int] = {}
+    for at, op in enumerate(prog.ops):
+        for v in op.inputs:
+            last[id(root(v))] = at
+    for v in prog.outputs:
+        last[id(root(v))] = len(prog.ops)
+    return last
 
 
 def lower_rows(prog: Program, target: Target, declared: Declared, strided: dict[str, Strided] | None = None,
@@ -289,11 +331,13 @@ def lower_rows(prog: Program, target: Target, declared: Declared, strided: dict[
                                one_vector=segments is not None)
     layouts = RowLayouts(mesh, sched.vector_width, space.row)
     outs = output_params(prog)
-    low = _RowLowering(prog, space, layouts, strided)
+    # On the CPU a row's register buffers are arrays in memory (a 4096-float row is 16 KiB): a result written
+    # over an operand no later op reads keeps a softmax's row in L1. On CUDA nvcc assigns registers itself.
+    low = _RowLowering(prog, space, layouts, strided, reuse=not isinstance(target, CudaTarget))
     low.params(staging(target, sched, space.row))
     pending = low.outputs([p.name for p in outs])
-    for op in prog.ops:
-        low.op(op)
+    for at, op in enumerate(prog.ops):
+        low.op(op, at)
         # an output computed in registers is stored as soon as it is complete
         done = {id(v) for v in op.outputs}
         low.copy_outputs([(buf, v) for buf, v in pending if id(low.root(v)) in done])
