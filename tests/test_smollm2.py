@@ -67,6 +67,8 @@ def test_generate_command_matches_hugging_face_greedy(smollm2: str, hf_greedy, b
         got = _cli(smollm2, prompt, backend)
         assert got["prompt_tokens"] == len(prompt_ids)
         assert got["tokens"] == want, f"{backend} on {prompt!r}: {got['text']!r}"
+        if backend == "twin":  # the decode engine on the slots compiled from the DSL, the CPU's default
+            assert got["runner"] == "decode engine (compiled kernels; CUDA graph: off)", got["runner"]
 
 
 def _need_package() -> None:
