@@ -66,6 +66,14 @@ inline void pack_panel(E const* pb, int64_t sb, int64_t n0, int width, int64_t d
 /// x in every lane of v.
 inline void broadcast(float x, Vec& v) { v = Vec{x, x, x, x, x, x, x, x}; }
 
+/// One row's two vectors of sums += its value `a` (broadcast) times a panel's row (b0, b1).
+inline void row_step(Vec& lo, Vec& hi, float a, Vec const& b0, Vec const& b1) {
+  Vec x;
+  broadcast(a, x);
+  fmadd(lo, x, b0);
+  fmadd(hi, x, b1);
+}
+
 /// The R x kCols sums of rows [m0, m0 + R) of a (row m a run from pa + m * sa) against a packed
 /// panel, stored through store(m, n0 + j, sum). For the last rows of a tile (R < kRows).
 template <int R, class E, class Store>
@@ -78,12 +86,8 @@ inline void micro_kernel(E const* pa, int64_t sa, int64_t m0, float const* panel
     Vec b0, b1;
     std::memcpy(&b0, panel + k * kCols, sizeof b0);
     std::memcpy(&b1, panel + k * kCols + 8, sizeof b1);
-    for (int i = 0; i < R; ++i) {
-      Vec x;
-      broadcast(detail::convert<float>(rows[i][k]), x);
-      fmadd(acc[i][0], x, b0);
-      fmadd(acc[i][1], x, b1);
-    }
+    for (int i = 0; i < R; ++i)
+      row_step(acc[i][0], acc[i][1], detail::convert<float>(rows[i][k]), b0, b1);
   }
   for (int i = 0; i < R; ++i) {
     for (int j = 0; j < 8; ++j) {
@@ -106,25 +110,12 @@ inline void block_kernel(E const* pa, int64_t sa, int64_t m0, float const* panel
     Vec b0, b1;
     std::memcpy(&b0, panel + k * kCols, sizeof b0);
     std::memcpy(&b1, panel + k * kCols + 8, sizeof b1);
-    Vec x;
-    broadcast(detail::convert<float>(r0[k]), x);
-    fmadd(c00, x, b0);
-    fmadd(c01, x, b1);
-    broadcast(detail::convert<float>(r0[sa + k]), x);
-    fmadd(c10, x, b0);
-    fmadd(c11, x, b1);
-    broadcast(detail::convert<float>(r0[2 * sa + k]), x);
-    fmadd(c20, x, b0);
-    fmadd(c21, x, b1);
-    broadcast(detail::convert<float>(r0[3 * sa + k]), x);
-    fmadd(c30, x, b0);
-    fmadd(c31, x, b1);
-    broadcast(detail::convert<float>(r0[4 * sa + k]), x);
-    fmadd(c40, x, b0);
-    fmadd(c41, x, b1);
-    broadcast(detail::convert<float>(r0[5 * sa + k]), x);
-    fmadd(c50, x, b0);
-    fmadd(c51, x, b1);
+    row_step(c00, c01, detail::convert<float>(r0[k]), b0, b1);
+    row_step(c10, c11, detail::convert<float>(r0[sa + k]), b0, b1);
+    row_step(c20, c21, detail::convert<float>(r0[2 * sa + k]), b0, b1);
+    row_step(c30, c31, detail::convert<float>(r0[3 * sa + k]), b0, b1);
+    row_step(c40, c41, detail::convert<float>(r0[4 * sa + k]), b0, b1);
+    row_step(c50, c51, detail::convert<float>(r0[5 * sa + k]), b0, b1);
   }
   Vec const sums[kRows][2] = {{c00, c01}, {c10, c11}, {c20, c21},
                               {c30, c31}, {c40, c41}, {c50, c51}};
@@ -219,6 +210,33 @@ inline void pack_panel(std::uint16_t const* pb, int64_t sb, int64_t n0, int widt
   }
 }
 
+/// acc[i] += row m0 + i's pair p against the panel's pair p, for R rows (any pair, the last of an
+/// odd K too).
+template <int R>
+TILEFOUNDRY_BF16_TARGET inline void pair_step(std::uint16_t const* r0, int64_t sa, int64_t p,
+                                              int64_t depth, std::uint32_t const* panel,
+                                              __m512 (&acc)[R][2]) {
+  __m512bh const b0 = (__m512bh)_mm512_loadu_si512(panel + p * kDotCols);
+  __m512bh const b1 = (__m512bh)_mm512_loadu_si512(panel + p * kDotCols + 16);
+  for (int i = 0; i < R; ++i) {
+    __m512bh const x = (__m512bh)_mm512_set1_epi32(int(pair(r0 + i * sa, p, depth)));
+    acc[i][0] = _mm512_dpbf16_ps(acc[i][0], x, b0);
+    acc[i][1] = _mm512_dpbf16_ps(acc[i][1], x, b1);
+  }
+}
+
+/// R rows of sums stored through store(m0 + i, n0 + j, sum).
+template <int R, class Store>
+TILEFOUNDRY_BF16_TARGET inline void store_rows(__m512 const (&acc)[R][2], int64_t m0, int64_t n0,
+                                               Store const& store) {
+  for (int i = 0; i < R; ++i) {
+    float sums[kDotCols];
+    _mm512_storeu_ps(sums, acc[i][0]);
+    _mm512_storeu_ps(sums + 16, acc[i][1]);
+    for (int j = 0; j < kDotCols; ++j) store(m0 + i, n0 + j, sums[j]);
+  }
+}
+
 /// The R x kDotCols sums of rows [m0, m0 + R) against a packed panel, through store.
 template <int R, class Store>
 TILEFOUNDRY_BF16_TARGET inline void rows_kernel(std::uint16_t const* pa, int64_t sa, int64_t m0,
@@ -226,22 +244,17 @@ TILEFOUNDRY_BF16_TARGET inline void rows_kernel(std::uint16_t const* pa, int64_t
                                                 int64_t depth, Store const& store) {
   __m512 acc[R][2];
   for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
-  int64_t const pairs = (depth + 1) / 2;
-  for (int64_t p = 0; p < pairs; ++p) {
-    __m512bh const b0 = (__m512bh)_mm512_loadu_si512(panel + p * kDotCols);
-    __m512bh const b1 = (__m512bh)_mm512_loadu_si512(panel + p * kDotCols + 16);
-    for (int i = 0; i < R; ++i) {
-      __m512bh const x = (__m512bh)_mm512_set1_epi32(int(pair(pa + (m0 + i) * sa, p, depth)));
-      acc[i][0] = _mm512_dpbf16_ps(acc[i][0], x, b0);
-      acc[i][1] = _mm512_dpbf16_ps(acc[i][1], x, b1);
-    }
-  }
-  for (int i = 0; i < R; ++i) {
-    float sums[kDotCols];
-    _mm512_storeu_ps(sums, acc[i][0]);
-    _mm512_storeu_ps(sums + 16, acc[i][1]);
-    for (int j = 0; j < kDotCols; ++j) store(m0 + i, n0 + j, sums[j]);
-  }
+  for (int64_t p = 0; p < (depth + 1) / 2; ++p)
+    pair_step<R>(pa + m0 * sa, sa, p, depth, panel, acc);
+  store_rows<R>(acc, m0, n0, store);
+}
+
+/// One row's two vectors of sums += its pair `w` (broadcast) against a panel's pair (b0, b1).
+TILEFOUNDRY_BF16_TARGET inline void dot_step(__m512& lo, __m512& hi, std::uint32_t w,
+                                             __m512bh const& b0, __m512bh const& b1) {
+  __m512bh const x = (__m512bh)_mm512_set1_epi32(int(w));
+  lo = _mm512_dpbf16_ps(lo, x, b0);
+  hi = _mm512_dpbf16_ps(hi, x, b1);
 }
 
 /// A whole block of six rows, its twelve sums named one by one (kept in registers), the pairs of a
@@ -257,42 +270,17 @@ TILEFOUNDRY_BF16_TARGET inline void block_kernel(std::uint16_t const* pa, int64_
   for (int64_t p = 0; p < whole; ++p) {
     __m512bh const b0 = (__m512bh)_mm512_loadu_si512(panel + p * kDotCols);
     __m512bh const b1 = (__m512bh)_mm512_loadu_si512(panel + p * kDotCols + 16);
-    __m512bh x = (__m512bh)_mm512_set1_epi32(int(word(r0 + 0 * sa, p)));
-    c00 = _mm512_dpbf16_ps(c00, x, b0);
-    c01 = _mm512_dpbf16_ps(c01, x, b1);
-    x = (__m512bh)_mm512_set1_epi32(int(word(r0 + 1 * sa, p)));
-    c10 = _mm512_dpbf16_ps(c10, x, b0);
-    c11 = _mm512_dpbf16_ps(c11, x, b1);
-    x = (__m512bh)_mm512_set1_epi32(int(word(r0 + 2 * sa, p)));
-    c20 = _mm512_dpbf16_ps(c20, x, b0);
-    c21 = _mm512_dpbf16_ps(c21, x, b1);
-    x = (__m512bh)_mm512_set1_epi32(int(word(r0 + 3 * sa, p)));
-    c30 = _mm512_dpbf16_ps(c30, x, b0);
-    c31 = _mm512_dpbf16_ps(c31, x, b1);
-    x = (__m512bh)_mm512_set1_epi32(int(word(r0 + 4 * sa, p)));
-    c40 = _mm512_dpbf16_ps(c40, x, b0);
-    c41 = _mm512_dpbf16_ps(c41, x, b1);
-    x = (__m512bh)_mm512_set1_epi32(int(word(r0 + 5 * sa, p)));
-    c50 = _mm512_dpbf16_ps(c50, x, b0);
-    c51 = _mm512_dpbf16_ps(c51, x, b1);
+    dot_step(c00, c01, word(r0, p), b0, b1);
+    dot_step(c10, c11, word(r0 + sa, p), b0, b1);
+    dot_step(c20, c21, word(r0 + 2 * sa, p), b0, b1);
+    dot_step(c30, c31, word(r0 + 3 * sa, p), b0, b1);
+    dot_step(c40, c41, word(r0 + 4 * sa, p), b0, b1);
+    dot_step(c50, c51, word(r0 + 5 * sa, p), b0, b1);
   }
   __m512 sums[kRows][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
-  if (depth % 2) {  // the last k, alone in its pair
-    int64_t const p = whole;
-    __m512bh const b0 = (__m512bh)_mm512_loadu_si512(panel + p * kDotCols);
-    __m512bh const b1 = (__m512bh)_mm512_loadu_si512(panel + p * kDotCols + 16);
-    for (int i = 0; i < kRows; ++i) {
-      __m512bh const x = (__m512bh)_mm512_set1_epi32(int(pair(r0 + i * sa, p, depth)));
-      sums[i][0] = _mm512_dpbf16_ps(sums[i][0], x, b0);
-      sums[i][1] = _mm512_dpbf16_ps(sums[i][1], x, b1);
-    }
-  }
-  for (int i = 0; i < kRows; ++i) {
-    float out[kDotCols];
-    _mm512_storeu_ps(out, sums[i][0]);
-    _mm512_storeu_ps(out + 16, sums[i][1]);
-    for (int j = 0; j < kDotCols; ++j) store(m0 + i, n0 + j, out[j]);
-  }
+  if (depth % 2)
+    pair_step<kRows>(r0, sa, whole, depth, panel, sums);  // the last k, alone in its pair
+  store_rows<kRows>(sums, m0, n0, store);
 }
 
 /// Every element of a bf16 tile, through store.
