@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .models.generation import Sampling
+from .models.generation import Sampling, engine_for
 from .models.session import TextSession
 from .models.smollm2 import ensure_checkpoint
 
@@ -35,7 +35,9 @@ def main(argv: list[str] | None = None) -> int:
                                prompt=args.prompt, chat=True)
     print(f"model: SmolLM2-135M-Instruct ({session.checkpoint.config.family} family, "
           f"{session.checkpoint.config.num_layers} layers) from {ckpt}")
-    print(f"backend: {args.backend} on cpu; loaded in {session.load_seconds:.1f} s")
+    print(f"backend: {args.backend} on cpu; loaded in {session.load_seconds:.1f} s", flush=True)
+    if args.backend == "twin":  # the decode engine and its compiled kernels, made before the answer streams
+        engine_for(session.model, session.prompt_tokens + session.max_new_tokens, "cpu")
     print(f"user: {args.prompt}\nassistant: ", end="", flush=True)
     result = session.generate(Sampling(), stream=sys.stdout)
     print(f"\n[{len(result.tokens)} tokens; prefill of {session.prompt_tokens} prompt tokens "
