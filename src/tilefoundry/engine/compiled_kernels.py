@@ -18,9 +18,8 @@ What does not run compiled yet, each with its measured reason:
 * In a step of more than ``DECODE_ROWS`` tokens (prefill), attention runs torch's slot (scaled-dot-product
   attention): the compiled attention's CPU tier is a loop over each query row's scores, 2.4x slower than torch's
   at a 500-token SmolLM2-135M prompt (1.03 s against 0.44 s, all 30 layers). The projections of such a step run
-  compiled (the CPU's blocked GEMM, 1.0-1.25x torch's in f32) for an f32 model; a 16-bit model's run torch's
-  slots (the compiled bf16 GEMM, on the CPU's bf16 dot-product instructions too, measured 0.49-0.91x torch's
-  on this project's 2-core machine: ``bench/compiled_gemm_cpu.json``).
+  compiled, on the CPU's blocked GEMM (``bench/compiled_gemm_cpu.json``: 0.89-1.20x torch's in f32, 0.78-1.11x
+  in bf16 at 128 to 1024 rows).
 
 Decoding (one token a step) runs every slot but ``moe`` compiled: SmolLM2-135M (f32) decodes at 17.8 tokens/s
 through them against 14.9 through torch's slots (``bench/decode.py --device cpu --kernels compiled,torch``,
@@ -55,8 +54,8 @@ from .torch_kernels import TorchKernels
 __all__ = ["DECODE_ROWS", "CompiledKernels", "SlotShapes", "slot_functions"]
 
 DECODE_ROWS = 16
-"""The most tokens a step runs wholly through the compiled slots (the GEMV's rows); in a longer step attention, and
-for a 16-bit model every slot, runs torch's (module docstring)."""
+"""The most tokens a step runs wholly through the compiled slots; in a longer step attention runs torch's (module
+docstring)."""
 
 
 def _linear(x: Any, w: Any) -> Any:
@@ -186,7 +185,6 @@ class CompiledKernels(KernelSet):
         self._fns: dict[str, Any] = {}
         self._shapes: SlotShapes | None = None
         self._torch = TorchKernels()
-        self._long_steps_compiled = False
         self._aranges: dict[torch.device, torch.Tensor] = {}
 
     def prepare(self, spec: DecoderSpec, weights: PackedDecoder, dtype: torch.dtype, device: torch.device) -> None:
@@ -208,11 +206,6 @@ class CompiledKernels(KernelSet):
             print(f"tilefoundry: the engine's {len(built)} compiled kernel slots for {target} are ready ({took:.0f} s; "
                   "kept on disk for next time)", file=sys.stderr)
         self._fns, self._shapes = built, shapes
-        self._long_steps_compiled = dtype == torch.float32
-
-    def _torch_runs(self, rows: int) -> bool:
-        """Whether a step of ``rows`` tokens runs torch's projection slots (module docstring)."""
-        return rows > DECODE_ROWS and not self._long_steps_compiled
 
     def _spec(self) -> DecoderSpec:
         if self._shapes is None:
@@ -239,15 +232,11 @@ class CompiledKernels(KernelSet):
         return have[:count]
 
     def embed(self, ids: torch.Tensor, table: torch.Tensor, out: torch.Tensor) -> None:
-        if self._torch_runs(ids.shape[0]):
-            return self._torch.embed(ids, table, out)
         self._fn("embed")(ids.long(), table, out)
 
     def norm_linear(self, x: torch.Tensor, norm: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
                     out: torch.Tensor, eps: float) -> None:
         self._eps(eps)
-        if self._torch_runs(x.shape[0]):
-            return self._torch.norm_linear(x, norm, weight, bias, out, eps)
         fn = self._fn("norm_linear")
         if bias is None:
             fn(x, norm, weight, out)
@@ -259,8 +248,6 @@ class CompiledKernels(KernelSet):
                    cache_v: torch.Tensor, eps: float, at: StepPositions) -> None:
         self._eps(eps)
         m = qkv.shape[0]
-        if self._torch_runs(m):
-            return self._torch.rope_cache(qkv, q_norm, k_norm, cos, sin, q_out, cache_k, cache_v, eps, at)
         rows = at.rows(m)
         cur = at.position.long().reshape(())
         n_new = self._arange(m + 1, qkv.device)[m]
@@ -285,8 +272,6 @@ class CompiledKernels(KernelSet):
 
     def linear_residual(self, x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor,
                         out: torch.Tensor) -> None:
-        if self._torch_runs(x.shape[0]):
-            return self._torch.linear_residual(x, weight, residual, out)
         s = self._spec()
         name = "o_proj" if x.shape[1] == s.heads * s.head_dim else "down"
         self._fn(name)(x, weight, residual, out)
@@ -294,8 +279,6 @@ class CompiledKernels(KernelSet):
     def norm_swiglu(self, x: torch.Tensor, norm: torch.Tensor, gate_up: torch.Tensor, out: torch.Tensor,
                     eps: float) -> None:
         self._eps(eps)
-        if self._torch_runs(x.shape[0]):
-            return self._torch.norm_swiglu(x, norm, gate_up, out, eps)
         self._fn("norm_swiglu")(x, norm, gate_up, out)
 
     def moe(self, x: torch.Tensor, norm: torch.Tensor, router: torch.Tensor, experts_gate: torch.Tensor,
@@ -306,6 +289,4 @@ class CompiledKernels(KernelSet):
 
     def head(self, x: torch.Tensor, norm: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, eps: float) -> None:
         self._eps(eps)
-        if self._torch_runs(x.shape[0]):
-            return self._torch.head(x, norm, weight, out, eps)
         self._fn("head")(x, norm, weight, out)

@@ -37,6 +37,24 @@ namespace matmul_blocked {
 constexpr int kRows = 6;   // rows of a a micro-kernel reads (broadcast one at a time)
 constexpr int kCols = 16;  // columns of b it reads (two vectors of eight floats)
 
+/// The store of a tile with no epilogue into a row-major output: out(m, n) = sum rounded to T.
+/// bf16 panels store whole vectors of it at once (bf16_dot::store_rows).
+template <class T>
+struct plain_store {
+  T* base;
+  int64_t ld;  // elements between rows
+  void operator()(int64_t m, int64_t n, float sum) const {
+    base[m * ld + n] = detail::convert<T>(sum);
+  }
+  T* row(int64_t m) const { return base + m * ld; }
+};
+
+/// Whether a store writes a bf16 output with no epilogue (whole vectors at once, bf16_dot).
+template <class Store>
+struct is_plain_bf16_store : std::false_type {};
+template <>
+struct is_plain_bf16_store<plain_store<cutlass::bfloat16_t>> : std::true_type {};
+
 using Vec = float __attribute__((vector_size(32)));
 
 /// acc += x * y, in one rounding where the CPU has fused multiply-add (the order of the sum is the
@@ -225,28 +243,40 @@ TILEFOUNDRY_BF16_TARGET inline void pair_step(std::uint16_t const* r0, int64_t s
   }
 }
 
-/// R rows of sums stored through store(m0 + i, n0 + j, sum).
+/// R rows of sums stored through store(m0 + i, n0 + j, sum) for j < width; into a bf16 output with
+/// no epilogue, sixteen at a time (converted to bf16, rounding to nearest even, by one
+/// instruction).
 template <int R, class Store>
 TILEFOUNDRY_BF16_TARGET inline void store_rows(__m512 const (&acc)[R][2], int64_t m0, int64_t n0,
-                                               Store const& store) {
+                                               int width, Store const& store) {
   for (int i = 0; i < R; ++i) {
-    float sums[kDotCols];
-    _mm512_storeu_ps(sums, acc[i][0]);
-    _mm512_storeu_ps(sums + 16, acc[i][1]);
-    for (int j = 0; j < kDotCols; ++j) store(m0 + i, n0 + j, sums[j]);
+    if constexpr (is_plain_bf16_store<Store>::value) {
+      for (int h = 0; h < 2; ++h) {
+        int const cols = width - 16 * h < 16 ? width - 16 * h : 16;
+        if (cols <= 0) break;
+        __m256i const v = (__m256i)_mm512_cvtneps_pbh(acc[i][h]);
+        __mmask16 const mask = cols == 16 ? __mmask16(0xffff) : __mmask16((1u << cols) - 1u);
+        _mm256_mask_storeu_epi16(store.row(m0 + i) + n0 + 16 * h, mask, v);
+      }
+    } else {
+      float sums[kDotCols];
+      _mm512_storeu_ps(sums, acc[i][0]);
+      _mm512_storeu_ps(sums + 16, acc[i][1]);
+      for (int j = 0; j < width; ++j) store(m0 + i, n0 + j, sums[j]);
+    }
   }
 }
 
 /// The R x kDotCols sums of rows [m0, m0 + R) against a packed panel, through store.
 template <int R, class Store>
 TILEFOUNDRY_BF16_TARGET inline void rows_kernel(std::uint16_t const* pa, int64_t sa, int64_t m0,
-                                                std::uint32_t const* panel, int64_t n0,
+                                                std::uint32_t const* panel, int64_t n0, int width,
                                                 int64_t depth, Store const& store) {
   __m512 acc[R][2];
   for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
   for (int64_t p = 0; p < (depth + 1) / 2; ++p)
     pair_step<R>(pa + m0 * sa, sa, p, depth, panel, acc);
-  store_rows<R>(acc, m0, n0, store);
+  store_rows<R>(acc, m0, n0, width, store);
 }
 
 /// One row's two vectors of sums += its pair `w` (broadcast) against a panel's pair (b0, b1).
@@ -261,7 +291,7 @@ TILEFOUNDRY_BF16_TARGET inline void dot_step(__m512& lo, __m512& hi, std::uint32
 /// row read as 32-bit words (the last pair of an odd K by pair()).
 template <class Store>
 TILEFOUNDRY_BF16_TARGET inline void block_kernel(std::uint16_t const* pa, int64_t sa, int64_t m0,
-                                                 std::uint32_t const* panel, int64_t n0,
+                                                 std::uint32_t const* panel, int64_t n0, int width,
                                                  int64_t depth, Store const& store) {
   __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
   __m512 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
@@ -280,7 +310,7 @@ TILEFOUNDRY_BF16_TARGET inline void block_kernel(std::uint16_t const* pa, int64_
   __m512 sums[kRows][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
   if (depth % 2)
     pair_step<kRows>(r0, sa, whole, depth, panel, sums);  // the last k, alone in its pair
-  store_rows<kRows>(sums, m0, n0, store);
+  store_rows<kRows>(sums, m0, n0, width, store);
 }
 
 /// Every element of a bf16 tile, through store.
@@ -293,28 +323,24 @@ TILEFOUNDRY_BF16_TARGET inline void tile(std::uint16_t const* pa, int64_t sa,
   for (int64_t n0 = 0; n0 < cols; n0 += kDotCols) {
     int const width = cols - n0 < kDotCols ? int(cols - n0) : kDotCols;
     pack_panel(pb, sb, n0, width, depth, panel.data());
-    auto const kept = [&](int64_t m, int64_t n,
-                          float sum) {  // a last panel's padding is not stored
-      if (n - n0 < width) store(m, n, sum);
-    };
     for (int64_t m0 = 0; m0 < full; m0 += kRows) {
-      block_kernel(pa, sa, m0, panel.data(), n0, depth, kept);
+      block_kernel(pa, sa, m0, panel.data(), n0, width, depth, store);  // no padding stored
     }
     switch (rows - full) {
       case 1:
-        rows_kernel<1>(pa, sa, full, panel.data(), n0, depth, kept);
+        rows_kernel<1>(pa, sa, full, panel.data(), n0, width, depth, store);
         break;
       case 2:
-        rows_kernel<2>(pa, sa, full, panel.data(), n0, depth, kept);
+        rows_kernel<2>(pa, sa, full, panel.data(), n0, width, depth, store);
         break;
       case 3:
-        rows_kernel<3>(pa, sa, full, panel.data(), n0, depth, kept);
+        rows_kernel<3>(pa, sa, full, panel.data(), n0, width, depth, store);
         break;
       case 4:
-        rows_kernel<4>(pa, sa, full, panel.data(), n0, depth, kept);
+        rows_kernel<4>(pa, sa, full, panel.data(), n0, width, depth, store);
         break;
       case 5:
-        rows_kernel<5>(pa, sa, full, panel.data(), n0, depth, kept);
+        rows_kernel<5>(pa, sa, full, panel.data(), n0, width, depth, store);
         break;
       default:
         break;

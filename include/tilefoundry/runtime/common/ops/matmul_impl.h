@@ -192,9 +192,17 @@ TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, Out&& out, Epi const& epi, P
 #if defined(TILEFOUNDRY_TARGET_CPU)
   if constexpr (std::is_same_v<Acc, float>) {
     if (rows >= kBlockedRows) {  // several rows: the blocked tier (matmul_blocked.h)
-      matmul_blocked::tile(pa, sa, pb, sb, rows, cols, depth, [&](int64_t m, int64_t n, float acc) {
-        out(m, n) = detail::convert<T>(epi(m, n, acc));
-      });
+      if constexpr (std::is_same_v<Epi, store_as_is> &&
+                    unit_stride_v<1, cute::remove_cvref_t<Out>>) {  // rows stored as they are
+        matmul_blocked::tile(
+            pa, sa, pb, sb, rows, cols, depth,
+            matmul_blocked::plain_store<T>{&out(0, 0), int64_t(cute::stride<0>(out))});
+      } else {
+        matmul_blocked::tile(pa, sa, pb, sb, rows, cols, depth,
+                             [&](int64_t m, int64_t n, float acc) {
+                               out(m, n) = detail::convert<T>(epi(m, n, acc));
+                             });
+      }
       return;
     }
   }
