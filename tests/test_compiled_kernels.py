@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from tilefoundry.codegen.toolchain import CompilerNotFoundError
-from tilefoundry.engine import CompiledKernels, DecodeEngine, TorchKernels
+from tilefoundry.engine import CompiledKernels, DecodeEngine, DecoderSpec, TorchKernels
 from tilefoundry.engine.compiled_kernels import DECODE_ROWS, SlotShapes, slot_functions
 from tilefoundry.ir.core.tree import flatten, leaf_paths
 from tilefoundry.models import open_checkpoint
@@ -126,3 +126,37 @@ def test_a_slot_called_before_the_set_is_built_says_how_it_is_built() -> None:
     with pytest.raises(RuntimeError, match=r"CompiledKernels: its slots are not built yet; a DecodeEngine builds "
                                            r"them when it is made \(CompiledKernels.prepare\)"):
         CompiledKernels().head(x, torch.ones(8), torch.zeros(4, 8), torch.empty(1, 4), 1e-6)
+
+
+def test_each_projection_slot_computes_the_family_function_it_stands_for() -> None:
+    """The slots' own layouts (packed q/k/v, interleaved gate/up) against the families' functions, both evaluated:
+    norm_linear is qkv, norm_swiglu then down is the MLP, head is head."""
+    from tests.test_compile_families import _family, _functions, _inputs
+    from tilefoundry.engine.packing import pack_gate_up, pack_qkv
+
+    model = _family("qwen2")  # q/k/v with biases
+    fam = _functions(model)
+    c = model.layer0.functions["qkv"]
+    hidden = c.params[0].type.shape[1]
+    spec = DecoderSpec(hidden=hidden, heads=4, kv_heads=2, head_dim=hidden // 4, vocab=256, eps=1e-6,
+                       max_positions=128)
+    inter = model.layer0.functions["mlp"].params[2].type.shape[0]
+    slots = slot_functions(SlotShapes(spec, "f32", inter, True, False))
+    expect = [parse_predicate("rel_l2:max=1e-6")]
+
+    def qkv(x, norm, q, k, v, qb, kb, vb):  # noqa: ANN001, ANN202
+        out = slots["norm_linear"](x, norm, pack_qkv(q, k, v), torch.cat((qb, kb, vb)))
+        m = x.shape[0]
+        return tuple(t.reshape(m, -1, spec.head_dim) for t in out.split((4 * spec.head_dim, 2 * spec.head_dim,
+                                                                          2 * spec.head_dim), dim=1))
+
+    def mlp(x, norm, gate, up, down):  # noqa: ANN001, ANN202
+        return slots["down"](slots["norm_swiglu"](x, norm, pack_gate_up(gate, up)), down, x)
+
+    for name, slot in (("qkv", qkv), ("mlp", mlp), ("head", slots["head"])):
+        fn = fam[name]
+        outs = fn.output_types
+        paths = [f"output[{i}]" for i in range(len(outs))] if isinstance(outs, tuple) else ["output"]
+        for seq in (1, 7):
+            report = check(slot, fn, _inputs(fn, seq), expect={p: expect for p in paths})
+            assert report.passed, f"{name} at seq {seq}:\n{report}"
