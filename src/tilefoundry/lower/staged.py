@@ -167,7 +167,12 @@ class _Stages:
                 and all(dims_equal(x, y) for x, y in zip(view.shape, out.shape)))
         if not same:
             return False
-        inside = {id(o) for o in ops[1:]}
+        return self.read_only_by(root, ops[1:])
+
+    def read_only_by(self, root: Val, ops: list[Op]) -> bool:
+        """Whether no op but ``ops`` reads ``root``'s memory and the function does not return it: an output may
+        then take its place (the caller passing one tensor as both)."""
+        inside = {id(o) for o in ops}
         readers = [o for o in self.prog.ops for v in o.inputs if self.staged.view(v).root is root]
         returned = any(self.staged.view(v).root is root for v in self.prog.outputs)
         return not returned and all(id(o) in inside for o in readers)
@@ -311,9 +316,7 @@ class _Stages:
         root = cache.root
         if root.param is None or not cache.contiguous or self.homes.get(id(result)) not in self.outputs:
             return False
-        readers = [o for o in self.prog.ops for v in o.inputs if o is not op and self.staged.view(v).root is root]
-        returned = any(self.staged.view(v).root is root for v in self.prog.outputs)
-        return not readers and not returned
+        return self.read_only_by(root, [op])
 
 
 def _dims(fn: PrimFunc) -> list[Dim]:
