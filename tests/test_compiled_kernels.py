@@ -160,3 +160,20 @@ def test_each_projection_slot_computes_the_family_function_it_stands_for() -> No
         for seq in (1, 7):
             report = check(slot, fn, _inputs(fn, seq), expect={p: expect for p in paths})
             assert report.passed, f"{name} at seq {seq}:\n{report}"
+
+
+def test_a_slow_build_is_said_on_a_terminal_only(tmp_path: Path, monkeypatch, capsys) -> None:
+    """A command's stderr that is no terminal stays its own (a refusal is one line there)."""
+    import itertools
+
+    import tilefoundry.engine.compiled_kernels as compiled
+
+    make_checkpoint("llama", tmp_path / "llama", sharded=False)
+    opened = open_checkpoint(tmp_path / "llama", progress=False)
+    twin = build_twin(opened.module, opened.config)
+    twin.load(opened.resource("cpu"))
+    clock = itertools.count(0.0, 30.0)  # every build "took" 30 s
+    monkeypatch.setattr(compiled.time, "monotonic", lambda: next(clock))
+    capsys.readouterr()  # what making the checkpoint printed
+    DecodeEngine(twin, 8, kernels=CompiledKernels())
+    assert capsys.readouterr().err == ""

@@ -202,7 +202,7 @@ class CompiledKernels(KernelSet):
         with ThreadPoolExecutor(self.jobs) as pool:
             built = dict(zip(fns, pool.map(lambda fn: jit(fn, target=target), fns.values())))
         took = time.monotonic() - start
-        if took > 2.0:
+        if took > 2.0 and sys.stderr.isatty():  # as jit's own build progress: a terminal's, not a log's
             print(f"tilefoundry: the engine's {len(built)} compiled kernel slots for {target} are ready ({took:.0f} s; "
                   "kept on disk for next time)", file=sys.stderr)
         self._fns, self._shapes = built, shapes
