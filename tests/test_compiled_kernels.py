@@ -88,10 +88,8 @@ def test_the_slots_fuse_what_the_hand_written_kernels_fuse(family) -> None:
     name, opened = family
     twin = build_twin(opened.module, opened.config)
     twin.load(opened.resource("cpu"))
-    packed = pack_decoder(twin.decoder_weights())
-    dense = [w for w in packed.layers if w.gate_up is not None]
-    shapes = SlotShapes(type(twin).decoder_spec, opened.config.dtype, dense[0].gate_up.shape[0] // 2,
-                        packed.layers[0].qkv_bias is not None, packed.layers[0].q_norm is not None)
+    weights = twin.decoder_weights()
+    shapes = SlotShapes.of(type(twin).decoder_spec, pack_decoder(weights), weights.dtype)
     tir = {n: lower(fn, "cpu").functions[fn.name] for n, fn in slot_functions(shapes).items()}
     for slot in ("norm_linear", "o_proj", "down", "head"):
         assert [s.fn.schedule.placement for s in tir[slot].stages] == ["matmul"], (name, slot)

@@ -74,6 +74,14 @@ class SlotShapes:
     qkv_bias: bool
     qk_norm: bool
 
+    @classmethod
+    def of(cls, spec: DecoderSpec, weights: PackedDecoder, dtype: torch.dtype) -> SlotShapes:
+        """The shapes of the model whose packed weights are ``weights``."""
+        dense = [w for w in weights.layers if w.gate_up is not None]
+        first = weights.layers[0] if weights.layers else None
+        return cls(spec, dtype_of(dtype).name, dense[0].gate_up.shape[0] // 2 if dense else 0,
+                   first is not None and first.qkv_bias is not None, first is not None and first.q_norm is not None)
+
 
 @functools.lru_cache(maxsize=8)
 def slot_functions(shapes: SlotShapes) -> dict[str, Function]:
@@ -189,11 +197,7 @@ class CompiledKernels(KernelSet):
 
     def prepare(self, spec: DecoderSpec, weights: PackedDecoder, dtype: torch.dtype, device: torch.device) -> None:
         """Build (or load) every slot's kernel for this model: its sizes, dtype and device."""
-        dense = [w for w in weights.layers if w.gate_up is not None]
-        first = weights.layers[0] if weights.layers else None
-        shapes = SlotShapes(spec, dtype_of(dtype).name, dense[0].gate_up.shape[0] // 2 if dense else 0,
-                            first is not None and first.qkv_bias is not None,
-                            first is not None and first.q_norm is not None)
+        shapes = SlotShapes.of(spec, weights, dtype)
         if shapes == self._shapes:
             return
         target = "cuda" if device.type == "cuda" else "cpu"

@@ -51,7 +51,7 @@ def epilogue_inputs(staged: StagedProgram, ops: list[Op]) -> list[Val]:
     out: list[Val] = []
     for op in ops[1:]:
         for v in op.inputs:
-            if id(v) in made or _constant(v) or any(v is o for o in out):
+            if id(v) in made or v.constant or any(v is o for o in out):
                 continue
             out.append(v)
     return out
@@ -60,10 +60,6 @@ def epilogue_inputs(staged: StagedProgram, ops: list[Op]) -> list[Val]:
 def epilogue_result(staged: StagedProgram, ops: list[Op]) -> Val:
     """The one value of a fused stage's epilogue read after it or returned."""
     return _results(staged, ops[1:])[0]
-
-
-def _constant(v: Val) -> bool:
-    return v.producer is not None and v.producer.op == "constant"
 
 
 def _readers(staged: StagedProgram, root: Val) -> list[Op]:
@@ -107,7 +103,7 @@ def _fusable(staged: StagedProgram, mm: Op, stage: Stage, k: int) -> bool:
                 if id(v) in staged.views:
                     return False  # read through a view of its own
                 continue
-            if _constant(v):
+            if v.constant:
                 if v.type.rank != 0:
                     return False
                 continue

@@ -31,6 +31,11 @@ class Val:
     param: str | None = None
     producer: Op | None = None
 
+    @property
+    def constant(self) -> bool:
+        """Whether a ``constant`` op makes this value (a literal, copied into every stage that reads it)."""
+        return self.producer is not None and self.producer.op == "constant"
+
     def __str__(self) -> str:
         return f"%{self.name}"
 

@@ -34,7 +34,7 @@ def fuse_prologues(prog: Program) -> Program:
         if not readers or any(v is h for v in prog.outputs) or not all(_takes(mm, h) for mm in readers):
             continue
         x, g = op.inputs
-        if g.type.rank != 1 or _constant(x) or _constant(g):
+        if g.type.rank != 1 or x.constant or g.constant:
             continue
         for mm in readers:
             mm.inputs = (x, mm.inputs[1], g)
@@ -48,7 +48,3 @@ def _takes(mm: Op, h: Val) -> bool:
     """Whether ``mm`` can read ``h`` through a prologue: a matmul of ``h`` (2-D) by another 2-D operand."""
     return (mm.op == "matmul" and "prologue" not in mm.attrs and len(mm.inputs) == 2 and mm.inputs[0] is h
             and mm.inputs[1] is not h and h.type.rank == 2 and mm.inputs[1].type.rank == 2)
-
-
-def _constant(v: Val) -> bool:
-    return v.producer is not None and v.producer.op == "constant"

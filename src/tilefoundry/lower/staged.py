@@ -261,7 +261,7 @@ class _Stages:
         """A row-wise stage copying ``v`` (through its view) into the caller's output ``out``."""
         view = self.staged.view(v)
         root = view.root
-        if root.producer is not None and root.producer.op == "constant" or id(root) not in self.homes:
+        if root.constant or id(root) not in self.homes:
             raise LoweringError("return", self.prog.name, f"it returns {v.name}, which no stage computes (a "
                                 "constant); not compiled yet", self.prog.function.loc)
         p = Val(TensorType(v.type.shape, v.type.dtype), f"{v.name}_src", param=f"{v.name}_src")

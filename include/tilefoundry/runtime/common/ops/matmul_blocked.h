@@ -145,27 +145,28 @@ inline void block_kernel(E const* pa, int64_t sa, int64_t m0, float const* panel
   }
 }
 
-/// The last rows % kRows rows of a panel, by a micro-kernel of that many rows.
-template <class E, class Store>
-inline void last_rows(E const* pa, int64_t sa, int64_t m0, int64_t left, float const* panel,
-                      int64_t n0, int64_t depth, Store const& store) {
+/// f(std::integral_constant<int, R>{}) for the R = left rows short of a whole block (1 to kRows -
+/// 1; none: nothing), so that a micro-kernel of exactly that many rows runs.
+template <class F>
+inline void with_rows(int64_t left, F const& f) {
   switch (left) {
     case 1:
-      return micro_kernel<1>(pa, sa, m0, panel, n0, depth, store);
+      return f(std::integral_constant<int, 1>{});
     case 2:
-      return micro_kernel<2>(pa, sa, m0, panel, n0, depth, store);
+      return f(std::integral_constant<int, 2>{});
     case 3:
-      return micro_kernel<3>(pa, sa, m0, panel, n0, depth, store);
+      return f(std::integral_constant<int, 3>{});
     case 4:
-      return micro_kernel<4>(pa, sa, m0, panel, n0, depth, store);
+      return f(std::integral_constant<int, 4>{});
     case 5:
-      return micro_kernel<5>(pa, sa, m0, panel, n0, depth, store);
+      return f(std::integral_constant<int, 5>{});
     default:
       return;
   }
 }
+static_assert(kRows == 6, "with_rows names the rows short of a block of six");
 
-/// whole_panels over rows of a already in float, or of b's own type.
+/// Every element of a tile through store, its rows of a already in float (or of b's own type).
 template <class A, class E, class Store>
 inline void panels_of(A const* pa, int64_t sa, E const* pb, int64_t sb, int64_t rows, int64_t cols,
                       int64_t depth, Store const& store) {
@@ -181,7 +182,9 @@ inline void panels_of(A const* pa, int64_t sa, E const* pb, int64_t sb, int64_t 
     for (int64_t m0 = 0; m0 < full; m0 += kRows) {
       block_kernel(pa, sa, m0, panel.data(), n0, depth, kept);
     }
-    last_rows(pa, sa, full, rows - full, panel.data(), n0, depth, kept);
+    with_rows(rows - full, [&](auto r) {
+      micro_kernel<decltype(r)::value>(pa, sa, full, panel.data(), n0, depth, kept);
+    });
   }
 }
 
@@ -326,25 +329,9 @@ TILEFOUNDRY_BF16_TARGET inline void tile(std::uint16_t const* pa, int64_t sa,
     for (int64_t m0 = 0; m0 < full; m0 += kRows) {
       block_kernel(pa, sa, m0, panel.data(), n0, width, depth, store);  // no padding stored
     }
-    switch (rows - full) {
-      case 1:
-        rows_kernel<1>(pa, sa, full, panel.data(), n0, width, depth, store);
-        break;
-      case 2:
-        rows_kernel<2>(pa, sa, full, panel.data(), n0, width, depth, store);
-        break;
-      case 3:
-        rows_kernel<3>(pa, sa, full, panel.data(), n0, width, depth, store);
-        break;
-      case 4:
-        rows_kernel<4>(pa, sa, full, panel.data(), n0, width, depth, store);
-        break;
-      case 5:
-        rows_kernel<5>(pa, sa, full, panel.data(), n0, width, depth, store);
-        break;
-      default:
-        break;
-    }
+    with_rows(rows - full, [&](auto r) {
+      rows_kernel<decltype(r)::value>(pa, sa, full, panel.data(), n0, width, depth, store);
+    });
   }
 }
 

@@ -186,9 +186,6 @@ TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, Out&& out, Epi const& epi, P
     pa = normed.data();
     sa = depth;
   }
-  bool const grouped = depth % V == 0 && sa % V == 0 && sb % V == 0 &&
-                       reinterpret_cast<std::uintptr_t>(pa) % 16 == 0 &&
-                       reinterpret_cast<std::uintptr_t>(pb) % 16 == 0;
 #if defined(TILEFOUNDRY_TARGET_CPU)
   if constexpr (std::is_same_v<Acc, float>) {
     if (rows >= kBlockedRows) {  // several rows: the blocked tier (matmul_blocked.h)
@@ -207,6 +204,9 @@ TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, Out&& out, Epi const& epi, P
     }
   }
 #endif
+  bool const grouped = depth % V == 0 && sa % V == 0 && sb % V == 0 &&
+                       reinterpret_cast<std::uintptr_t>(pa) % 16 == 0 &&
+                       reinterpret_cast<std::uintptr_t>(pb) % 16 == 0;
   for (int64_t e = 0; e < rows * cols; ++e) {
     int64_t const n = e / rows;
     int64_t const m = e - n * rows;
