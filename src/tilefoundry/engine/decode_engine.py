@@ -96,10 +96,15 @@ def default_kernels(spec: DecoderSpec, dtype: torch.dtype, device: torch.device)
     try:
         return CudaKernels()
     except (RuntimeError, OSError) as error:  # KernelBuildError, a missing compiler or CUDA runtime
-        text = " ".join(str(error).split())[:300]
-        warnings.warn(f"DecodeEngine: the CUDA kernels are not available ({type(error).__name__}: {text}); "
-                      "running the torch kernel slots", RuntimeWarning, stacklevel=3)
-        return TorchKernels()
+        return _torch_instead("CUDA", error, stacklevel=4)
+
+
+def _torch_instead(what: str, error: BaseException, stacklevel: int) -> TorchKernels:
+    """The torch slots, in place of the ``what`` kernels that could not be made (one warning saying why)."""
+    text = " ".join(str(error).split())[:300]
+    warnings.warn(f"DecodeEngine: the {what} kernels are not available ({type(error).__name__}: {text}); running "
+                  "the torch kernel slots", RuntimeWarning, stacklevel=stacklevel)
+    return TorchKernels()
 
 
 class DecodeEngine:
@@ -158,10 +163,7 @@ class DecodeEngine:
         except (RuntimeError, OSError) as error:  # a BuildError, a missing compiler
             if chosen:
                 raise
-            text = " ".join(str(error).split())[:300]
-            warnings.warn(f"DecodeEngine: the {self.kernels.name} kernels are not available ({type(error).__name__}: "
-                          f"{text}); running the torch kernel slots", RuntimeWarning, stacklevel=2)
-            self.kernels = TorchKernels()
+            self.kernels = _torch_instead(self.kernels.name, error, stacklevel=3)
         with torch.inference_mode(False):
             # A step's inputs, one 16-byte row each (token, position, context), copied from host staging rows.
             self._inputs = torch.zeros((3, 4), dtype=torch.int32, device=self.device)
