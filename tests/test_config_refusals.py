@@ -100,7 +100,7 @@ FIELD_CASES: list[tuple[str, Edit, str, str]] = [
     ("rope_linear_without_factor", rope({"rope_type": "linear"}), "factor", "a linear rope_type needs factor"),
     ("rope_llama3_without_factor", rope({"rope_type": "llama3"}), "factor", "needs factor"),
     ("rope_factor_string", rope({"type": "linear", "factor": "2"}), "factor", "finite number > 0"),
-    ("rope_unknown_type", rope({"rope_type": "yarn", "factor": 2.0}), "rope_type", "'llama3'"),
+    ("rope_unknown_type", rope({"rope_type": "ntk-by-parts", "factor": 2.0}), "rope_type", "'longrope'"),
     ("rope_scaling_list", setter("rope_scaling", [1, 2]), "rope_scaling", "a JSON object"),
     ("rope_llama3_freq_order", rope({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 4.0,
                                      "high_freq_factor": 1.0}), "high_freq_factor", "must exceed"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -12,14 +12,15 @@ from .config_schema import (
     CONFIG_FIELDS,
     GENERATION_FIELDS,
     ROPE_FIELDS,
+    ROPE_TYPES,
     ConfigFieldError,
     UnsupportedModelError,
     read_fields,
 )
 
 __all__ = [
-    "ARCHITECTURES", "ConfigFieldError", "ModelConfig", "RopeConfig", "UnsupportedModelError", "parse_config",
-    "read_config", "read_json_object",
+    "ARCHITECTURES", "ROPE_TYPES", "ConfigFieldError", "ModelConfig", "RopeConfig", "UnsupportedModelError",
+    "parse_config", "read_config", "read_json_object",
 ]
 
 
@@ -36,14 +37,40 @@ _DTYPES = {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}
 
 @dataclass(frozen=True)
 class RopeConfig:
-    """Rotary embedding parameters (``rope_type`` default, linear or llama3)."""
+    """Rotary embedding parameters, as transformers' ``config.rope_parameters`` holds them once standardized.
+
+    ``rope_type`` is one of :data:`ROPE_TYPES`; ``theta`` is ``rope_theta``; ``max_position_embeddings`` is the
+    model's (dynamic NTK scales against it, longrope derives its default ``factor`` from it). Every other field
+    is the ``rope_parameters`` key of the same name, None where the config leaves it to transformers' default
+    (``original_max_position_embeddings`` is filled in as transformers does, with ``max_position_embeddings``,
+    for the types that read it). :mod:`.rope` hands them to transformers' ``ROPE_INIT_FUNCTIONS``.
+    """
 
     theta: float
     rope_type: str = "default"
-    factor: float = 1.0
-    low_freq_factor: float = 1.0
-    high_freq_factor: float = 4.0
-    original_max_position: int = 8192
+    max_position_embeddings: int = 2048
+    factor: float | None = None
+    original_max_position_embeddings: int | None = None
+    low_freq_factor: float | None = None
+    high_freq_factor: float | None = None
+    attention_factor: float | None = None
+    beta_fast: float | None = None
+    beta_slow: float | None = None
+    mscale: float | None = None
+    mscale_all_dim: float | None = None
+    truncate: bool | None = None
+    short_factor: tuple[float, ...] | None = None
+    long_factor: tuple[float, ...] | None = None
+    partial_rotary_factor: float | None = None
+
+    def transformers_parameters(self) -> dict[str, Any]:
+        """The ``rope_parameters`` dict a transformers config holds for these parameters (lists as lists)."""
+        out: dict[str, Any] = {"rope_type": self.rope_type, "rope_theta": self.theta}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name not in ("theta", "rope_type", "max_position_embeddings") and value is not None:
+                out[f.name] = list(value) if isinstance(value, tuple) else value
+        return out
 
 
 @dataclass(frozen=True)
@@ -195,7 +222,7 @@ def parse_config(raw: Mapping[str, Any], generation: Mapping[str, Any] | None = 
         num_kv_heads=kv_heads,
         head_dim=head_dim,
         rms_norm_eps=v["rms_norm_eps"],
-        rope=_rope(v, source),
+        rope=_rope(v, head_dim, family, source),
         max_position_embeddings=v["max_position_embeddings"],
         tie_word_embeddings=v["tie_word_embeddings"],
         dtype=_DTYPES[v["dtype"] or v["torch_dtype"] or "float32"],
@@ -232,24 +259,62 @@ def _moe(v: Mapping[str, Any], layers: int, source: str) -> tuple[int, int, int,
     return experts, v["num_experts_per_tok"], v["moe_intermediate_size"], routed
 
 
-def _rope(v: Mapping[str, Any], source: str) -> RopeConfig:
-    """The rotary parameters: rope_parameters (transformers 5) over rope_scaling (earlier), then rope_theta."""
-    scaling, parameters = v["rope_scaling"] or {}, v["rope_parameters"] or {}
-    key = " / ".join(k for k, d in (("rope_scaling", scaling), ("rope_parameters", parameters)) if d)
+# The rope_parameters keys transformers requires of each type (its RotaryEmbeddingConfigMixin validation refuses
+# a config without them); rope_theta and original_max_position_embeddings always have defaults.
+_ROPE_NEEDS: dict[str, tuple[str, ...]] = {
+    "default": (),
+    "linear": ("factor",),
+    "dynamic": ("factor",),
+    "yarn": ("factor",),
+    "longrope": ("short_factor", "long_factor"),
+    "llama3": ("factor", "low_freq_factor", "high_freq_factor"),
+    "proportional": (),
+}
+# The types whose frequencies depend on original_max_position_embeddings (transformers fills it in for them).
+_ORIGINAL_MAX_TYPES = ("llama3", "yarn", "longrope")
+
+
+def _rope(v: Mapping[str, Any], head_dim: int, family: str, source: str) -> RopeConfig:
+    """The rotary parameters, read as transformers reads them: rope_scaling (earlier transformers) when given and
+    not empty, else rope_parameters (transformers 5); rope_theta and partial_rotary_factor from the top level
+    where the object leaves them out."""
+    key = "rope_scaling" if v["rope_scaling"] else "rope_parameters" if v["rope_parameters"] else ""
     where = f"{source} ({key})" if key else source
-    p = read_fields({**scaling, **parameters}, ROPE_FIELDS, where)
-    theta = p["rope_theta"] if p["rope_theta"] is not None else v["rope_theta"]
+    p = read_fields(v[key] if key else {}, ROPE_FIELDS, where)
     rope_type = p["rope_type"] or p["type"] or "default"
+    for name in _ROPE_NEEDS[rope_type]:
+        if p[name] is None:
+            kind = ROPE_FIELDS[name].describe()
+            raise ConfigFieldError(f"{where}: a {rope_type} rope_type needs {name} ({kind}); it is missing (add "
+                                   f"it to {key}, as the checkpoint's source publishes it)")
+    theta = p["rope_theta"] if p["rope_theta"] is not None else v["rope_theta"]
+    partial = p["partial_rotary_factor"] if p["partial_rotary_factor"] is not None else v["partial_rotary_factor"]
+    if partial is not None and partial != 1.0 and rope_type not in ("default", "proportional"):
+        raise ConfigFieldError(
+            f"{where}: partial_rotary_factor {partial} with a {rope_type} rope_type would rotate part of each head, "
+            f"which the {family} family (like transformers' model of it) cannot apply; only the proportional "
+            "rope_type rotates part of a head (set partial_rotary_factor to 1.0 or remove it)"
+        )
     if rope_type == "default":
-        return RopeConfig(theta)
-    if p["factor"] is None:
-        raise ConfigFieldError(f"{where}: a {rope_type} rope_type needs factor (a finite number > 0); it is missing")
-    if rope_type == "linear":
-        return RopeConfig(theta, "linear", factor=p["factor"])
-    if p["high_freq_factor"] <= p["low_freq_factor"]:
+        # transformers' default frequencies use the whole head whatever partial_rotary_factor says
+        partial = None
+    if rope_type == "llama3" and p["high_freq_factor"] <= p["low_freq_factor"]:
         raise ConfigFieldError(f"{where}: high_freq_factor {p['high_freq_factor']} must exceed low_freq_factor "
                                f"{p['low_freq_factor']}")
+    if rope_type == "longrope":
+        for name in ("short_factor", "long_factor"):
+            if len(p[name]) != head_dim // 2:
+                raise ConfigFieldError(
+                    f"{where}: {name} holds {len(p[name])} numbers; a longrope rope_type needs one per rotary "
+                    f"frequency, head_dim / 2 = {head_dim // 2}"
+                )
+    original = p["original_max_position_embeddings"]
+    if rope_type in _ORIGINAL_MAX_TYPES and original is None:
+        original = v["max_position_embeddings"]
     return RopeConfig(
-        theta, "llama3", factor=p["factor"], low_freq_factor=p["low_freq_factor"],
-        high_freq_factor=p["high_freq_factor"], original_max_position=p["original_max_position_embeddings"],
+        theta, rope_type, max_position_embeddings=v["max_position_embeddings"], factor=p["factor"],
+        original_max_position_embeddings=original, low_freq_factor=p["low_freq_factor"],
+        high_freq_factor=p["high_freq_factor"], attention_factor=p["attention_factor"], beta_fast=p["beta_fast"],
+        beta_slow=p["beta_slow"], mscale=p["mscale"], mscale_all_dim=p["mscale_all_dim"], truncate=p["truncate"],
+        short_factor=p["short_factor"], long_factor=p["long_factor"], partial_rotary_factor=partial,
     )

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
-    "CONFIG_FIELDS", "GENERATION_FIELDS", "ROPE_FIELDS", "ConfigFieldError", "Field", "UnsupportedModelError",
-    "read_fields",
+    "CONFIG_FIELDS", "GENERATION_FIELDS", "ROPE_FIELDS", "ROPE_TYPES", "ConfigFieldError", "Field",
+    "UnsupportedModelError", "read_fields",
 ]
 
 
@@ -45,8 +45,8 @@ MAX_EXPERTS = 2**16
 @dataclass(frozen=True)
 class Field:
     """One field: its JSON key, kind (``int``, ``float``, ``bool``, ``str``, ``str_list``, ``int_list``,
-    ``token_ids``, ``object``), inclusive range for numbers (``lo_open``: the lower bound excluded), and
-    default (:data:`_MISSING` when required)."""
+    ``float_list``, ``token_ids``, ``object``), inclusive range for numbers and for each number of a
+    ``float_list`` (``lo_open``: the lower bound excluded), and default (:data:`_MISSING` when required)."""
 
     key: str
     kind: str
@@ -63,8 +63,9 @@ class Field:
 
     def describe(self) -> str:
         """What the field must hold, e.g. ``"an integer in [1, 4096]"``."""
-        if self.kind in ("int", "float"):
-            noun = "an integer" if self.kind == "int" else "a finite number"
+        if self.kind in ("int", "float", "float_list"):
+            noun = {"int": "an integer", "float": "a finite number",
+                    "float_list": "a list of finite numbers"}[self.kind]
             if self.lo is None and self.hi is None:
                 return noun
             lo = "" if self.lo is None else f"{'> ' if self.lo_open else '>= '}{_num(self.lo)}"
@@ -98,6 +99,8 @@ class Field:
             return float(value)
         if self.kind in ("str_list", "int_list"):
             return tuple(value)
+        if self.kind == "float_list":
+            return tuple(float(v) for v in value)
         if self.kind == "token_ids":
             return tuple(value) if isinstance(value, list) else (value,)
         return value
@@ -115,6 +118,9 @@ class Field:
             return isinstance(value, list) and bool(value) and all(isinstance(v, str) for v in value)
         if self.kind == "int_list":
             return isinstance(value, list) and all(_is_int(v) and v >= 0 for v in value)
+        if self.kind == "float_list":
+            return isinstance(value, list) and bool(value) and all(
+                _is_number(v) and math.isfinite(v) and self._in_range(v) for v in value)
         if self.kind == "token_ids":
             items = value if isinstance(value, list) else [value]
             return all(_is_int(v) and v >= 0 for v in items)
@@ -182,6 +188,7 @@ CONFIG_FIELDS: Mapping[str, Field] = _fields(
     Field("rope_theta", "float", 0.0, None, lo_open=True, default=10000.0),
     Field("rope_scaling", "object", default=None),
     Field("rope_parameters", "object", default=None),
+    Field("partial_rotary_factor", "float", 0.0, 1.0, lo_open=True, default=None),
     Field("eos_token_id", "token_ids", default=()),
     Field("bos_token_id", "int", 0, None, default=None),
     # routed experts (qwen3_moe); transformers 5 writes num_local_experts, earlier ones num_experts
@@ -195,16 +202,28 @@ CONFIG_FIELDS: Mapping[str, Field] = _fields(
 )
 """The config.json fields the families read."""
 
+ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "longrope", "llama3", "proportional")
+"""The ``rope_type`` values the families run: ``default`` and the keys of transformers' ``ROPE_INIT_FUNCTIONS``."""
+
 ROPE_FIELDS: Mapping[str, Field] = _fields(
-    Field("rope_type", "str", default=None, choices=("default", "linear", "llama3")),
-    Field("type", "str", default=None, choices=("default", "linear", "llama3")),
+    Field("rope_type", "str", default=None, choices=ROPE_TYPES),
+    Field("type", "str", default=None, choices=ROPE_TYPES),
     Field("rope_theta", "float", 0.0, None, lo_open=True, default=None),
     Field("factor", "float", 0.0, None, lo_open=True, default=None),
-    Field("low_freq_factor", "float", 0.0, None, lo_open=True, default=1.0),
-    Field("high_freq_factor", "float", 0.0, None, lo_open=True, default=4.0),
-    Field("original_max_position_embeddings", "int", 1, MAX_POSITIONS, default=8192),
+    Field("original_max_position_embeddings", "int", 1, MAX_POSITIONS, default=None),
+    Field("low_freq_factor", "float", 0.0, None, lo_open=True, default=None),
+    Field("high_freq_factor", "float", 0.0, None, lo_open=True, default=None),
+    Field("attention_factor", "float", 0.0, None, lo_open=True, default=None),
+    Field("beta_fast", "float", 0.0, None, lo_open=True, default=None),
+    Field("beta_slow", "float", 0.0, None, lo_open=True, default=None),
+    Field("mscale", "float", default=None),
+    Field("mscale_all_dim", "float", default=None),
+    Field("truncate", "bool", default=None),
+    Field("short_factor", "float_list", 0.0, None, lo_open=True, default=None),
+    Field("long_factor", "float_list", 0.0, None, lo_open=True, default=None),
+    Field("partial_rotary_factor", "float", 0.0, 1.0, lo_open=True, default=None),
 )
-"""The fields of config.json's rope_scaling / rope_parameters object."""
+"""The fields of config.json's rope_scaling / rope_parameters object (transformers' ``RopeParameters``)."""
 
 GENERATION_FIELDS: Mapping[str, Field] = _fields(
     Field("eos_token_id", "token_ids", default=None),

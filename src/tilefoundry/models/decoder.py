@@ -11,7 +11,9 @@ Caches are the caller's: one (key, value) pair per layer, each (1, capacity, kv_
 ``capacity`` is a DimVar bounded by ``max_position_embeddings`` and chosen when the caches are made
 (``init_caches(capacity=...)``). A step writes the new entries into copies and returns them; attention reads
 the first ``ctx`` entries (``ctx`` is bound by the ``kv_pos`` input, the positions held after the step). The
-rotary tables cover every position the model has (``max_position_embeddings`` rows), made once per device.
+rotary tables cover every position the model has (``max_position_embeddings`` rows), made once per device; each
+step is handed the table of its own last position (``rope_tables(..., seq_len=...)``), which for longrope and
+dynamic NTK rope scaling is how transformers chooses the frequencies of a forward.
 """
 
 from __future__ import annotations
@@ -210,7 +212,8 @@ def build_causal_lm(c: ModelConfig) -> Module:
                     f"(at most {MAXPOS}, the model's max_position_embeddings)"
                 )
             ids = input_ids[step:].to(device=device, dtype=torch.int64, copy=True)
-            cos, sin = rope_tables(c.rope, D, MAXPOS, torch_dtype, device)
+            # this forward's table: longrope and dynamic NTK choose frequencies by its last position, as transformers
+            cos, sin = rope_tables(c.rope, D, MAXPOS, torch_dtype, device, seq_len=total)
             return (
                 ids,
                 torch.arange(step, total, device=device),

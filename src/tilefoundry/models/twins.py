@@ -117,6 +117,8 @@ def _decoder_weights(twin: RuntimeModule, c: ModelConfig) -> DecoderWeights:
         own = bound_weights(child)
         layers.append(DecoderLayerWeights(**{name: own[name] for name in _LAYER_FIELDS if name in own}))
     embed = root["embed_tokens"]
+    # The engine holds one table for prefill and decode: the step table, exact for every decode step (and, for
+    # longrope / dynamic NTK, for a prefill that ends below the switch; see models.rope).
     cos, sin = rope_tables(c.rope, c.head_dim, c.max_position_embeddings, embed.dtype, embed.device)
     return DecoderWeights(embed=embed, layers=tuple(layers), final_norm=root["norm"],
                           lm_head=root.get("lm_head", embed), cos=cos, sin=sin)
