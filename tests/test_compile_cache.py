@@ -7,6 +7,7 @@ script that counts its calls) runs once.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -74,28 +76,57 @@ def test_a_failed_build_shows_the_compilers_diagnostics(tmp_path: Path, monkeypa
     assert DiskCache().entries() == []  # nothing half-written stays behind
 
 
-def test_a_long_build_shows_a_progress_line_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
-    import io
-    import time
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
 
+
+def _progress(out: io.StringIO, seconds: float, monkeypatch: pytest.MonkeyPatch) -> str:
+    """What a build of ``seconds`` writes on ``out`` (its stderr)."""
     from tilefoundry.codegen import build
 
-    class Terminal(io.StringIO):
-        def isatty(self) -> bool:
-            return True
-
-    out = Terminal()
     monkeypatch.setattr("sys.stderr", out)
-    monkeypatch.setattr(build, "PROGRESS_AFTER", 0.05)
     with build._Progress("compiling k for cpu (g++)"):
-        time.sleep(0.3)
-    text = out.getvalue()
-    assert "\rtilefoundry: compiling k for cpu (g++) ... 0 s" in text and text.endswith("\r\033[K")
-    quiet = io.StringIO()  # not a terminal: nothing
-    monkeypatch.setattr("sys.stderr", quiet)
-    with build._Progress("compiling k"):
-        time.sleep(0.1)
-    assert quiet.getvalue() == ""
+        time.sleep(seconds)
+    return out.getvalue()
+
+
+def test_a_long_build_shows_a_tqdm_line_on_a_terminal_and_clears_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tilefoundry.codegen import build
+
+    monkeypatch.setattr(build, "PROGRESS_AFTER", 0.05)
+    text = _progress(_Terminal(), 0.8, monkeypatch)
+    assert "\rtilefoundry: compiling k for cpu (g++) ... 00:00" in text  # tqdm's line, its elapsed time
+    assert text.endswith("\r") and "\n" not in text  # cleared when the build ends
+    monkeypatch.setattr(build, "PROGRESS_AFTER", 5.0)
+    assert _progress(_Terminal(), 0.1, monkeypatch) == ""  # a short build shows nothing
+
+
+def test_a_build_says_one_line_when_stderr_is_no_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tilefoundry.codegen import build
+
+    monkeypatch.setattr(build, "PROGRESS_AFTER", 0.05)
+    assert _progress(io.StringIO(), 0.8, monkeypatch) == "tilefoundry: compiling k for cpu (g++) ...\n"
+
+
+def test_build_progress_keeps_a_log_clean_in_every_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tilefoundry.codegen import build, build_progress
+
+    monkeypatch.setattr(build, "PROGRESS_AFTER", 0.05)
+    with build_progress("terminal"):
+        log = io.StringIO()
+        worker = threading.Thread(target=_progress, args=(log, 0.2, monkeypatch))
+        worker.start()
+        worker.join()
+        assert log.getvalue() == ""  # what the engine's kernel set asks: a command's stderr stays its own
+        assert "compiling k" in _progress(_Terminal(), 0.8, monkeypatch)
+        with build_progress("off"):
+            assert _progress(_Terminal(), 0.8, monkeypatch) == ""
+        assert build.progress_mode() == "terminal"
+    assert build.progress_mode() == "auto"
+    with pytest.raises(ValueError, match="build_progress: mode 'quiet' is not one of 'auto', 'terminal', 'off'"):
+        with build_progress("quiet"):  # type: ignore[arg-type]
+            pass
 
 
 def test_dump_folder_receives_the_source_and_tir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

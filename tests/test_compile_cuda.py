@@ -468,8 +468,8 @@ def test_outputs_may_share_memory_with_no_input_and_no_other_output(entries: Any
 
 
 @needs_nvcc
-def test_jit_builds_for_cuda_by_default_and_a_call_without_a_gpu_says_no_device_is_present() -> None:
-    compiled = jit(K.swiglu)  # the default target is cuda
+def test_jit_builds_for_a_named_architecture_without_a_gpu_and_a_call_says_no_device_is_present() -> None:
+    compiled = jit(K.swiglu, target="cuda:sm_90a")  # the default, "cuda", is refused where torch sees no GPU
     assert isinstance(compiled, CompiledModule) and compiled.library.is_file()
     assert "__global__ void __launch_bounds__(2) swiglu_kernel(" in compiled.source
     gate, up = torch.randn(3, K.FFN).bfloat16(), torch.randn(3, K.FFN).bfloat16()
@@ -480,7 +480,7 @@ def test_jit_builds_for_cuda_by_default_and_a_call_without_a_gpu_says_no_device_
 
 @needs_nvcc
 def test_a_placed_kernel_with_a_cross_warp_reduction_over_shared_memory_builds() -> None:
-    compiled = jit(K.placed_rows)
+    compiled = jit(K.placed_rows, target="cuda:sm_90a")
     assert "__shared__ alignas(16) float staged_storage[512];" in compiled.source
     assert "ops::reduce<ops::mean_op, cute::seq<2, 3>>(out0, out1_as_2, reduce_workspace);" in compiled.source
     with pytest.raises(RuntimeError, match="no CUDA device is present"):

@@ -2,21 +2,22 @@
 
 ``generate(tir_module)`` emits the source (``cpu/`` or ``cuda/``, by the module's target) as a
 :class:`LinkableModule`; ``link`` builds it with the target's compiler through the disk cache into a
-:class:`LinkedModule`, which the runtime's loader binds.
+:class:`LinkedModule`, which the runtime's loader binds. ``build_progress(mode)`` picks how builds say
+that they run (a tqdm line on a terminal, one line per build elsewhere, terminal only, or nothing).
 """
 
 from __future__ import annotations
 
 from ..runtime.abi import EntryABI, param_abi_of
 from ..tir.function import PrimFunc, TirModule
-from .build import BuildError, link
+from .build import BuildError, build_progress, link
 from .cache import DiskCache, cache_root
 from .linked import LinkableModule, LinkedModule
 from .options import CompilerOptions
 from .toolchain import CompilerNotFoundError, ToolchainError
 
 __all__ = ["BuildError", "CompilerNotFoundError", "CompilerOptions", "DiskCache", "LinkableModule",
-           "LinkedModule", "ToolchainError", "cache_root", "entry_abi", "generate", "link"]
+           "LinkedModule", "ToolchainError", "build_progress", "cache_root", "entry_abi", "generate", "link"]
 
 
 def entry_abi(fn: PrimFunc) -> EntryABI:

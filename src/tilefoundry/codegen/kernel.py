@@ -10,6 +10,7 @@ is known only at launch.
 
 from __future__ import annotations
 
+from ..ir.core.source import SourceLoc
 from ..ir.types.dim import DimVar
 from ..ir.types.storage import Storage
 from ..tir.buffer import Buffer, Literal, Operand
@@ -273,7 +274,7 @@ class KernelEmitter:
         for step in e.steps:
             if step.origin.loc != self._last_loc and step.origin.loc is not None:
                 self._last_loc = step.origin.loc
-                body.append(f"// {_short(step.origin.loc.filename)}:{step.origin.loc.lineno}: {step.origin.loc.text}")
+                body.append(f"// {_where(step.origin.loc)}")
             ins = [values[o] if isinstance(o, str) else f"{self.buffer(o)}({m}, {n})" if isinstance(o, Buffer)
                    else cxx.literal(o) for o in step.operands]
             values[step.name] = local(step.name)
@@ -315,7 +316,7 @@ class KernelEmitter:
             self.lines.append(f"{ind}// {origin.op}")
             return
         via = f" [{origin.composite}]" if origin.composite else ""
-        self.lines.append(f"{ind}// {_short(origin.loc.filename)}:{origin.loc.lineno}: {origin.loc.text}{via}")
+        self.lines.append(f"{ind}// {_where(origin.loc)}{via}")
 
     def row_loop(self, s: RowLoop, ind: str) -> None:
         """The rows of this CTA: a loop over its ``rows_per_cta`` rows, or, where a CTA takes one row, a test of
@@ -386,6 +387,13 @@ def meshes_of(body: list[Stmt]) -> list[TMesh]:
 
 def _short(filename: str) -> str:
     return filename.rsplit("/", 1)[-1]
+
+
+def _where(loc: SourceLoc) -> str:
+    """``file.py:7: <the line's text>`` for a comment: a Python line continued by a backslash loses it, which
+    would carry the comment on into the next line of C++."""
+    text = loc.text.rstrip().rstrip("\\").rstrip()
+    return f"{_short(loc.filename)}:{loc.lineno}: {text}"
 
 
 def gathers(body: list[Stmt]) -> list[Gather]:

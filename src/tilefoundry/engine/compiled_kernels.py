@@ -42,6 +42,7 @@ from typing import Any
 
 import torch
 
+from ..codegen.build import build_progress
 from ..dsl import ConstTensor, DimVar, Tensor, func, tf
 from ..ir.core.function import Function
 from ..ir.types.dtype import dtype_of
@@ -203,7 +204,8 @@ class CompiledKernels(KernelSet):
         target = "cuda" if device.type == "cuda" else "cpu"
         fns = slot_functions(shapes)
         start = time.monotonic()
-        with ThreadPoolExecutor(self.jobs) as pool:
+        # each build's progress on a terminal only, as this set's own line: a command's stderr stays its own
+        with build_progress("terminal"), ThreadPoolExecutor(self.jobs) as pool:
             built = dict(zip(fns, pool.map(lambda fn: jit(fn, target=target), fns.values())))
         took = time.monotonic() - start
         if took > 2.0 and sys.stderr.isatty():  # as jit's own build progress: a terminal's, not a log's
