@@ -49,8 +49,14 @@ def folder_digest(folder: Path) -> dict[str, str]:
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def add_tokenizer(folder: Path) -> None:
-    """Save a byte-level tokenizer of 256 tokens (one per byte, no merges) into ``folder``: enough for generate."""
+CHAT_TEMPLATE = ("{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}\n{% endfor %}"
+                 "{% if add_generation_prompt %}[assistant] {% endif %}")
+"""A chat template for the byte-level tokenizer: ``[role] content`` lines, then ``[assistant] ``."""
+
+
+def add_tokenizer(folder: Path, *, chat: bool = False) -> None:
+    """Save a byte-level tokenizer of 256 tokens (one per byte, no merges) into ``folder``: enough for generate;
+    with :data:`CHAT_TEMPLATE` when ``chat``."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
@@ -58,4 +64,7 @@ def add_tokenizer(folder: Path) -> None:
     tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    PreTrainedTokenizerFast(tokenizer_object=tok).save_pretrained(str(folder))
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok)
+    if chat:
+        fast.chat_template = CHAT_TEMPLATE
+    fast.save_pretrained(str(folder))

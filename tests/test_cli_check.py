@@ -170,7 +170,8 @@ def test_help_shows_a_worked_example(capsys: pytest.CaptureFixture[str]) -> None
     assert info.value.code == 0
     text = capsys.readouterr().out
     assert "FILE.py:Name[.child...][.member]" in text
-    assert "tilefoundry check model.py:BrokenTwin --per-node --dim seq=4 --expect '*=rel_l2:max=1e-5'" in text
+    assert ("tilefoundry check tilefoundry.examples.check_twin:BrokenTwin --per-node --dim seq=4 "
+            "--expect '*=rel_l2:max=1e-5'") in text
     assert "layer1.ffn.mlp:output" in text and "FAIL: 3 of 11 outputs failed" in text
     for words in ("--ckpt DIR", "ALIAS", "--no-alias", "--inputs FILE", "--dim NAME=N", "nan_inf", "exit status 0"):
         assert words in text

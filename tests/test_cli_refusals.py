@@ -113,11 +113,12 @@ def test_check_and_prepare_share_the_device_parser(ckpt: Path, tmp_path: Path, c
     assert not (tmp_path / "out").exists()
 
 
-def test_generate_refuses_a_hub_name_without_touching_the_network(tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_generate_refuses_a_hub_name_the_cache_lacks_without_touching_the_network(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)  # no folder named org/ here
-    refused_subprocess(["generate", "--ckpt", "org/name", "--prompt", "hi"], "'org/name' does not exist",
-                       "never downloads", "hf download org/name", guard_network=True)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))  # and no snapshot of org/name in the cache
+    refused_subprocess(["generate", "--ckpt", "org/name", "--prompt", "hi"], "'org/name' is no local folder",
+                       str(tmp_path / "empty-cache"), "never downloads", "hf download org/name", guard_network=True)
 
 
 def test_every_subcommand_runs_with_the_hub_libraries_offline(ckpt: Path, capsys: pytest.CaptureFixture[str],
@@ -172,7 +173,8 @@ def test_prepare_refuses_a_hub_name_and_an_already_prepared_folder(ckpt: Path, t
                                                                     capsys: pytest.CaptureFixture[str],
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    refused(capsys, ["prepare", "--ckpt", "org/name", "--out", str(tmp_path / "out")], "'org/name' does not exist",
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    refused(capsys, ["prepare", "--ckpt", "org/name", "--out", str(tmp_path / "out")], "'org/name' is no local folder",
             "never downloads")
     before = folder_digest(ckpt)
     assert main(["prepare", "--ckpt", str(ckpt), "--out", str(tmp_path / "out")]) == 0

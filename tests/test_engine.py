@@ -282,7 +282,7 @@ def test_a_session_serves_another_prompt_on_the_same_model(qwen3, capsys) -> Non
     first, second = session.generate(), other.generate()
     assert len(first.tokens) == 6 and len(second.tokens) == 4
     assert second.tokens == generate(session.model, other.prompt_ids, 4, engine=False).tokens
-    with pytest.raises(ValueError, match=r"need 2059 positions, more than the model's 2048"):
+    with pytest.raises(ValueError, match=r"need 2059 positions, and the model holds 2048 positions"):
         session.with_prompt("x" * 59, chat=False, max_new_tokens=2000)
     with pytest.raises(ValueError, match="the prompt is empty"):
         session.with_prompt("", chat=False)

@@ -124,7 +124,9 @@ def ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize(("kwargs", "error", "words"), [
     ({"prompt": ""}, ValueError, "the prompt is empty"),
     ({"max_new_tokens": 0}, ValueError, "max_new_tokens must be an integer >= 1, got 0"),
-    ({"max_new_tokens": 1000}, ValueError, "need 1002 positions, more than the model's 128"),
+    ({"max_new_tokens": 1000}, ValueError, "max_new_tokens (1000) leaves no position for the prompt: the model holds "
+                                           "128 positions"),
+    ({"max_new_tokens": 127}, ValueError, "need 129 positions, and the model holds 128 positions"),
     ({"device": "meta"}, ValueError, "device 'meta' is not one a model runs on"),
     ({"backend": "fast"}, ValueError, "backend must be 'reference' or 'twin'"),
 ])
@@ -136,7 +138,9 @@ def test_the_session_refuses_before_loading(ckpt: Path, kwargs: dict[str, Any], 
         TextSession.open(ckpt, **args)
 
 
-def test_the_session_refuses_a_hub_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_session_refuses_a_hub_name_the_cache_lacks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(FileNotFoundError, match=r"'org/name' does not exist; TileFoundry reads local folders only"):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    with pytest.raises(FileNotFoundError, match=r"'org/name' is no local folder, and the Hugging Face cache .* holds "
+                                                r"no complete snapshot of it.*TileFoundry never downloads"):
         TextSession.open("org/name", device="cpu", backend="twin", max_new_tokens=2, prompt="hi", chat=False)

@@ -85,7 +85,7 @@ except RuntimeError as e:
     done = subprocess.run([sys.executable, "-c", code, str(PACKAGE)], capture_output=True, text=True, check=True)
     lines = done.stdout.splitlines()
     assert lines[0] == "[]", lines[0]
-    assert "needs tilefoundry.evaluator, which was never imported; import tilefoundry" in lines[1]
+    assert "needs tilefoundry.evaluator, and the slot providers the package root names" in lines[1]
 
 
 # -- one binding rule for weights and arguments ----------------------------------------------------------------

@@ -161,7 +161,8 @@ def test_sampling_is_seeded_and_top_k_one_is_greedy(tmp_path: Path) -> None:
     assert generate(twin, PROMPT, 12, sampling=Sampling(temperature=0.7, top_k=1, seed=3)).tokens == greedy
     stop = greedy[3]
     stopped = generate(twin, PROMPT, 12, stop_tokens=[stop])
-    assert stopped.tokens == greedy[: greedy.index(stop) + 1] and stopped.stopped_by == stop
+    assert stopped.tokens == greedy[: greedy.index(stop) + 1]
+    assert stopped.stopped_by == "eos" and stopped.stop_token == stop
 
 
 def _assert_edited_load_refused(ckpt: Path, family: str, edit: Callable[[dict[str, torch.Tensor]], None],

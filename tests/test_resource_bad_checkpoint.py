@@ -155,35 +155,114 @@ def test_an_absolute_path_into_the_folder_itself_is_refused_too(ckpt: Path) -> N
         SafetensorsResource(str(ckpt), device="cpu")
 
 
-def test_an_index_naming_a_symlink_that_leaves_the_folder(ckpt: Path) -> None:
+# ---------------------------------------------------------------- symlinks: followed to regular files anywhere
+
+
+def test_an_index_naming_a_symlink_to_a_file_in_another_folder_reads_that_file(ckpt: Path) -> None:
     outside = ckpt.parent / "elsewhere"
     outside.mkdir()
-    save_file({"a.w": torch.ones(1)}, str(outside / "x.safetensors"))
-    (ckpt / "evil.safetensors").symlink_to(outside / "x.safetensors")
-    write_index(ckpt, {"a.w": "evil.safetensors"})
-    with unchanged(ckpt.parent), pytest.raises(CheckpointError) as info:
-        SafetensorsResource(str(ckpt), device="cpu")
-    message = str(info.value)
-    assert "'evil.safetensors'" in message and "symlink" in message and "outside" in message
+    save_file({"a.w": torch.full((2,), 5.0)}, str(outside / "x.safetensors"))
+    (ckpt / "linked.safetensors").symlink_to(outside / "x.safetensors")
+    write_index(ckpt, {"a.w": "linked.safetensors", "b.w": SHARD_B, "b.big": SHARD_B})
+    with unchanged(ckpt.parent):
+        res = SafetensorsResource(str(ckpt), device="cpu")
+        assert torch.equal(res.load("a.w"), torch.full((2,), 5.0))
+        assert res.layout.shards["linked.safetensors"] == outside / "x.safetensors"
 
 
-def test_a_symlinked_subfolder_that_leaves_the_folder(ckpt: Path) -> None:
+def test_a_symlinked_subfolder_leads_to_the_file_it_holds(ckpt: Path) -> None:
     outside = ckpt.parent / "elsewhere"
     outside.mkdir()
     save_file({"a.w": torch.ones(1)}, str(outside / "x.safetensors"))
     (ckpt / "sub").symlink_to(outside, target_is_directory=True)
     write_index(ckpt, {"a.w": "sub/x.safetensors"})
-    with unchanged(ckpt.parent), pytest.raises(CheckpointError, match=r"'sub/x\.safetensors'.*outside"):
-        SafetensorsResource(str(ckpt), device="cpu")
+    with unchanged(ckpt.parent):
+        assert torch.equal(SafetensorsResource(str(ckpt), device="cpu").load("a.w"), torch.ones(1))
 
 
-def test_a_single_file_symlink_that_leaves_the_folder(tmp_path: Path) -> None:
+def test_a_single_file_symlink_to_another_folder_reads_that_file(tmp_path: Path) -> None:
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()
-    save_file({"x": torch.ones(1)}, str(tmp_path / "real.safetensors"))
+    save_file({"x": torch.arange(3.0)}, str(tmp_path / "real.safetensors"))
     (ckpt / SINGLE_NAME).symlink_to(tmp_path / "real.safetensors")
-    with unchanged(tmp_path), pytest.raises(CheckpointError, match="symlink.*outside"):
+    with unchanged(tmp_path):
+        res = SafetensorsResource(str(ckpt), device="cpu")
+        assert torch.equal(res.load("x"), torch.arange(3.0))
+        assert res.files()[-1] == (tmp_path / "real.safetensors").resolve()
+
+
+def _link_target(tmp_path: Path, kind: str) -> Path:
+    """Something a checkpoint file may link to that is no regular file."""
+    target = tmp_path / f"target-{kind}"
+    if kind == "folder":
+        target.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "device":
+        return Path("/dev/null")
+    return target  # "dangling": nothing there
+
+
+@pytest.mark.parametrize("layout", ["single", "sharded"])
+@pytest.mark.parametrize(("kind", "words"), [
+    ("folder", "which is a folder, not a regular file"),
+    ("fifo", "which is a FIFO (named pipe), not a regular file"),
+    ("device", "which is a device, not a regular file"),
+    ("dangling", "which does not exist (a dangling link)"),
+])
+def test_a_link_to_anything_but_a_regular_file_is_refused_by_name(tmp_path: Path, layout: str, kind: str,
+                                                                  words: str) -> None:
+    ckpt = tmp_path / "ckpt"
+    if layout == "sharded":
+        make_checkpoint(ckpt)
+        (ckpt / SHARD_B).unlink()
+        name = SHARD_B
+    else:
+        ckpt.mkdir()
+        name = SINGLE_NAME
+    target = _link_target(tmp_path, kind)
+    (ckpt / name).symlink_to(target, target_is_directory=kind == "folder")
+    with unchanged(tmp_path), pytest.raises(CheckpointError) as info:
+        SafetensorsResource(str(ckpt), device="cpu")  # a FIFO is never opened: this returns at once
+    message = str(info.value)
+    assert f"{name!r}" in message and f"a symlink resolving to {str(target)!r}" in message and words in message
+    assert "point the link at the file itself" in message or "restore the file it points to" in message
+
+
+def test_a_link_loop_is_refused_by_name(tmp_path: Path) -> None:
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / SINGLE_NAME).symlink_to(ckpt / "loop.safetensors")
+    (ckpt / "loop.safetensors").symlink_to(ckpt / SINGLE_NAME)
+    with unchanged(tmp_path), pytest.raises(CheckpointError, match=r"'model\.safetensors'.*cannot be read"):
         SafetensorsResource(str(ckpt), device="cpu")
+
+
+def test_the_file_read_is_the_one_the_link_led_to_when_the_checkpoint_was_opened(tmp_path: Path) -> None:
+    ckpt, first, second = tmp_path / "ckpt", tmp_path / "first.safetensors", tmp_path / "second.safetensors"
+    ckpt.mkdir()
+    save_file({"x": torch.zeros(2)}, str(first))
+    save_file({"x": torch.ones(2)}, str(second))
+    (ckpt / SINGLE_NAME).symlink_to(first)
+    res = SafetensorsResource(str(ckpt), device="cpu")
+    (ckpt / SINGLE_NAME).unlink()
+    (ckpt / SINGLE_NAME).symlink_to(second)  # the link now leads elsewhere: the opened checkpoint does not follow
+    assert torch.equal(res.load("x"), torch.zeros(2))
+
+
+def test_a_link_target_replaced_after_opening_is_not_read(tmp_path: Path) -> None:
+    ckpt, target, other = tmp_path / "ckpt", tmp_path / "real.safetensors", tmp_path / "other.safetensors"
+    ckpt.mkdir()
+    save_file({"x": torch.zeros(2)}, str(target))
+    save_file({"x": torch.ones(2)}, str(other))
+    (ckpt / SINGLE_NAME).symlink_to(target)
+    res = SafetensorsResource(str(ckpt), device="cpu")
+    os.replace(other, target)  # another file (another inode) under the name the link resolved to
+    with pytest.raises(CheckpointError) as info:
+        res.load("x")
+    message = str(info.value)
+    assert repr(str(target.resolve())) in message and "no longer the file it was" in message
+    assert "open the checkpoint again" in message
 
 
 def test_an_index_naming_a_missing_shard(ckpt: Path) -> None:
@@ -363,7 +442,7 @@ def test_a_hub_cache_snapshot_with_one_file_reads_too(tmp_path: Path) -> None:
     assert torch.equal(SafetensorsResource(str(snap), device="cpu").load("w"), torch.arange(3.0))
 
 
-def test_a_snapshot_link_into_another_repository_is_refused(tmp_path: Path) -> None:
+def test_a_snapshot_link_into_another_repository_reads_that_blob(tmp_path: Path) -> None:
     plain = tmp_path / "plain"
     make_checkpoint(plain)
     files = {p.name: p.read_bytes() for p in plain.iterdir()}
@@ -371,12 +450,14 @@ def test_a_snapshot_link_into_another_repository_is_refused(tmp_path: Path) -> N
     other = hub_snapshot(tmp_path / "hub2", files)
     (snap / SHARD_B).unlink()
     (snap / SHARD_B).symlink_to(os.path.realpath(other / SHARD_B))  # a blob of another repository
-    with unchanged(tmp_path), pytest.raises(CheckpointError, match=rf"'{SHARD_B}'.*symlink.*outside"):
-        SafetensorsResource(str(snap), device="cpu")
+    with unchanged(tmp_path):
+        res = SafetensorsResource(str(snap), device="cpu")
+        assert torch.equal(res.load("b.big"), torch.zeros(64))
+        assert res.layout.shards[SHARD_B] == Path(os.path.realpath(other / SHARD_B))
 
 
-@pytest.mark.parametrize("escape", ["dotdot_from_blobs", "blobs_folder_itself", "blobs_is_a_link", "not_a_snapshot"])
-def test_every_other_escape_from_a_snapshot_stays_refused(tmp_path: Path, escape: str) -> None:
+@pytest.mark.parametrize("escape", ["dotdot_from_blobs", "blobs_is_a_link", "not_a_snapshot"])
+def test_links_out_of_a_snapshot_read_the_regular_file_they_reach(tmp_path: Path, escape: str) -> None:
     plain = tmp_path / "plain"
     make_checkpoint(plain)
     snap = hub_snapshot(tmp_path / "hub", {p.name: p.read_bytes() for p in plain.iterdir()})
@@ -386,16 +467,28 @@ def test_every_other_escape_from_a_snapshot_stays_refused(tmp_path: Path, escape
     if escape == "dotdot_from_blobs":  # the link text goes through blobs/ and out again
         (snap / SHARD_B).unlink()
         (snap / SHARD_B).symlink_to("../../blobs/../../../outside.safetensors")
-    elif escape == "blobs_folder_itself":
-        (snap / SHARD_B).unlink()
-        (snap / SHARD_B).symlink_to("../../blobs")
-    elif escape == "blobs_is_a_link":  # blobs/ itself points elsewhere: not the repository's own folder
+    elif escape == "blobs_is_a_link":  # blobs/ itself points elsewhere
         moved = tmp_path / "elsewhere"
         (repo / "blobs").rename(moved)
         (repo / "blobs").symlink_to(moved, target_is_directory=True)
-    else:  # a folder laid out like a snapshot but under another name links out as before
+    else:  # a folder laid out like a snapshot but under another name
         renamed = repo / "snaps"
         (repo / "snapshots").rename(renamed)
         snap = renamed / snap.name
-    with unchanged(tmp_path), pytest.raises(CheckpointError, match=r"outside checkpoint folder|not a regular file"):
+    with unchanged(tmp_path):
+        res = SafetensorsResource(str(snap), device="cpu")
+        for key in ("a.w", "b.w", "b.big"):
+            assert torch.equal(res.load(key), SafetensorsResource(str(plain), device="cpu").load(key))
+
+
+def test_a_snapshot_link_to_the_blobs_folder_itself_is_refused(tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    make_checkpoint(plain)
+    snap = hub_snapshot(tmp_path / "hub", {p.name: p.read_bytes() for p in plain.iterdir()})
+    (snap / SHARD_B).unlink()
+    (snap / SHARD_B).symlink_to("../../blobs")
+    with unchanged(tmp_path), pytest.raises(CheckpointError) as info:
         SafetensorsResource(str(snap), device="cpu")
+    message = str(info.value)
+    assert f"shard {SHARD_B!r}" in message and "which is a folder, not a regular file" in message
+    assert str(snap.parent.parent / "blobs") in message

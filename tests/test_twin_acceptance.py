@@ -21,150 +21,13 @@ import pytest
 import torch
 
 from tilefoundry.cli.main import main
+from tilefoundry.examples import check_twin
 from tilefoundry.runtime import RuntimeModule
 from tilefoundry.runtime.check import Report, check, equal, rel_l2
 from tilefoundry.runtime.resource import DictResource
 
-MODEL_SOURCE = '''\
-"""A two-layer model, its faithful runtime twin, and a twin with one wrong kernel (layer1's MLP)."""
-
-from __future__ import annotations
-
-import math
-
-import torch
-import torch.nn.functional as F
-
-from tilefoundry import func, module
-from tilefoundry.dsl import ConstTensor, DimVar, Tensor, tf
-from tilefoundry.runtime import RuntimeFunction, entry_abi_of, runtime_func, runtime_module
-
-HID, INTER, VOCAB, EPS = 8, 12, 11, 1e-6
-seq = DimVar("seq", 1, 9)
-
-
-@module(entry="attend")
-class Attention:
-    @func
-    def attend(x: Tensor[(seq, HID), "f32"], attn_norm: ConstTensor[(HID,), "f32"],
-               wqkv: ConstTensor[(HID, 3 * HID), "f32"], wo: ConstTensor[(HID, HID), "f32"]):
-        h = tf.rms_norm(x, attn_norm, EPS)
-        q, k, v = tf.split(tf.matmul(h, wqkv), 1, 3)
-        probs = tf.softmax(tf.matmul(q, tf.transpose(k, (1, 0))) * (1.0 / math.sqrt(HID)))
-        return x + tf.matmul(tf.matmul(probs, v), wo)
-
-
-@module(entry="mlp")
-class Mlp:
-    @func
-    def mlp(x: Tensor[(seq, HID), "f32"], mlp_norm: ConstTensor[(HID,), "f32"],
-            w_gate: ConstTensor[(HID, INTER), "f32"], w_up: ConstTensor[(HID, INTER), "f32"],
-            w_down: ConstTensor[(INTER, HID), "f32"]):
-        h = tf.rms_norm(x, mlp_norm, EPS)
-        return x + tf.matmul(tf.silu(tf.matmul(h, w_gate)) * tf.matmul(h, w_up), w_down)
-
-
-@module
-class Layer:
-    attn = Attention
-    ffn = Mlp
-
-    def forward(self, x):
-        return self.ffn(self.attn(x))
-
-
-@module
-class Model:
-    layers = tuple(Layer.renamed(f"layer{i}") for i in range(2))
-
-    @func
-    def embed(ids: Tensor[(seq,), "i64"], table: ConstTensor[(VOCAB, HID), "f32"]):
-        return tf.index_select(table, ids, 0)
-
-    @func
-    def head(x: Tensor[(seq, HID), "f32"], final_norm: ConstTensor[(HID,), "f32"],
-             lm_head: ConstTensor[(HID, VOCAB), "f32"]):
-        logits = tf.matmul(tf.rms_norm(x, final_norm, EPS), lm_head)
-        return logits, tf.argmax(logits, -1)
-
-    def forward(self, ids):
-        x = self.embed(ids)
-        for layer in self.modules:
-            x = layer(x)
-        return self.head(x)
-
-
-@runtime_module(Attention)
-class AttentionTwin:
-    @runtime_func
-    def attend(self, x, attn_norm, wqkv, wo):
-        h = F.rms_norm(x, (HID,), attn_norm, EPS)
-        q, k, v = (h @ wqkv).chunk(3, dim=-1)
-        o = F.scaled_dot_product_attention(q[None], k[None], v[None])[0]
-        return torch.addmm(x, o, wo)
-
-
-class FusedMlp(RuntimeFunction):
-    """Gate and up projections fused into one matmul."""
-
-    def __call__(self, x, mlp_norm, w_gate, w_up, w_down):
-        h = x * torch.rsqrt(x.square().mean(-1, keepdim=True) + EPS) * mlp_norm
-        gate, up = (h @ torch.cat((w_gate, w_up), 1)).split(INTER, -1)
-        return torch.addmm(x, F.silu(gate) * up, w_down)
-
-
-class WrongMlp(FusedMlp):
-    """The bug: gelu where the model says silu."""
-
-    def __call__(self, x, mlp_norm, w_gate, w_up, w_down):
-        h = x * torch.rsqrt(x.square().mean(-1, keepdim=True) + EPS) * mlp_norm
-        gate, up = (h @ torch.cat((w_gate, w_up), 1)).split(INTER, -1)
-        return torch.addmm(x, F.gelu(gate) * up, w_down)
-
-
-@runtime_module(Mlp)
-class MlpTwin:
-    mlp = FusedMlp(entry_abi_of(Mlp.functions["mlp"]))
-
-
-@runtime_module(Mlp)
-class WrongMlpTwin:
-    mlp = WrongMlp(entry_abi_of(Mlp.functions["mlp"]))
-
-
-@runtime_module(Layer)
-class LayerTwin:
-    attn = AttentionTwin
-    ffn = MlpTwin
-
-
-@runtime_module(Layer)
-class WrongLayerTwin:
-    attn = AttentionTwin
-    ffn = WrongMlpTwin
-
-
-@runtime_module(Model)
-class ModelTwin:
-    layers = (LayerTwin, LayerTwin)
-
-    @runtime_func
-    def embed(self, ids, table):
-        return F.embedding(ids, table)
-
-    @runtime_func
-    def head(self, x, final_norm, lm_head):
-        logits = F.linear(F.rms_norm(x, (HID,), final_norm, EPS), lm_head.t())
-        return logits, logits.argmax(-1)
-
-
-@runtime_module(Model)
-class BrokenModelTwin:
-    layer0 = LayerTwin
-    layer1 = WrongLayerTwin
-    embed = ModelTwin.embed.impl  # the same kernel bodies as the faithful twin
-    head = ModelTwin.head.impl
-'''
+# The model ships as tilefoundry.examples.check_twin (check --help's example); the tests also read it as a file.
+MODEL_SOURCE = Path(check_twin.__file__).read_text()
 
 TOL = "rel_l2:max=1e-5"
 
@@ -247,7 +110,7 @@ def test_the_faithful_twin_passes_per_node_and_for_the_whole_forward(model: Modu
 
 def test_one_wrong_kernel_fails_and_the_reports_show_where(model: ModuleType) -> None:
     resource = _resource(model)
-    twin = model.BrokenModelTwin().load(resource)
+    twin = model.BrokenTwin().load(resource)
     loaded = model.Model.load(resource)
     reports = _per_node(twin, loaded)
     failing = sorted(label for label, r in reports.items() if not r.passed)
@@ -274,7 +137,7 @@ def test_check_command_per_node_and_whole_forward(model_file: Path, capsys: pyte
 
 
 def test_check_command_shows_the_wrong_kernel(model_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    target = f"{model_file}:BrokenModelTwin"
+    target = f"{model_file}:BrokenTwin"
     assert main(["check", target, "--per-node", "--expect", f"*={TOL}"]) == 1
     out = capsys.readouterr().out
     rows = {line.split()[0]: line.split()[-1] for line in out.splitlines() if ":output" in line}
@@ -296,7 +159,7 @@ def test_the_console_command_end_to_end(model_file: Path) -> None:
     report = json.loads(good.stdout)
     assert report["passed"] is True and [o["path"] for o in report["outputs"]] == ["output[0]", "output[1]"]
     assert report["outputs"][1]["results"][0]["predicate"] == "equal"
-    bad = subprocess.run([*base, f"{model_file}:BrokenModelTwin", "--per-node", "--expect", f"*={TOL}"],
+    bad = subprocess.run([*base, f"{model_file}:BrokenTwin", "--per-node", "--expect", f"*={TOL}"],
                          capture_output=True, text=True, check=False)
     assert bad.returncode == 1, bad.stderr
     assert any(line.startswith("layer1.ffn.mlp:output") and line.rstrip().endswith("FAIL")
@@ -304,13 +167,13 @@ def test_the_console_command_end_to_end(model_file: Path) -> None:
 
 
 def test_the_help_example_is_this_model_run(model_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """The worked example in ``check --help`` shows rows this very model produces (its BrokenModelTwin)."""
+    """The worked example in ``check --help`` shows rows this very model produces (its BrokenTwin)."""
     from tilefoundry.cli.check_cmd import DESCRIPTION
 
     shown = [line.strip() for line in DESCRIPTION.splitlines() if line.startswith("  ") and line.rstrip().endswith(
         ("PASS", "FAIL"))]
     assert len(shown) == 7
-    assert main(["check", f"{model_file}:BrokenModelTwin", "--per-node", "--dim", "seq=4",
+    assert main(["check", f"{model_file}:BrokenTwin", "--per-node", "--dim", "seq=4",
                  "--expect", f"*={TOL}"]) == 1
     printed = [line.strip() for line in capsys.readouterr().out.splitlines()]
     by_path = {line.split()[0]: line for line in printed if line.endswith(("PASS", "FAIL"))}

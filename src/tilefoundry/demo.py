@@ -14,6 +14,7 @@ import sys
 from .models.generation import Sampling, engine_for
 from .models.session import TextSession
 from .models.smollm2 import ensure_checkpoint
+from .runtime.threads import set_threads
 
 PROMPT = "What is the capital of France, and what is it famous for? Answer in two sentences."
 
@@ -25,7 +26,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompt", default=PROMPT, help="the chat prompt")
     parser.add_argument("--max-new-tokens", type=int, default=96)
     parser.add_argument("--backend", choices=("reference", "twin"), default="twin")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="CPU threads (default: the physical cores this process may run on)")
     args = parser.parse_args(argv)
+    threads = set_threads(args.threads)
     try:
         ckpt = ensure_checkpoint()
     except ImportError as e:
@@ -35,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
                                prompt=args.prompt, chat=True)
     print(f"model: SmolLM2-135M-Instruct ({session.checkpoint.config.family} family, "
           f"{session.checkpoint.config.num_layers} layers) from {ckpt}")
-    print(f"backend: {args.backend} on cpu; loaded in {session.load_seconds:.1f} s", flush=True)
+    print(f"backend: {args.backend} on cpu, {threads} threads; loaded in {session.load_seconds:.1f} s", flush=True)
     if args.backend == "twin":  # the decode engine and its compiled kernels, made before the answer streams
         engine_for(session.model, session.prompt_tokens + session.max_new_tokens, "cpu")
     print(f"user: {args.prompt}\nassistant: ", end="", flush=True)

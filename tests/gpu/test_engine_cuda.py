@@ -285,5 +285,6 @@ def test_pipelined_greedy_decoding_equals_step_by_step_decoding(qwen3_bf16) -> N
     stop = want[20]
     first = want.index(stop)
     stopped = generate(twin, PROMPT, 48, device="cuda", stop_tokens=[stop])
-    assert stopped.tokens == want[:first + 1] and stopped.stopped_by == stop
+    assert stopped.tokens == want[:first + 1]
+    assert stopped.stopped_by == "eos" and stopped.stop_token == stop
     assert generate(twin, PROMPT, 48, device="cuda").tokens == want, "an early stop leaves the engine reusable"

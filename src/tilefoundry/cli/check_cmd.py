@@ -1,46 +1,20 @@
-"""``tilefoundry check``: judge a runtime twin against the evaluator on its Module, with stated predicates."""
+"""``tilefoundry check``: judge a runtime twin against the evaluator on its Module, with stated predicates.
+
+This module declares the command (its help and options) and imports nothing heavy, so that ``--help`` is
+quick; the check itself is :mod:`.check_run`.
+"""
 
 from __future__ import annotations
 
 import argparse
-import json
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
-import torch
-
-from ..ir.core.module import Module
-from ..runtime.check import (
-    CheckError,
-    OutputCheck,
-    Predicate,
-    Report,
-    ResultMismatchError,
-    check,
-    equal,
-    nan_inf,
-    parse_predicate,
-)
-from ..runtime.check.dtypes import is_discrete_dtype
-from ..runtime.check.flatten import clone_leaves, flatten
-from ..runtime.check.report import render_table
-from ..runtime.module import RuntimeModule
-from .check_data import (
-    DEFAULT_EXTENT,
-    DEFAULT_INT_RANGE,
-    choose_dims,
-    parse_dims,
-    parse_int_range,
-    random_inputs,
-    random_weights,
-    read_inputs,
-    step_params,
-    tree_dimvars,
-)
-from .check_target import Selection, UserCodeError, exception_text, resolve, twin_child
 from .options import SEED, add_device_option
-from .refusal import Refusal
+
+DEFAULT_EXTENT = 3
+"""The extent of a DimVar no ``--dim`` names, clamped into its range [lo, hi)."""
+
+DEFAULT_INT_RANGE = (0, 2)
+"""Random integer weights, and integer inputs whose use the IR does not tell, are drawn from [lo, hi)."""
 
 NAME = "check"
 HELP = "judge a runtime twin against the evaluator on its Module, output by output, with stated predicates"
@@ -54,7 +28,21 @@ Code under check that raises (any exception, SystemExit included: importing FILE
 running a twin kernel, a method or the reference) is that callable's failure: a FAIL row names it and the
 exception, and the other callables are still judged.
 
-target: FILE.py:Name[.child...][.member]
+a family checkpoint: --ckpt DIR and no target
+  DIR holds a model of a supported family (`tilefoundry models`): a Hugging Face folder, or the output of
+  `tilefoundry prepare`. Both sides are built from it: the family's Module read by the evaluator (the
+  reference) and its runtime twin, loaded from the same weights. They run what generation runs: the model's
+  step on a random prompt (prefill), then on one more token (decode), with the inputs the model's own
+  init_caches / prepare_inputs_for_generation make, so every position and cache is one generation uses.
+  Judged: both steps (prefill.forward, decode.forward: logits and caches), and every kernel of the twin on
+  the arguments the reference gave that function in that step (prefill.layer0.attend, ...); --per-node
+  adds every node's step (prefill.layer0.forward). --dim seq=N sets the prompt's length (default
+  {DEFAULT_EXTENT}), --dim capacity=N the caches' (default seq + 1), --seed the tokens.
+  Predicates default to rel_l2 with a bound by dtype, max=1e-5 on f32 (5e-3 f16, 2e-2 bf16) for a kernel
+  or a node's step, times sqrt(layers) for the model's steps, where rounding grows with depth; --expect
+  LABEL:PATH=PRED states one output's, --expect '*=PRED' every output's instead.
+
+target: FILE.py:Name[.child...][.member]  (or MODULE:Name..., a module imported by its dotted name)
   Name     a global of FILE.py:
              a @runtime_module class  the candidate; the reference is the evaluator on the Module it stands
                                       for (its .module), read through Module.load (a LoadedModule);
@@ -67,7 +55,8 @@ target: FILE.py:Name[.child...][.member]
            method; without it the node's step is checked: its forward method, else its entry function.
 
 weights: random unless --ckpt DIR, one set shared by both sides.
-  --ckpt DIR   a safetensors folder (model.safetensors, or shards + model.safetensors.index.json) read
+  --ckpt DIR   a safetensors folder (model.safetensors, or shards + model.safetensors.index.json), or a
+               Hugging Face model id (owner/name[@revision]) already in the local Hugging Face cache, read
                with the model's alias table ({{canonical: raw}}): the ALIAS attribute of the selected root
                (a twin class attribute), else the ALIAS global of FILE.py; --alias NAME uses the global NAME
                instead; --no-alias reads names as they are (a folder written by Module.prepare).
@@ -79,6 +68,11 @@ inputs: random (seeded by --seed and the checked callable's name) or --inputs FI
   A function takes its declared activations. A method takes its positional parameters without defaults;
   each one's type is its Tensor[...] annotation, else the type of the activation of the same name in the
   node's functions (its own first, then its children's, breadth first). Without a type, give --inputs.
+  An integer is drawn for what it feeds, as the IR says: an index (index_select) lies in the axis it
+  indexes (token ids in the vocabulary); positions (rope's pos_ids, the key positions a causal mask
+  compares them with, a cache_update's position and count) make one causal step: S new positions after
+  the ones held, every query seeing key 0, written inside the cache. Other integers are uniform in
+  --int-range. The header names what each integer was drawn for.
   --inputs FILE  .safetensors keyed by parameter name (a tuple argument as name.0, name.1, ...), or .pt
                  holding a tuple of arguments, a dict by parameter name, or one tensor. Each tensor is
                  validated against its parameter's type (dtype, shape, DimVar ranges) before anything runs.
@@ -87,51 +81,61 @@ inputs: random (seeded by --seed and the checked callable's name) or --inputs FI
 predicates: --expect PATH=PRED, repeatable; every output needs at least one.
   PATH   as the table prints it: output (a bare tensor), output[0], output[1][0] (nested tuples);
          '*' covers every output not named (a continuous PRED on an integer or boolean output becomes
-         equal under '*', the only comparison meaningful there); with --per-node, LABEL:PATH names one
-         callable's output (labels as printed, e.g. layer1.ffn.mlp:output).
+         equal under '*', the only comparison meaningful there); with --per-node or in a family check,
+         LABEL:PATH names one callable's output (labels as printed, e.g. layer1.ffn.mlp:output).
   PRED   allclose:atol=A,rtol=R  rel_l2:max=M  cosine:min=M  ulp:max=M  max_abs:max=M  max_rel:max=M
          equal  nan_inf. Repeat a PATH to give it several predicates.
   NaN/Inf  every PRED but nan_inf fails on a NaN on either side, unless it is given equal_nan
          (allclose:atol=1e-3,rtol=1e-3,equal_nan; equal:equal_nan), which counts NaNs at the same
          positions as equal; an Inf of the same sign at the same position on both sides counts as equal,
          any other Inf fails; the note counts the non-finite elements. nan_inf asserts finiteness alone.
-  With a reference there is no default; without one the default is '*=nan_inf'.
+  With a target and a reference there is no default; without a reference the default is '*=nan_inf'.
 
 --per-node also checks the step of every node under the selection and every kernel, each on its own random
 inputs (labels are dotted paths from the root: layer0.forward, layer0.attn.attend), so a table row names
 the node that is off. A node whose step is only its entry function is checked once, as that kernel;
 a selected function is checked alone.
 
-example: model.py authors a two-layer Model (@module) and BrokenTwin, a @runtime_module(Model) twin whose
-layer1 MLP kernel computes gelu where the Model says silu. Check it node by node and as a whole:
+examples (each runs as printed; give your own checkpoint folder in place of ~/models/Qwen3-0.6B):
 
-  tilefoundry check model.py:BrokenTwin --per-node --dim seq=4 --expect '*=rel_l2:max=1e-5'
+  tilefoundry check --ckpt ~/models/Qwen3-0.6B
+  tilefoundry check --ckpt ~/models/Qwen3-0.6B --per-node --dim seq=8 --json
+
+  The module tilefoundry.examples.check_twin (it ships with TileFoundry) authors a two-layer Model
+  (@module), its faithful twin ModelTwin, and BrokenTwin, whose layer1 MLP kernel computes gelu where the
+  Model says silu. Check BrokenTwin node by node and as a whole:
+
+  tilefoundry check tilefoundry.examples.check_twin:BrokenTwin --per-node --dim seq=4 --expect '*=rel_l2:max=1e-5'
 
   path                       shape    dtype  ref_norm  predicate  bound      measured            verdict
   -------------------------  -------  -----  --------  ---------  ---------  ------------------  -------
-  forward:output[0]          (4, 11)  f32    3.99254   rel_l2     max=1e-05  rel_l2=0.0195173    FAIL
-  forward:output[1]          (4,)     i64    10.583    equal      -          mismatches=0        PASS
-  embed:output               (4, 8)   f32    2.19274   rel_l2     max=1e-05  rel_l2=0            PASS
+  forward:output[0]          (4, 11)  f32    4.1693    rel_l2     max=1e-05  rel_l2=0.00230799   FAIL
+  forward:output[1]          (4,)     i64    12.2474   equal      -          mismatches=0        PASS
+  embed:output               (4, 8)   f32    1.33156   rel_l2     max=1e-05  rel_l2=0            PASS
   ...
-  layer0.ffn.mlp:output      (4, 8)   f32    6.57722   rel_l2     max=1e-05  rel_l2=6.99765e-08  PASS
+  layer0.ffn.mlp:output      (4, 8)   f32    6.57722   rel_l2     max=1e-05  rel_l2=0            PASS
   layer1.forward:output      (4, 8)   f32    7.97931   rel_l2     max=1e-05  rel_l2=0.0257769    FAIL
-  layer1.attn.attend:output  (4, 8)   f32    6.46186   rel_l2     max=1e-05  rel_l2=8.47658e-08  PASS
+  layer1.attn.attend:output  (4, 8)   f32    6.46186   rel_l2     max=1e-05  rel_l2=8.41617e-08  PASS
   layer1.ffn.mlp:output      (4, 8)   f32    3.57065   rel_l2     max=1e-05  rel_l2=0.0452717    FAIL
   FAIL: 3 of 11 outputs failed (forward:output[0], layer1.forward:output, layer1.ffn.mlp:output)
 
-  The rows name the node that is off (layer1.ffn.mlp); the exit status is 1. Once fixed, check the one
-  node again with: tilefoundry check model.py:BrokenTwin.layer1.ffn.mlp --expect 'output=rel_l2:max=1e-5'
+  The rows name the node that is off (layer1.ffn.mlp); the exit status is 1. Check that one node alone with
+  tilefoundry check tilefoundry.examples.check_twin:BrokenTwin.layer1.ffn.mlp --expect 'output=rel_l2:max=1e-5'
+  (it fails the same way; tilefoundry.examples.check_twin:ModelTwin passes every row).
 """
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the options of ``tilefoundry check``."""
-    parser.add_argument("target", metavar="FILE.py:Name[.child...][.member]", help="what to check (see above)")
+    parser.add_argument("target", nargs="?", metavar="FILE.py:Name[.child...][.member]",
+                        help="what to check (see above); leave it out to check a family checkpoint, --ckpt DIR")
     parser.add_argument("--expect", action="append", default=[], metavar="PATH=PRED",
                         help="predicate(s) for an output; repeatable ('*' for every output not named)")
     parser.add_argument("--per-node", action="store_true",
                         help="also check every node's step and every kernel under the selection")
-    parser.add_argument("--ckpt", metavar="DIR", help="read weights from this safetensors folder (default: random)")
+    parser.add_argument("--ckpt", metavar="DIR", help="with a target: read weights from this safetensors folder, or "
+                        "from a Hugging Face model id already in the local Hugging Face cache (default: random); "
+                        "without one: the family checkpoint whose runtime twin to check")
     alias = parser.add_mutually_exclusive_group()
     alias.add_argument("--alias", metavar="NAME", help="the global of FILE.py holding the alias table")
     alias.add_argument("--no-alias", action="store_true", help="read --ckpt names as they are")
@@ -147,466 +151,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the check; 0 pass, 1 fail (a predicate, or the code under check), 2 refused (raises Refusal)."""
-    try:
-        outcome = _check(args)
-    except UserCodeError as failure:  # the model file or the twin's construction failed: nothing to judge
-        outcome = _Outcome(None, [_Raised(failure.label, failure.side, failure.error, failure.kind)],
-                           _bare_setup(args))
-    except (KeyboardInterrupt, Refusal, Exception):
-        raise
-    except BaseException as error:  # noqa: BLE001 - SystemExit & co from code under check that escaped
-        outcome = _Outcome(None, [_Raised(args.target, "code under check", exception_text(error),
-                                          type(error).__name__)], _bare_setup(args))
-    if args.json:
-        print(json.dumps({**outcome.setup, **outcome.to_dict()}, indent=2, allow_nan=False))
-    else:
-        print(outcome.header())
-        print(outcome.table())
-    return 0 if outcome.passed else 1
+    from .check_run import run_check
 
-
-# -- the run ---------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class _Item:
-    """One checked callable: its label, both sides, and its inputs."""
-
-    label: str
-    candidate: Callable[..., Any]
-    reference: Callable[..., Any] | None
-    inputs: tuple[Any, ...]
-
-
-@dataclass(frozen=True)
-class _Raised:
-    """A checked callable (or the import / build before it) whose code failed: it raised, or returned a result
-    that is not the reference's kind. Either way a FAIL row of that callable."""
-
-    label: str
-    side: str
-    error: str  # one line
-    kind: str | None = None  # the exception's type name; None when the side returned a wrong result
-
-    def row(self) -> tuple[tuple[str, ...], list[str]]:
-        """The table row and its note."""
-        measured = f"raised {self.kind}" if self.kind else "wrong result"
-        what = f"raised {self.error}" if self.kind else f"returned a wrong result: {self.error}"
-        note = f"note: the {self.side} {what}; the code under check failed, so there is no output to judge"
-        return (self.label, "-", "-", "-", "-", "-", measured, "FAIL"), [note]
-
-    def to_dict(self) -> dict[str, str | None]:
-        """The JSON form."""
-        return {"label": self.label, "side": self.side, "exception": self.kind, "error": self.error}
-
-
-@dataclass
-class _Outcome:
-    """What the command prints: the report of the outputs judged, and the callables that raised."""
-
-    report: Report | None
-    raised: list[_Raised]
-    setup: dict[str, Any]
-
-    @property
-    def passed(self) -> bool:
-        return self.report is not None and self.report.passed and not self.raised
-
-    def summary(self) -> str:
-        if not self.raised:
-            assert self.report is not None
-            return self.report.summary()
-        n = len(self.raised)
-        text = (f"FAIL: {n} checked callable{'s' if n != 1 else ''} raised "
-                f"({', '.join(r.label for r in self.raised)})")
-        if self.report is not None:
-            failed = self.report.failed
-            total = len(self.report.outputs)
-            text += (f"; {len(failed)} of {total} outputs judged failed ({', '.join(o.path for o in failed)})"
-                     if failed else f"; all {total} outputs judged meet their predicates")
-        return text
-
-    def table(self) -> str:
-        rows = self.report.rows() if self.report is not None else []
-        rows += [r.row() for r in self.raised]
-        return render_table(rows, self.summary())
-
-    def to_dict(self) -> dict[str, Any]:
-        outputs = self.report.to_dict()["outputs"] if self.report is not None else []
-        return {"passed": self.passed, "outputs": outputs, "raised": [r.to_dict() for r in self.raised]}
-
-    def header(self) -> str:
-        s = self.setup
-        dims = ", ".join(f"{k}={v}" for k, v in s["dims"].items()) or "none"
-        return "\n".join([
-            f"tilefoundry check {s['target']}",
-            f"  candidate: {s['candidate']}",
-            f"  reference: {s['reference'] or 'none (judged alone)'}",
-            f"  weights:   {s['weights']}",
-            f"  inputs:    {s['inputs']}",
-            f"  dims:      {dims}{s['dims_note']}",
-            "",
-        ])
-
-
-def _bare_setup(args: argparse.Namespace) -> dict[str, Any]:
-    """The setup when nothing could be set up (the file or the twin failed first)."""
-    return {"target": args.target, "candidate": "-", "reference": "-", "weights": "-", "inputs": "-", "dims": {},
-            "dims_note": "", "seed": args.seed}
-
-
-@dataclass
-class _Expectations:
-    """The --expect options: by (label, path), by path, and the '*' wildcard; which ones were used."""
-
-    qualified: dict[tuple[str, str], list[Predicate]] = field(default_factory=dict)
-    plain: dict[str, list[Predicate]] = field(default_factory=dict)
-    wildcard: list[Predicate] = field(default_factory=list)
-    used: set[Any] = field(default_factory=set)
-
-    @property
-    def empty(self) -> bool:
-        return not (self.qualified or self.plain or self.wildcard)
-
-    def predicates(self) -> list[Predicate]:
-        """Every predicate stated, wherever it applies."""
-        preds = [p for ps in self.qualified.values() for p in ps] + [p for ps in self.plain.values() for p in ps]
-        return preds + self.wildcard
-
-    def for_outputs(self, label: str, leaves: Sequence[tuple[str, torch.Tensor]]) -> dict[str, list[Predicate]]:
-        expect: dict[str, list[Predicate]] = {}
-        produced = ", ".join(path for path, _ in leaves)
-        for path, tensor in leaves:
-            if (label, path) in self.qualified:
-                expect[path] = self.qualified[(label, path)]
-                self.used.add((label, path))
-            elif path in self.plain:
-                expect[path] = self.plain[path]
-                self.used.add(path)
-            elif self.wildcard:
-                expect[path] = _wildcard_for(self.wildcard, tensor.dtype)
-            else:
-                names = {p for p, _ in leaves}
-                unmatched = sorted(p for p in self.plain if p not in names)
-                also = (f"; --expect named {', '.join(unmatched)}, which {label} does not produce" if unmatched
-                        else "")
-                which = "its one output, 'output'," if path == "output" else f"its output {path}"
-                raise Refusal(
-                    f"{label}: {which} has no predicate; add --expect '{path}=PRED' (or --expect '*=PRED' for every "
-                    f"output not named); produced: {produced}{also}"
-                )
-        return expect
-
-
-def _wildcard_for(wildcard: list[Predicate], dtype: torch.dtype) -> list[Predicate]:
-    if not is_discrete_dtype(dtype):
-        return list(wildcard)
-    out: list[Predicate] = []
-    for p in wildcard:
-        chosen = p if p.discrete else equal()
-        if chosen not in out:
-            out.append(chosen)
-    return out
-
-
-def _parse_expect(items: Sequence[str]) -> _Expectations:
-    spec = _Expectations()
-    for item in items:
-        path, eq, text = item.partition("=")
-        path = path.strip()
-        if not eq or not path or not text.strip():
-            raise Refusal(f"--expect {item!r} is not PATH=PRED, e.g. --expect 'output=rel_l2:max=1e-3'")
-        try:
-            predicate = parse_predicate(text)
-        except ValueError as error:
-            raise Refusal(f"--expect {item!r}: {error}") from None
-        if path == "*":
-            spec.wildcard.append(predicate)
-        elif ":" in path:
-            label, _, out = path.rpartition(":")
-            spec.qualified.setdefault((label, out), []).append(predicate)
-        else:
-            spec.plain.setdefault(path, []).append(predicate)
-    return spec
-
-
-def _check(args: argparse.Namespace) -> _Outcome:
-    expectations = _parse_expect(args.expect)
-    given_dims = parse_dims(args.dim)
-    int_range = parse_int_range(args.int_range)
-    if (args.alias or args.no_alias) and not args.ckpt:
-        raise Refusal("--alias / --no-alias apply to --ckpt weights; without --ckpt the weights are random")
-    sel = resolve(args.target)
-    node = sel.node
-    has_reference = sel.twin is not None
-    if not has_reference:
-        needing = [p for p in expectations.predicates() if p.needs_reference]
-        if needing:
-            kind = "a Module" if isinstance(sel.root, Module) else "a Function"
-            raise Refusal(
-                f"{sel.text} selects {kind} alone: there is no twin to compare, so {needing[0].name} (which compares "
-                "two sides) cannot apply; use nan_inf, or select a @runtime_module class to compare it with the "
-                "evaluator"
-            )
-        if expectations.empty:
-            expectations.wildcard.append(nan_inf())
-    elif expectations.empty:
-        raise Refusal(
-            "state the predicates: --expect PATH=PRED for each output, or --expect '*=PRED' for all of them "
-            "(e.g. --expect '*=rel_l2:max=1e-3')"
-        )
-    params = step_params(node, sel.member, sel.member_kind)
-    dims = choose_dims(tree_dimvars(node, [p.type for p in params if p.type is not None]), given_dims)
-    resource, weights_text = _resource(args, sel, dims, int_range)
-    loaded = _load(sel, node, resource, args)
-    twin_node = sel.twin_node
-    if twin_node is not None:
-        _load_twin(twin_node, resource, args)
-    dims_note = ""
-    if args.inputs:
-        inputs = read_inputs(args.inputs, params, args.device)
-        inputs_text = args.inputs
-        if dims:
-            dims_note = " (random tensors only; the inputs come from the file)"
-    else:
-        inputs = random_inputs(sel.label, params, dims, args.seed, int_range, args.device)
-        inputs_text = f"random, seed {args.seed}"
-    items = [_selected_item(sel, loaded, twin_node, inputs)]
-    if args.per_node and sel.member_kind != "function":
-        items += _node_items(sel, loaded, twin_node, dims, args.seed, int_range, args.device)
-    report, raised = _judge(items, expectations, prefixed=args.per_node)
-    setup = {
-        "target": sel.text,
-        "candidate": _candidate_text(sel, twin_node),
-        "reference": f"evaluator on Module {node.name} (LoadedModule)" if has_reference else None,
-        "weights": weights_text,
-        "inputs": inputs_text,
-        "dims": dims,
-        "dims_note": dims_note,
-        "seed": args.seed,
-    }
-    return _Outcome(report, raised, setup)
-
-
-def _candidate_text(sel: Selection, twin_node: RuntimeModule | None) -> str:
-    if twin_node is None:
-        return f"evaluator on Module {sel.node.name} (no twin)"
-    return f"{type(twin_node).__name__} (runtime twin of {sel.node.name})"
-
-
-def _resource(args: argparse.Namespace, sel: Selection, dims: Mapping[str, int],
-              int_range: tuple[int, int]) -> tuple[Any, str]:
-    if not args.ckpt:
-        return random_weights(sel.node, dims, args.seed, int_range, args.device), f"random, seed {args.seed}"
-    from ..runtime.resource import SafetensorsResource
-
-    alias, alias_text = _alias_table(args, sel)
-    try:
-        resource: Any = SafetensorsResource(args.ckpt, device=args.device, alias=alias)
-        for name in sel.path:
-            resource = resource.subtree(name)
-    except (OSError, ValueError, TypeError, KeyError) as error:
-        raise Refusal(f"--ckpt {args.ckpt}: {_reason(error)}") from None
-    return resource, f"checkpoint {args.ckpt}, {alias_text}"
-
-
-def _alias_table(args: argparse.Namespace, sel: Selection) -> tuple[Mapping[str, Any] | None, str]:
-    if args.no_alias:
-        return None, "no alias table (--no-alias)"
-    if args.alias:
-        if args.alias not in sel.namespace:
-            raise Refusal(f"--alias {args.alias}: the target's file defines no global {args.alias!r}")
-        table, origin = sel.namespace[args.alias], f"global {args.alias}"
-    else:
-        table, origin = _root_alias(sel.root), f"{_display(sel.root)}.ALIAS"
-        if table is None and "ALIAS" in sel.namespace:
-            table, origin = sel.namespace["ALIAS"], "global ALIAS"
-        if table is None:
-            return None, "no alias table (the model defines no ALIAS)"
-    if not isinstance(table, Mapping):
-        raise Refusal(f"the alias table {origin} is a {type(table).__name__}; it must map canonical -> raw names")
-    return table, f"alias table {origin} ({len(table)} entries)"
-
-
-def _root_alias(root: Any) -> Any:
-    """The ALIAS attribute of the selected root: a class attribute of a twin class, or set on a Module."""
-    if isinstance(root, RuntimeModule):
-        root = type(root)
-    if isinstance(root, type):
-        return getattr(root, "ALIAS", None)
-    if isinstance(root, Module):
-        return root.__dict__.get("ALIAS")
-    return None
-
-
-def _display(root: Any) -> str:
-    if isinstance(root, type):
-        return root.__name__
-    if isinstance(root, RuntimeModule):
-        return type(root).__name__
-    return str(getattr(root, "name", "?"))
-
-
-def _reason(error: BaseException) -> str:
-    if isinstance(error, KeyError) and error.args:
-        return str(error.args[0])
-    return f"{type(error).__name__}: {error}" if not isinstance(error, (ValueError, TypeError)) else str(error)
-
-
-def _load(sel: Selection, node: Module, resource: Any, args: argparse.Namespace) -> Any:
-    try:
-        return node.load(resource)
-    except (KeyError, ValueError, TypeError, OSError, RuntimeError) as error:
-        raise Refusal(f"reading the weights of {node.name}: {_reason(error)}{_ckpt_hint(args)}") from None
-
-
-def _load_twin(twin: RuntimeModule, resource: Any, args: argparse.Namespace) -> None:
-    try:
-        twin.load(resource)
-    except (KeyError, ValueError, TypeError, OSError, RuntimeError) as error:
-        raise Refusal(f"loading the twin {type(twin).__name__}: {_reason(error)}{_ckpt_hint(args)}") from None
-    except KeyboardInterrupt:
-        raise
-    except BaseException as error:  # noqa: BLE001 - SystemExit & co: the twin's own load code failed
-        raise UserCodeError(f"{type(twin).__name__}.load", "twin", error) from None
-
-
-def _ckpt_hint(args: argparse.Namespace) -> str:
-    if not args.ckpt or args.no_alias:
-        return ""
-    return ("; if the folder is a raw checkpoint whose weights need converters, write the prepared folder first "
-            "(Module.prepare) and check against it with --no-alias")
-
-
-def _selected_item(sel: Selection, loaded: Any, twin_node: RuntimeModule | None, inputs: tuple[Any, ...]) -> _Item:
-    if sel.member is None:
-        return _item(sel.label, twin_node, loaded, inputs)
-    twin_side = getattr(twin_node, sel.member) if twin_node is not None else None
-    return _item(sel.label, twin_side, getattr(loaded, sel.member), inputs)
-
-
-def _node_items(sel: Selection, loaded: Any, twin_node: RuntimeModule | None, dims: Mapping[str, int],
-                seed: int, int_range: tuple[int, int], device: str) -> list[_Item]:
-    """For --per-node: the step of every node under the selection and every kernel, parents first.
-
-    A node whose step is only its entry function (no forward method, no forward of the twin's own) is checked
-    once, as that kernel.
-    """
-    items = []
-    for rel, mod in sel.node._walk():
-        parts = tuple(rel.split(".")) if rel else ()
-        reading = loaded
-        twin = twin_node
-        for name in parts:
-            reading = reading._child_reading(name)
-            if twin is not None:
-                twin = twin_child(twin, name)
-        if twin is not None and twin.module is None:
-            raise Refusal(
-                f"--per-node: twin node {twin._tree_path()} ({type(twin).__name__}) stands for no authored "
-                "Module (its module is None), so it cannot be judged; check the nodes around it one by one"
-            )
-        own_forward = twin is not None and bool(getattr(type(twin), "_tf_own_forward", False))
-        if parts and ("forward" in mod.methods or (own_forward and mod.entry is not None)):
-            label = ".".join((*sel.path, *parts, "forward"))
-            inputs = random_inputs(label, step_params(mod, None, None), dims, seed, int_range, device)
-            items.append(_item(label, twin, reading, inputs))
-        for fn_name in mod.functions:
-            label = ".".join((*sel.path, *parts, fn_name))
-            if label == sel.label:
-                continue
-            inputs = random_inputs(label, step_params(mod, fn_name, "function"), dims, seed, int_range, device)
-            items.append(_item(label, None if twin is None else getattr(twin, fn_name), getattr(reading, fn_name),
-                               inputs))
-    return items
-
-
-def _item(label: str, twin_side: Callable[..., Any] | None, evaluator: Callable[..., Any],
-          inputs: tuple[Any, ...]) -> _Item:
-    if twin_side is None:
-        return _Item(label, evaluator, None, inputs)
-    return _Item(label, twin_side, evaluator, inputs)
-
-
-class _Replay:
-    """Gives back the result one side produced when it ran (once, on its own clone of the inputs).
-
-    Each side runs before ``check`` so that the --expect paths can be resolved against the outputs it
-    produced; ``check`` then judges those very results.
-    """
-
-    def __init__(self, result: Any) -> None:
-        self.result = result
-
-    def __call__(self, *inputs: Any) -> Any:
-        return self.result
-
-
-class _SideRaised(Exception):
-    """One side of an item raised (or returned no tensors): the item fails; carries the row to print."""
-
-    def __init__(self, raised: _Raised) -> None:
-        super().__init__(raised.error)
-        self.raised = raised
-
-
-def _run_side(item: _Item, side: str, fn: Callable[..., Any]) -> tuple[Any, list[tuple[str, torch.Tensor]]]:
-    """Run one side on its own clone of the inputs; anything it raises (SystemExit too) is its failure."""
-    try:
-        with torch.no_grad():
-            result = fn(*clone_leaves(item.inputs))
-    except KeyboardInterrupt:
-        raise
-    except BaseException as error:  # noqa: BLE001 - the code under check failed: that item's FAIL row
-        raise _SideRaised(_Raised(item.label, side, exception_text(error), type(error).__name__)) from None
-    try:
-        leaves = flatten(result, "output")
-    except TypeError as error:
-        raise _SideRaised(_Raised(item.label, side, f"its result is not tensors: {error}")) from None
-    if not leaves:
-        raise _SideRaised(_Raised(item.label, side, f"its result holds no tensor ({result!r})"))
-    return result, leaves
-
-
-def _judge(items: Sequence[_Item], expectations: _Expectations, *,
-           prefixed: bool) -> tuple[Report | None, list[_Raised]]:
-    """Run every item's sides once, resolve its predicates against what it produced, and check it.
-
-    An item whose code raised (either side) or whose result differs from the reference's in structure,
-    shape or dtype is a failure row; the other items are still judged.
-    """
-    outputs: list[OutputCheck] = []
-    raised: list[_Raised] = []
-    produced: list[str] = []
-    for item in items:
-        try:
-            candidate, leaves = _run_side(item, "twin" if item.reference is not None else "evaluator",
-                                          item.candidate)
-            reference = None
-            if item.reference is not None:
-                reference, _ = _run_side(item, "evaluator", item.reference)
-        except _SideRaised as failure:
-            raised.append(failure.raised)
-            continue
-        expect = expectations.for_outputs(item.label, leaves)
-        produced += [f"{item.label}:{path}" for path, _ in leaves]
-        try:
-            report = check(_Replay(candidate), None if item.reference is None else _Replay(reference), item.inputs,
-                           expect=expect)
-        except ResultMismatchError as error:
-            raised.append(_Raised(item.label, "twin", " ".join(str(error).split())))
-            continue
-        except (CheckError, TypeError) as error:
-            raise Refusal(f"{item.label}: {error}") from None
-        for out in report.outputs:
-            path = f"{item.label}:{out.path}" if prefixed else out.path
-            outputs.append(OutputCheck(path, out.shape, out.dtype, out.ref_norm, out.results))
-    failed_labels = {r.label for r in raised}
-    unused = [f"{label}:{path}" for label, path in expectations.qualified
-              if (label, path) not in expectations.used and label not in failed_labels]
-    if not raised:  # a failed item may be the one that would have produced a plain path
-        unused += [path for path in expectations.plain if path not in expectations.used]
-    if unused:
-        raise Refusal(f"--expect names {', '.join(unused)}, which no checked callable produced; produced: "
-                      f"{', '.join(produced)}")
-    return (Report(tuple(outputs)) if outputs else None), raised
+    return run_check(args)

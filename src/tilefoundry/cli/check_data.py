@@ -2,6 +2,8 @@
 
 Everything random is drawn on the CPU from a generator seeded by ``--seed`` and a stable label (``weights``,
 or the checked callable's name), then moved to ``--device``, so one seed gives the same numbers everywhere.
+An integer input is drawn for what it feeds, as the IR says (:mod:`.check_ints`): an index within the axis it
+indexes, positions of one causal step within the rotary table and the cache.
 """
 
 from __future__ import annotations
@@ -17,18 +19,20 @@ import torch
 
 from ..ir.core.annotation import TensorSpec
 from ..ir.core.binding import Binder, Mismatch
+from ..ir.core.function import Function
 from ..ir.core.module import Module
 from ..ir.types.dim import DimVar
 from ..ir.types.tensor_type import TensorType
 from ..runtime.resource import DictResource
+from .check_cmd import DEFAULT_EXTENT
+from .check_ints import IntPlan, IntUse, int_uses
 from .refusal import Refusal
 
 __all__ = [
-    "DEFAULT_EXTENT",
-    "DEFAULT_INT_RANGE",
     "StepParam",
     "choose_dims",
     "generator",
+    "int_plan",
     "random_inputs",
     "random_weights",
     "read_inputs",
@@ -36,19 +40,20 @@ __all__ = [
     "tree_dimvars",
 ]
 
-# A DimVar nobody fixed with --dim takes this extent, clamped into its range [lo, hi).
-DEFAULT_EXTENT = 3
-# Random integer inputs and weights are drawn uniformly from [lo, hi).
-DEFAULT_INT_RANGE = (0, 2)
 
 
 @dataclass(frozen=True)
 class StepParam:
-    """One positional parameter a checked callable is given: its name and type (None when unknown)."""
+    """One positional parameter a checked callable is given: its name and type (None when unknown).
+
+    ``function`` is the ``@func`` whose activation of the same name it is (the callable's own, or the one its
+    type was found in), whose IR tells what an integer parameter feeds; None when there is none.
+    """
 
     name: str
     type: TensorType | None
     origin: str  # where the type came from, for messages: "declared", "annotation", "same name in layer0.attn"
+    function: Function | None = None
 
 
 def generator(seed: int, label: str) -> torch.Generator:
@@ -179,17 +184,21 @@ def step_params(node: Module, member: str | None, member_kind: str | None) -> li
         Refusal: the node has no step (neither forward nor entry).
     """
     if member_kind == "function":
-        return [StepParam(p.name, p.type, "declared") for p in node.functions[member].activations]
+        return _function_params(node.functions[member])
     if member_kind == "method":
         return _method_params(node, member)
     if "forward" in node.methods:
         return _method_params(node, "forward")
     if node.entry is not None:
-        return [StepParam(p.name, p.type, "declared") for p in node.functions[node.entry].activations]
+        return _function_params(node.functions[node.entry])
     raise Refusal(
         f"{node.name} has no step to check (neither a forward method nor an entry function); select one of its "
         f"members instead: {node._member_list()}"
     )
+
+
+def _function_params(fn: Function) -> list[StepParam]:
+    return [StepParam(p.name, p.type, "declared", fn) for p in fn.activations]
 
 
 def _method_params(node: Module, name: str) -> list[StepParam]:
@@ -208,29 +217,54 @@ def _method_params(node: Module, name: str) -> list[StepParam]:
         if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) or p.default is not p.empty:
             break
         ann = annotations.get(p.name)
-        if isinstance(ann, TensorSpec):
-            params.append(StepParam(p.name, ann.type, "annotation"))
-            continue
         found = _same_name(node, p.name)
-        params.append(StepParam(p.name, found[1] if found else None, f"same name in {found[0]}" if found else ""))
+        fn = found[2] if found else None
+        if isinstance(ann, TensorSpec):
+            params.append(StepParam(p.name, ann.type, "annotation", fn))
+            continue
+        params.append(StepParam(p.name, found[1] if found else None, f"same name in {found[0]}" if found else "", fn))
     return params
 
 
-def _same_name(node: Module, name: str) -> tuple[str, TensorType] | None:
+def _same_name(node: Module, name: str) -> tuple[str, TensorType, Function] | None:
     queue: list[tuple[str, Module]] = [(node.name, node)]
     while queue:
         where, mod = queue.pop(0)
         for fn in mod.functions.values():
             for p in fn.activations:
                 if p.name == name:
-                    return f"{where}.{fn.name}", p.type
+                    return f"{where}.{fn.name}", p.type, fn
         queue.extend((f"{where}.{m.name}", m) for m in mod.modules)
     return None
+
+
+def int_plan(params: Sequence[StepParam], dims: Mapping[str, int]) -> IntPlan:
+    """The values valid for the integer parameters among ``params``, from what their functions' IR does with them.
+
+    A function whose body does not trace says nothing here (its integers are drawn in the integer range): the
+    failure is the code under check's, reported where the reference runs it.
+    """
+    uses: dict[str, list[IntUse]] = {}
+    types: dict[str, TensorType] = {}
+    for p in params:
+        if p.type is None or p.function is None or not p.type.dtype.is_int:
+            continue
+        try:
+            found = int_uses(p.function).get(p.name)
+        except Exception:  # noqa: BLE001 - see above: the run of the reference reports it
+            found = None
+        if found:
+            uses[p.name] = found
+            types[p.name] = p.type
+    return IntPlan(uses, dims, types)
 
 
 def random_inputs(label: str, params: Sequence[StepParam], dims: Mapping[str, int], seed: int,
                   int_range: tuple[int, int], device: str) -> tuple[torch.Tensor, ...]:
     """One random tensor per parameter, seeded by ``seed`` and ``label``.
+
+    An integer parameter whose use the IR tells gets values valid for it (:func:`int_plan`); any other integer
+    is uniform in ``int_range``.
 
     Raises:
         Refusal: a parameter whose type cannot be told (the message names the two ways out).
@@ -243,8 +277,10 @@ def random_inputs(label: str, params: Sequence[StepParam], dims: Mapping[str, in
             f"parameter (name: Tensor[(dims), \"dtype\"]) or give the inputs with --inputs FILE"
         )
     gen = generator(seed, f"inputs:{label}")
+    plan = int_plan(params, dims)
     return tuple(
-        random_tensor(p.type, dims, gen, weight=False, int_range=int_range).to(device)  # type: ignore[arg-type]
+        (plan.draw(p.name, gen) if plan.covers(p.name)
+         else random_tensor(p.type, dims, gen, weight=False, int_range=int_range)).to(device)  # type: ignore[arg-type]
         for p in params
     )
 

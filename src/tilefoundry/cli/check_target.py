@@ -1,14 +1,16 @@
 """What ``tilefoundry check`` compares: a ``FILE.py:Name[.child...][.member]`` selection, resolved.
 
-``Name`` is a global of the Python file: a ``@runtime_module`` class (or instance), a ``@module`` Module, or
-a bare ``@func`` Function. The dotted rest walks the semantic child tree; the last part may instead name a
-function or an orchestration method of the node reached. Nothing is run here.
+``FILE.py`` is a Python file by path, or ``MODULE`` a module importable by its dotted name
+(``tilefoundry.examples.check_twin``). ``Name`` is a global of it: a ``@runtime_module`` class (or instance), a
+``@module`` Module, or a bare ``@func`` Function. The dotted rest walks the semantic child tree; the last part
+may instead name a function or an orchestration method of the node reached. Nothing is run here.
 """
 
 from __future__ import annotations
 
 import copy
 import hashlib
+import importlib
 import importlib.util
 import sys
 import types as pytypes
@@ -21,7 +23,7 @@ from ..ir.core.module import Module
 from ..runtime.module import RuntimeModule
 from .refusal import Refusal
 
-__all__ = ["Selection", "UserCodeError", "exception_text", "import_file", "resolve", "twin_child"]
+__all__ = ["Selection", "UserCodeError", "exception_text", "import_file", "import_module", "resolve", "twin_child"]
 
 
 class UserCodeError(Exception):
@@ -127,15 +129,39 @@ def import_file(file: str) -> pytypes.ModuleType:
     return module
 
 
+def import_module(name: str) -> pytypes.ModuleType:
+    """Import the module ``name`` (dotted, as ``import`` takes it), refusing one that does not exist."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as error:
+        missing = error.name or ""
+        if missing and (name == missing or name.startswith(missing + ".")):
+            raise Refusal(f"{name}: no such file, and no module of that name to import; the target is FILE.py:Name "
+                          "(a file by path) or MODULE:Name (a module by its dotted name), e.g. model.py:ModelTwin "
+                          "or tilefoundry.examples.check_twin:ModelTwin") from None
+        raise UserCodeError(f"import {name}", "model module", error) from None
+    except KeyboardInterrupt:
+        raise
+    except BaseException as error:  # noqa: BLE001 - SystemExit too: the module under check failed, not the command
+        sys.modules.pop(name, None)
+        raise UserCodeError(f"import {name}", "model module", error) from None
+
+
+def _is_module_name(text: str) -> bool:
+    """A dotted Python name that names no existing path: a module to import by name."""
+    return (not text.endswith(".py") and all(p.isidentifier() for p in text.split("."))
+            and not Path(text).exists())
+
+
 def resolve(text: str) -> Selection:
-    """Import the file of ``FILE.py:Name[.child...][.member]`` and resolve the selection."""
+    """Import the file (or module) of ``FILE.py:Name[.child...][.member]`` and resolve the selection."""
     file, sep, dotted = text.rpartition(":")
     if not sep or not file or not dotted:
         raise Refusal(f"target {text!r} is not FILE.py:Name[.child...][.member], e.g. model.py:ModelTwin.layer0")
     parts = dotted.split(".")
     if not all(p.isidentifier() for p in parts):
         raise Refusal(f"target {text!r}: {dotted!r} is not a dotted path of Python names")
-    namespace = vars(import_file(file))
+    namespace = vars(import_module(file) if _is_module_name(file) else import_file(file))
     head, rest = parts[0], parts[1:]
     if head not in namespace:
         candidates = sorted(n for n, v in namespace.items() if _selectable(v))

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
+from typing import TextIO
 
-from ..models.generation import Sampling, check_temperature, check_top_k, check_top_p
-from .options import SEED, add_device_option, checked
 from .refusal import Refusal
+from .text_options import REFUSED, add_model_options, add_text_options, open_session, reason, sampling_of, use_threads
 
 NAME = "generate"
 HELP = "generate text from a checkpoint folder (reference evaluator or runtime twin)"
@@ -31,85 +32,102 @@ only the tokens tied for the highest logit with any probability: it samples like
 Generation stops at the model's end-of-sequence tokens or after --max-new-tokens; a step whose logits
 are not finite stops it with an error naming the step.
 
-The folder is read locally; nothing is ever downloaded (the Hugging Face libraries run offline).
+The prompt is --prompt TEXT, --prompt-file PATH, or standard input (--prompt -, --prompt-file -, or no
+prompt option with text piped in). --chat wraps it in the tokenizer's chat template as one user turn, after
+the --system prompt when one is given (--system implies --chat); `tilefoundry chat` holds a conversation.
+A prompt longer than the model's positions allow (with --max-new-tokens) is refused, naming the limit;
+--truncate left keeps its last tokens instead. Generation also stops when the text reaches a --stop string
+(matched on the detokenised text, across tokens; the stop string is not printed).
+
+--threads sets the CPU threads of torch and of the compiled kernels (default: the physical cores this
+process may run on; more only makes the threads wait on each other).
+
+The folder is read locally, and a model id is looked up in the local Hugging Face cache ($HF_HUB_CACHE or
+$HF_HOME/hub); nothing is ever downloaded (the Hugging Face libraries run offline).
 A refused request exits with status 2 and one line on stderr naming what to fix.
 
-example:
+examples:
   tilefoundry generate --ckpt ~/models/SmolLM2-135M-Instruct --chat \\
-      --prompt "What is the capital of France?" --max-new-tokens 64 --backend twin
+      --prompt "What is the capital of France?" --max-new-tokens 64
+  echo "Write a haiku about the sea." | tilefoundry generate --ckpt ~/models/SmolLM2-135M-Instruct \\
+      --system "You are a poet." --stop $'\\n\\n' --json
 """
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options --help lists."""
-    parser.add_argument("--ckpt", required=True, help="a local checkpoint folder (config.json, tokenizer, safetensors)")
-    parser.add_argument("--prompt", required=True, help="the prompt text (not empty)")
-    parser.add_argument("--max-new-tokens", type=checked(int, _positive, "an integer"), default=64,
-                        help="tokens to generate at most, >= 1 (default 64)")
-    add_device_option(parser, "where the model runs")
-    parser.add_argument("--backend", choices=("reference", "twin"), default="twin",
-                        help="reference evaluator or runtime twin (default twin)")
+    add_model_options(parser)
+    prompt = parser.add_mutually_exclusive_group()
+    prompt.add_argument("--prompt", help="the prompt text (not empty); - reads it from standard input")
+    prompt.add_argument("--prompt-file", metavar="PATH", help="read the prompt from a file (- : standard input)")
     parser.add_argument("--chat", action="store_true", help="wrap the prompt in the tokenizer's chat template")
-    parser.add_argument("--temperature", type=checked(float, check_temperature, "a number"), default=0.0,
-                        help="a finite number >= 0; 0 (default) is greedy")
-    parser.add_argument("--top-k", type=checked(int, check_top_k, "an integer"), default=0,
-                        help="keep the k most likely tokens (0: all)")
-    parser.add_argument("--top-p", type=checked(float, check_top_p, "a number"), default=1.0,
-                        help="keep the smallest set of mass >= p, p in (0, 1] (1: all)")
-    parser.add_argument("--seed", type=SEED, default=0,
-                        help="seed of the sampler, in [0, 2**64) (default 0)")
+    add_text_options(parser)
     parser.add_argument("--quiet", action="store_true", help="print only the generated text")
-    parser.add_argument("--allow-unused", action="store_true",
-                        help="accept checkpoint tensors no declared weight reads (refused by default)")
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object (text, tokens, timings) instead of streaming the text")
 
 
-def _positive(value: int) -> None:
-    if value < 1:
-        raise ValueError(f"must be >= 1, got {value}")
-
-
-# What opening a checkpoint and generating from it raise for a request that cannot be served.
-_REFUSED = (OSError, ValueError, KeyError, TypeError, ImportError, RuntimeError)
+def read_prompt(args: argparse.Namespace, stdin: TextIO | None = None) -> str:
+    """The prompt the options give: --prompt's text, a --prompt-file's, or standard input's (``-``, or piped in
+    with neither option); a Refusal when there is none or it cannot be read."""
+    stdin = sys.stdin if stdin is None else stdin
+    if args.prompt is not None and args.prompt != "-":
+        return args.prompt
+    source = args.prompt_file
+    if args.prompt is None and source is None:
+        if stdin is None or stdin.isatty():
+            raise Refusal("no prompt: give --prompt TEXT, --prompt-file PATH, or pipe the prompt into standard "
+                          "input (--prompt -)")
+        source = "-"
+    if args.prompt == "-" or source == "-":
+        text = stdin.read()
+        where = "standard input"
+    else:
+        path = Path(source).expanduser()
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise Refusal(f"--prompt-file {source!r} does not exist") from None
+        except IsADirectoryError:
+            raise Refusal(f"--prompt-file {source!r} is a folder; give the text file holding the prompt") from None
+        except UnicodeDecodeError as e:
+            raise Refusal(f"--prompt-file {source!r} is not UTF-8 text ({e.reason} at byte {e.start})") from None
+        except OSError as e:
+            raise Refusal(f"--prompt-file {source!r} cannot be read: {e.strerror or e}") from None
+        where = f"--prompt-file {source!r}"
+    if text.endswith("\n"):  # the newline that ends a file or an echo is no part of the prompt
+        text = text[:-2] if text.endswith("\r\n") else text[:-1]
+    if not text:
+        raise Refusal(f"the prompt read from {where} is empty; give the text to continue (or to answer, with --chat)")
+    return text
 
 
 def run(args: argparse.Namespace) -> int:
     """Generate; exit 0 on success, 2 (Refusal) when the request cannot be served, the reason named."""
-    from ..models.session import TextSession
-
-    sampling = Sampling(args.temperature, args.top_k, args.top_p, args.seed)
+    prompt = read_prompt(args)
+    sampling = sampling_of(args)
+    threads = use_threads(args)
+    session = open_session(args, prompt, chat=args.chat)
     try:
-        session = TextSession.open(args.ckpt, device=args.device, backend=args.backend,
-                                   max_new_tokens=args.max_new_tokens, prompt=args.prompt, chat=args.chat,
-                                   allow_unused=args.allow_unused)
-    except _REFUSED as error:
-        raise Refusal(_reason(error)) from None
-    try:
-        result = session.generate(sampling, stream=None if args.json else sys.stdout)
-    except _REFUSED as error:
+        result = session.generate(sampling, stream=None if args.json else sys.stdout, stop=args.stop)
+    except REFUSED as error:
         if not args.json:
             print(flush=True)  # ends the line of text streamed so far
-        raise Refusal(_reason(error)) from None
+        raise Refusal(reason(error)) from None
     if args.json:
         print(json.dumps({
-            "text": session.text(result.tokens), "tokens": result.tokens, "prompt_tokens": session.prompt_tokens,
-            "backend": args.backend, "device": args.device, "prefill_ms": result.prefill_seconds * 1e3,
+            "text": result.text, "tokens": result.tokens, "prompt_tokens": session.prompt_tokens,
+            "dropped_prompt_tokens": session.dropped_tokens, "backend": args.backend, "device": args.device,
+            "threads": threads, "prefill_ms": result.prefill_seconds * 1e3,
             "decode_tokens_per_second": result.decode_tokens_per_second, "stopped_by": result.stopped_by,
-            "runner": result.runner,
+            "stop_token": result.stop_token, "stop_string": result.stop_string, "runner": result.runner,
         }))
         return 0
     print()
     if not args.quiet:
-        print(f"[{session.prompt_tokens} prompt tokens, {len(result.tokens)} generated, backend {args.backend}, "
-              f"{args.device}: prefill {result.prefill_seconds * 1e3:.0f} ms, decode "
-              f"{result.decode_tokens_per_second:.1f} tokens/s; {result.runner}]", file=sys.stderr)
+        dropped = f" (its first {session.dropped_tokens} dropped: --truncate left)" if session.dropped_tokens else ""
+        print(f"[{session.prompt_tokens} prompt tokens{dropped}, {len(result.tokens)} generated (stopped by "
+              f"{result.stopped_by}), backend {args.backend}, {args.device}, {threads} threads: prefill "
+              f"{result.prefill_seconds * 1e3:.0f} ms, decode {result.decode_tokens_per_second:.1f} tokens/s; "
+              f"{result.runner}]", file=sys.stderr)
     return 0
-
-
-def _reason(error: BaseException) -> str:
-    if isinstance(error, KeyError) and error.args:
-        return str(error.args[0])
-    if isinstance(error, (ValueError, OSError)):
-        return str(error)
-    return f"{type(error).__name__}: {error}"

@@ -15,12 +15,11 @@ import os
 import sys
 from collections.abc import Sequence
 
-from ..runtime.resource.prepared import CacheRootError
 from .options import CommandParser, UsageError
 from .refusal import Refusal, refusal_line
 
 # Subcommand modules, in the order --help lists them.
-SUBCOMMANDS = ("prepare", "generate", "check", "models", "cache")
+SUBCOMMANDS = ("prepare", "generate", "chat", "check", "models", "cache")
 
 # Environment that keeps the Hugging Face libraries (tokenizers, configs) off the network and quiet.
 _OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1"}
@@ -38,6 +37,16 @@ def stay_offline() -> None:
         constants.HF_HUB_OFFLINE = True  # type: ignore[attr-defined]
 
 
+def package_version() -> str:
+    """The installed tilefoundry's version (its package metadata), or ``unknown`` when it is not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tilefoundry")
+    except PackageNotFoundError:
+        return "unknown (not installed; run from a source tree)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every available subcommand."""
     parser = CommandParser(
@@ -45,6 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Author a model once, prepare its weights, run it on the reference evaluator or a fast "
         "runtime twin, and check the two against each other.",
     )
+    parser.add_argument("--version", action="version", version=f"tilefoundry {package_version()}",
+                        help="print the installed version and exit")
     subs = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
         mod = importlib.import_module(f"tilefoundry.cli.{name}_cmd")
@@ -71,6 +82,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
+    from ..runtime.resource.prepared import CacheRootError  # imported once a command runs: --help stays light
+
     try:
         return int(args._run(args) or 0)
     except (Refusal, CacheRootError) as refusal:  # a cache root that cannot be a folder: every command says it

@@ -30,7 +30,8 @@ example:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """--ckpt, --out, --device, --allow-unused."""
-    parser.add_argument("--ckpt", required=True, help="the Hugging Face checkpoint folder (config.json + safetensors)")
+    parser.add_argument("--ckpt", required=True, help="the Hugging Face checkpoint folder (config.json + "
+                        "safetensors), or a Hugging Face model id already in the local Hugging Face cache")
     parser.add_argument("--out", required=True, help="the folder to write (must not exist, or be an earlier output)")
     add_device_option(parser, "where weight converters run")
     parser.add_argument("--allow-unused", action="store_true",

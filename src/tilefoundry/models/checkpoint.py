@@ -27,6 +27,7 @@ from ..runtime.resource.shard_file import read_shard_header
 from .aliases import hf_alias_table, hf_known_extras, needs_prepare
 from .config import ConfigFieldError, ModelConfig, read_config
 from .decoder import build_causal_lm
+from .hub import model_id_folder
 
 __all__ = ["CHECKPOINT_COMPANIONS", "OpenedCheckpoint", "check_sizes", "checkpoint_folder", "checkpoint_keys",
            "checkpoint_shapes", "is_prepared", "open_checkpoint", "prepare_hf_folder", "prepared_cache_dir"]
@@ -69,10 +70,15 @@ class OpenedCheckpoint:
 
 
 def checkpoint_folder(folder: str | os.PathLike[str]) -> Path:
-    """``folder`` as a resolved local folder; anything else is refused (a checkpoint is never downloaded).
+    """``folder`` as a resolved local folder, or the snapshot a Hugging Face model id names in the local hub cache.
+
+    A path that exists locally wins; a missing path shaped like a model id (``owner/name`` or
+    ``owner/name@revision``) is resolved offline in the hub cache (``HF_HUB_CACHE`` / ``HF_HOME`` honoured, see
+    :mod:`.hub`). Nothing is ever downloaded.
 
     Raises:
-        FileNotFoundError: ``folder`` does not exist or is not a folder; the message names it and the way out.
+        FileNotFoundError: ``folder`` does not exist or is not a folder, or is a model id the cache does not hold;
+            the message names it and the way out.
     """
     text = os.fspath(folder)
     path = Path(text).expanduser()
@@ -84,9 +90,10 @@ def checkpoint_folder(folder: str | os.PathLike[str]) -> Path:
     if hidden is not None:  # a reader renames nothing: it names the complete folder a killed prepare hid
         hint = (f"a prepare replacing it was stopped between its two renames, and its previous content is complete "
                 f"in {str(hidden)!r}: run the same prepare again (it puts that back first), or pass that folder")
-    elif not path.exists() and text.count("/") == 1 and not text.startswith((".", "/", "~")):
-        hint = (f"TileFoundry reads local folders only and never downloads: fetch it first (e.g. `hf download "
-                f"{text} --local-dir DIR`) and pass DIR")
+    else:
+        snapshot = model_id_folder(text)  # an id: its cached snapshot, or a refusal naming the cache searched
+        if snapshot is not None:
+            return snapshot
     raise FileNotFoundError(f"checkpoint folder {text!r} {what}; {hint}")
 
 

@@ -99,16 +99,22 @@ class NonFiniteLogitsError(ValueError):
 
 @dataclass
 class GenerationResult:
-    """Generated token ids, the timings of the two phases and what ran the steps.
+    """Generated token ids, the timings of the two phases, why generation stopped and what ran the steps.
 
-    ``runner`` is ``model step`` (the model's own forward) or ``decode engine (...)`` with the engine's kernels
-    and CUDA-graph status.
+    ``stopped_by`` is the reason: ``"eos"`` (a stop token was chosen; ``stop_token`` holds its id, the last of
+    ``tokens``), ``"stop_string"`` (the text reached a stop string; ``TextSession`` sets ``stop_string`` and
+    ``text``) or ``"max_new_tokens"`` (the budget ran out). ``runner`` is ``model step`` (the model's own
+    forward) or ``decode engine (...)`` with the engine's kernels and CUDA-graph status. ``text`` is the
+    generated text when a ``TextSession`` generated it (ending before a matched stop string), else None.
     """
 
     tokens: list[int] = field(default_factory=list)
     prefill_seconds: float = 0.0
     decode_seconds: float = 0.0
-    stopped_by: int | None = None
+    stopped_by: str = "max_new_tokens"
+    stop_token: int | None = None
+    stop_string: str | None = None
+    text: str | None = None
     runner: str = ""
 
     @property
@@ -171,12 +177,15 @@ def _refuse_nonfinite(logits: torch.Tensor, step: int, prompt_len: int, produced
 
 def generate(model: Any, prompt_ids: Sequence[int] | torch.Tensor, max_new_tokens: int, *,
              sampling: Sampling = Sampling(), stop_tokens: Sequence[int] = (), device: str = "cpu",
-             on_token: Callable[[int], None] | None = None, engine: bool | None = None) -> GenerationResult:
+             on_token: Callable[[int], None] | None = None, stop_when: Callable[[int], bool] | None = None,
+             engine: bool | None = None) -> GenerationResult:
     """Generate up to ``max_new_tokens`` tokens after ``prompt_ids`` with ``model``.
 
     ``model`` is a LoadedModule or a runtime twin of a causal LM, or a DecodeEngine (run as it is; its cache
     grows when the request needs more positions). Generation stops early at a token in
-    ``stop_tokens``; ``on_token`` is called with each token as it is chosen. ``engine`` chooses how steps run:
+    ``stop_tokens`` (``stopped_by`` ``"eos"``); ``on_token`` is called with each token as it is chosen, then
+    ``stop_when``, whose True ends generation there (``stopped_by`` ``"stop_string"``: TextSession's stop
+    strings). ``engine`` chooses how steps run:
     None (default) runs a loaded twin that describes itself to the decode engine (those ``build_twin`` makes)
     through the engine, on any device (on this project's 2-core CPU it decodes SmolLM2-135M about 10% faster
     than the twin's own step, the same tokens), and anything else through the model's own step; True insists
@@ -208,12 +217,15 @@ def generate(model: Any, prompt_ids: Sequence[int] | torch.Tensor, max_new_token
     result = GenerationResult(runner=steps.runner)
 
     def take(token: int) -> bool:
-        """Record a chosen token; True when it ends generation (a stop token)."""
+        """Record a chosen token; True when it ends generation (a stop token, or ``stop_when`` says so)."""
         result.tokens.append(token)
         if on_token is not None:
             on_token(token)
         if token in stops:
-            result.stopped_by = token
+            result.stopped_by, result.stop_token = "eos", token
+            return True
+        if stop_when is not None and stop_when(token):
+            result.stopped_by = "stop_string"
             return True
         return False
 

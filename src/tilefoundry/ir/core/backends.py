@@ -8,8 +8,9 @@ it is imported:
 * ``evaluate`` / ``run_reading``: the reference evaluator (``tilefoundry.evaluator``);
 * ``prepare``: weight preparation and the prepared-folder format (``tilefoundry.runtime.prepare``).
 
-``import tilefoundry`` (which every ``import tilefoundry.<anything>`` runs first) imports both layers, so
-a user always finds the slots filled.
+A slot found empty is filled on first use: the package root names the layers that fill them
+(``tilefoundry.SLOT_PROVIDERS``), and they are imported then, so a user always finds the slots filled
+whichever module they imported first.
 """
 
 from __future__ import annotations
@@ -36,12 +37,25 @@ def provide_preparer(prepare_fn: Callable[..., None]) -> None:
     _prepare = prepare_fn
 
 
+def _fill() -> None:
+    """Import the layers the package root names as the slots' providers (each fills its slots when imported)."""
+    import importlib
+
+    import tilefoundry
+
+    for provider in getattr(tilefoundry, "SLOT_PROVIDERS", ()):
+        importlib.import_module(provider)
+
+
 def _missing(what: str, package: str) -> RuntimeError:
-    return RuntimeError(f"{what} needs {package}, which was never imported; import tilefoundry (it imports it)")
+    return RuntimeError(f"{what} needs {package}, and the slot providers the package root names "
+                        "(tilefoundry.SLOT_PROVIDERS) did not fill its slot")
 
 
 def evaluate(fn: Any, *inputs: Any) -> Any:
     """Evaluate the Function ``fn`` on the reference evaluator, one input per declared parameter."""
+    if _evaluate is None:
+        _fill()
     if _evaluate is None:
         raise _missing("evaluating a Function", "tilefoundry.evaluator")
     return _evaluate(fn, *inputs)
@@ -50,12 +64,16 @@ def evaluate(fn: Any, *inputs: Any) -> Any:
 def run_reading(fn: Any, args: list[Any], device: Any, reading: Any) -> Any:
     """Run the Function ``fn`` of a LoadedModule ``reading`` on ``device`` with every declared argument."""
     if _run_reading is None:
+        _fill()
+    if _run_reading is None:
         raise _missing("running a LoadedModule", "tilefoundry.evaluator")
     return _run_reading(fn, args, device, reading)
 
 
 def prepare(mod: Any, raw: Any, out_dir: Any, **options: Any) -> None:
     """Prepare ``mod``'s weights from the resource ``raw`` into the folder ``out_dir``."""
+    if _prepare is None:
+        _fill()
     if _prepare is None:
         raise _missing("Module.prepare", "tilefoundry.runtime.prepare")
     _prepare(mod, raw, out_dir, **options)

@@ -53,6 +53,23 @@ class Value:
             "values (shapes, ints); use tf.where for data-dependent selection"
         )
 
+    @classmethod
+    def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        """torch's functions (``torch.relu``, ``F.silu``, ...) run on real tensors and cannot be traced: say so,
+        and name the DSL op of the same name when there is one."""
+        from .op import OPS, _ensure_loaded
+
+        _ensure_loaded()
+        name = getattr(func, "__name__", None) or str(func)
+        module = getattr(func, "__module__", None) or "torch"
+        spelled = f"{'torch' if module.startswith('torch._C') else module}.{name}"
+        if name in OPS:
+            hint = f"use tf.{name} (from tilefoundry.dsl import tf), which the trace records"
+        else:
+            hint = "write it with the DSL's ops (from tilefoundry.dsl import tf; dir(tf) lists them)"
+        raise TypeError(f"{spelled} was called on a traced tensor inside a @func: torch functions run on real "
+                        f"tensors, not on the values a @func traces; {hint}")
+
     # Python operators map onto the HIR ops of the same meaning.
     def __add__(self, o: Any) -> Value: return _binary("add", self, o)
     def __radd__(self, o: Any) -> Value: return _binary("add", o, self)

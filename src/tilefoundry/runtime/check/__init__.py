@@ -2,8 +2,8 @@
 
 ``check(candidate, reference, inputs, expect=...)`` runs both callables on the same inputs, flattens
 their (nested tuple) results to paths ``"output"``, ``"output[0]"``, ``"output[1][0]"``..., and judges
-each output tensor by the predicates ``expect`` lists for its path, returning a :class:`Report` that
-prints as a table and converts to JSON. The predicates:
+each output tensor by the predicates ``expect`` lists for its path (``'*'`` for every output no other key
+names), returning a :class:`Report` that prints as a table and converts to JSON. The predicates:
 
 ========== ============ ====================================================================
 name       bounds       passes when

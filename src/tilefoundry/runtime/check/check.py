@@ -7,14 +7,18 @@ from typing import Any
 
 import torch
 
-from .dtypes import dtype_name
+from .dtypes import dtype_name, is_discrete_dtype
 from .errors import CheckError, ResultMismatchError
 from .flatten import clone_leaves, first_structure_difference, flatten
 from .pairs import compute_device
 from .predicate import Predicate
+from .predicates import equal
 from .report import OutputCheck, Report
 
-__all__ = ["check"]
+__all__ = ["WILDCARD", "check", "wildcard_predicates"]
+
+WILDCARD = "*"
+"""The ``expect`` key whose predicates cover every output the other keys do not name (as ``--expect '*=...'``)."""
 
 
 def check(
@@ -37,7 +41,9 @@ def check(
             so neither sees the other's in-place writes and the caller's tensors are left untouched.
         expect: output path -> the predicates for that output (a non-empty sequence). Paths are those of
             the flattened result: ``"output"`` for a bare tensor, ``"output[0]"``, ``"output[1][0]"``...
-            for nested tuples. No default.
+            for nested tuples. The key ``'*'`` covers every output no other key names; on an integer or
+            boolean output a continuous predicate under ``'*'`` becomes ``equal()``, the only comparison
+            meaningful there (as ``tilefoundry check --expect '*=PRED'``). No default.
 
     Returns:
         A :class:`Report` with one :class:`OutputCheck` per output tensor, in result order. The callables
@@ -74,6 +80,7 @@ def check(
             _refuse_structure_difference(produced, expected, candidate_leaves, reference_leaves)
 
     paths = [path for path, _ in candidate_leaves]
+    predicates = _expand_wildcard(predicates, candidate_leaves)
     _refuse_unmatched_paths(paths, predicates)
 
     for path, tensor in candidate_leaves:
@@ -130,6 +137,32 @@ def _validated_expect(expect: Any) -> dict[str, tuple[Predicate, ...]]:
                 raise TypeError(f"expect[{path!r}] holds {item!r}, which is not a Predicate instance{hint}")
         checked[path] = tuple(listed)
     return checked
+
+
+def wildcard_predicates(predicates: Sequence[Predicate], dtype: torch.dtype) -> list[Predicate]:
+    """The predicates ``'*'`` gives an output of ``dtype``: as they are, but on an integer or boolean output each
+    continuous one becomes ``equal()`` (once), the only comparison meaningful there."""
+    if not is_discrete_dtype(dtype):
+        return list(predicates)
+    out: list[Predicate] = []
+    for p in predicates:
+        chosen = p if p.discrete else equal()
+        if chosen not in out:
+            out.append(chosen)
+    return out
+
+
+def _expand_wildcard(predicates: dict[str, tuple[Predicate, ...]],
+                     leaves: list[tuple[str, torch.Tensor]]) -> dict[str, tuple[Predicate, ...]]:
+    """``predicates`` with the ``'*'`` entry replaced by one entry per produced path no other key names."""
+    wildcard = predicates.get(WILDCARD)
+    if wildcard is None:
+        return predicates
+    out = {path: listed for path, listed in predicates.items() if path != WILDCARD}
+    for path, tensor in leaves:
+        if path not in out:
+            out[path] = tuple(wildcard_predicates(wildcard, tensor.dtype))
+    return out
 
 
 def _refuse_reference_predicates(predicates: Mapping[str, tuple[Predicate, ...]]) -> None:
@@ -201,8 +234,8 @@ def _refuse_unmatched_paths(paths: list[str], predicates: Mapping[str, tuple[Pre
     if missing:
         raise CheckError(
             f"{', '.join(missing)} {'has' if len(missing) == 1 else 'have'} no predicates; every produced "
-            f"tensor needs exactly one non-empty list, e.g. expect[{missing[0]!r}] = [rel_l2(max=1e-2)] "
-            f"(produced: {produced})"
+            f"tensor needs exactly one non-empty list, e.g. expect[{missing[0]!r}] = [rel_l2(max=1e-2)], or "
+            f"expect['*'] for every output no other key names (produced: {produced})"
         )
     unknown = [p for p in predicates if p not in paths]
     if unknown:

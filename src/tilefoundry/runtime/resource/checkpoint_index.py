@@ -6,14 +6,16 @@ Two shapes are accepted (the Hugging Face conventions):
 * a single ``model.safetensors`` and no index: the file's own key list is the map.
 
 When both are present the index wins. Everything here is validated when the layout is read, before any
-tensor is: the index must be JSON of the right shape, and every shard it names must be a file inside the
-checkpoint folder (no absolute path, no ``..``, no symlink leading out) that exists, and no JSON object of
-the index may name a key twice. The one link allowed out of the folder is the Hugging Face hub cache's own:
-in a snapshot (``<repo>/snapshots/<revision>/``) files are symlinks into ``<repo>/blobs/``, and a link
-resolving into that repository's ``blobs/`` folder is read. Shard *contents* are checked when a shard is first
-opened (:mod:`.shard_file`).
+tensor is: the index must be JSON of the right shape, every shard it names must be spelled relative to the
+checkpoint folder (no absolute path, no ``..``) and must be a regular file, and no JSON object of the index may
+name a key twice. Symlinks are followed wherever they lead, so a Hugging Face hub-cache snapshot (whose files
+link into the repository's ``blobs/``) and a folder whose shards link to another disk both read; a link to a
+folder, a FIFO, a device or nothing (a dangling link) is refused, naming the file. The file each name resolves
+to is recorded by identity (device and inode) when the layout is read, and only that file is ever read
+(:mod:`.shard_file` checks it when it opens the shard). Shard *contents* are checked when a shard is first
+opened.
 
-An index may spell one file several ways (``s.safetensors`` and ``./s.safetensors``, an in-folder symlink
+An index may spell one file several ways (``s.safetensors`` and ``./s.safetensors``, a symlink
 and its target, two hard links). Each spelling is kept as a key of :attr:`CheckpointLayout.shards`, so that
 messages can name the file as the index does, but every spelling of one file maps to the same path: the
 file (device and inode) decides, not the text.
@@ -23,14 +25,15 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from types import MappingProxyType
 
 from .errors import CheckpointError, CheckpointNotFoundError
 
-__all__ = ["INDEX_NAME", "SINGLE_NAME", "CheckpointLayout", "hub_blobs_folder", "read_checkpoint_layout"]
+__all__ = ["INDEX_NAME", "SINGLE_NAME", "CheckpointLayout", "read_checkpoint_layout"]
 
 INDEX_NAME = "model.safetensors.index.json"
 """File name of a sharded checkpoint's index."""
@@ -50,12 +53,15 @@ class CheckpointLayout:
             whose single shard's own key list is the map.
         shards: shard name (every spelling the index uses) -> resolved path of the shard file. Spellings of
             one file map to one path (the first spelling's, in index order), so a path stands for a file.
+        identities: resolved shard path -> ``(st_dev, st_ino)`` of the regular file found there when the layout
+            was read; a shard is read only while its path still holds that file.
     """
 
     root: Path
     index_path: Path | None
     weight_map: Mapping[str, str] | None
     shards: Mapping[str, Path]
+    identities: Mapping[Path, tuple[int, int]] = field(default_factory=lambda: MappingProxyType({}))
 
     def describe(self) -> str:
         """``'<dir>'`` or ``'<dir> (index model.safetensors.index.json)'``, for error messages."""
@@ -64,63 +70,62 @@ class CheckpointLayout:
         return f"{str(self.root)!r} (index {self.index_path.name})"
 
 
-def _inside(root: Path, path: str) -> bool:
-    root_text = os.fspath(root)
-    return path == root_text or path.startswith(root_text.rstrip(os.sep) + os.sep)
+def _kind(mode: int) -> str:
+    """What a non-regular file is, in words."""
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
 
 
-def hub_blobs_folder(root: Path) -> Path | None:
-    """The ``blobs/`` folder of the Hugging Face hub-cache repository whose snapshot ``root`` is, else None.
+def _resolve_member(root: Path, name: str, *, what: str, source: Path | None,
+                    key: str | None) -> tuple[Path, tuple[int, int]]:
+    """Resolve ``name`` (relative to ``root``) to a regular file, following symlinks wherever they lead.
 
-    The hub cache stores a download as ``<repo>/snapshots/<revision>/<file>``, each file a symlink into
-    ``<repo>/blobs/``. ``root`` must be resolved already; ``blobs`` must be a real folder (not a link), so a
-    link into it stays inside the repository.
+    Returns the resolved path and the identity ``(st_dev, st_ino)`` of the file found there now. The name
+    itself must stay relative and free of ``..`` (it is the index's text); a link to anything but a regular file
+    (a folder, a FIFO, a device, nothing) is refused, naming ``name`` and what it resolves to.
     """
-    if root.parent.name != "snapshots":
-        return None
-    blobs = root.parent.parent / "blobs"
-    return blobs if blobs.is_dir() and not blobs.is_symlink() else None
-
-
-def _within_checkpoint(root: Path, resolved: str) -> bool:
-    """True when the resolved path lies in the checkpoint folder, or in its hub-cache repository's blobs/."""
-    if _inside(root, resolved):
-        return True
-    blobs = hub_blobs_folder(root)
-    return blobs is not None and _inside(blobs, resolved) and resolved != os.fspath(blobs)
-
-
-def _resolve_member(root: Path, name: str, *, what: str, source: Path | None, key: str | None) -> Path:
-    """Resolve ``name`` inside ``root``, refusing anything that would read outside the checkpoint folder."""
     where = f"{source.name} maps {key!r} to " if source is not None else ""
     windows = PureWindowsPath(name)
     if PurePosixPath(name).is_absolute() or windows.is_absolute() or windows.drive:
         raise CheckpointError(
             f"{where}{what} {name!r}, an absolute path, in checkpoint {str(root)!r}; shard names must be "
-            "relative to the checkpoint folder. Fix the index, or copy the shard into the folder"
+            "relative to the checkpoint folder. Fix the index, or copy (or symlink) the shard into the folder"
         )
     if ".." in PurePosixPath(name.replace("\\", "/")).parts:
         raise CheckpointError(
             f"{where}{what} {name!r}, which leaves checkpoint folder {str(root)!r} through '..'; shard "
-            "names must stay inside the checkpoint folder. Fix the index, or copy the shard into the folder"
+            "names must stay inside the checkpoint folder. Fix the index, or copy (or symlink) the shard into "
+            "the folder"
         )
-    resolved = os.path.realpath(os.path.join(root, name))
-    if not _within_checkpoint(root, resolved):
-        raise CheckpointError(
-            f"{where}{what} {name!r}, a symlink resolving to {resolved!r} outside checkpoint folder "
-            f"{str(root)!r}; every file read must lie inside the checkpoint folder (or, for a Hugging Face "
-            "hub-cache snapshot, in its repository's blobs/ folder). Replace the link with the file itself"
-        )
-    return Path(resolved)
-
-
-def _file_identity(path: Path) -> tuple[int, int]:
-    """``(st_dev, st_ino)`` of ``path``: equal for every name of one file (symlink target, hard link)."""
+    spelled = os.path.join(root, name)
+    resolved = os.path.realpath(spelled)
+    linked = resolved != os.path.normpath(spelled)
+    called = f"{where}{what} {name!r} in {str(root)!r}" + (f", a symlink resolving to {resolved!r}" if linked else "")
     try:
-        st = path.stat()
+        st = os.stat(resolved)
+    except FileNotFoundError:
+        if linked or os.path.lexists(spelled):
+            raise CheckpointError(
+                f"{called}, which does not exist (a dangling link); restore the file it points to, or replace the "
+                "link with the file itself"
+            ) from None
+        raise CheckpointError(
+            f"{called}, which does not exist; the checkpoint is incomplete: download the missing file"
+        ) from None
     except OSError as exc:
-        raise CheckpointError(f"cannot read shard {str(path)!r}: {exc.strerror or exc}") from None
-    return st.st_dev, st.st_ino
+        raise CheckpointError(f"{called}, which cannot be read ({exc.strerror or exc}); replace it with the file "
+                              "itself") from None
+    if not stat.S_ISREG(st.st_mode):
+        fix = "point the link at the file itself" if linked else "put the file itself there"
+        raise CheckpointError(f"{called}, which is {_kind(st.st_mode)}, not a regular file; {fix}")
+    return Path(resolved), (st.st_dev, st.st_ino)
 
 
 class _DuplicateKey(Exception):
@@ -187,7 +192,8 @@ def read_checkpoint_layout(ckpt_dir: str | os.PathLike[str]) -> CheckpointLayout
     Raises:
         FileNotFoundError / NotADirectoryError: ``ckpt_dir`` is missing or is not a folder.
         CheckpointError: the folder holds neither an index nor ``model.safetensors``; the index is not JSON
-            or lacks a weight_map; a shard it names is outside the folder or missing.
+            or lacks a weight_map; a shard it names is spelled as an absolute path or through ``..``, is missing,
+            or is (or links to) no regular file.
     """
     given = os.fspath(ckpt_dir)
     if not os.path.exists(given):
@@ -202,30 +208,23 @@ def read_checkpoint_layout(ckpt_dir: str | os.PathLike[str]) -> CheckpointLayout
     single_candidate = root / SINGLE_NAME
 
     if os.path.lexists(index_candidate):
-        index_path = _resolve_member(root, INDEX_NAME, what="index", source=None, key=None)
-        if not index_path.is_file():
-            raise CheckpointError(f"index {str(index_candidate)!r} is not a regular file")
+        index_path, _ = _resolve_member(root, INDEX_NAME, what="index", source=None, key=None)
         weight_map = _read_index(root, index_path)
         shards: dict[str, Path] = {}
         path_of_file: dict[tuple[int, int], Path] = {}  # (st_dev, st_ino) -> the path that stands for it
         for key, shard in weight_map.items():
             if shard in shards:
                 continue
-            path = _resolve_member(root, shard, what="shard", source=index_path, key=key)
-            if not path.is_file():
-                raise CheckpointError(
-                    f"{index_path.name} maps {key!r} to shard {shard!r}, but {str(root / shard)!r} "
-                    f"{'is not a regular file' if path.exists() else 'does not exist'}; the checkpoint "
-                    "is incomplete: download the missing shard"
-                )
-            shards[shard] = path_of_file.setdefault(_file_identity(path), path)
-        return CheckpointLayout(root, index_path, MappingProxyType(weight_map), MappingProxyType(shards))
+            path, identity = _resolve_member(root, shard, what="shard", source=index_path, key=key)
+            shards[shard] = path_of_file.setdefault(identity, path)
+        identities = {path: identity for identity, path in path_of_file.items()}
+        return CheckpointLayout(root, index_path, MappingProxyType(weight_map), MappingProxyType(shards),
+                                MappingProxyType(identities))
 
     if os.path.lexists(single_candidate):
-        path = _resolve_member(root, SINGLE_NAME, what="checkpoint file", source=None, key=None)
-        if not path.is_file():
-            raise CheckpointError(f"checkpoint file {str(single_candidate)!r} is not a regular file")
-        return CheckpointLayout(root, None, None, MappingProxyType({SINGLE_NAME: path}))
+        path, identity = _resolve_member(root, SINGLE_NAME, what="checkpoint file", source=None, key=None)
+        return CheckpointLayout(root, None, None, MappingProxyType({SINGLE_NAME: path}),
+                                MappingProxyType({path: identity}))
 
     others = sorted(p.name for p in root.glob("*.safetensors"))
     found = f"; it does hold {', '.join(others[:5])}{' ...' if len(others) > 5 else ''}" if others else ""

@@ -39,10 +39,11 @@ class SafetensorsResource(ScopedResource):
     """A resource over a safetensors checkpoint folder.
 
     The folder holds either ``model.safetensors.index.json`` plus the shards its ``weight_map`` names, or
-    one ``model.safetensors``. The layout (index JSON, shard paths inside the folder, shard existence) is
-    checked here, at construction; a shard's header is checked when the shard is first opened. Each shard file
+    one ``model.safetensors``. The layout (index JSON, shard names relative to the folder, each a regular file or
+    a symlink to one, wherever it points) is checked here, at construction; a shard's header is checked when the
+    shard is first opened, and only the file its name resolved to at construction is read. Each shard file
     is opened at most once, lazily, however many ways the index spells it (``./s.safetensors``, a symlink or
-    hard link inside the folder), and the handle is shared by every ``subtree`` view. Reads fetch only the
+    hard link), and the handle is shared by every ``subtree`` view. Reads fetch only the
     requested tensor, keep its stored element type, and place it on ``device``.
 
     Args:
@@ -54,9 +55,10 @@ class SafetensorsResource(ScopedResource):
 
     Raises:
         FileNotFoundError / NotADirectoryError: ``ckpt_dir`` is missing or not a folder.
-        CheckpointError: the folder holds neither layout, or its index is malformed or names a shard that is
-            outside the folder or missing; later, a shard that is corrupt or does not hold a key its index
-            maps to it.
+        CheckpointError: the folder holds neither layout, or its index is malformed or names a shard by an
+            absolute path or through ``..``, a missing shard, or one that is (or links to) a folder, a FIFO, a
+            device or nothing; later, a shard that is corrupt, replaced since construction, or does not hold a
+            key its index maps to it.
         ValueError: an unknown or unavailable ``device``.
         KeyError (WeightNotFoundError): from ``load`` / ``load_group``, for a key the checkpoint lacks.
 
@@ -74,7 +76,7 @@ class SafetensorsResource(ScopedResource):
         table = validate_alias_table(alias)
         layout = read_checkpoint_layout(ckpt_dir)
         super().__init__(prefix, table)
-        self._ckpt = _Checkpoint(layout, ShardPool(layout.shards), resolved_device)
+        self._ckpt = _Checkpoint(layout, ShardPool(layout.shards, layout.identities), resolved_device)
 
     def _scoped(self, prefix: str) -> SafetensorsResource:
         view = object.__new__(SafetensorsResource)

@@ -137,16 +137,20 @@ class ShardPool:
     the next attempt.
     """
 
-    def __init__(self, shards: Mapping[str, Path]) -> None:
+    def __init__(self, shards: Mapping[str, Path], identities: Mapping[Path, tuple[int, int]] | None = None) -> None:
         """``shards`` maps each shard name to its file's path; names of one file must map to equal paths.
 
-        Each file's identity (device and inode) is taken now, when the checkpoint is opened: a shard is read only
-        if the file found at its path when it is first read is still that file (not swapped for a link to another
-        file meanwhile), and it is read through the descriptor that checked it.
+        ``identities`` gives each path's ``(st_dev, st_ino)`` as found when the checkpoint was opened (the layout's);
+        a path it lacks is taken now. A shard is read only if the file found at its path when it is first read is
+        still that file (not replaced, nor swapped for a link to another file meanwhile), and it is read through
+        the descriptor that checked it.
         """
         self._paths = shards
         self._identity: dict[Path, tuple[int, int] | None] = {}
         for path in shards.values():
+            if identities is not None and path in identities:
+                self._identity[path] = identities[path]
+                continue
             try:
                 st = os.stat(path, follow_symlinks=False)
                 self._identity[path] = (st.st_dev, st.st_ino)
@@ -175,7 +179,9 @@ class ShardPool:
         # safe_open checks the whole header (byte ranges in bounds, contiguous, sized by dtype and shape)
         # before mapping the file. When it refuses, read_shard_header says which part is wrong, by key.
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            # O_NONBLOCK: a FIFO put at the path meanwhile opens at once (and fails the identity check) rather than
+            # waiting for a writer; it changes nothing for a regular file
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 raise CheckpointError(f"shard {str(path)!r} is now a symlink; it was a file when the checkpoint was "
