@@ -113,6 +113,8 @@ TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, Out&& out, Epi const& epi, P
   int64_t const warps =
       int64_t(program_dim<detail::dependent_level<TopologyScope::thread, Out>>()) / kWarp;
   int const lane = int(tid % kWarp);
+  [[maybe_unused]] bool g_aligned = false;  // a norm prologue's weight read 16 bytes at a time
+  if constexpr (Pro::normalizes) g_aligned = grouped && pro.template groups_aligned<V>();
   for (int64_t n0 = tid / kWarp * C; n0 < cols; n0 += warps * C) {
     int const width = cols - n0 < C ? int(cols - n0) : C;
     for (int64_t m = 0; m < rows; ++m) {
@@ -120,7 +122,17 @@ TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, Out&& out, Epi const& epi, P
       [[maybe_unused]] typename Pro::compute_type scale = 0;
       if constexpr (Pro::normalizes) {
         typename Pro::compute_type sum = 0;
-        for (int64_t k = lane; k < depth; k += kWarp) sum += pro.square(x[k]);
+        if (grouped) {  // 16 bytes a lane at a time: a few loads in flight, not one element per
+                        // trip
+          for (int64_t k = int64_t(lane) * V; k < depth; k += kWarp * V) {
+            float xs[V];
+            detail::load_group(x + k, xs);
+            CUTE_UNROLL
+            for (int i = 0; i < V; ++i) sum += pro.square(xs[i]);
+          }
+        } else {
+          for (int64_t k = lane; k < depth; k += kWarp) sum += pro.square(x[k]);
+        }
         CUTE_UNROLL
         for (int mask = kWarp / 2; mask > 0; mask /= 2)
           sum += __shfl_xor_sync(0xffffffffu, sum, mask);
@@ -138,10 +150,7 @@ TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, Out&& out, Epi const& epi, P
           for (int c = 0; c < C; ++c) {
             if (c < width) detail::load_group(pb + (n0 + c) * sb + k, ws[c]);
           }
-          if constexpr (Pro::normalizes) {
-            CUTE_UNROLL
-            for (int i = 0; i < V; ++i) xs[i] = detail::convert<float>(pro(xs[i], scale, k + i));
-          }
+          if constexpr (Pro::normalizes) pro.group(xs, scale, k, g_aligned);
           CUTE_UNROLL
           for (int c = 0; c < C; ++c) {
             CUTE_UNROLL

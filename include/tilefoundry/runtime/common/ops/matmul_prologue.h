@@ -7,6 +7,7 @@
 #include <tilefoundry/runtime/common/numeric.h>
 #include <tilefoundry/runtime/common/ops/binary_ops.h>
 #include <tilefoundry/runtime/common/ops/math.h>
+#include <tilefoundry/runtime/common/ops/packed.h>
 #include <tilefoundry/runtime/common/ops/scalar.h>
 
 #include <cstdint>
@@ -51,6 +52,36 @@ struct rms_norm_rows {
   TILEFOUNDRY_DEVICE H operator()(X const& x, Cd scale, int64_t k) const {
     W const rounded = detail::convert<W>(detail::convert<Cd>(x) * scale);
     return detail::convert<H>(scalar::binary<W>(mul_op{}, rounded, g(k)));
+  }
+
+  /// True when g can be read 16 bytes at a time at every group's start: contiguous, its base
+  /// aligned, and a group of g's elements a whole number of 16-byte words (see group()).
+  template <int N>
+  TILEFOUNDRY_DEVICE bool groups_aligned() const {
+    if constexpr (detail::is_packed_v<W> && (N * sizeof(W)) % 16 == 0 &&
+                  cute::is_constant<1, decltype(cute::stride<0>(
+                                           std::declval<G const&>().layout()))>::value) {
+      return reinterpret_cast<std::uintptr_t>(&g(0)) % 16 == 0;
+    } else {
+      return false;
+    }
+  }
+
+  /// Elements k .. k + N - 1 of the normed row, in place of xs (the row's elements, as floats, each
+  /// computed as operator() computes it); g's elements read in one 16-byte load per word where
+  /// `aligned` (groups_aligned<N>(), k a multiple of N), one at a time otherwise.
+  template <int N>
+  TILEFOUNDRY_DEVICE void group(float (&xs)[N], Cd scale, int64_t k, bool aligned) const {
+    [[maybe_unused]] float gs[N];
+    if constexpr (detail::is_packed_v<W> && (N * sizeof(W)) % 16 == 0) {
+      if (aligned) detail::load_group(&g(k), gs);
+    }
+    CUTE_UNROLL
+    for (int i = 0; i < N; ++i) {
+      W const gk = aligned ? detail::convert<W>(gs[i]) : W(g(k + i));
+      W const rounded = detail::convert<W>(detail::convert<Cd>(xs[i]) * scale);
+      xs[i] = detail::convert<float>(detail::convert<H>(scalar::binary<W>(mul_op{}, rounded, gk)));
+    }
   }
 };
 
