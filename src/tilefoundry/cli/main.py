@@ -4,7 +4,8 @@ Each subcommand lives in its own module exposing ``NAME``, ``HELP``, ``add_argum
 ``run(args) -> int``; this file only assembles them. Whatever a subcommand refuses (a bad option, a bad file,
 an argparse error) ends here as exit status 2 and one line on stderr, ``tilefoundry <subcommand>: refused:
 ...`` (see :mod:`.refusal`). The command never touches the network: the Hugging Face libraries are put in
-offline mode before any subcommand runs.
+offline mode before any subcommand runs. A kernel built while a command runs shows its progress on a terminal
+only (a log or a pipe reading stderr sees the refusal line alone).
 """
 
 from __future__ import annotations
@@ -82,10 +83,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
-    from ..runtime.resource.prepared import CacheRootError  # imported once a command runs: --help stays light
+    # Imported once a command runs: --help stays light.
+    from ..codegen.build import build_progress
+    from ..runtime.resource.prepared import CacheRootError
 
     try:
-        return int(args._run(args) or 0)
+        with build_progress("terminal"):  # a kernel build's line on a terminal only: stderr stays the refusal's
+            return int(args._run(args) or 0)
     except (Refusal, CacheRootError) as refusal:  # a cache root that cannot be a folder: every command says it
         print(refusal_line(args.command, str(refusal)), file=sys.stderr)
         return 2
