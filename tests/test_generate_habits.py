@@ -181,6 +181,12 @@ def test_chat_drops_its_oldest_turns_when_the_conversation_outgrows_the_model(ck
     assert "dropped its oldest turn" in captured.err
 
 
+def test_chat_refuses_a_budget_no_turn_can_fit_before_reading_any(ckpt: Path, capsys, monkeypatch) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO("Hi\n"))
+    refused(capsys, ["chat", "--ckpt", str(ckpt), "--max-new-tokens", "128"], "--max-new-tokens 128 leaves no "
+            "position for a conversation: the model holds 128 positions", "ask for at most 127")
+
+
 def test_chat_refuses_a_turn_too_long_for_the_model_and_goes_on(ckpt: Path, capsys, monkeypatch) -> None:
     monkeypatch.setattr(sys, "stdin", io.StringIO("x" * 300 + "\nHi\n"))
     assert main(["chat", "--ckpt", str(ckpt), "--max-new-tokens", "4"]) == 2  # a turn was refused

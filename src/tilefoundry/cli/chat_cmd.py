@@ -53,6 +53,10 @@ def run(args: argparse.Namespace, stdin: TextIO | None = None, stdout: TextIO | 
                                    max_new_tokens=args.max_new_tokens, chat=True, allow_unused=args.allow_unused)
     except REFUSED as error:
         raise Refusal(reason(error)) from None
+    limit = session.checkpoint.config.max_position_embeddings
+    if args.max_new_tokens >= limit:  # no turn could ever fit: refused once, not at every line
+        raise Refusal(f"--max-new-tokens {args.max_new_tokens} leaves no position for a conversation: the model holds "
+                      f"{limit} positions (max_position_embeddings); ask for at most {limit - 1}")
     terminal = stdin.isatty()
     history: list[dict[str, str]] = []
     refused = 0
