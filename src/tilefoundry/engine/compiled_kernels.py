@@ -16,14 +16,17 @@ What does not run compiled yet, each with its measured reason:
 * ``moe`` (routed experts) runs torch's slot, which reads only the chosen experts; the families' MoE function
   computes every expert, correct but not a decode step's cost.
 * In a step of more than ``DECODE_ROWS`` tokens (prefill), attention runs torch's slot (scaled-dot-product
-  attention): the compiled attention's CPU tier is a loop over each query row's scores, 2.4x slower than torch's
-  at a 500-token SmolLM2-135M prompt (1.03 s against 0.44 s, all 30 layers). The projections of such a step run
+  attention): the compiled attention's CPU row tier (a block of keys scored, then their exponentials in one
+  vector loop) is not faster across prompt lengths on this project's 2-core machine: SmolLM2-135M, all 30
+  layers, 2 threads, 0.48 s against torch's 0.36 s at a 500-token prompt but 1.70 s against 1.89 s at 1000
+  tokens (one thread at 500: 0.82 s against 0.90 s); its CTAs (key heads x key slices) balance unevenly over
+  two threads under the causal mask. The projections of such a step run
   compiled, on the CPU's blocked GEMM (``bench/compiled_gemm_cpu.json``: 0.89-1.20x torch's in f32, 0.78-1.11x
   in bf16 at 128 to 1024 rows).
 
-Decoding (one token a step) runs every slot but ``moe`` compiled: SmolLM2-135M (f32) decodes at 17.8 tokens/s
-through them against 14.9 through torch's slots (``bench/decode.py --device cpu --kernels compiled,torch``,
-``bench/decode_smollm2-135m_cpu.json``).
+Decoding (one token a step) runs every slot but ``moe`` compiled: SmolLM2-135M (f32) decodes at 27.4 tokens/s
+through them against 24.1 through torch's slots and 23.0 through transformers (``bench/decode.py --device cpu
+--runners project,hf --kernels compiled,torch``, ``bench/decode_smollm2-135m_cpu.json``).
 
 Positions reach a slot as small int64 tensors made per call (the step's rows, the cache's write position), so
 a compiled set runs eager steps: a CUDA graph of it is a later step (the engine falls back to eager steps when

@@ -18,6 +18,7 @@
 #include <tilefoundry/runtime/common/topology.h>
 
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 #include <vector>
 
@@ -35,6 +36,73 @@ constexpr int64_t kBlockedRows = 4;
 
 template <class T>
 using element_t = cute::remove_cvref_t<decltype(std::declval<T const&>()(0, 0))>;
+
+/// Group u of V floats in a flat array of lanes, as the array load_group fills.
+template <int V, int N>
+TILEFOUNDRY_DEVICE float (&group_at(float (&lanes)[N], int u))[V] {
+  return *reinterpret_cast<float(*)[V]>(lanes + u * V);
+}
+
+#if !defined(__CUDA_ARCH__)
+/// N partial sums in Acc, one lane each, added lane by lane: for float a vector of the compiler's
+/// (its adds one instruction per register of lanes, whatever the instruction set), else an array.
+template <class Acc, int N>
+struct Lanes {
+  Acc v[N];
+  /// The N elements at p (groups of a packed type, read as bytes: any alignment), as Acc.
+  template <class E>
+  static Lanes load(E const* p) {
+    constexpr int V = int(16 / sizeof(E));
+    float xs[N];
+    for (int u = 0; u < N / V; ++u) detail::load_group(p + u * V, group_at<V>(xs, u));
+    Lanes out;
+    for (int i = 0; i < N; ++i) out.v[i] = Acc(xs[i]);
+    return out;
+  }
+  void add_product(Lanes const& a, Lanes const& b) {
+    for (int i = 0; i < N; ++i) v[i] += a.v[i] * b.v[i];
+  }
+  Acc sum() const {
+    Acc s = Acc(0);
+    for (int i = 0; i < N; ++i) s += v[i];
+    return s;
+  }
+};
+template <>
+struct Lanes<float, 16> {
+  static constexpr int N = 16;
+  typedef float vector_t __attribute__((vector_size(N * sizeof(float))));
+  vector_t v;
+  /// The N elements at p as floats: f32 copied, bf16 widened (its bits are a float's top half),
+  /// f16 converted group by group.
+  template <class E>
+  static Lanes load(E const* p) {
+    Lanes out;
+    if constexpr (detail::packed_kind_v<E> == detail::packed_kind::f32) {
+      std::memcpy(&out.v, p, sizeof out.v);
+    } else if constexpr (detail::packed_kind_v<E> == detail::packed_kind::bf16) {
+      typedef std::uint16_t halves_t __attribute__((vector_size(N * 2)));
+      typedef std::uint32_t words_t __attribute__((vector_size(N * 4)));
+      halves_t h;
+      std::memcpy(&h, p, sizeof h);
+      words_t const w = __builtin_convertvector(h, words_t) << 16;
+      std::memcpy(&out.v, &w, sizeof out.v);
+    } else {
+      constexpr int V = int(16 / sizeof(E));
+      float xs[N];
+      for (int u = 0; u < N / V; ++u) detail::load_group(p + u * V, group_at<V>(xs, u));
+      std::memcpy(&out.v, xs, sizeof out.v);
+    }
+    return out;
+  }
+  void add_product(Lanes const& a, Lanes const& b) { v += a.v * b.v; }
+  float sum() const {
+    float s = 0.0f;
+    for (int i = 0; i < N; ++i) s += v[i];
+    return s;
+  }
+};
+#endif
 
 /// The epilogue of a matmul with none: each dot product stored as it is (rounded into out's type).
 struct store_as_is {
@@ -94,7 +162,7 @@ template <class Acc, class A, class B, class Out, class Epi, class Pro>
 TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, Out&& out, Epi const& epi, Pro const& pro) {
   using T = cute::remove_cvref_t<decltype(out(0, 0))>;
   using E = element_t<A>;
-  constexpr int V = int(16 / sizeof(E));
+  [[maybe_unused]] constexpr int V = int(16 / sizeof(E));  // elements in 16 bytes (CUDA groups)
   int64_t const rows = int64_t(cute::size<0>(out));
   int64_t const cols = int64_t(cute::size<1>(out));
   int64_t const depth = int64_t(cute::size<1>(a));
@@ -213,32 +281,44 @@ TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, Out&& out, Epi const& epi, P
     }
   }
 #endif
-  bool const grouped = depth % V == 0 && sa % V == 0 && sb % V == 0 &&
-                       reinterpret_cast<std::uintptr_t>(pa) % 16 == 0 &&
-                       reinterpret_cast<std::uintptr_t>(pb) % 16 == 0;
-  for (int64_t e = 0; e < rows * cols; ++e) {
-    int64_t const n = e / rows;
-    int64_t const m = e - n * rows;
-    E const* const x = pa + m * sa;
-    E const* const w = pb + n * sb;
-    // The next weight row, asked for while this one is read: rows apart in memory (a strided view
-    // of an interleaved weight) are each too short a stream for the hardware's prefetcher to learn.
-    E const* const ahead = m == 0 && n + 1 < cols ? pb + (n + 1) * sb : nullptr;
-    Acc part[V] = {};
-    int64_t k = 0;
-    if (grouped) {
-      for (; k < depth; k += V) {
-        if (ahead != nullptr && (k * int64_t(sizeof(E))) % 64 == 0) __builtin_prefetch(ahead + k);
-        float xs[V], ws[V];
-        detail::load_group(x + k, xs);
-        detail::load_group(w + k, ws);
-        for (int i = 0; i < V; ++i) part[i] += Acc(xs[i]) * Acc(ws[i]);
+  // kCols weight rows at once, each dot product in kLanes independent partial sums: the products of
+  // one pass are independent of each other (no chain of additions through one register), and each
+  // 16-byte group of the activation row is read once for the kCols rows.
+  constexpr int kCols = 4;
+  constexpr int kLanes = 16;
+  for (int64_t n0 = 0; n0 < cols; n0 += kCols) {
+    int const width = cols - n0 < kCols ? int(cols - n0) : kCols;
+    E const* w[kCols];
+    for (int c = 0; c < kCols; ++c) w[c] = pb + (n0 + (c < width ? c : 0)) * sb;
+    // The next rows, asked for while these are read: rows apart in memory (a strided view of an
+    // interleaved weight) are each too short a stream for the hardware's prefetcher to learn.
+    bool const ahead = n0 + kCols < cols;
+    for (int64_t m = 0; m < rows; ++m) {
+      E const* const x = pa + m * sa;
+      Lanes<Acc, kLanes> part[kCols] = {};
+      int64_t k = 0;
+      {  // whole runs of kLanes elements (loaded as bytes: any alignment, any row stride)
+        for (; k + kLanes <= depth; k += kLanes) {
+          if (ahead && m == 0) {
+            for (int c = 0; c < kCols && n0 + kCols + c < cols; ++c) {
+              __builtin_prefetch(pb + (n0 + kCols + c) * sb + k);
+            }
+          }
+          Lanes<Acc, kLanes> const xv = Lanes<Acc, kLanes>::load(x + k);
+          for (int c = 0; c < kCols; ++c)
+            part[c].add_product(xv, Lanes<Acc, kLanes>::load(w[c] + k));
+        }
+      }
+      Acc tail[kCols] = {};
+      for (; k < depth; ++k) {
+        Acc const xk = detail::convert<Acc>(x[k]);
+        for (int c = 0; c < kCols; ++c) tail[c] += xk * detail::convert<Acc>(w[c][k]);
+      }
+      for (int c = 0; c < width; ++c) {
+        Acc const acc = part[c].sum() + tail[c];
+        out(m, n0 + c) = detail::convert<T>(epi(m, n0 + c, acc));
       }
     }
-    for (; k < depth; ++k) part[0] += detail::convert<Acc>(x[k]) * detail::convert<Acc>(w[k]);
-    Acc acc = Acc(0);
-    for (int i = 0; i < V; ++i) acc += part[i];
-    out(m, n) = detail::convert<T>(epi(m, n, acc));
   }
 #endif
 }
