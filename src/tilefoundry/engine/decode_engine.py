@@ -282,7 +282,9 @@ class DecodeEngine:
                                         self.device)
             at = self._positions(0, self.length, count)
             self.kernels.embed(ids.to(self.device), self.weights.embed, act.x)
-            self._layers_and_head(act, at)
+            # A RoPE whose frequencies depend on the sequence rotates a forward by its own last position.
+            hook = self.weights.forward_tables
+            self._layers_and_head(act, at, hook(self.length + count) if hook is not None else None)
         self.length += count
         self.stats.prefills += 1
         return act.logits
@@ -399,8 +401,9 @@ class DecodeEngine:
         self.kernels.embed(self._inputs[0, :1], self.weights.embed, self._decode.x)
         self._layers(self._decode, at)
 
-    def _layers_and_head(self, act: _Activations, at: StepPositions) -> None:
-        self._layers(act, at)
+    def _layers_and_head(self, act: _Activations, at: StepPositions,
+                         tables: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
+        self._layers(act, at, tables)
         self._head(act)
 
     def _head(self, act: _Activations) -> None:
@@ -408,13 +411,17 @@ class DecodeEngine:
         last = act.x[rows - act.logits.shape[0]:]
         self.kernels.head(last, self.weights.final_norm, self.weights.lm_head, act.logits, self.spec.eps)
 
-    def _layers(self, act: _Activations, at: StepPositions) -> None:
+    def _layers(self, act: _Activations, at: StepPositions,
+                tables: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
+        """Every layer on ``act``; ``tables``: the rotary tables of this forward where they are not the step
+        table (a longrope / dynamic NTK prefill past the switch)."""
         k, s, w = self.kernels, self.spec, self.weights
+        cos, sin = tables if tables is not None else (w.cos, w.sin)
         rows = act.x.shape[0]
         for i, layer in enumerate(w.layers):
             cache_k, cache_v = self._kv[i, 0], self._kv[i, 1]
             k.norm_linear(act.x, layer.input_norm, layer.qkv, layer.qkv_bias, act.qkv, s.eps)
-            k.rope_cache(act.qkv, layer.q_norm, layer.k_norm, w.cos, w.sin, act.q, cache_k, cache_v, s.eps, at)
+            k.rope_cache(act.qkv, layer.q_norm, layer.k_norm, cos, sin, act.q, cache_k, cache_v, s.eps, at)
             k.attention(act.q, cache_k, cache_v, act.attn, s.scale, at)
             k.linear_residual(act.attn.view(rows, -1), layer.o_proj, act.x, act.x)
             if layer.routed:

@@ -12,6 +12,7 @@ them), so a slot filled by one of them needs no other packing.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -57,6 +58,7 @@ class PackedDecoder:
     lm_head: torch.Tensor
     cos: torch.Tensor
     sin: torch.Tensor
+    forward_tables: Callable[[int], tuple[torch.Tensor, torch.Tensor] | None] | None = None
 
 
 def _pack_layer(w: DecoderLayerWeights) -> PackedLayer:
@@ -77,4 +79,4 @@ def pack_decoder(weights: DecoderWeights) -> PackedDecoder:
     embed = weights.embed.contiguous()
     return PackedDecoder(embed=embed, layers=tuple(_pack_layer(w) for w in weights.layers),
                          final_norm=weights.final_norm, lm_head=embed if tied else weights.lm_head.contiguous(),
-                         cos=weights.cos, sin=weights.sin)
+                         cos=weights.cos, sin=weights.sin, forward_tables=weights.forward_tables)

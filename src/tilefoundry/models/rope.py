@@ -24,7 +24,8 @@ whose last position is below the switch (``original_max_position_embeddings`` fo
 ``max_position_embeddings`` for dynamic). A prefill that reaches past the switch is where one fixed table
 cannot follow transformers: transformers rotates all of its positions, the earlier ones too, with the long
 (longrope) or rescaled (dynamic) frequencies, while the step table keeps the short / unscaled rows below the
-switch. For the position-independent types the two kinds are the same table.
+switch: so the decode engine's prefill reads its forward's own table (``DecoderWeights.forward_tables``) and its
+decode steps the step table. For the position-independent types the two kinds are the same table.
 
 transformers' dynamic NTK also keeps state between forwards (its grown frequencies are kept for a later, shorter
 forward above ``max_position_embeddings``); the tables follow one sequence growing from its first token, as a

@@ -117,11 +117,19 @@ def _decoder_weights(twin: RuntimeModule, c: ModelConfig) -> DecoderWeights:
         own = bound_weights(child)
         layers.append(DecoderLayerWeights(**{name: own[name] for name in _LAYER_FIELDS if name in own}))
     embed = root["embed_tokens"]
-    # The engine holds one table for prefill and decode: the step table, exact for every decode step (and, for
-    # longrope / dynamic NTK, for a prefill that ends below the switch; see models.rope).
+    # The engine's decode steps read the step table (exact for every decode step); a prefill of longrope / dynamic
+    # NTK that ends past the switch reads its forward's own table instead (see models.rope).
     cos, sin = rope_tables(c.rope, c.head_dim, c.max_position_embeddings, embed.dtype, embed.device)
+
+    def forward_tables(seq_len: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+        tables = rope_tables(c.rope, c.head_dim, c.max_position_embeddings, embed.dtype, embed.device,
+                             seq_len=seq_len)
+        return None if tables[0] is cos else tables
+
+    per_forward = c.rope.rope_type in ("longrope", "dynamic")
     return DecoderWeights(embed=embed, layers=tuple(layers), final_norm=root["norm"],
-                          lm_head=root.get("lm_head", embed), cos=cos, sin=sin)
+                          lm_head=root.get("lm_head", embed), cos=cos, sin=sin,
+                          forward_tables=forward_tables if per_forward else None)
 
 
 def build_twin(sem: Module, config: ModelConfig) -> RuntimeModule:
