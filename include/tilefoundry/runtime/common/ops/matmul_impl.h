@@ -31,12 +31,11 @@ constexpr bool unit_stride_v =
     cute::is_constant<1, decltype(cute::stride<I>(std::declval<T const&>().layout()))>::value;
 
 // Rows of a tile from which the CPU's dot-product tier hands the tile to the blocked tier
-// (matmul_blocked.h); fewer rows stream the weight once through the dot products, four weight
-// rows at a time for every row of the tile. Measured on SmolLM2-135M's down projection (1536 ->
-// 576, two threads): the dot products take 153 us at 4 rows and 488 at 16 where the blocked tier
-// (which packs the weight's panels first) takes 665 and 760; at 64 rows the blocked tier wins,
-// 1275 us against 1830.
-constexpr int64_t kBlockedRows = 32;
+// (matmul_blocked.h); fewer rows stream the weight through dot products, four weight rows against
+// four activation rows at a time (dot_block). Measured on SmolLM2-135M's down projection (1536 ->
+// 576, two threads, us, dot products / blocked tier, which packs the weight's panels first): 4 rows
+// 78 / 665, 16 rows 213 / 760, 64 rows 816 / 1180, 128 rows 1505 / 1867, 192 rows 2575 / 2395.
+constexpr int64_t kBlockedRows = 128;
 
 template <class T>
 using element_t = cute::remove_cvref_t<decltype(std::declval<T const&>()(0, 0))>;
@@ -106,6 +105,39 @@ struct Lanes<float, 16> {
     return s;
   }
 };
+#endif
+
+#if !defined(__CUDA_ARCH__)
+/// R activation rows (x) against C weight rows (w), each of `depth` contiguous elements: the R x C
+/// dot products, each in 16 independent partial sums (Lanes: vector lanes, loads of any
+/// alignment), the rest of K past the last whole run of 16 added after; store(r, c, sum) takes
+/// each. `ahead` rows (n_ahead of them) are prefetched along with the pass.
+template <class Acc, int R, int C, class E, class Store>
+inline void dot_block(E const* const (&x)[R], E const* const (&w)[C], int64_t depth,
+                      E const* const (&ahead)[C], int n_ahead, Store const& store) {
+  constexpr int L = 16;
+  Lanes<Acc, L> part[R][C] = {};
+  int64_t const whole = depth - depth % L;  // K in whole runs of L; the rest, fewer than L, after
+  for (int64_t k = 0; k < whole; k += L) {
+    for (int j = 0; j < n_ahead; ++j) __builtin_prefetch(ahead[j] + k);
+    Lanes<Acc, L> wv[C];
+    for (int c = 0; c < C; ++c) wv[c] = Lanes<Acc, L>::load(w[c] + k);
+    for (int r = 0; r < R; ++r) {
+      Lanes<Acc, L> const xv = Lanes<Acc, L>::load(x[r] + k);
+      for (int c = 0; c < C; ++c) part[r][c].add_product(xv, wv[c]);
+    }
+  }
+  Acc tail[R][C] = {};
+  for (int64_t k = whole; k < depth; ++k) {
+    for (int r = 0; r < R; ++r) {
+      Acc const xk = detail::convert<Acc>(x[r][k]);
+      for (int c = 0; c < C; ++c) tail[r][c] += xk * detail::convert<Acc>(w[c][k]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c < C; ++c) store(r, c, part[r][c].sum() + tail[r][c]);
+  }
+}
 #endif
 
 /// The epilogue of a matmul with none: each dot product stored as it is (rounded into out's type).
@@ -285,43 +317,32 @@ TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, Out&& out, Epi const& epi, P
     }
   }
 #endif
-  // kCols weight rows at once, each dot product in kLanes independent partial sums: the products of
-  // one pass are independent of each other (no chain of additions through one register), and each
-  // 16-byte group of the activation row is read once for the kCols rows.
+  // kCols weight rows at once against kRows activation rows (then the rows left one at a time),
+  // each dot product in kLanes independent partial sums (dot_block).
   constexpr int kCols = 4;
-  constexpr int kLanes = 16;
+  constexpr int kRows = 4;
   for (int64_t n0 = 0; n0 < cols; n0 += kCols) {
     int const width = cols - n0 < kCols ? int(cols - n0) : kCols;
     E const* w[kCols];
     for (int c = 0; c < kCols; ++c) w[c] = pb + (n0 + (c < width ? c : 0)) * sb;
     // The next rows, asked for while these are read: rows apart in memory (a strided view of an
     // interleaved weight) are each too short a stream for the hardware's prefetcher to learn.
-    bool const ahead = n0 + kCols < cols;
-    for (int64_t m = 0; m < rows; ++m) {
-      E const* const x = pa + m * sa;
-      Lanes<Acc, kLanes> part[kCols] = {};
-      int64_t k = 0;
-      {  // whole runs of kLanes elements (loaded as bytes: any alignment, any row stride)
-        for (; k + kLanes <= depth; k += kLanes) {
-          if (ahead && m == 0) {
-            for (int c = 0; c < kCols && n0 + kCols + c < cols; ++c) {
-              __builtin_prefetch(pb + (n0 + kCols + c) * sb + k);
-            }
-          }
-          Lanes<Acc, kLanes> const xv = Lanes<Acc, kLanes>::load(x + k);
-          for (int c = 0; c < kCols; ++c)
-            part[c].add_product(xv, Lanes<Acc, kLanes>::load(w[c] + k));
-        }
-      }
-      Acc tail[kCols] = {};
-      for (; k < depth; ++k) {
-        Acc const xk = detail::convert<Acc>(x[k]);
-        for (int c = 0; c < kCols; ++c) tail[c] += xk * detail::convert<Acc>(w[c][k]);
-      }
-      for (int c = 0; c < width; ++c) {
-        Acc const acc = part[c].sum() + tail[c];
-        out(m, n0 + c) = detail::convert<T>(epi(m, n0 + c, acc));
-      }
+    E const* ahead[kCols];
+    int const n_ahead =
+        n0 + kCols < cols ? (cols - n0 - kCols < kCols ? int(cols - n0 - kCols) : kCols) : 0;
+    for (int c = 0; c < n_ahead; ++c) ahead[c] = pb + (n0 + kCols + c) * sb;
+    int64_t m = 0;
+    auto const store = [&](int r, int c, Acc acc) {
+      if (c < width) out(m + r, n0 + c) = detail::convert<T>(epi(m + r, n0 + c, acc));
+    };
+    for (; m + kRows <= rows; m += kRows) {
+      E const* x[kRows];
+      for (int r = 0; r < kRows; ++r) x[r] = pa + (m + r) * sa;
+      dot_block<Acc>(x, w, depth, ahead, m == 0 ? n_ahead : 0, store);
+    }
+    for (; m < rows; ++m) {
+      E const* x[1] = {pa + m * sa};
+      dot_block<Acc>(x, w, depth, ahead, m == 0 ? n_ahead : 0, store);
     }
   }
 #endif
