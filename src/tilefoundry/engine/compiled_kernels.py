@@ -24,8 +24,8 @@ What does not run compiled yet, each with its measured reason:
   compiled, on the CPU's blocked GEMM (``bench/compiled_gemm_cpu.json``: 0.89-1.20x torch's in f32, 0.78-1.11x
   in bf16 at 128 to 1024 rows).
 
-Decoding (one token a step) runs every slot but ``moe`` compiled: SmolLM2-135M (f32) decodes at 27.4 tokens/s
-through them against 24.1 through torch's slots and 23.0 through transformers (``bench/decode.py --device cpu
+Decoding (one token a step) runs every slot but ``moe`` compiled: SmolLM2-135M (f32) decodes at 28.5 tokens/s
+through them against 23.9 through torch's slots and 22.4 through transformers (``bench/decode.py --device cpu
 --runners project,hf --kernels compiled,torch``, ``bench/decode_smollm2-135m_cpu.json``).
 
 Positions reach a slot as small int64 tensors made per call (the step's rows, the cache's write position), so
