@@ -6,9 +6,9 @@ CompiledModule), ``compile`` (the whole pipeline) and ``jit`` (``compile`` with 
 compile; ``CompilerOptions`` configures the build step; ``TextSession`` generates text from a checkpoint.
 
 The names are imported when first used (``tilefoundry.func``, ``from tilefoundry import jit``), so that
-``import tilefoundry`` alone, and the ``tilefoundry`` command's ``--help``, do not import torch. Whatever
-imports the IR also fills its slots (``ir.core.backends``): the IR names the layers that fill them here, in
-:data:`SLOT_PROVIDERS`, and imports them on first use.
+``import tilefoundry`` alone, and the ``tilefoundry`` command's ``--help``, do not import torch. The IR's slots
+(``ir.core.backends``) are filled when first used, whichever module was imported first, from the layers named
+here in :data:`SLOT_PROVIDERS`.
 """
 
 from __future__ import annotations
@@ -47,9 +47,7 @@ if TYPE_CHECKING:
 
 
 def _public(name: str) -> Any:
-    """The public ``name``, imported on first use (with the layers that fill the IR's slots)."""
-    for provider in SLOT_PROVIDERS:
-        importlib.import_module(provider)
+    """The public ``name``, imported on first use (the IR fills its slots from SLOT_PROVIDERS when it needs them)."""
     return getattr(importlib.import_module(_PUBLIC[name]), name)
 
 

@@ -106,8 +106,8 @@ class DecoderWeights:
     ``lm_head`` is the embedding tensor itself when the model ties them. ``cos`` / ``sin`` are the
     (max_positions, head_dim) rotary tables (halves duplicated, rotate-half convention) in the model's dtype,
     the ones the semantic Module reads in a decode step. ``forward_tables``, for a RoPE whose frequencies depend
-    on the sequence (longrope, dynamic NTK), gives the tables of a forward that ends at position ``n - 1``, or
-    None where they are ``cos`` / ``sin`` (a prompt's prefill reads them; see ``tilefoundry.models.rope``).
+    on the sequence (longrope, dynamic NTK), gives the tables of a forward that ends at position ``n - 1`` (a
+    prompt's prefill reads them; see ``tilefoundry.models.rope``); None for every other RoPE.
     """
 
     embed: torch.Tensor
@@ -116,7 +116,7 @@ class DecoderWeights:
     lm_head: torch.Tensor
     cos: torch.Tensor
     sin: torch.Tensor
-    forward_tables: Callable[[int], tuple[torch.Tensor, torch.Tensor] | None] | None = None
+    forward_tables: Callable[[int], tuple[torch.Tensor, torch.Tensor]] | None = None
 
     @property
     def device(self) -> torch.device:

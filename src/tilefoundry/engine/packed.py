@@ -58,7 +58,7 @@ class PackedDecoder:
     lm_head: torch.Tensor
     cos: torch.Tensor
     sin: torch.Tensor
-    forward_tables: Callable[[int], tuple[torch.Tensor, torch.Tensor] | None] | None = None
+    forward_tables: Callable[[int], tuple[torch.Tensor, torch.Tensor]] | None = None
 
 
 def _pack_layer(w: DecoderLayerWeights) -> PackedLayer:

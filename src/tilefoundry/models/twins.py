@@ -121,10 +121,8 @@ def _decoder_weights(twin: RuntimeModule, c: ModelConfig) -> DecoderWeights:
     # NTK that ends past the switch reads its forward's own table instead (see models.rope).
     cos, sin = rope_tables(c.rope, c.head_dim, c.max_position_embeddings, embed.dtype, embed.device)
 
-    def forward_tables(seq_len: int) -> tuple[torch.Tensor, torch.Tensor] | None:
-        tables = rope_tables(c.rope, c.head_dim, c.max_position_embeddings, embed.dtype, embed.device,
-                             seq_len=seq_len)
-        return None if tables[0] is cos else tables
+    def forward_tables(seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return rope_tables(c.rope, c.head_dim, c.max_position_embeddings, embed.dtype, embed.device, seq_len=seq_len)
 
     per_forward = c.rope.rope_type in ("longrope", "dynamic")
     return DecoderWeights(embed=embed, layers=tuple(layers), final_norm=root["norm"],
