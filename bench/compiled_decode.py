@@ -3,8 +3,8 @@ Qwen3-1.7B's decode shape (bf16, batch 1, one token), in one run on the GPU (iss
 
 Each slot of the decode engine (engine/slots.py) is written here as a DSL ``@func`` computing what the slot
 computes, and jitted for CUDA: the compiler cuts it into kernels run in order by one entry (a matmul a kernel of
-its own, ops::matmul's dot-product tier: a warp per output element; the norm prologues and the residual / SwiGLU
-epilogues separate row-wise kernels, nothing fused across a matmul yet). The slots:
+its own, ops::matmul's dot-product tier: a warp four output columns, the warps of a narrow tile splitting K; the
+RMSNorm before a projection fused as its prologue, the residual add and the argmax as its epilogue). The slots:
 
 * ``qkv``: x -> rms_norm(x, input_norm) -> one packed (q; k; v) weight, as the engine packs it (``pack_qkv``);
   also timed as the families write it, three projections (``compiled, q/k/v``), over the same weight's rows;
@@ -16,9 +16,9 @@ epilogues separate row-wise kernels, nothing fused across a matmul yet). The slo
   the gate and up columns 0::2 / 1::2 straight off the product of the packed weight is refused by the compiler
   ("a view ... whose last axis is not contiguous; a row-wise op reads rows of consecutive elements");
 * ``down``: residual + h @ down_proj.T;
-* ``lm_head``: rms_norm(x, norm) @ lm_head.T, and its ``tf.argmax`` in the same function when the compiler takes
-  it (it does not yet: the head is then timed without the argmax, against the hand-written head without its
-  argmax too, and the output says so);
+* ``lm_head``: rms_norm(x, norm) @ lm_head.T and its ``tf.argmax`` in the same function (were the compiler to
+  refuse the argmax, the head is timed without it, against the hand-written head without its argmax too, and the
+  output says so);
 * ``attention ctx C``: one token at position C - 1 over a cache slice of C rows, written as the families'
   ``attend`` writes it: q . K^T * scale over the keys' heads repeated for grouped queries (repeat_interleave),
   the causal mask from positions (``tf.where``), softmax, . V. On this schedule its second matmul reads V

@@ -185,15 +185,63 @@ TILEFOUNDRY_DEVICE void general(A const& a, B const& b, Out&& out, Epi const& ep
   }
 }
 
+#if defined(__CUDA_ARCH__)
+/// One warp's share of C dot products (CUDA dot-product tier): x against the weight rows n0 ..
+/// n0 + width - 1 of pb (sb apart), over the runs of 32 lanes' K groups run, run + 32 S, ... (the
+/// warp's slice of K when S warps split it), each lane's sums added into acc. Inlined, so that acc
+/// stays in registers and the stride, a constant, folds into the loads' offsets.
+template <int64_t S, int C, int V, class Acc, class E, class Pro, class Scale>
+__device__ __forceinline__ void warp_dots(E const* x, E const* pb, int64_t sb, int64_t n0,
+                                          int width, int64_t depth, int64_t run, bool grouped,
+                                          Pro const& pro, Scale scale, bool g_aligned,
+                                          Acc (&acc)[C]) {
+  constexpr int64_t kWarp = 32;
+  if (grouped) {
+    // Four passes' loads in flight before their products: about 10 KB of weight rows moving per
+    // warp, 40 KB per SM of four, what the memory's latency times its bandwidth asks for.
+#pragma unroll 4
+    for (int64_t k = run * V; k < depth; k += S * kWarp * V) {
+      float xs[V], ws[C][V] = {};
+      detail::load_group(x + k, xs);
+      CUTE_UNROLL
+      for (int c = 0; c < C; ++c) {
+        if (c < width) detail::load_group(pb + (n0 + c) * sb + k, ws[c]);
+      }
+      if constexpr (Pro::normalizes) pro.group(xs, scale, k, g_aligned);
+      CUTE_UNROLL
+      for (int c = 0; c < C; ++c) {
+        CUTE_UNROLL
+        for (int i = 0; i < V; ++i) acc[c] += Acc(xs[i]) * Acc(ws[c][i]);
+      }
+    }
+  } else {
+    for (int64_t k = run; k < depth; k += S * kWarp) {
+      Acc xk;
+      if constexpr (Pro::normalizes) {
+        xk = detail::convert<Acc>(pro(x[k], scale, k));
+      } else {
+        xk = detail::convert<Acc>(x[k]);
+      }
+      CUTE_UNROLL
+      for (int c = 0; c < C; ++c) {
+        if (c < width) acc[c] += xk * detail::convert<Acc>(pb[(n0 + c) * sb + k]);
+      }
+    }
+  }
+}
+#endif
+
 /// The dot-product tier (the GEMV of a decode step, and more rows): each output element one dot
 /// product of two contiguous runs of K. On CUDA a warp takes C = 4 columns of b (weight rows) at
 /// once, its lanes 16-byte groups of K (where the runs' starts and K allow; element by element
 /// otherwise), the C rows' loads in flight together, each dot product combined by shuffles; the
 /// few activation rows are read one after another against the weight rows it has just loaded (a
 /// normalizing prologue: each warp first sums the row's squares, then norms each group as it reads
-/// it). On the CPU the one thread takes every element, its dot product in independent partial sums
-/// over groups, the weight's next row prefetched; from kBlockedRows rows on, the blocked tier
-/// (matmul_blocked.h) takes the tile (a normalizing prologue: the tile's rows normed once, first).
+/// it); a tile of fewer columns than its warps take splits K among the warps of a column group,
+/// their sums added in shared memory. On the CPU the one thread takes every element, its dot
+/// product in independent partial sums over groups, the weight's next row prefetched; from
+/// kBlockedRows rows on, the blocked tier (matmul_blocked.h) takes the tile (a normalizing
+/// prologue: the tile's rows normed once, first).
 template <class Acc, class A, class B, class Out, class Epi, class Pro>
 TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, Out&& out, Epi const& epi, Pro const& pro) {
   using T = cute::remove_cvref_t<decltype(out(0, 0))>;
@@ -211,68 +259,75 @@ TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, Out&& out, Epi const& epi, P
                        reinterpret_cast<std::uintptr_t>(pa) % 16 == 0 &&
                        reinterpret_cast<std::uintptr_t>(pb) % 16 == 0;
   constexpr int kWarp = 32;
+  constexpr int kMaxWarps = 32;  // warps of a CTA of 1024 threads
   constexpr int C =
       4;  // columns (weight rows) a warp reads at once: their loads in flight together
   int64_t const tid = int64_t(program_id<detail::dependent_level<TopologyScope::thread, Out>>());
-  int64_t const warps =
-      int64_t(program_dim<detail::dependent_level<TopologyScope::thread, Out>>()) / kWarp;
+  int const warps = int(program_dim<detail::dependent_level<TopologyScope::thread, Out>>()) / kWarp;
+  int const warp = int(tid / kWarp);
   int const lane = int(tid % kWarp);
+  // Fewer groups of C columns than warps (a narrow tile, so that a short weight still spreads over
+  // many CTAs): `split` warps share each group's K, warp w taking every split-th run of 32 lanes'
+  // groups from run w / groups on, their sums met in shared memory. Warps past groups * split sit
+  // the tile out (they still meet the barriers).
+  int const groups = int((cols + C - 1) / C);
+  int split = 1;  // a power of two, so that the K loop's stride is a constant of its instantiation
+  while (split < 32 && split * 2 * groups <= warps) split *= 2;
+  int const slice = split == 1 ? 0 : warp / groups;
+  bool const active = slice < split;
+  __shared__ Acc partial[kMaxWarps][C];
   [[maybe_unused]] bool g_aligned = false;  // a norm prologue's weight read 16 bytes at a time
   if constexpr (Pro::normalizes) g_aligned = grouped && pro.template groups_aligned<V>();
-  for (int64_t n0 = tid / kWarp * C; n0 < cols; n0 += warps * C) {
+  int64_t const n_step = int64_t(split == 1 ? warps : groups) * C;
+  for (int64_t n0 = int64_t(split == 1 ? warp : warp % groups) * C; n0 < cols; n0 += n_step) {
     int const width = cols - n0 < C ? int(cols - n0) : C;
     for (int64_t m = 0; m < rows; ++m) {
       E const* const x = pa + m * sa;
-      [[maybe_unused]] typename Pro::compute_type scale = 0;
-      if constexpr (Pro::normalizes) {
-        typename Pro::compute_type sum = 0;
-        if (grouped) {  // 16 bytes a lane at a time: a few loads in flight, not one element per
-                        // trip
-          for (int64_t k = int64_t(lane) * V; k < depth; k += kWarp * V) {
-            float xs[V];
-            detail::load_group(x + k, xs);
-            CUTE_UNROLL
-            for (int i = 0; i < V; ++i) sum += pro.square(xs[i]);
-          }
-        } else {
-          for (int64_t k = lane; k < depth; k += kWarp) sum += pro.square(x[k]);
-        }
-        CUTE_UNROLL
-        for (int mask = kWarp / 2; mask > 0; mask /= 2)
-          sum += __shfl_xor_sync(0xffffffffu, sum, mask);
-        scale = pro.scale(sum, depth);
-      }
       Acc acc[C] = {};
-      if (grouped) {
-        // Four passes' loads in flight before their products: about 10 KB of weight rows moving per
-        // warp, 40 KB per SM of four, what the memory's latency times its bandwidth asks for.
-#pragma unroll 4
-        for (int64_t k = int64_t(lane) * V; k < depth; k += kWarp * V) {
-          float xs[V], ws[C][V] = {};
-          detail::load_group(x + k, xs);
-          CUTE_UNROLL
-          for (int c = 0; c < C; ++c) {
-            if (c < width) detail::load_group(pb + (n0 + c) * sb + k, ws[c]);
-          }
-          if constexpr (Pro::normalizes) pro.group(xs, scale, k, g_aligned);
-          CUTE_UNROLL
-          for (int c = 0; c < C; ++c) {
-            CUTE_UNROLL
-            for (int i = 0; i < V; ++i) acc[c] += Acc(xs[i]) * Acc(ws[c][i]);
-          }
-        }
-      } else {
-        for (int64_t k = lane; k < depth; k += kWarp) {
-          Acc xk;
-          if constexpr (Pro::normalizes) {
-            xk = detail::convert<Acc>(pro(x[k], scale, k));
+      if (active) {
+        [[maybe_unused]] typename Pro::compute_type scale = 0;
+        if constexpr (Pro::normalizes) {  // the whole row's sum of squares, in every warp
+          typename Pro::compute_type sum = 0;
+          if (grouped) {  // 16 bytes a lane at a time: a few loads in flight, not one element per
+                          // trip
+            for (int64_t k = int64_t(lane) * V; k < depth; k += kWarp * V) {
+              float xs[V];
+              detail::load_group(x + k, xs);
+              CUTE_UNROLL
+              for (int i = 0; i < V; ++i) sum += pro.square(xs[i]);
+            }
           } else {
-            xk = detail::convert<Acc>(x[k]);
+            for (int64_t k = lane; k < depth; k += kWarp) sum += pro.square(x[k]);
           }
           CUTE_UNROLL
-          for (int c = 0; c < C; ++c) {
-            if (c < width) acc[c] += xk * detail::convert<Acc>(pb[(n0 + c) * sb + k]);
-          }
+          for (int mask = kWarp / 2; mask > 0; mask /= 2)
+            sum += __shfl_xor_sync(0xffffffffu, sum, mask);
+          scale = pro.scale(sum, depth);
+        }
+        int64_t const run = int64_t(slice) * kWarp + lane;  // this lane's first run of K
+        auto const dots = [&](auto split_c) {  // S = split a constant: the loads' offsets fold
+          warp_dots<decltype(split_c)::value, C, V>(x, pb, sb, n0, width, depth, run, grouped, pro,
+                                                    scale, g_aligned, acc);
+        };
+        switch (split) {
+          case 1:
+            dots(cute::Int<1>{});
+            break;
+          case 2:
+            dots(cute::Int<2>{});
+            break;
+          case 4:
+            dots(cute::Int<4>{});
+            break;
+          case 8:
+            dots(cute::Int<8>{});
+            break;
+          case 16:
+            dots(cute::Int<16>{});
+            break;
+          default:
+            dots(cute::Int<32>{});
+            break;
         }
       }
       CUTE_UNROLL
@@ -281,7 +336,26 @@ TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, Out&& out, Epi const& epi, P
         for (int mask = kWarp / 2; mask > 0; mask /= 2) {
           acc[c] += __shfl_xor_sync(0xffffffffu, acc[c], mask);
         }
-        if (lane == 0 && c < width) out(m, n0 + c) = detail::convert<T>(epi(m, n0 + c, acc[c]));
+      }
+      if (split > 1) {  // the group's slices added in slice order, by its first warp
+        if (lane == 0) {
+          CUTE_UNROLL
+          for (int c = 0; c < C; ++c) partial[warp][c] = acc[c];
+        }
+        __syncthreads();
+        if (slice == 0) {
+          CUTE_UNROLL
+          for (int c = 0; c < C; ++c) {
+            for (int s = 1; s < split; ++s) acc[c] += partial[warp + s * groups][c];
+          }
+        }
+        __syncthreads();  // partial is free for the next row
+      }
+      if (slice == 0 && lane == 0) {
+        CUTE_UNROLL
+        for (int c = 0; c < C; ++c) {
+          if (c < width) out(m, n0 + c) = detail::convert<T>(epi(m, n0 + c, acc[c]));
+        }
       }
     }
   }
