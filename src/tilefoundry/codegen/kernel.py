@@ -252,6 +252,8 @@ class KernelEmitter:
             epilogue = self.epilogue(s.epilogue, acc, ind) if s.epilogue is not None else "ops::no_epilogue{}"
             if s.prologue is not None:
                 epilogue += f", {self.prologue(s.prologue, ind)}"
+            elif len(args) == 3:  # a pair of products (two weights) always names how a is read
+                epilogue += ", ops::plain_rows{}"
             line = f"ops::matmul<{acc}>({', '.join(args)}, {out}, {epilogue});"
         elif s.family in COMPUTE_TAGGED:  # the tag names the dtype the op computes (accumulates) in
             line = f"ops::{s.family}<{cxx.COMPUTE_TYPES[s.tag.name]}>({', '.join(args)}, {out});"
@@ -263,7 +265,7 @@ class KernelEmitter:
         """Declares ``e`` as a lambda of (m, n, the accumulated value), each step one ``ops::scalar`` call, and
         returns its name."""
         name = self.names(("epilogue", id(e)), "epilogue")
-        m, n, value = (self.names(("epilogue", id(e), k), k) for k in ("m", "n", "acc"))
+        m, n, value, second = (self.names(("epilogue", id(e), k), k) for k in ("m", "n", "acc", "acc_second"))
 
         def local(key: str) -> str:
             return self.names(("epilogue", id(e), "value", key), key)
@@ -271,6 +273,10 @@ class KernelEmitter:
         values = {e.value: local(e.value)}
         body = [f"auto const {values[e.value]} = ops::scalar::unary<{cxx.cxx_type(e.dtype)}>(ops::cast_op{{}}, "
                 f"{value});"]
+        if e.second is not None:  # a pair's second product
+            values[e.second] = local(e.second)
+            body.append(f"auto const {values[e.second]} = ops::scalar::unary<{cxx.cxx_type(e.dtype)}>("
+                        f"ops::cast_op{{}}, {second});")
         for step in e.steps:
             if step.origin.loc != self._last_loc and step.origin.loc is not None:
                 self._last_loc = step.origin.loc
@@ -282,8 +288,9 @@ class KernelEmitter:
             body.append(f"auto const {values[step.name]} = {call};")
         body.append(f"return {values[e.result]};")
         reads = any(isinstance(o, Buffer) for step in e.steps for o in step.operands)  # else m, n go unnamed
+        accs = f"{acc} {value}" + (f", {acc} {second}" if e.second is not None else "")
         self.lines.append(f"{ind}auto const {name} = [&](int64_t{' ' + m if reads else ''}, "
-                          f"int64_t{' ' + n if reads else ''}, {acc} {value}) {{")
+                          f"int64_t{' ' + n if reads else ''}, {accs}) {{")
         self.lines += [f"{ind}  {line}" for line in body]
         self.lines.append(f"{ind}}};")
         return name

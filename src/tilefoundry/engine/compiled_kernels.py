@@ -7,8 +7,9 @@ engine's do: q/k/v packed in one weight, gate and up interleaved row by row (row
 gate and up weights are strided views of it, not copies), the KV cache updated in place (the caller passes each
 layer's cache as the output too), the residual stream updated in place (an epilogue reading, at each element,
 the residual it writes). The compiler fuses what the hand-written kernels fuse: the RMSNorm before a projection
-runs in the matmul's prologue, the residual add, the bias and ``silu(gate) * up`` in its epilogue, attention is
-one fused kernel and its combine. ``tests/test_compiled_kernels.py`` checks the engine's step through them
+runs in the matmul's prologue, the residual add and the bias in its epilogue, gate and up one kernel reading
+the normed input once against both (a pair: ``silu(gate) * up`` its epilogue), attention one fused kernel and
+its combine. ``tests/test_compiled_kernels.py`` checks the engine's step through them
 against the semantic Module's step (the families' functions), for every family.
 
 What does not run compiled yet, each with its measured reason:

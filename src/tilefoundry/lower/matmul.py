@@ -90,13 +90,16 @@ def _cuda_dot_tile(n: Dim, batch: Dim) -> Dim:
 
 def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int, str], target: Target,
                 epilogue: tuple[list[Op], list[tuple[Val, View]], Val] | None = None,
-                norm_weight: View | None = None) -> tuple[list[Stmt], Schedule]:
+                norm_weight: View | None = None, pair: tuple[Op, View] | None = None) -> tuple[list[Stmt], Schedule]:
     """The statements and schedule of the matmul stage computing ``op``
     (``name``: the function, as refusals name it; ``homes``: the parameter name each
     view's root is read from or written to; ``epilogue``: the elementwise ops fused after it, the outside values
     they read with their views, and the value stored, ``out``'s, as ``epilogue.py`` found them; ``norm_weight``:
-    the weight of the rms_norm a prologue applies to ``a``'s rows, as ``prologue.py`` moved it in)."""
-    for what, v in (("a", a), ("b", b), ("out", out)):
+    the weight of the rms_norm a prologue applies to ``a``'s rows, as ``prologue.py`` moved it in; ``pair``: the
+    second matmul of a pair (``pairs.py``) and the view of its second operand, of ``b``'s shape, whose result the
+    epilogue reads too)."""
+    second = [("the second weight", pair[1])] if pair is not None else []
+    for what, v in (("a", a), ("b", b), *second, ("out", out)):
         if v.gathers:
             raise LoweringError(op.op, name, f"its operand {what} is a view {v} whose rows are picked by positions "
                                 "(index_select); not compiled yet", op.loc)
@@ -144,8 +147,16 @@ def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int,
     views: list[Stmt] = [
         GmemView(a_buf, homes[id(a.root)], offset(a, None, min(len(a.shape), 2))),
         GmemView(b_buf, homes[id(b.root)], offset(b, b_strides[-1], min(len(b.shape), 2))),
-        GmemView(o_buf, homes[id(out.root)], offset(out, o_strides[-1], 2 - (len(a.shape) == 1) - (len(b.shape) == 1))),
     ]
+    weights = [b_buf]
+    if pair is not None:  # of b's shape (K x N, both 2-D): the same column tile of it
+        b1 = pair[1]
+        b1_buf = Buffer(f"{b1.root.name}_tile", b1.root.type.dtype, Storage.gmem, (k, tile),
+                        TLayout((k, tile), b1.strides[-2:]))
+        views.append(GmemView(b1_buf, homes[id(b1.root)], offset(b1, b1.strides[-1], 2)))
+        weights.append(b1_buf)
+    views.append(GmemView(o_buf, homes[id(out.root)],
+                          offset(out, o_strides[-1], 2 - (len(a.shape) == 1) - (len(b.shape) == 1))))
     prologue = None
     if norm_weight is not None:
         w_buf = Buffer(f"{norm_weight.root.name}_tile", norm_weight.root.type.dtype, Storage.gmem, (k,),
@@ -164,17 +175,19 @@ def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int,
                          TLayout((m, tile), strides))
             views.append(GmemView(buf, homes[id(view.root)], offset(view, strides[1], 2)))
             buffers[id(v)] = buf
-        fused = _epilogue(op, ops, buffers, result)
-    body: list[Stmt] = [RowLoop("row", [*views, OpCall("matmul", Tag(acc), (a_buf, b_buf), o_buf, origin,
+        fused = _epilogue(op, ops, buffers, result, pair[0] if pair is not None else None)
+    body: list[Stmt] = [RowLoop("row", [*views, OpCall("matmul", Tag(acc), (a_buf, *weights), o_buf, origin,
                                                         epilogue=fused, prologue=prologue)])]
     return body, matmul_schedule(target, grid)
 
 
-def _epilogue(mm: Op, ops: list[Op], buffers: dict[int, Buffer], result: Val) -> Epilogue:
-    """The TIR epilogue of ``ops`` applied to ``mm``'s result: each op a step over the result, earlier steps,
-    scalar constants and the outside values' ``buffers``."""
+def _epilogue(mm: Op, ops: list[Op], buffers: dict[int, Buffer], result: Val, second: Op | None = None) -> Epilogue:
+    """The TIR epilogue of ``ops`` applied to ``mm``'s result (and ``second``'s, of a pair): each op a step over
+    the results, earlier steps, scalar constants and the outside values' ``buffers``."""
     value = mm.outputs[0]
     names = {id(value): value.name}
+    if second is not None:
+        names[id(second.outputs[0])] = second.outputs[0].name
     steps = []
     for op in ops:
         operands: list[Buffer | Literal | str] = []
@@ -190,7 +203,8 @@ def _epilogue(mm: Op, ops: list[Op], buffers: dict[int, Buffer], result: Val) ->
         names[id(out)] = out.name
         steps.append(EpilogueStep(out.name, family, tag, tuple(operands), out.type.dtype,
                                   Origin(op.op, op.loc, op.composite)))
-    return Epilogue(value.name, value.type.dtype, tuple(steps), names[id(result)])
+    return Epilogue(value.name, value.type.dtype, tuple(steps), names[id(result)],
+                    second.outputs[0].name if second is not None else None)
 
 
 def _broadcast_batch(a: tuple[Dim, ...], b: tuple[Dim, ...], rank: int) -> tuple[Dim, ...]:

@@ -21,6 +21,7 @@ from .attention import attention_bodies, attention_part_shape
 from .epilogue import epilogue_inputs, epilogue_result, fuse_epilogues
 from .errors import LoweringError
 from .matmul import matmul_body
+from .pairs import fuse_matmul_pairs, pair_split
 from .params import bind_dimvars, output_params
 from .program import Op, Program, Val
 from .reduce_axis import reduce_axis_body
@@ -33,7 +34,7 @@ from .views import GatheredAxis, Strided, View, rows_contiguous
 
 def lower_staged(prog: Program, target: Target, declared: Declared) -> PrimFunc:
     """The PrimFunction of ``prog`` run as stages (see the module docstring)."""
-    staged = fuse_epilogues(split_stages(prog))
+    staged = fuse_matmul_pairs(fuse_epilogues(split_stages(prog)))
     outs = output_params(prog)
     homes: dict[int, str] = {id(p): p.name for p in prog.params}
     stage_of: dict[int, int] = {}
@@ -120,8 +121,8 @@ class _Stages:
                 for v in op.outputs:
                     v.producer = op
             return [self.rows(name, sub, outside, [self.homes[id(v)] for v in sub.outputs])]
-        if stage.kind == "matmul":
-            return [self.matmul(name, stage.ops)]
+        if stage.kind in ("matmul", "matmul_pair"):
+            return [self.matmul(name, stage.ops, stage.kind == "matmul_pair")]
         (op,) = stage.ops
         views = [self.staged.view(v) for v in op.inputs]
         outs = [self.staged.view(v) for v in op.outputs]
@@ -138,23 +139,29 @@ class _Stages:
             return self.attention(name, op, views, outs[0])
         return self.cache_update(name, op, views, outs[0])
 
-    def matmul(self, name: str, ops: list[Op]) -> StageCall:
-        """A matmul's kernel, the elementwise ops fused after it (``epilogue.py``) applied to each result."""
+    def matmul(self, name: str, ops: list[Op], pair: bool = False) -> StageCall:
+        """A matmul's kernel, the elementwise ops fused after it (``epilogue.py``) applied to each result; of a
+        pair (``pairs.py``), both matmuls in one kernel, the epilogue taking their two results."""
         op = ops[0]
         a, b, *weight = (self.staged.view(v) for v in op.inputs)  # a prologue's norm weight third (prologue.py)
-        for v in (a, b, *weight):
+        second = ops[pair_split(ops)] if pair else None
+        b1 = [self.staged.view(second.inputs[1])] if second is not None else []
+        for v in (a, b, *b1, *weight):
             self.home(v.root, op)
         result = epilogue_result(self.staged, ops) if len(ops) > 1 else op.outputs[0]
         out = self.staged.view(result)
-        read = [(v, self.staged.view(v)) for v in epilogue_inputs(self.staged, ops)]
+        steps = [o for o in ops[1:] if o is not second]
+        read = [(v, self.staged.view(v)) for v in epilogue_inputs(self.staged, [op, *steps])
+                if second is None or v is not second.outputs[0]]
         for _, v in read:
             self.home(v.root, op)
-        body, sched = matmul_body(self.prog.name, op, a, b, out, self.homes, self.target, (ops[1:], read, result),
-                                  weight[0] if weight else None)
+        pair_of = (second, b1[0]) if second is not None else None
+        body, sched = matmul_body(self.prog.name, op, a, b, out, self.homes, self.target, (steps, read, result),
+                                  weight[0] if weight else None, pair_of)
         for _, v in read:
             if self.read_in_place(v, out, ops):
                 self.aliases.append((self.homes[id(out.root)], self.homes[id(v.root)]))
-        return self.kernel(name, [a, b, *weight, *(v for _, v in read), out], body, sched, op)
+        return self.kernel(name, [a, b, *b1, *weight, *(v for _, v in read), out], body, sched, op)
 
     def read_in_place(self, view: View, out: View, ops: list[Op]) -> bool:
         """Whether the caller may pass an input an epilogue reads as the matmul's output too (the residual stream

@@ -125,15 +125,18 @@ class EpilogueStep:
 @dataclass(frozen=True)
 class Epilogue:
     """Elementwise ops applied to each result of an op before it is stored (a residual added to each matmul
-    output): the result, rounded to ``dtype``, is named ``value``; the steps follow; ``result`` is stored."""
+    output): the result, rounded to ``dtype``, is named ``value``; the steps follow; ``result`` is stored. A pair
+    of matmuls sharing their first operand has two results at each element: the second is named ``second``."""
 
     value: str
     dtype: DType
     steps: tuple[EpilogueStep, ...]
     result: str
+    second: str | None = None
 
     def __str__(self) -> str:
-        return f"epilogue({self.value}:{self.dtype}; {'; '.join(str(s) for s in self.steps)} -> {self.result})"
+        ins = f"{self.value}:{self.dtype}" + (f", {self.second}:{self.dtype}" if self.second is not None else "")
+        return f"epilogue({ins}; {'; '.join(str(s) for s in self.steps)} -> {self.result})"
 
 
 @dataclass(frozen=True)

@@ -140,6 +140,25 @@ inline void dot_block(E const* const (&x)[R], E const* const (&w)[C], int64_t de
 }
 #endif
 
+/// The second weight of a matmul with one (a single product, not a pair).
+struct no_second {};
+
+/// Whether B1 is a second weight: a pair of products sharing the first operand, out(m, n) =
+/// epi(m, n, (a @ b)(m, n), (a @ b1)(m, n)) (silu(gate) * up).
+template <class B1>
+constexpr bool is_pair_v = !std::is_same_v<B1, no_second>;
+
+/// Stores the element (m, n) of a tile: the epilogue of its dot product, or of the pair's two.
+template <class T, class Out, class Epi, class Acc>
+TILEFOUNDRY_DEVICE void store(Out&& out, Epi const& epi, int64_t m, int64_t n, Acc first,
+                              Acc second) {
+  if constexpr (std::is_invocable_v<Epi const&, int64_t, int64_t, Acc, Acc>) {
+    out(m, n) = detail::convert<T>(epi(m, n, first, second));
+  } else {
+    out(m, n) = detail::convert<T>(epi(m, n, first));
+  }
+}
+
 /// The epilogue of a matmul with none: each dot product stored as it is (rounded into out's type).
 struct store_as_is {
   template <class V>
@@ -155,9 +174,10 @@ constexpr bool dot_tier_v = unit_stride_v<1, A>&& unit_stride_v<0, B>&&
     std::is_same_v<element_t<A>, element_t<B>>&& detail::is_packed_v<element_t<A>>;
 
 /// The general tier: any strides. Element i of the tile goes to thread i mod threads, each a whole
-/// dot product over K.
-template <class Acc, class A, class B, class Out, class Epi, class Pro>
-TILEFOUNDRY_DEVICE void general(A const& a, B const& b, Out&& out, Epi const& epi, Pro const& pro) {
+/// dot product over K (two, of a pair).
+template <class Acc, class A, class B, class B1, class Out, class Epi, class Pro>
+TILEFOUNDRY_DEVICE void general(A const& a, B const& b, B1 const& b1, Out&& out, Epi const& epi,
+                                Pro const& pro) {
   using T = cute::remove_cvref_t<decltype(out(0, 0))>;
   int64_t const rows = int64_t(cute::size<0>(out));
   int64_t const cols = int64_t(cute::size<1>(out));
@@ -168,33 +188,36 @@ TILEFOUNDRY_DEVICE void general(A const& a, B const& b, Out&& out, Epi const& ep
        i < rows * cols; i += threads) {
     int64_t const m = i / cols;
     int64_t const n = i - m * cols;
-    Acc acc = Acc(0);
+    Acc acc = Acc(0), acc1 = Acc(0);
+    [[maybe_unused]] typename Pro::compute_type scale = 0;
     if constexpr (Pro::normalizes) {
       typename Pro::compute_type sum = 0;
       for (int64_t k = 0; k < depth; ++k) sum += pro.square(a(m, k));
-      auto const scale = pro.scale(sum, depth);
-      for (int64_t k = 0; k < depth; ++k) {
-        acc += detail::convert<Acc>(pro(a(m, k), scale, k)) * detail::convert<Acc>(b(k, n));
-      }
-    } else {
-      for (int64_t k = 0; k < depth; ++k) {
-        acc += detail::convert<Acc>(a(m, k)) * detail::convert<Acc>(b(k, n));
-      }
+      scale = pro.scale(sum, depth);
     }
-    out(m, n) = detail::convert<T>(epi(m, n, acc));
+    for (int64_t k = 0; k < depth; ++k) {
+      Acc ak;
+      if constexpr (Pro::normalizes) {
+        ak = detail::convert<Acc>(pro(a(m, k), scale, k));
+      } else {
+        ak = detail::convert<Acc>(a(m, k));
+      }
+      acc += ak * detail::convert<Acc>(b(k, n));
+      if constexpr (is_pair_v<B1>) acc1 += ak * detail::convert<Acc>(b1(k, n));
+    }
+    store<T>(out, epi, m, n, acc, acc1);
   }
 }
 
 #if defined(__CUDA_ARCH__)
-/// One warp's share of C dot products (CUDA dot-product tier): x against the weight rows n0 ..
-/// n0 + width - 1 of pb (sb apart), over the runs of 32 lanes' K groups run, run + 32 S, ... (the
-/// warp's slice of K when S warps split it), each lane's sums added into acc. Inlined, so that acc
-/// stays in registers and the stride, a constant, folds into the loads' offsets.
+/// One warp's share of C dot products (CUDA dot-product tier): x against the weight rows w[c]
+/// (those whose bit c of `live` is set), over the runs of 32 lanes' K groups run, run + 32 S, ...
+/// (the warp's slice of K when S warps split it), each lane's sums added into acc. Inlined, so
+/// that acc stays in registers and the stride, a constant, folds into the loads' offsets.
 template <int64_t S, int C, int V, class Acc, class E, class Pro, class Scale>
-__device__ __forceinline__ void warp_dots(E const* x, E const* pb, int64_t sb, int64_t n0,
-                                          int width, int64_t depth, int64_t run, bool grouped,
-                                          Pro const& pro, Scale scale, bool g_aligned,
-                                          Acc (&acc)[C]) {
+__device__ __forceinline__ void warp_dots(E const* x, E const* const (&w)[C], unsigned live,
+                                          int64_t depth, int64_t run, bool grouped, Pro const& pro,
+                                          Scale scale, bool g_aligned, Acc (&acc)[C]) {
   constexpr int64_t kWarp = 32;
   if (grouped) {
     // Four passes' loads in flight before their products: about 10 KB of weight rows moving per
@@ -205,7 +228,7 @@ __device__ __forceinline__ void warp_dots(E const* x, E const* pb, int64_t sb, i
       detail::load_group(x + k, xs);
       CUTE_UNROLL
       for (int c = 0; c < C; ++c) {
-        if (c < width) detail::load_group(pb + (n0 + c) * sb + k, ws[c]);
+        if (live >> c & 1u) detail::load_group(w[c] + k, ws[c]);
       }
       if constexpr (Pro::normalizes) pro.group(xs, scale, k, g_aligned);
       CUTE_UNROLL
@@ -224,7 +247,7 @@ __device__ __forceinline__ void warp_dots(E const* x, E const* pb, int64_t sb, i
       }
       CUTE_UNROLL
       for (int c = 0; c < C; ++c) {
-        if (c < width) acc[c] += xk * detail::convert<Acc>(pb[(n0 + c) * sb + k]);
+        if (live >> c & 1u) acc[c] += xk * detail::convert<Acc>(w[c][k]);
       }
     }
   }
@@ -232,21 +255,27 @@ __device__ __forceinline__ void warp_dots(E const* x, E const* pb, int64_t sb, i
 #endif
 
 /// The dot-product tier (the GEMV of a decode step, and more rows): each output element one dot
-/// product of two contiguous runs of K. On CUDA a warp takes C = 4 columns of b (weight rows) at
-/// once, its lanes 16-byte groups of K (where the runs' starts and K allow; element by element
-/// otherwise), the C rows' loads in flight together, each dot product combined by shuffles; the
-/// few activation rows are read one after another against the weight rows it has just loaded (a
-/// normalizing prologue: each warp first sums the row's squares, then norms each group as it reads
-/// it); a tile of fewer columns than its warps take splits K among the warps of a column group,
-/// their sums added in shared memory. On the CPU the one thread takes every element, its dot
-/// product in independent partial sums over groups, the weight's next row prefetched; from
-/// kBlockedRows rows on, the blocked tier (matmul_blocked.h) takes the tile (a normalizing
-/// prologue: the tile's rows normed once, first).
-template <class Acc, class A, class B, class Out, class Epi, class Pro>
-TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, Out&& out, Epi const& epi, Pro const& pro) {
+/// product of two contiguous runs of K (two, of a pair: b and b1, the same run of a against each).
+/// On CUDA a warp takes C = 4 weight rows at once (4 columns of b; of a pair, 2 columns of b and
+/// the same 2 of b1), its lanes 16-byte groups of K (where the runs' starts and K allow; element by
+/// element otherwise), the C rows' loads in flight together, each dot product combined by
+/// shuffles; the few activation rows are read one after another against the weight rows it has
+/// just loaded (a normalizing prologue: each warp first sums the row's squares, then norms each
+/// group as it reads it); a tile of fewer columns than its warps take splits K among the warps of
+/// a column group, their sums added in shared memory. On the CPU the one thread takes every
+/// element, its dot product in independent partial sums over groups, the weight's next rows
+/// prefetched; from kBlockedRows rows on, the blocked tier (matmul_blocked.h) takes the tile (a
+/// normalizing prologue: the tile's rows normed once, first; a pair: b's products kept in floats
+/// until b1's meet them).
+template <class Acc, class A, class B, class B1, class Out, class Epi, class Pro>
+TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, B1 const& b1, Out&& out, Epi const& epi,
+                            Pro const& pro) {
   using T = cute::remove_cvref_t<decltype(out(0, 0))>;
   using E = element_t<A>;
+  constexpr bool kPair = is_pair_v<B1>;
   [[maybe_unused]] constexpr int V = int(16 / sizeof(E));  // elements in 16 bytes (CUDA groups)
+  constexpr int C = 4;  // weight rows read at once: their loads in flight together
+  constexpr int kOut = kPair ? C / 2 : C;  // output columns of a group of C weight rows
   int64_t const rows = int64_t(cute::size<0>(out));
   int64_t const cols = int64_t(cute::size<1>(out));
   int64_t const depth = int64_t(cute::size<1>(a));
@@ -254,23 +283,41 @@ TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, Out&& out, Epi const& epi, P
   E const* const pb = &b(0, 0);
   int64_t sa = int64_t(cute::stride<0>(a));
   int64_t const sb = int64_t(cute::stride<1>(b));
+  E const* pb1 = pb;  // a pair's second weight
+  int64_t sb1 = sb;
+  if constexpr (kPair) {
+    pb1 = &b1(0, 0);
+    sb1 = int64_t(cute::stride<1>(b1));
+  }
+  // The C weight rows of the group of output columns from n0 (of a pair: b's, then b1's), and
+  // which are inside the tile (bit c: row c).
+  auto const group_rows = [&](int64_t n0, E const*(&w)[C]) {
+    int const width = cols - n0 < kOut ? int(cols - n0) : kOut;
+    unsigned live = 0;
+    for (int c = 0; c < C; ++c) {
+      int const col = c % kOut;
+      bool const second = kPair && c >= kOut;
+      w[c] = (second ? pb1 : pb) + (n0 + (col < width ? col : 0)) * (second ? sb1 : sb);
+      live |= unsigned(col < width) << c;
+    }
+    return live;
+  };
 #if defined(__CUDA_ARCH__)
-  bool const grouped = depth % V == 0 && sa % V == 0 && sb % V == 0 &&
+  bool const grouped = depth % V == 0 && sa % V == 0 && sb % V == 0 && sb1 % V == 0 &&
                        reinterpret_cast<std::uintptr_t>(pa) % 16 == 0 &&
-                       reinterpret_cast<std::uintptr_t>(pb) % 16 == 0;
+                       reinterpret_cast<std::uintptr_t>(pb) % 16 == 0 &&
+                       reinterpret_cast<std::uintptr_t>(pb1) % 16 == 0;
   constexpr int kWarp = 32;
   constexpr int kMaxWarps = 32;  // warps of a CTA of 1024 threads
-  constexpr int C =
-      4;  // columns (weight rows) a warp reads at once: their loads in flight together
   int64_t const tid = int64_t(program_id<detail::dependent_level<TopologyScope::thread, Out>>());
   int const warps = int(program_dim<detail::dependent_level<TopologyScope::thread, Out>>()) / kWarp;
   int const warp = int(tid / kWarp);
   int const lane = int(tid % kWarp);
-  // Fewer groups of C columns than warps (a narrow tile, so that a short weight still spreads over
+  // Fewer groups of columns than warps (a narrow tile, so that a short weight still spreads over
   // many CTAs): `split` warps share each group's K, warp w taking every split-th run of 32 lanes'
   // groups from run w / groups on, their sums met in shared memory. Warps past groups * split sit
   // the tile out (they still meet the barriers).
-  int const groups = int((cols + C - 1) / C);
+  int const groups = int((cols + kOut - 1) / kOut);
   int split = 1;  // a power of two, so that the K loop's stride is a constant of its instantiation
   while (split < 32 && split * 2 * groups <= warps) split *= 2;
   int const slice = split == 1 ? 0 : warp / groups;
@@ -278,9 +325,10 @@ TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, Out&& out, Epi const& epi, P
   __shared__ Acc partial[kMaxWarps][C];
   [[maybe_unused]] bool g_aligned = false;  // a norm prologue's weight read 16 bytes at a time
   if constexpr (Pro::normalizes) g_aligned = grouped && pro.template groups_aligned<V>();
-  int64_t const n_step = int64_t(split == 1 ? warps : groups) * C;
-  for (int64_t n0 = int64_t(split == 1 ? warp : warp % groups) * C; n0 < cols; n0 += n_step) {
-    int const width = cols - n0 < C ? int(cols - n0) : C;
+  int64_t const n_step = int64_t(split == 1 ? warps : groups) * kOut;
+  for (int64_t n0 = int64_t(split == 1 ? warp : warp % groups) * kOut; n0 < cols; n0 += n_step) {
+    E const* w[C];
+    unsigned const live = group_rows(n0, w);
     for (int64_t m = 0; m < rows; ++m) {
       E const* const x = pa + m * sa;
       Acc acc[C] = {};
@@ -306,8 +354,8 @@ TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, Out&& out, Epi const& epi, P
         }
         int64_t const run = int64_t(slice) * kWarp + lane;  // this lane's first run of K
         auto const dots = [&](auto split_c) {  // S = split a constant: the loads' offsets fold
-          warp_dots<decltype(split_c)::value, C, V>(x, pb, sb, n0, width, depth, run, grouped, pro,
-                                                    scale, g_aligned, acc);
+          warp_dots<decltype(split_c)::value, C, V>(x, w, live, depth, run, grouped, pro, scale,
+                                                    g_aligned, acc);
         };
         switch (split) {
           case 1:
@@ -353,8 +401,8 @@ TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, Out&& out, Epi const& epi, P
       }
       if (slice == 0 && lane == 0) {
         CUTE_UNROLL
-        for (int c = 0; c < C; ++c) {
-          if (c < width) out(m, n0 + c) = detail::convert<T>(epi(m, n0 + c, acc[c]));
+        for (int c = 0; c < kOut; ++c) {
+          if (live >> c & 1u) store<T>(out, epi, m, n0 + c, acc[c], acc[kPair ? c + kOut : c]);
         }
       }
     }
@@ -376,8 +424,18 @@ TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, Out&& out, Epi const& epi, P
 #if defined(TILEFOUNDRY_TARGET_CPU)
   if constexpr (std::is_same_v<Acc, float>) {
     if (rows >= kBlockedRows) {  // several rows: the blocked tier (matmul_blocked.h)
-      if constexpr (std::is_same_v<Epi, store_as_is> &&
-                    unit_stride_v<1, cute::remove_cvref_t<Out>>) {  // rows stored as they are
+      if constexpr (kPair) {     // b's products first, in floats, then b1's meeting them
+        std::vector<float> first(size_t(rows * cols));
+        matmul_blocked::tile(
+            pa, sa, pb, sb, rows, cols, depth,
+            [&](int64_t m, int64_t n, float acc) { first[size_t(m * cols + n)] = acc; });
+        matmul_blocked::tile(pa, sa, pb1, sb1, rows, cols, depth,
+                             [&](int64_t m, int64_t n, float acc) {
+                               store<T>(out, epi, m, n, first[size_t(m * cols + n)], acc);
+                             });
+      } else if constexpr (std::is_same_v<Epi, store_as_is> &&
+                           unit_stride_v<1,
+                                         cute::remove_cvref_t<Out>>) {  // rows stored as they are
         matmul_blocked::tile(
             pa, sa, pb, sb, rows, cols, depth,
             matmul_blocked::plain_store<T>{&out(0, 0), int64_t(cute::stride<0>(out))});
@@ -391,32 +449,43 @@ TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, Out&& out, Epi const& epi, P
     }
   }
 #endif
-  // kCols weight rows at once against kRows activation rows (then the rows left one at a time),
-  // each dot product in kLanes independent partial sums (dot_block).
-  constexpr int kCols = 4;
+  // C weight rows at once against kRows activation rows (then the rows left one at a time), each
+  // dot product in independent partial sums (dot_block).
   constexpr int kRows = 4;
-  for (int64_t n0 = 0; n0 < cols; n0 += kCols) {
-    int const width = cols - n0 < kCols ? int(cols - n0) : kCols;
-    E const* w[kCols];
-    for (int c = 0; c < kCols; ++c) w[c] = pb + (n0 + (c < width ? c : 0)) * sb;
+  for (int64_t n0 = 0; n0 < cols; n0 += kOut) {
+    E const* w[C];
+    unsigned const live = group_rows(n0, w);
     // The next rows, asked for while these are read: rows apart in memory (a strided view of an
     // interleaved weight) are each too short a stream for the hardware's prefetcher to learn.
-    E const* ahead[kCols];
-    int const n_ahead =
-        n0 + kCols < cols ? (cols - n0 - kCols < kCols ? int(cols - n0 - kCols) : kCols) : 0;
-    for (int c = 0; c < n_ahead; ++c) ahead[c] = pb + (n0 + kCols + c) * sb;
+    E const* ahead[C];
+    int n_ahead = 0;
+    if (n0 + kOut < cols) {
+      unsigned const next = group_rows(n0 + kOut, ahead);
+      while (n_ahead < C && (next >> n_ahead & 1u)) ++n_ahead;
+      if constexpr (kPair) n_ahead = C;  // both halves (their dead rows repeat a live one)
+    }
     int64_t m = 0;
-    auto const store = [&](int r, int c, Acc acc) {
-      if (c < width) out(m + r, n0 + c) = detail::convert<T>(epi(m + r, n0 + c, acc));
+    Acc firsts[kRows][kOut] = {};  // a pair's b products of the rows being stored
+    auto const keep = [&](int r, int c, Acc acc) {
+      if (!(live >> c & 1u)) return;
+      if constexpr (kPair) {
+        if (c < kOut) {
+          firsts[r][c] = acc;
+        } else {
+          store<T>(out, epi, m + r, n0 + c - kOut, firsts[r][c - kOut], acc);
+        }
+      } else {
+        store<T>(out, epi, m + r, n0 + c, acc, acc);
+      }
     };
     for (; m + kRows <= rows; m += kRows) {
       E const* x[kRows];
       for (int r = 0; r < kRows; ++r) x[r] = pa + (m + r) * sa;
-      dot_block<Acc>(x, w, depth, ahead, m == 0 ? n_ahead : 0, store);
+      dot_block<Acc>(x, w, depth, ahead, m == 0 ? n_ahead : 0, keep);
     }
     for (; m < rows; ++m) {
       E const* x[1] = {pa + m * sa};
-      dot_block<Acc>(x, w, depth, ahead, m == 0 ? n_ahead : 0, store);
+      dot_block<Acc>(x, w, depth, ahead, m == 0 ? n_ahead : 0, keep);
     }
   }
 #endif
@@ -428,9 +497,21 @@ TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, Out&& out, Epi const& epi, P
 template <class Acc, class A, class B, class Out, class Epi, class Pro>
 TILEFOUNDRY_DEVICE void apply(A const& a, B const& b, Out&& out, Epi const& epi, Pro const& pro) {
   if constexpr (dot_tier_v<A, B>) {
-    dot<Acc>(a, b, out, epi, pro);
+    dot<Acc>(a, b, no_second{}, out, epi, pro);
   } else {
-    general<Acc>(a, b, out, epi, pro);
+    general<Acc>(a, b, no_second{}, out, epi, pro);
+  }
+}
+
+/// ... of a pair of products sharing a: out(m, n) = epi(m, n, sum_k pro(a)(m, k) * b(k, n),
+/// sum_k pro(a)(m, k) * b1(k, n)) (b and b1 of one shape: silu(x @ gate.T) * (x @ up.T)).
+template <class Acc, class A, class B, class B1, class Out, class Epi, class Pro>
+TILEFOUNDRY_DEVICE void apply_pair(A const& a, B const& b, B1 const& b1, Out&& out, Epi const& epi,
+                                   Pro const& pro) {
+  if constexpr (dot_tier_v<A, B> && dot_tier_v<A, B1>) {
+    dot<Acc>(a, b, b1, out, epi, pro);
+  } else {
+    general<Acc>(a, b, b1, out, epi, pro);
   }
 }
 

@@ -31,5 +31,14 @@ __device__ void matmul(A const& a, B const& b, Out&& out, Epi const& epilogue,
   matmul_impl::apply<Acc>(a, b, out, epilogue, prologue);
 }
 
+/// A pair of products sharing a (b and b1 of one shape): out(m, n) = epilogue(m, n,
+/// sum_k prologue(a)(m, k) * b(k, n), sum_k prologue(a)(m, k) * b1(k, n)), a read once for both
+/// (silu(x @ gate.T) * (x @ up.T), fused). Pass plain_rows{} for no prologue.
+template <class Acc, class A, class B, class B1, class Out, class Epi, class Pro>
+__device__ void matmul(A const& a, B const& b, B1 const& b1, Out&& out, Epi const& epilogue,
+                       Pro const& prologue) {
+  matmul_impl::apply_pair<Acc>(a, b, b1, out, epilogue, prologue);
+}
+
 }  // namespace ops
 }  // namespace tilefoundry
