@@ -9,12 +9,10 @@ RMSNorm before a projection fused as its prologue, the residual add and the argm
 * ``qkv``: x -> rms_norm(x, input_norm) -> one packed (q; k; v) weight, as the engine packs it (``pack_qkv``);
   also timed as the families write it, three projections (``compiled, q/k/v``), over the same weight's rows;
 * ``o_proj``: residual + attn @ o_proj.T;
-* ``gate/up``: silu(g) * u with h = rms_norm(x, post_norm), (g, u) = h @ the engine's interleaved gate/up
-  weight (``pack_gate_up``: rows 2j / 2j + 1 are gate_j / up_j) read as a (2, hidden, I) batch of two
-  transposed weights (a view, no copy), its two (1, I) halves sliced off the product; also timed as the
-  families write it, two weights (``compiled, gate + up``: silu(h @ gate_proj.T) * (h @ up_proj.T)). Slicing
-  the gate and up columns 0::2 / 1::2 straight off the product of the packed weight is refused by the compiler
-  ("a view ... whose last axis is not contiguous; a row-wise op reads rows of consecutive elements");
+* ``gate/up``: silu(h @ g.T) * (h @ u.T) with h = rms_norm(x, post_norm), g and u the rows 2j and 2j + 1 of
+  the engine's interleaved gate/up weight (``pack_gate_up``), two strided views of it, as the engine's
+  compiled set writes it: one kernel (a pair of matmuls, lower/pairs.py); also timed as the families write it,
+  two weights (``compiled, gate + up``: silu(h @ gate_proj.T) * (h @ up_proj.T), a pair too);
 * ``down``: residual + h @ down_proj.T;
 * ``lm_head``: rms_norm(x, norm) @ lm_head.T and its ``tf.argmax`` in the same function (were the compiler to
   refuse the argmax, the head is timed without it, against the hand-written head without its argmax too, and the
@@ -125,13 +123,12 @@ def slot_functions() -> dict[str, Function]:
     @func
     def gate_up(x: Tensor[(1, HIDDEN), dt], post_norm: ConstTensor[(HIDDEN,), dt],
                 gate_up: ConstTensor[(2 * INTER, HIDDEN), dt]):
-        """The engine's ``norm_swiglu`` on its interleaved weight: row 2j + s of ``gate_up`` is element [s, :, j]
-        of the (2, hidden, I) view multiplied, so the product's batch 0 is the gate and batch 1 the up."""
+        """The engine's ``norm_swiglu`` (engine/compiled_kernels.py) on its interleaved weight: rows 2j / 2j + 1 of
+        ``gate_up`` are gate_j / up_j, two strided views of it, one kernel (a pair, lower/pairs.py)."""
         h = tf.rms_norm(x, post_norm, EPS)
-        both = tf.matmul(h, tf.transpose(tf.reshape(gate_up, (INTER, 2, HIDDEN)), (1, 2, 0)))  # (2, 1, I)
-        gate = tf.reshape(tf.slice(both, (0, 0, 0), (1, 1, INTER)), (1, INTER))
-        up = tf.reshape(tf.slice(both, (1, 0, 0), (1, 1, INTER)), (1, INTER))
-        return tf.silu(gate) * up
+        gate = tf.slice(gate_up, (0, 0), (INTER, HIDDEN), (2, 1))
+        up = tf.slice(gate_up, (1, 0), (INTER, HIDDEN), (2, 1))
+        return tf.silu(linear(h, gate)) * linear(h, up)
 
     @func
     def gate_up_two(x: Tensor[(1, HIDDEN), dt], post_norm: ConstTensor[(HIDDEN,), dt],

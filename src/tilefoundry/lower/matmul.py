@@ -53,6 +53,10 @@ CUDA_DOT_TILE_N = 16
 # and an L2 prefetch of the CTA's weight before the wait for the earlier kernel were each slower.
 CUDA_DOT_MIN_CTAS = 512
 CUDA_DOT_MIN_TILE_N = 4
+# ... of a pair of matmuls (pairs.py: two weight rows an output column) at most this many columns. Measured on the
+# H200, gate/up + norm + SwiGLU at Qwen3-1.7B's shape (12288 x 2048, the interleaved weight): 8 columns 15.1 us
+# (the hand-written kernel 14.9), 4 columns 18.4, 2 columns 21.9.
+CUDA_DOT_PAIR_TILE_N = 8
 # ... on the CPU a multiple of this where N has one: whole panels of the blocked GEMM tier (its bf16 panels are 32
 # columns wide, its float ones 16).
 CPU_PANEL_N = 32
@@ -77,13 +81,14 @@ def _tile(n: Dim, most: int, panel: int = 1) -> Dim:
     return max((t for t in divisors if t % panel == 0), default=max(divisors))
 
 
-def _cuda_dot_tile(n: Dim, batch: Dim) -> Dim:
-    """The columns of a CUDA CTA in the dot-product tier: the largest divisor of ``n`` up to CUDA_DOT_TILE_N,
-    halved while it divides ``n``, stays at least CUDA_DOT_MIN_TILE_N and the grid (``batch`` elements times
-    ``n / tile``) has fewer than CUDA_DOT_MIN_CTAS CTAs."""
-    tile = _tile(n, CUDA_DOT_TILE_N)
+def _cuda_dot_tile(n: Dim, batch: Dim, pair: bool) -> Dim:
+    """The columns of a CUDA CTA in the dot-product tier: the largest divisor of ``n`` up to CUDA_DOT_TILE_N
+    (CUDA_DOT_PAIR_TILE_N of a ``pair``), halved while it divides ``n``, stays at least CUDA_DOT_MIN_TILE_N (its
+    half, of a pair) and the grid (``batch`` elements times ``n / tile``) has fewer than CUDA_DOT_MIN_CTAS CTAs."""
+    tile = _tile(n, CUDA_DOT_PAIR_TILE_N if pair else CUDA_DOT_TILE_N)
+    least = CUDA_DOT_MIN_TILE_N // 2 if pair else CUDA_DOT_MIN_TILE_N
     while (isinstance(n, int) and isinstance(batch, int) and isinstance(tile, int) and tile % 2 == 0
-           and tile // 2 >= CUDA_DOT_MIN_TILE_N and n % (tile // 2) == 0 and batch * (n // tile) < CUDA_DOT_MIN_CTAS):
+           and tile // 2 >= least and n % (tile // 2) == 0 and batch * (n // tile) < CUDA_DOT_MIN_CTAS):
         tile //= 2
     return tile
 
@@ -115,7 +120,10 @@ def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int,
     o_strides = _out_strides(out, batch_rank, len(a.shape) == 1, len(b.shape) == 1)
     dot = dims_equal(a_strides[-1], 1) and dims_equal(b_strides[-2], 1)  # ops::matmul's dot-product tier
     cuda = isinstance(target, CudaTarget)
-    tile = _cuda_dot_tile(n, product(batch)) if dot and cuda else _tile(n, MATMUL_TILE_N, 1 if cuda else CPU_PANEL_N)
+    if dot and cuda:
+        tile = _cuda_dot_tile(n, product(batch), pair is not None)
+    else:
+        tile = _tile(n, MATMUL_TILE_N, 1 if cuda else CPU_PANEL_N)
     tiles = 1 if dims_equal(tile, n) else n // tile  # type: ignore[operator]  # static when tiled
     grid = product((*batch, tiles))
 

@@ -210,15 +210,22 @@ TILEFOUNDRY_DEVICE void general(A const& a, B const& b, B1 const& b1, Out&& out,
 }
 
 #if defined(__CUDA_ARCH__)
-/// One warp's share of C dot products (CUDA dot-product tier): x against the weight rows w[c]
-/// (those whose bit c of `live` is set), over the runs of 32 lanes' K groups run, run + 32 S, ...
-/// (the warp's slice of K when S warps split it), each lane's sums added into acc. Inlined, so
-/// that acc stays in registers and the stride, a constant, folds into the loads' offsets.
-template <int64_t S, int C, int V, class Acc, class E, class Pro, class Scale>
-__device__ __forceinline__ void warp_dots(E const* x, E const* const (&w)[C], unsigned live,
-                                          int64_t depth, int64_t run, bool grouped, Pro const& pro,
-                                          Scale scale, bool g_aligned, Acc (&acc)[C]) {
+/// One warp's share of C dot products (CUDA dot-product tier): x against the weight rows of the
+/// output columns n0 .. n0 + width - 1 (C of pb's, sb apart; of a pair, C / 2 of pb's, then the
+/// same of pb1's), over the runs of 32 lanes' K groups run, run + 32 S, ... (the warp's slice of K
+/// when S warps split it), each lane's sums added into acc. Inlined, so that acc stays in
+/// registers and the stride, a constant, folds into the loads' offsets.
+template <int64_t S, int C, int V, bool kPair, class Acc, class E, class Pro, class Scale>
+__device__ __forceinline__ void warp_dots(E const* x, E const* pb, int64_t sb, E const* pb1,
+                                          int64_t sb1, int64_t n0, int width, int64_t depth,
+                                          int64_t run, bool grouped, Pro const& pro, Scale scale,
+                                          bool g_aligned, Acc (&acc)[C]) {
   constexpr int64_t kWarp = 32;
+  constexpr int kOut = kPair ? C / 2 : C;
+  // Weight row c (c a constant of the unrolled loops): b's column n0 + c, or b1's n0 + c - kOut.
+  auto const row = [&](int c) {
+    return c < kOut ? pb + (n0 + c) * sb : pb1 + (n0 + c - kOut) * sb1;
+  };
   if (grouped) {
     // Four passes' loads in flight before their products: about 10 KB of weight rows moving per
     // warp, 40 KB per SM of four, what the memory's latency times its bandwidth asks for.
@@ -228,7 +235,7 @@ __device__ __forceinline__ void warp_dots(E const* x, E const* const (&w)[C], un
       detail::load_group(x + k, xs);
       CUTE_UNROLL
       for (int c = 0; c < C; ++c) {
-        if (live >> c & 1u) detail::load_group(w[c] + k, ws[c]);
+        if (c % kOut < width) detail::load_group(row(c) + k, ws[c]);
       }
       if constexpr (Pro::normalizes) pro.group(xs, scale, k, g_aligned);
       CUTE_UNROLL
@@ -247,7 +254,7 @@ __device__ __forceinline__ void warp_dots(E const* x, E const* const (&w)[C], un
       }
       CUTE_UNROLL
       for (int c = 0; c < C; ++c) {
-        if (live >> c & 1u) acc[c] += xk * detail::convert<Acc>(w[c][k]);
+        if (c % kOut < width) acc[c] += xk * detail::convert<Acc>(row(c)[k]);
       }
     }
   }
@@ -327,8 +334,7 @@ TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, B1 const& b1, Out&& out, Epi
   if constexpr (Pro::normalizes) g_aligned = grouped && pro.template groups_aligned<V>();
   int64_t const n_step = int64_t(split == 1 ? warps : groups) * kOut;
   for (int64_t n0 = int64_t(split == 1 ? warp : warp % groups) * kOut; n0 < cols; n0 += n_step) {
-    E const* w[C];
-    unsigned const live = group_rows(n0, w);
+    int const width = cols - n0 < kOut ? int(cols - n0) : kOut;
     for (int64_t m = 0; m < rows; ++m) {
       E const* const x = pa + m * sa;
       Acc acc[C] = {};
@@ -354,8 +360,8 @@ TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, B1 const& b1, Out&& out, Epi
         }
         int64_t const run = int64_t(slice) * kWarp + lane;  // this lane's first run of K
         auto const dots = [&](auto split_c) {  // S = split a constant: the loads' offsets fold
-          warp_dots<decltype(split_c)::value, C, V>(x, w, live, depth, run, grouped, pro, scale,
-                                                    g_aligned, acc);
+          warp_dots<decltype(split_c)::value, C, V, kPair>(
+              x, pb, sb, pb1, sb1, n0, width, depth, run, grouped, pro, scale, g_aligned, acc);
         };
         switch (split) {
           case 1:
@@ -402,7 +408,7 @@ TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, B1 const& b1, Out&& out, Epi
       if (slice == 0 && lane == 0) {
         CUTE_UNROLL
         for (int c = 0; c < kOut; ++c) {
-          if (live >> c & 1u) store<T>(out, epi, m, n0 + c, acc[c], acc[kPair ? c + kOut : c]);
+          if (c < width) store<T>(out, epi, m, n0 + c, acc[c], acc[kPair ? c + kOut : c]);
         }
       }
     }
