@@ -1,6 +1,7 @@
-// ops::attention and ops::attention_combine on the CPU target: attention_impl's general tier and
-// combine (which the CUDA target's entries run too), and a tier of this target's own for rows
-// contiguous along the head dimension (a prompt's attention over the KV cache).
+// ops::attention and ops::attention_combine on the CPU target: attention_impl's general tier (which
+// the CUDA target's entries run too), a tier of this target's own for rows contiguous along the
+// head dimension (a prompt's attention over the KV cache), and attention_impl's combine a row at
+// a time.
 #pragma once
 
 #include <tilefoundry/runtime/common/config.h>
@@ -22,12 +23,14 @@ constexpr bool unit_stride_v =
     cute::is_constant<1, decltype(cute::stride<I>(std::declval<T const&>().layout()))>::value;
 
 /// The CPU's tier where q's rows, the keys' and the values' rows (k's first axis, v's second) are
-/// contiguous and the dot products accumulate in float: each query row read once as floats, each
-/// dot product in independent partial sums (vector lanes), a block of keys scored before their
-/// exponentials are taken in one loop (the running maximum raised once a block), the weighted sum
-/// of value rows kept in a local buffer (not in `part` through its strides). Each score is
-/// computed as the general tier computes it (attention_impl.h); the online softmax is the same
-/// sum, rescaled per block instead of per key.
+/// contiguous and the dot products accumulate in float. The slice's keys are copied once as floats,
+/// transposed in blocks of kBlock keys (for each block and each of the head's dimensions, the
+/// block's kBlock values side by side: one vector), and its values as float rows. Query rows go
+/// kRows at a time: per block of keys, each dimension's vector of keys is loaded once and
+/// multiplied into the kRows rows' vectors of kBlock scores; each value row is loaded once and
+/// added into the kRows rows' weighted sums. A block no row of the group may see is skipped (a
+/// causal prompt's later keys). Each score is computed as the general tier computes it
+/// (attention_impl.h); the online softmax is the same sum, rescaled per block instead of per key.
 template <class Q, class K, class V>
 constexpr bool rows_tier_v = unit_stride_v<2, Q>&& unit_stride_v<0, K>&& unit_stride_v<1, V>;
 
@@ -35,68 +38,112 @@ template <class Scores, class Visible, class Q, class K, class V, class Part>
 inline void rows(Scores scores, Visible visible, Q const& q, K const& k, V const& v, Part&& part,
                  int64_t split, int64_t splits) {
   using T = cute::remove_cvref_t<decltype(q(0, 0, 0))>;
-  constexpr int kLanes = 16;  // partial sums of a dot product: one AVX-512 register of floats
-  constexpr int kBlock = 32;  // keys scored before their exponentials are taken, in one loop
+  using P = typename Visible::position_t;
+  constexpr int kRows = 4;    // query rows scored together
+  constexpr int kBlock = 16;  // keys scored together: one vector of scores per query row
+  typedef float block_t __attribute__((vector_size(kBlock * sizeof(float))));
   int64_t const groups = int64_t(cute::size<0>(q));
   int64_t const rows = int64_t(cute::size<1>(q));
   int64_t const depth = int64_t(cute::size<2>(q));
   int64_t const dv = int64_t(cute::size<1>(v));
   attention_impl::KeyRange const keys =
       attention_impl::slice_of(int64_t(cute::size<1>(k)), split, splits, 1);
-  std::vector<float> qf(static_cast<size_t>(depth));
-  std::vector<float> acc(static_cast<size_t>(dv));
+  int64_t const n_keys = keys.end - keys.begin;
+  int64_t const blocks = (n_keys + kBlock - 1) / kBlock;
+  // kt[b * depth + d][j]: dimension d of key b * kBlock + j of the slice (0 past its end).
+  std::vector<block_t> kt(static_cast<size_t>(blocks * depth));
+  std::vector<float> vf(static_cast<size_t>(n_keys * dv));  // the slice's value rows, as floats
+  std::vector<P> kpos(static_cast<size_t>(n_keys));
+  for (int64_t n = 0; n < n_keys; ++n) {
+    auto const* const kn = &k(0, keys.begin + n);
+    block_t* const column = &kt[size_t(n / kBlock * depth)];
+    for (int64_t d = 0; d < depth; ++d) column[d][n % kBlock] = detail::convert<float>(kn[d]);
+    auto const* const vn = &v(keys.begin + n, 0);
+    for (int64_t e = 0; e < dv; ++e) vf[size_t(n * dv + e)] = detail::convert<float>(vn[e]);
+    kpos[size_t(n)] = visible.key(keys.begin + n);
+  }
+  for (int64_t n = n_keys; n < blocks * kBlock; ++n) {
+    for (int64_t d = 0; d < depth; ++d) kt[size_t(n / kBlock * depth + d)][n % kBlock] = 0.0f;
+  }
+  std::vector<float> qf(static_cast<size_t>(kRows * depth));
+  std::vector<float> acc(static_cast<size_t>(kRows * dv));
+  int64_t const total = groups * rows;
   int64_t const threads =
       int64_t(program_dim<detail::dependent_level<TopologyScope::thread, Part>>());
-  for (int64_t r = int64_t(program_id<detail::dependent_level<TopologyScope::thread, Part>>());
-       r < groups * rows; r += threads) {
-    int64_t const m = r / groups;
-    int64_t const g = r - m * groups;
-    for (int64_t d = 0; d < depth; ++d) qf[size_t(d)] = detail::convert<float>(q(g, m, d));
+  int64_t const first = int64_t(program_id<detail::dependent_level<TopologyScope::thread, Part>>());
+  for (int64_t r0 = first * kRows; r0 < total; r0 += threads * kRows) {
+    int const live = total - r0 < kRows ? int(total - r0) : kRows;
+    int64_t gs[kRows], ms[kRows];
+    P at[kRows];
+    float mx[kRows], sum[kRows];
+    for (int r = 0; r < kRows; ++r) {
+      int64_t const row = r0 + (r < live ? r : 0);  // a dead row repeats the first: never stored
+      ms[r] = row / groups;
+      gs[r] = row - ms[r] * groups;
+      at[r] = visible.query(ms[r]);
+      for (int64_t d = 0; d < depth; ++d) {
+        qf[size_t(r * depth + d)] = detail::convert<float>(q(gs[r], ms[r], d));
+      }
+      mx[r] = -INFINITY;
+      sum[r] = 0.0f;
+    }
     std::fill(acc.begin(), acc.end(), 0.0f);
-    float mx = -INFINITY;
-    float sum = 0.0f;
-    auto const at = visible.query(m);
-    for (int64_t n0 = keys.begin; n0 < keys.end; n0 += kBlock) {
-      int const width = keys.end - n0 < kBlock ? int(keys.end - n0) : kBlock;
-      float s[kBlock], p[kBlock];
-      float top = -INFINITY;  // the block's largest score (NaN if one is NaN: it reaches the sum)
-      for (int j = 0; j < width; ++j) {
-        s[j] = -INFINITY;
-        if (!visible.test(visible.key(n0 + j), at)) continue;
-        auto const* const kn = &k(0, n0 + j);
-        float lanes[kLanes] = {};
-        int64_t d = 0;
-        for (; d + kLanes <= depth; d += kLanes) {
-          for (int i = 0; i < kLanes; ++i) {
-            lanes[i] += qf[size_t(d + i)] * detail::convert<float>(kn[d + i]);
-          }
+    for (int64_t b = 0; b < blocks; ++b) {
+      int const width = n_keys - b * kBlock < kBlock ? int(n_keys - b * kBlock) : kBlock;
+      bool seen[kRows][kBlock];
+      bool any = false;
+      for (int r = 0; r < kRows; ++r) {
+        for (int j = 0; j < kBlock; ++j) {
+          seen[r][j] = j < width && visible.test(kpos[size_t(b * kBlock + j)], at[r]);
+          any = any || seen[r][j];
         }
-        for (; d < depth; ++d) lanes[0] += qf[size_t(d)] * detail::convert<float>(kn[d]);
-        float dot = 0.0f;
-        for (int i = 0; i < kLanes; ++i) dot += lanes[i];
-        s[j] = attention_impl::score<T>(scores, dot);
-        top = s[j] > top || s[j] != s[j] ? s[j] : top;
       }
-      if (top == -INFINITY) continue;  // no key of the block is seen
-      if (top > mx) {  // the maximum grows: what was summed below the old one shrinks
-        float const corr = mx == -INFINITY ? 0.0f : detail::exp_(mx - top);
-        sum *= corr;
-        for (int64_t e = 0; e < dv; ++e) acc[size_t(e)] *= corr;
-        mx = top;
+      if (!any) continue;  // no row sees a key of the block
+      block_t dots[kRows] = {};
+      block_t const* const column = &kt[size_t(b * depth)];
+      for (int64_t d = 0; d < depth; ++d) {
+        block_t const keys_d = column[d];
+        for (int r = 0; r < kRows; ++r) dots[r] += qf[size_t(r * depth + d)] * keys_d;
       }
-      for (int j = 0; j < width; ++j) {  // one loop of exponentials: vector lanes
-        p[j] = s[j] == -INFINITY ? 0.0f : detail::exp_(s[j] - mx);
+      float p[kRows][kBlock];
+      for (int r = 0; r < kRows; ++r) {
+        float s[kBlock];
+        float top = -INFINITY;  // the block's largest score (NaN if one is NaN: it reaches the sum)
+        for (int j = 0; j < kBlock; ++j) {
+          s[j] = seen[r][j] ? attention_impl::score<T>(scores, dots[r][j]) : -INFINITY;
+          top = s[j] > top || s[j] != s[j] ? s[j] : top;
+        }
+        if (top == -INFINITY) {  // the row sees no key of the block
+          for (int j = 0; j < kBlock; ++j) p[r][j] = 0.0f;
+          continue;
+        }
+        if (top > mx[r]) {  // the maximum grows: what was summed below the old one shrinks
+          float const corr = mx[r] == -INFINITY ? 0.0f : detail::exp_(mx[r] - top);
+          sum[r] *= corr;
+          float* const a = &acc[size_t(r * dv)];
+          for (int64_t e = 0; e < dv; ++e) a[e] *= corr;
+          mx[r] = top;
+        }
+        for (int j = 0; j < kBlock; ++j) {  // one loop of exponentials: vector lanes
+          p[r][j] = s[j] == -INFINITY ? 0.0f : detail::exp_(s[j] - mx[r]);
+        }
+        for (int j = 0; j < kBlock; ++j) sum[r] += p[r][j];
       }
-      for (int j = 0; j < width; ++j) {
-        if (p[j] == 0.0f) continue;
-        sum += p[j];
-        auto const* const vn = &v(n0 + j, 0);
-        for (int64_t e = 0; e < dv; ++e) acc[size_t(e)] += p[j] * detail::convert<float>(vn[e]);
+      for (int j = 0; j < width; ++j) {  // each value row loaded once for the rows
+        float const* const vn = &vf[size_t((b * kBlock + j) * dv)];
+        for (int r = 0; r < kRows; ++r) {
+          float const pj = p[r][j];
+          if (pj == 0.0f) continue;
+          float* const a = &acc[size_t(r * dv)];
+          for (int64_t e = 0; e < dv; ++e) a[e] += pj * vn[e];
+        }
       }
     }
-    for (int64_t e = 0; e < dv; ++e) part(g, m, e) = acc[size_t(e)];
-    part(g, m, dv) = mx;
-    part(g, m, dv + 1) = sum;
+    for (int r = 0; r < live; ++r) {
+      for (int64_t e = 0; e < dv; ++e) part(gs[r], ms[r], e) = acc[size_t(r * dv + e)];
+      part(gs[r], ms[r], dv) = mx[r];
+      part(gs[r], ms[r], dv + 1) = sum[r];
+    }
   }
 }
 
@@ -108,6 +155,43 @@ inline void run(Scores scores, Visible visible, Q const& q, K const& k, V const&
     rows(scores, visible, q, k, v, part, split, splits);
   } else {
     attention_impl::general<Acc>(scores, visible, q, k, v, part, split, splits);
+  }
+}
+
+/// attention_impl::combine's sums, a row (g, m) at a time: each slice's weight e^(its maximum -
+/// the largest) found once for the row, not once for each of its Dv elements.
+template <class Part, class Out>
+inline void combine_rows(Part const& part, Out&& out) {
+  using T = cute::remove_cvref_t<decltype(out(0, 0, 0))>;
+  int64_t const splits = int64_t(cute::size<0>(part));
+  int64_t const groups = int64_t(cute::size<0>(out));
+  int64_t const rows = int64_t(cute::size<1>(out));
+  int64_t const dv = int64_t(cute::size<2>(out));
+  std::vector<float> weight(static_cast<size_t>(splits));
+  int64_t const threads =
+      int64_t(program_dim<detail::dependent_level<TopologyScope::thread, Out>>());
+  for (int64_t i = int64_t(program_id<detail::dependent_level<TopologyScope::thread, Out>>());
+       i < groups * rows; i += threads) {
+    int64_t const m = i % rows;
+    int64_t const g = i / rows;
+    float mx = -INFINITY;
+    for (int64_t s = 0; s < splits; ++s) {
+      float const ms = part(s, g, m, dv);
+      mx = ms > mx ? ms : mx;
+    }
+    float sum = 0.0f;
+    for (int64_t s = 0; s < splits; ++s) {
+      float const ms = part(s, g, m, dv);
+      weight[size_t(s)] = ms == -INFINITY ? 0.0f : detail::exp_(ms - mx);
+      if (ms != -INFINITY) sum += weight[size_t(s)] * part(s, g, m, dv + 1);
+    }
+    for (int64_t d = 0; d < dv; ++d) {
+      float acc = 0.0f;
+      for (int64_t s = 0; s < splits; ++s) {
+        if (part(s, g, m, dv) != -INFINITY) acc += weight[size_t(s)] * part(s, g, m, d);
+      }
+      out(g, m, d) = detail::convert<T>(acc / sum);
+    }
   }
 }
 
@@ -134,7 +218,7 @@ inline void attention(Scores scores, Cmp cmp, QPos const& qpos, KPos const& kpos
 /// The slices' states part (S x G x M x (Dv + 2)) merged into out (G x M x Dv).
 template <class Part, class Out>
 inline void attention_combine(Part const& part, Out&& out) {
-  attention_impl::combine(part, out);
+  attention_cpu::combine_rows(part, out);
 }
 
 }  // namespace ops
