@@ -26,8 +26,9 @@ from .hf_models import make_checkpoint
 
 CAPACITY = 96
 # (cached positions, tokens of the step): a prompt, one token on an empty cache, a decode step deep into the
-# cache, a chunk of several tokens, and a step of more than DECODE_ROWS tokens (torch's slots run it).
-STEPS = [(0, 7), (0, 1), (40, 1), (40, 5), (0, DECODE_ROWS + 1)]
+# cache, a chunk of several tokens, a step of more than DECODE_ROWS tokens (on a GPU torch's attention runs it; on
+# the CPU the compiled one) and a long chunk deep into the cache.
+STEPS = [(0, 7), (0, 1), (40, 1), (40, 5), (0, DECODE_ROWS + 1), (40, 50)]
 F32 = [parse_predicate("rel_l2:max=1e-5"), parse_predicate("cosine:min=0.99999")]
 BF16 = [parse_predicate("rel_l2:max=2e-2"), parse_predicate("cosine:min=0.999")]
 
@@ -53,13 +54,18 @@ def _check(engine: DecodeEngine, reference, inputs: tuple, predicates: list):  #
     return check(EngineStep(engine), reference, inputs, expect={path: predicates for path in leaf_paths(spec)})
 
 
-def test_every_family_through_the_compiled_set_passes_check(family) -> None:
+def test_every_family_through_the_compiled_set_passes_check(family, monkeypatch) -> None:
     name, opened = family
     reference = opened.module.load(opened.resource("cpu"))
     twin = build_twin(opened.module, opened.config)
     twin.load(opened.resource("cpu"))
     engine = DecodeEngine(twin, CAPACITY, kernels=CompiledKernels())
     assert engine.kernels.name == "compiled"
+
+    def refused(*args: object) -> None:
+        raise AssertionError("on the CPU every step's attention runs compiled, never torch's")
+
+    monkeypatch.setattr(engine.kernels._torch, "attention", refused)
     for context, tokens in STEPS:
         report = _check(engine, reference, _step_inputs(reference, context, tokens, seed=context + tokens), F32)
         assert report.passed, f"{name} at {tokens} tokens after {context}:\n{report}"

@@ -16,14 +16,13 @@ What does not run compiled yet, each with its measured reason:
 
 * ``moe`` (routed experts) runs torch's slot, which reads only the chosen experts; the families' MoE function
   computes every expert, correct but not a decode step's cost.
-* In a step of more than ``DECODE_ROWS`` tokens (prefill), attention runs torch's slot (scaled-dot-product
-  attention): the compiled attention's CPU row tier (a block of keys scored, then their exponentials in one
-  vector loop) is not faster across prompt lengths on this project's 2-core machine: SmolLM2-135M, all 30
-  layers, 2 threads, 0.48 s against torch's 0.36 s at a 500-token prompt but 1.70 s against 1.89 s at 1000
-  tokens (one thread at 500: 0.82 s against 0.90 s); its CTAs (key heads x key slices) balance unevenly over
-  two threads under the causal mask. The projections of such a step run
-  compiled, on the CPU's blocked GEMM (``bench/compiled_gemm_cpu.json``: 0.89-1.20x torch's in f32, 0.78-1.11x
-  in bf16 at 128 to 1024 rows).
+* On a GPU, in a step of more than ``DECODE_ROWS`` tokens (prefill), attention runs torch's slot
+  (scaled-dot-product attention, flash): the compiled attention's CUDA tiers are the decode step's, one query
+  row after another. On the CPU every step's attention is compiled: its rows tier scores four query rows
+  against blocks of 16 keys (SmolLM2-135M's shape, 2 threads: 0.21 ms against torch SDPA's 0.22 at a 64-token
+  prompt, 8.4 against 11.9 ms at 500, 32.5 against 51.3 ms at 1000, a layer). The projections of such a step
+  run compiled, on the CPU's blocked GEMM (``bench/compiled_gemm_cpu.json``: 0.89-1.20x torch's in f32,
+  0.78-1.11x in bf16 at 128 to 1024 rows).
 
 Decoding (one token a step) runs every slot but ``moe`` compiled: SmolLM2-135M (f32) decodes at 28.5 tokens/s
 through them against 23.9 through torch's slots and 22.4 through transformers (``bench/decode.py --device cpu
@@ -59,8 +58,8 @@ from .torch_kernels import TorchKernels
 __all__ = ["DECODE_ROWS", "CompiledKernels", "SlotShapes", "slot_functions"]
 
 DECODE_ROWS = 16
-"""The most tokens a step runs wholly through the compiled slots; in a longer step attention runs torch's (module
-docstring)."""
+"""The most tokens a step on a GPU runs wholly through the compiled slots; in a longer step attention runs torch's
+(module docstring). On the CPU every step does."""
 
 
 def _linear(x: Any, w: Any) -> Any:
@@ -271,7 +270,7 @@ class CompiledKernels(KernelSet):
             raise RuntimeError("CompiledKernels: attention reads the cache's first entries by the host's position; it "
                                "is not captured in a CUDA graph yet")
         m = q.shape[0]
-        if m > DECODE_ROWS:
+        if m > DECODE_ROWS and q.device.type != "cpu":
             return self._torch.attention(q, cache_k, cache_v, out, scale, at)
         if scale != self._spec().scale:
             raise ValueError(f"CompiledKernels: attention's scale {scale} differs from the {self._spec().scale} its "
