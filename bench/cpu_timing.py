@@ -53,13 +53,28 @@ def mean_time(fn: Callable[[], object], iters: int) -> float:
     return (time.perf_counter() - start) / iters
 
 
+# The instruction sets that decide who wins a CPU GEMM: AVX-512's vectors, its bf16 dot products, and AMX's bf16
+# tiles (torch's bf16 GEMM runs on AMX where the CPU has it; this project's kernels do not use AMX).
+CPU_FEATURES = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+
+
+def cpu_features() -> list[str]:
+    """Which of CPU_FEATURES this machine has (from /proc/cpuinfo; empty where it cannot be read)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return []
+    return [name for name in CPU_FEATURES if name in flags]
+
+
 def write_results(path: str, results: list[dict[str, Any]]) -> None:
     """``{"meta": <the host's facts>, "results": results}`` as JSON at ``path``."""
     import torch
 
-    meta = {"machine": platform.machine(), "cpu_count": os.cpu_count(), "torch": torch.__version__,
-            "torch_threads": torch.get_num_threads(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}
+    meta = {"machine": platform.machine(), "cpu_count": os.cpu_count(), "cpu_features": cpu_features(),
+            "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
+            "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}
     with open(path, "w") as f:
         json.dump({"meta": meta, "results": results}, f, indent=2)
         f.write("\n")

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -414,24 +415,33 @@ TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, B1 const& b1, Out&& out, Epi
     }
   }
 #else
-  std::vector<E> normed;  // a normalizing prologue's rows, normed once for the whole tile
+  std::unique_ptr<E[]> normed;  // a normalizing prologue's rows, normed once for the whole tile
   if constexpr (Pro::normalizes) {
-    normed.resize(size_t(rows * depth));
+    using Cd = typename Pro::compute_type;
+    constexpr int kLanes = 16;  // independent partial sums of a row's squares: vector lanes
+    normed.reset(new E[size_t(rows * depth)]);
+    int64_t const whole = depth - depth % kLanes;
     for (int64_t m = 0; m < rows; ++m) {
       E const* const x = pa + m * sa;
-      typename Pro::compute_type sum = 0;
-      for (int64_t k = 0; k < depth; ++k) sum += pro.square(x[k]);
+      Cd lanes[kLanes] = {};
+      for (int64_t k = 0; k < whole; k += kLanes) {
+        for (int i = 0; i < kLanes; ++i) lanes[i] += pro.square(x[k + i]);
+      }
+      Cd sum = 0;
+      for (int i = 0; i < kLanes; ++i) sum += lanes[i];
+      for (int64_t k = whole; k < depth; ++k) sum += pro.square(x[k]);
       auto const scale = pro.scale(sum, depth);
-      for (int64_t k = 0; k < depth; ++k) normed[size_t(m * depth + k)] = pro(x[k], scale, k);
+      E* const row = normed.get() + m * depth;
+      for (int64_t k = 0; k < depth; ++k) row[k] = pro(x[k], scale, k);
     }
-    pa = normed.data();
+    pa = normed.get();
     sa = depth;
   }
 #if defined(TILEFOUNDRY_TARGET_CPU)
   if constexpr (std::is_same_v<Acc, float>) {
     if (rows >= kBlockedRows) {  // several rows: the blocked tier (matmul_blocked.h)
       if constexpr (kPair) {     // b's products first, in floats, then b1's meeting them
-        std::vector<float> first(size_t(rows * cols));
+        std::unique_ptr<float[]> first(new float[size_t(rows * cols)]);
         matmul_blocked::tile(
             pa, sa, pb, sb, rows, cols, depth,
             [&](int64_t m, int64_t n, float acc) { first[size_t(m * cols + n)] = acc; });
