@@ -54,7 +54,7 @@ def mean_time(fn: Callable[[], object], iters: int) -> float:
 
 
 # The instruction sets that decide who wins a CPU GEMM: AVX-512's vectors, its bf16 dot products, and AMX's bf16
-# tiles (torch's bf16 GEMM runs on AMX where the CPU has it; this project's kernels do not use AMX).
+# tiles (torch's bf16 GEMM and this project's blocked tier both run on AMX where the CPU has it).
 CPU_FEATURES = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
 
 

@@ -5,8 +5,9 @@
 // by every block of rows) against kRows values of a, each broadcast, into kRows x kCols partial
 // sums held in vector registers (the last rows by a kernel of fewer, the last columns in a panel
 // padded with zeros). Sums accumulate in float, in order of k. On a CPU with AVX-512 the panels
-// are twice as wide, two vectors of sixteen floats (f32_wide); bf16 operands on a CPU with
-// AVX512_BF16 take the bf16 dot-product instructions instead (bf16_dot: pairs of k a step).
+// are twice as wide, two vectors of sixteen floats (f32_wide); bf16 operands run on AMX's tiles
+// where the CPU has them (bf16_amx), else on its AVX512_BF16 dot-product instructions (bf16_dot:
+// pairs of k a step).
 #pragma once
 
 #include <tilefoundry/runtime/common/config.h>
@@ -27,6 +28,14 @@
 #if defined(TILEFOUNDRY_TARGET_CPU) && \
     ((defined(__FMA__) && defined(__AVX__)) || TILEFOUNDRY_BF16_DOT)
 #include <immintrin.h>
+#endif
+#if TILEFOUNDRY_BF16_DOT && defined(__linux__)
+#define TILEFOUNDRY_AMX 1  // AMX's tiles, their state granted by Linux's arch_prctl
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#else
+#define TILEFOUNDRY_AMX 0
 #endif
 
 namespace tilefoundry {
@@ -340,6 +349,89 @@ TILEFOUNDRY_BF16_TARGET inline void tile(std::uint16_t const* pa, int64_t sa,
 }  // namespace bf16_dot
 #endif  // TILEFOUNDRY_BF16_DOT
 
+#if TILEFOUNDRY_AMX
+// bf16 operands on a CPU with AMX (its bf16 tiles, and the kernel's leave to use their state,
+// asked for once): a block of 32 rows x 32 columns in four float tiles of 16 x 16, each step of 32
+// values of K two tiles of a's rows and two of the panel's pairs (bf16_dot's panel layout is the
+// tiles' own: a row of pairs of k, column by column), four tile products. a's rows are copied into
+// a buffer padded with zeros to whole tiles (rows and K), the panel's pairs to whole steps.
+namespace bf16_amx {
+
+constexpr int kBlock = 32;  // rows and columns of a block: two tiles of sixteen each way
+constexpr int kStep = 32;   // values of K a step: a tile row of 64 bytes
+#define TILEFOUNDRY_AMX_TARGET __attribute__((target("amx-tile,amx-bf16,avx512f")))
+
+/// Whether this CPU has AMX's bf16 tiles and Linux lets this process use them (asked once).
+inline bool available() {
+  static bool const yes = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    bool const tiles = (d >> 24 & 1u) && (d >> 22 & 1u);  // AMX-TILE, AMX-BF16
+    constexpr long kReqXcompPerm = 0x1023;  // arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)
+    constexpr long kXtiledata = 18;
+    return tiles && syscall(SYS_arch_prctl, kReqXcompPerm, kXtiledata) == 0;
+  }();
+  return yes;
+}
+
+/// The tiles' shapes: 0-3 the block's sums (16 x 16 floats), 4-5 a's rows (16 x 32 bf16), 6-7 the
+/// panel's pairs (16 pairs x 16 columns).
+struct alignas(64) TileConfig {
+  std::uint8_t palette = 1;
+  std::uint8_t start_row = 0;
+  std::uint8_t reserved[14] = {};
+  std::uint16_t bytes_per_row[16] = {64, 64, 64, 64, 64, 64, 64, 64};
+  std::uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
+};
+
+/// Every element of a bf16 tile, through store.
+template <class Store>
+TILEFOUNDRY_AMX_TARGET inline void tile(std::uint16_t const* pa, int64_t sa,
+                                        std::uint16_t const* pb, int64_t sb, int64_t rows,
+                                        int64_t cols, int64_t depth, Store const& store) {
+  int64_t const k_pad = (depth + kStep - 1) / kStep * kStep;
+  int64_t const m_pad = (rows + kBlock - 1) / kBlock * kBlock;
+  std::vector<std::uint16_t> a(size_t(m_pad * k_pad), 0);  // a's rows, padded with zeros
+  for (int64_t m = 0; m < rows; ++m) std::memcpy(&a[size_t(m * k_pad)], pa + m * sa, depth * 2);
+  std::vector<std::uint32_t> panel(size_t(k_pad / 2 * bf16_dot::kDotCols), 0u);
+  alignas(64) float sums[kBlock][kBlock];
+  TileConfig const config;
+  _tile_loadconfig(&config);
+  for (int64_t n0 = 0; n0 < cols; n0 += kBlock) {
+    int const width = cols - n0 < kBlock ? int(cols - n0) : kBlock;
+    bf16_dot::pack_panel(pb, sb, n0, width, depth, panel.data());
+    for (int64_t m0 = 0; m0 < m_pad; m0 += kBlock) {
+      _tile_zero(0);
+      _tile_zero(1);
+      _tile_zero(2);
+      _tile_zero(3);
+      for (int64_t k = 0; k < k_pad; k += kStep) {
+        _tile_loadd(4, &a[size_t(m0 * k_pad + k)], k_pad * 2);
+        _tile_loadd(5, &a[size_t((m0 + 16) * k_pad + k)], k_pad * 2);
+        _tile_loadd(6, &panel[size_t(k / 2 * bf16_dot::kDotCols)], bf16_dot::kDotCols * 4);
+        _tile_loadd(7, &panel[size_t(k / 2 * bf16_dot::kDotCols + 16)], bf16_dot::kDotCols * 4);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+      }
+      _tile_stored(0, &sums[0][0], kBlock * 4);
+      _tile_stored(1, &sums[0][16], kBlock * 4);
+      _tile_stored(2, &sums[16][0], kBlock * 4);
+      _tile_stored(3, &sums[16][16], kBlock * 4);
+      int64_t const live = rows - m0 < kBlock ? rows - m0 : kBlock;
+      for (int64_t i = 0; i < live; ++i) {
+        for (int j = 0; j < width; ++j) store(m0 + i, n0 + j, sums[i][j]);
+      }
+    }
+  }
+  _tile_release();
+}
+
+#undef TILEFOUNDRY_AMX_TARGET
+}  // namespace bf16_amx
+#endif  // TILEFOUNDRY_AMX
+
 #if TILEFOUNDRY_BF16_DOT
 // f32 sums on a CPU with AVX-512 (checked when the program runs): the panels 32 columns wide, two
 // vectors of sixteen floats, six rows a block (twelve sums in registers), each multiply-add one
@@ -476,6 +568,13 @@ inline void tile(E const* pa, int64_t sa, E const* pb, int64_t sb, int64_t rows,
                  int64_t depth, Store const& store) {
 #if TILEFOUNDRY_BF16_DOT
   if constexpr (std::is_same_v<E, cutlass::bfloat16_t>) {
+#if TILEFOUNDRY_AMX
+    if (bf16_amx::available()) {
+      bf16_amx::tile(reinterpret_cast<std::uint16_t const*>(pa), sa,
+                     reinterpret_cast<std::uint16_t const*>(pb), sb, rows, cols, depth, store);
+      return;
+    }
+#endif
     if (bf16_dot::available()) {
       bf16_dot::tile(reinterpret_cast<std::uint16_t const*>(pa), sa,
                      reinterpret_cast<std::uint16_t const*>(pb), sb, rows, cols, depth, store);
