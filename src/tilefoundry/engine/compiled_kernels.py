@@ -21,8 +21,8 @@ What does not run compiled yet, each with its measured reason:
   row after another. On the CPU every step's attention is compiled: its rows tier scores four query rows
   against blocks of 16 keys (SmolLM2-135M's shape, 2 threads: 0.21 ms against torch SDPA's 0.22 at a 64-token
   prompt, 8.4 against 11.9 ms at 500, 32.5 against 51.3 ms at 1000, a layer). The projections of such a step
-  run compiled, on the CPU's blocked GEMM (``bench/compiled_gemm_cpu.json``: 0.49-0.73x torch's in f32,
-  0.31-0.65x in bf16 at 128 to 1024 rows, bf16 on AMX's tiles on both sides).
+  run compiled, on the CPU's blocked GEMM (``bench/compiled_gemm_cpu.json``: 0.65-0.76x torch's in f32,
+  0.44-0.70x in bf16 at 128 to 1024 rows, bf16 on AMX's tiles on both sides).
 
 Decoding (one token a step) runs every slot but ``moe`` compiled: SmolLM2-135M (f32) decodes at 32.2 tokens/s
 through them against 25.7 through torch's slots and 24.1 through transformers (``bench/decode.py --device cpu

@@ -78,17 +78,37 @@ inline void fmadd(Vec& acc, Vec const& x, Vec const& y) {
 #endif
 }
 
-/// Columns [n0, n0 + width) of b (column n a run of `depth` values from pb + n * sb), K-major:
-/// panel[k * kCols + j] = b(k, n0 + j), in float; the columns past `width` are zeros.
+/// panel[k * W + j] = get(j, k) for k < count and j < W, in runs of 16 values of k: each column's
+/// run read together, written into a block of the panel small enough to stay in L1 (the column by
+/// column order wrote a line apart each time, through the whole panel once per column).
+template <int W, class T, class Get>
+inline void transpose_into(T* panel, int64_t count, Get const& get) {
+  constexpr int64_t kRun = 16;
+  for (int64_t k0 = 0; k0 < count; k0 += kRun) {
+    int64_t const run = count - k0 < kRun ? count - k0 : kRun;
+    for (int j = 0; j < W; ++j) {
+      for (int64_t i = 0; i < run; ++i) panel[(k0 + i) * W + j] = get(j, k0 + i);
+    }
+  }
+}
+
+/// Columns [n0, n0 + width) of b (column n a run of `depth` values from pb + n * sb), K-major, W
+/// columns wide: panel[k * W + j] = b(k, n0 + j), in float; the columns past `width` are zeros.
+template <int W, class E>
+inline void pack_float_panel(E const* pb, int64_t sb, int64_t n0, int width, int64_t depth,
+                             float* panel) {
+  E const* cols[W];
+  for (int j = 0; j < W; ++j) cols[j] = pb + (n0 + (j < width ? j : 0)) * sb;
+  transpose_into<W>(panel, depth, [&](int j, int64_t k) {
+    return j < width ? detail::convert<float>(cols[j][k]) : 0.0f;
+  });
+}
+
+/// ... kCols wide, for the micro-kernels below.
 template <class E>
 inline void pack_panel(E const* pb, int64_t sb, int64_t n0, int width, int64_t depth,
                        float* panel) {
-  for (int j = 0; j < kCols; ++j) {
-    E const* const col = pb + (n0 + j) * sb;
-    for (int64_t k = 0; k < depth; ++k) {
-      panel[k * kCols + j] = j < width ? detail::convert<float>(col[k]) : 0.0f;
-    }
-  }
+  pack_float_panel<kCols>(pb, sb, n0, width, depth, panel);
 }
 
 /// x in every lane of v.
@@ -233,12 +253,12 @@ inline std::uint32_t word(std::uint16_t const* row, int64_t p) {
 /// columns past `width` are zeros.
 inline void pack_panel(std::uint16_t const* pb, int64_t sb, int64_t n0, int width, int64_t depth,
                        std::uint32_t* panel) {
-  int64_t const pairs = (depth + 1) / 2;
-  for (int j = 0; j < kDotCols; ++j) {
-    std::uint16_t const* const col = pb + (n0 + j) * sb;
-    for (int64_t p = 0; p < pairs; ++p)
-      panel[p * kDotCols + j] = j < width ? pair(col, p, depth) : 0u;
-  }
+  std::uint16_t const* cols[kDotCols];
+  for (int j = 0; j < kDotCols; ++j) cols[j] = pb + (n0 + (j < width ? j : 0)) * sb;
+  int64_t const whole = depth / 2;
+  transpose_into<kDotCols>(panel, (depth + 1) / 2, [&](int j, int64_t p) {
+    return j >= width ? 0u : p < whole ? word(cols[j], p) : pair(cols[j], p, depth);
+  });
 }
 
 /// acc[i] += row m0 + i's pair p against the panel's pair p, for R rows (any pair, the last of an
@@ -453,12 +473,7 @@ inline bool available() {
 template <class E>
 inline void pack_panel(E const* pb, int64_t sb, int64_t n0, int width, int64_t depth,
                        float* panel) {
-  for (int j = 0; j < kWideCols; ++j) {
-    E const* const col = pb + (n0 + j) * sb;
-    for (int64_t k = 0; k < depth; ++k) {
-      panel[k * kWideCols + j] = j < width ? detail::convert<float>(col[k]) : 0.0f;
-    }
-  }
+  pack_float_panel<kWideCols>(pb, sb, n0, width, depth, panel);
 }
 
 /// R rows of sums stored through store(m0 + i, n0 + j, sum) for j < width.
