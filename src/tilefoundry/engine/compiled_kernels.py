@@ -19,13 +19,14 @@ What does not run compiled yet, each with its measured reason:
 * On a GPU, in a step of more than ``DECODE_ROWS`` tokens (prefill), attention runs torch's slot
   (scaled-dot-product attention, flash): the compiled attention's CUDA tiers are the decode step's, one query
   row after another. On the CPU every step's attention is compiled: its rows tier scores four query rows
-  against blocks of 16 keys (SmolLM2-135M's shape, 2 threads: 0.21 ms against torch SDPA's 0.22 at a 64-token
-  prompt, 8.4 against 11.9 ms at 500, 32.5 against 51.3 ms at 1000, a layer). The projections of such a step
+  against blocks of 16 keys (SmolLM2-135M's shape, 2 threads: 0.21 ms against torch SDPA's 0.25 at a 64-token
+  prompt, 9.5 against 13.7 ms at 500, 34.6 against 54.9 ms at 1000, a layer; Qwen3-1.7B's 0.84-1.45x, 0.85x at
+  128 and 500 tokens: ``bench/compiled_attention_cpu.json``). The projections of such a step
   run compiled, on the CPU's blocked GEMM (``bench/compiled_gemm_cpu.json``: 0.65-0.76x torch's in f32,
   0.44-0.70x in bf16 at 128 to 1024 rows, bf16 on AMX's tiles on both sides).
 
-Decoding (one token a step) runs every slot but ``moe`` compiled: SmolLM2-135M (f32) decodes at 32.2 tokens/s
-through them against 25.7 through torch's slots and 24.1 through transformers (``bench/decode.py --device cpu
+Decoding (one token a step) runs every slot but ``moe`` compiled: SmolLM2-135M (f32) decodes at 28.5 tokens/s
+through them against 22.9 through torch's slots and 22.7 through transformers (``bench/decode.py --device cpu
 --runners project,hf --kernels compiled,torch``, ``bench/decode_smollm2-135m_cpu.json``).
 
 Positions reach a slot as small int64 tensors made per call (the step's rows, the cache's write position), so

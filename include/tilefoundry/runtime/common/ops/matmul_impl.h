@@ -33,10 +33,11 @@ constexpr bool unit_stride_v =
 
 // Rows of a tile from which the CPU's dot-product tier hands the tile to the blocked tier
 // (matmul_blocked.h); fewer rows stream the weight through dot products, four weight rows against
-// four activation rows at a time (dot_block). Measured on SmolLM2-135M's down projection (1536 ->
-// 576, two threads, us, dot products / blocked tier, which packs the weight's panels first): 4 rows
-// 78 / 665, 16 rows 213 / 760, 64 rows 816 / 1180, 128 rows 1505 / 1867, 192 rows 2575 / 2395.
-constexpr int64_t kBlockedRows = 128;
+// four activation rows at a time (dot_block). Measured on SmolLM2-135M's projections (f32, two
+// threads of a CPU with AVX-512, ms, dot products / blocked tier): 16 rows q/k/v 0.16 / 0.30,
+// gate/up 0.63 / 1.16, down 0.22 / 0.46; 64 rows q/k/v 0.61 / 0.50, gate/up 2.23 / 1.58; at 32
+// rows the two are even (on an AVX2 machine the blocked tier won from about 128 rows).
+constexpr int64_t kBlockedRows = 32;
 
 template <class T>
 using element_t = cute::remove_cvref_t<decltype(std::declval<T const&>()(0, 0))>;
@@ -297,19 +298,6 @@ TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, B1 const& b1, Out&& out, Epi
     pb1 = &b1(0, 0);
     sb1 = int64_t(cute::stride<1>(b1));
   }
-  // The C weight rows of the group of output columns from n0 (of a pair: b's, then b1's), and
-  // which are inside the tile (bit c: row c).
-  auto const group_rows = [&](int64_t n0, E const*(&w)[C]) {
-    int const width = cols - n0 < kOut ? int(cols - n0) : kOut;
-    unsigned live = 0;
-    for (int c = 0; c < C; ++c) {
-      int const col = c % kOut;
-      bool const second = kPair && c >= kOut;
-      w[c] = (second ? pb1 : pb) + (n0 + (col < width ? col : 0)) * (second ? sb1 : sb);
-      live |= unsigned(col < width) << c;
-    }
-    return live;
-  };
 #if defined(__CUDA_ARCH__)
   bool const grouped = depth % V == 0 && sa % V == 0 && sb % V == 0 && sb1 % V == 0 &&
                        reinterpret_cast<std::uintptr_t>(pa) % 16 == 0 &&
@@ -468,6 +456,19 @@ TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, B1 const& b1, Out&& out, Epi
   // C weight rows at once against kRows activation rows (then the rows left one at a time), each
   // dot product in independent partial sums (dot_block).
   constexpr int kRows = 4;
+  // The C weight rows of the group of output columns from n0 (of a pair: b's, then b1's), and
+  // which are inside the tile (bit c: row c).
+  auto const group_rows = [&](int64_t n0, E const*(&w)[C]) {
+    int const width = cols - n0 < kOut ? int(cols - n0) : kOut;
+    unsigned live = 0;
+    for (int c = 0; c < C; ++c) {
+      int const col = c % kOut;
+      bool const second = kPair && c >= kOut;
+      w[c] = (second ? pb1 : pb) + (n0 + (col < width ? col : 0)) * (second ? sb1 : sb);
+      live |= unsigned(col < width) << c;
+    }
+    return live;
+  };
   for (int64_t n0 = 0; n0 < cols; n0 += kOut) {
     E const* w[C];
     unsigned const live = group_rows(n0, w);
