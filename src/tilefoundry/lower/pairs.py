@@ -56,9 +56,7 @@ def _pair(staged: StagedProgram, first: Stage, second: Stage) -> bool:
     if not all(dims_equal(x, y) for x, y in zip(b0.shape, b1.shape)) or b0.root.type.dtype != b1.root.type.dtype:
         return False
     r0, r1 = epilogue_result(staged, first.ops) if len(first.ops) > 1 else mm0.outputs[0], mm1.outputs[0]
-    if r0.type.dtype != r1.type.dtype and len(first.ops) == 1:
-        return False
-    if mm0.outputs[0].type.dtype != r1.type.dtype:
+    if mm0.outputs[0].type.dtype != r1.type.dtype:  # the epilogue reads both products in one dtype
         return False
     if id(r0) in staged.views or id(r0) in staged.storage or _returned(staged, r0):
         return False
