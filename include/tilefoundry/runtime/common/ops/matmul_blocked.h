@@ -196,26 +196,42 @@ inline void with_rows(int64_t left, F const& f) {
 }
 static_assert(kRows == 6, "with_rows names the rows short of a block of six");
 
+/// The loop of every tier: the tile's columns in panels of W, each packed once (pack(n0, width)),
+/// then run against every whole block of kRows rows (block(m0, n0, width)) and the rows left
+/// (rest(r, m0, n0, width), r the std::integral_constant of their count).
+template <int W, class Pack, class Block, class Rest>
+inline void over_panels(int64_t rows, int64_t cols, Pack const& pack, Block const& block,
+                        Rest const& rest) {
+  int64_t const full = rows / kRows * kRows;
+  for (int64_t n0 = 0; n0 < cols; n0 += W) {
+    int const width = cols - n0 < W ? int(cols - n0) : W;
+    pack(n0, width);
+    for (int64_t m0 = 0; m0 < full; m0 += kRows) block(m0, n0, width);
+    with_rows(rows - full, [&](auto r) { rest(r, full, n0, width); });
+  }
+}
+
 /// Every element of a tile through store, its rows of a already in float (or of b's own type).
 template <class A, class E, class Store>
 inline void panels_of(A const* pa, int64_t sa, E const* pb, int64_t sb, int64_t rows, int64_t cols,
                       int64_t depth, Store const& store) {
   std::vector<float> panel(size_t(depth * kCols));
-  int64_t const full = rows / kRows * kRows;
-  for (int64_t n0 = 0; n0 < cols; n0 += kCols) {
-    int const width = cols - n0 < kCols ? int(cols - n0) : kCols;
-    pack_panel(pb, sb, n0, width, depth, panel.data());
-    auto const kept = [&](int64_t m, int64_t n,
-                          float sum) {  // a last panel's padding is not stored
-      if (n - n0 < width) store(m, n, sum);
-    };
-    for (int64_t m0 = 0; m0 < full; m0 += kRows) {
-      block_kernel(pa, sa, m0, panel.data(), n0, depth, kept);
-    }
-    with_rows(rows - full, [&](auto r) {
-      micro_kernel<decltype(r)::value>(pa, sa, full, panel.data(), n0, depth, kept);
-    });
-  }
+  int64_t n0 = 0;
+  int width = 0;
+  auto const kept = [&](int64_t m, int64_t n, float sum) {  // a last panel's padding not stored
+    if (n - n0 < width) store(m, n, sum);
+  };
+  over_panels<kCols>(
+      rows, cols,
+      [&](int64_t n, int w) {
+        n0 = n;
+        width = w;
+        pack_panel(pb, sb, n0, width, depth, panel.data());
+      },
+      [&](int64_t m0, int64_t, int) { block_kernel(pa, sa, m0, panel.data(), n0, depth, kept); },
+      [&](auto r, int64_t m0, int64_t, int) {
+        micro_kernel<decltype(r)::value>(pa, sa, m0, panel.data(), n0, depth, kept);
+      });
 }
 
 #if TILEFOUNDRY_BF16_DOT
@@ -352,17 +368,15 @@ TILEFOUNDRY_BF16_TARGET inline void tile(std::uint16_t const* pa, int64_t sa,
                                          std::uint16_t const* pb, int64_t sb, int64_t rows,
                                          int64_t cols, int64_t depth, Store const& store) {
   std::vector<std::uint32_t> panel(size_t((depth + 1) / 2 * kDotCols));
-  int64_t const full = rows / kRows * kRows;
-  for (int64_t n0 = 0; n0 < cols; n0 += kDotCols) {
-    int const width = cols - n0 < kDotCols ? int(cols - n0) : kDotCols;
-    pack_panel(pb, sb, n0, width, depth, panel.data());
-    for (int64_t m0 = 0; m0 < full; m0 += kRows) {
-      block_kernel(pa, sa, m0, panel.data(), n0, width, depth, store);  // no padding stored
-    }
-    with_rows(rows - full, [&](auto r) {
-      rows_kernel<decltype(r)::value>(pa, sa, full, panel.data(), n0, width, depth, store);
-    });
-  }
+  over_panels<kDotCols>(
+      rows, cols,
+      [&](int64_t n0, int width) { pack_panel(pb, sb, n0, width, depth, panel.data()); },
+      [&](int64_t m0, int64_t n0, int width) {  // no padding stored
+        block_kernel(pa, sa, m0, panel.data(), n0, width, depth, store);
+      },
+      [&](auto r, int64_t m0, int64_t n0, int width) {
+        rows_kernel<decltype(r)::value>(pa, sa, m0, panel.data(), n0, width, depth, store);
+      });
 }
 
 #undef TILEFOUNDRY_BF16_TARGET
@@ -544,17 +558,15 @@ TILEFOUNDRY_AVX512_TARGET inline void tile(float const* pa, int64_t sa, E const*
                                            int64_t rows, int64_t cols, int64_t depth,
                                            Store const& store) {
   std::vector<float> panel(size_t(depth * kWideCols));
-  int64_t const full = rows / kRows * kRows;
-  for (int64_t n0 = 0; n0 < cols; n0 += kWideCols) {
-    int const width = cols - n0 < kWideCols ? int(cols - n0) : kWideCols;
-    pack_panel(pb, sb, n0, width, depth, panel.data());
-    for (int64_t m0 = 0; m0 < full; m0 += kRows) {
-      block_kernel(pa, sa, m0, panel.data(), n0, width, depth, store);  // no padding stored
-    }
-    with_rows(rows - full, [&](auto r) {
-      rows_kernel<decltype(r)::value>(pa, sa, full, panel.data(), n0, width, depth, store);
-    });
-  }
+  over_panels<kWideCols>(
+      rows, cols,
+      [&](int64_t n0, int width) { pack_panel(pb, sb, n0, width, depth, panel.data()); },
+      [&](int64_t m0, int64_t n0, int width) {  // no padding stored
+        block_kernel(pa, sa, m0, panel.data(), n0, width, depth, store);
+      },
+      [&](auto r, int64_t m0, int64_t n0, int width) {
+        rows_kernel<decltype(r)::value>(pa, sa, m0, panel.data(), n0, width, depth, store);
+      });
 }
 
 #undef TILEFOUNDRY_AVX512_TARGET
