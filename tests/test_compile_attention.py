@@ -23,6 +23,7 @@ import torch
 
 from tests.compile_kernels import compiled_only
 from tilefoundry import func, jit, lower, module
+from tilefoundry.codegen import generate
 from tilefoundry.dsl import DimVar, Tensor, tf
 from tilefoundry.runtime.check import allclose, check
 
@@ -71,6 +72,26 @@ class Attention:
         hidden = tf.reshape(pos, (S, 1)) < tf.reshape(kv_pos, (1, C))
         probs = tf.softmax(tf.where(hidden, float("-inf"), scores), axis=-1)
         return tf.transpose(tf.matmul(probs, v), (1, 0, 2))
+
+    @func
+    def cache(q: Tensor[(S, H, D), "f32"], keys: Tensor[(C, KV, D), "f32"], vals: Tensor[(C, KV, D), "f32"],
+              pos: Tensor[(S,), "i64"]):
+        """The keys a cache in position order (key n at position n): the key positions an ``arange``."""
+        k, v = _grouped(keys, vals, H, KV)
+        scores = tf.matmul(tf.transpose(q, (1, 0, 2)), k) * SCALE
+        visible = tf.reshape(tf.arange(C), (1, C)) <= tf.reshape(pos, (S, 1))
+        probs = tf.softmax(tf.where(visible, scores, float("-inf")))
+        return tf.reshape(tf.transpose(tf.matmul(probs, v), (1, 0, 2)), (S, H * D))
+
+    @func
+    def cache_strict_bf16(q: Tensor[(S, H, D), "bf16"], keys: Tensor[(C, KV, D), "bf16"],
+                          vals: Tensor[(C, KV, D), "bf16"], pos: Tensor[(S,), "i64"]):
+        """... the comparison strict and written the other way round: key n seen by a query past n."""
+        k, v = _grouped(keys, vals, H, KV)
+        scores = tf.matmul(tf.transpose(q, (1, 0, 2)), k) * SCALE
+        visible = tf.reshape(pos + 1, (S, 1)) > tf.reshape(tf.arange(0, C), (1, C))
+        probs = tf.softmax(tf.where(visible, scores, float("-inf")))
+        return tf.reshape(tf.transpose(tf.matmul(probs, v), (1, 0, 2)), (S, H * D))
 
     @func
     def unmasked(q: Tensor[(H, S, D), "f32"], k: Tensor[(H, D, C), "f32"], v: Tensor[(H, C, D), "f32"]):
@@ -122,13 +143,32 @@ def test_attention_matches_the_evaluator(name: str) -> None:
 
 def test_the_pattern_is_fused_and_the_scores_never_reach_memory() -> None:
     tir = lower(Attention, "cpu")
-    for name in ("causal", "causal_bf16", "flipped", "unmasked", "one_head"):
+    for name in ("causal", "causal_bf16", "flipped", "cache", "cache_strict_bf16", "unmasked", "one_head"):
         fn = tir.functions[name]
         kinds = [s.fn.schedule.placement for s in fn.stages]
         assert kinds.count("attention") == 2 and "matmul" not in kinds, (name, kinds)
         assert all(t.type.shape[-1] != C for t in fn.temps), [str(t) for t in fn.temps]  # no (.., s, c) scores
     kinds = [s.fn.schedule.placement for s in tir.functions["probs_returned"].stages]
     assert "attention" not in kinds and kinds.count("matmul") == 2
+
+
+@pytest.mark.parametrize("name", ["cache", "cache_strict_bf16"])
+def test_a_cache_in_position_order_is_read_up_to_the_last_query(name: str) -> None:
+    """The whole cache passed (capacity 200), the entries past the step's positions holding garbage (finite: the
+    evaluator multiplies their zero probabilities by their values): only the queries' positions, read on the
+    device, bound the keys (one launch serves every context length)."""
+    compiled = jit(Attention, target="cpu").functions[name]
+    fn = Attention.functions[name]
+    lines = [line for line in generate(lower(Attention, "cpu")).source.splitlines() if "ops::attention<" in line]
+    assert sum("_op{}" in line and "kpos" not in line for line in lines) == 2  # no key positions are read
+    capacity = 200
+    for s, ctx in [(1, 1), (1, 37), (1, 200), (5, 64), (17, 130)]:
+        q, keys, vals = _inputs(name, s, capacity)[:3]
+        keys[ctx:], vals[ctx:] = 1e30, -1e30  # not written yet
+        pos = torch.arange(ctx - s, ctx)
+        expect = BF16 if name.endswith("bf16") else F32
+        report = check(compiled_only(compiled), fn, (q, keys, vals, pos), expect={"output": [expect]})
+        assert report.passed, f"{name} at {s} queries, context {ctx} of {capacity}:\n{report}"
 
 
 def test_grouped_key_heads_are_read_once_per_key_head() -> None:

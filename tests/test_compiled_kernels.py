@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from tilefoundry.codegen.toolchain import CompilerNotFoundError
-from tilefoundry.engine import CompiledKernels, DecodeEngine, DecoderSpec, TorchKernels
+from tilefoundry.engine import CompiledKernels, DecodeEngine, DecoderSpec, StepPositions, TorchKernels
 from tilefoundry.engine.compiled_kernels import DECODE_ROWS, SlotShapes, slot_functions
 from tilefoundry.ir.core.tree import flatten, leaf_paths
 from tilefoundry.models import open_checkpoint
@@ -104,6 +104,30 @@ def test_the_slots_fuse_what_the_hand_written_kernels_fuse(family) -> None:
     assert tir["o_proj"].aliases == (("out", "residual"),) and tir["down"].aliases == (("out", "residual"),)
     assert tir["rope_cache"].aliases == (("out1", "cache_k"), ("out2", "cache_v")), name
     assert "attention" in [s.fn.schedule.placement for s in tir["attention"].stages], name
+
+
+@pytest.mark.parametrize("tokens", [1, 3])
+def test_the_compiled_attention_reads_the_whole_cache_by_device_positions(family, tokens: int) -> None:
+    """What a CUDA graph needs of the slot: no host position (``StepPositions.length`` None, as while a graph is
+    captured) and the same launch at every context: the whole cache passed, its entries past the step never
+    read (garbage there changes nothing), the result torch's slot's over the cache's first entries."""
+    name, opened = family
+    twin = build_twin(opened.module, opened.config)
+    twin.load(opened.resource("cpu"))
+    engine = DecodeEngine(twin, CAPACITY, kernels=CompiledKernels())
+    spec = type(twin).decoder_spec
+    gen = torch.Generator().manual_seed(tokens)
+    cache_k, cache_v = (torch.randn(CAPACITY, spec.kv_heads, spec.head_dim, generator=gen) for _ in range(2))
+    q = torch.randn(tokens, spec.heads, spec.head_dim, generator=gen)
+    for length in (0, 9, CAPACITY - tokens):
+        ctx = length + tokens
+        cache_k[ctx:], cache_v[ctx:] = 1e30, -1e30  # not written yet
+        at = StepPositions(torch.tensor([length], dtype=torch.int32), torch.tensor([ctx], dtype=torch.int32), None)
+        got = torch.full((tokens, spec.heads, spec.head_dim), float("nan"))
+        engine.kernels.attention(q, cache_k, cache_v, got, spec.scale, at)
+        want = torch.empty_like(got)
+        TorchKernels().attention(q, cache_k, cache_v, want, spec.scale, StepPositions(at.position, at.context, length))
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5, msg=f"{name} at {tokens} after {length}")
 
 
 def test_the_cpu_default_is_the_compiled_set_and_a_failed_build_falls_back_to_torch(tmp_path: Path,

@@ -50,16 +50,30 @@ def qwen3(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
     return (folder, *load_qwen3(folder, "cuda"))
 
 
-def test_the_compiled_slots_pass_check_on_cuda_in_eager_steps(qwen3) -> None:
-    """The slots compiled from the DSL (engine/compiled_kernels.py) jitted for CUDA: eager steps (their attention
-    reads the cache's first entries by the host's position, so a graph capture falls back)."""
+@pytest.mark.parametrize("graph", [False, True])
+def test_the_compiled_slots_pass_check_on_cuda(qwen3, graph: bool) -> None:
+    """The slots compiled from the DSL (engine/compiled_kernels.py) jitted for CUDA, in eager steps and on the
+    graph path: the decode step captured once (attention reads the whole cache, bounded by the step's positions
+    on the device) and replayed at every later context length."""
     _, _, reference, twin = qwen3
-    engine = DecodeEngine(twin, CAPACITY, kernels=CompiledKernels(), graph=False)
+    engine = DecodeEngine(twin, CAPACITY, kernels=CompiledKernels(), graph=graph)
     step = EngineStep(engine)
     for context, tokens in CONTEXTS:
         report = check_step(step, reference, step_inputs(reference, context, tokens, seed=context + tokens,
                                                          device="cuda"))
-        assert report.passed, f"context {context}, {tokens} token(s):\n{report}"
+        assert report.passed, f"context {context}, {tokens} token(s), graph {graph}:\n{report}"
+    if graph:
+        assert engine.graph_status == "captured", engine.graph_status
+        decodes = sum(1 for _, n in CONTEXTS if n == 1)
+        assert engine.stats.captures == 1 and engine.stats.replays == decodes - 1, engine.stats
+
+
+def test_64_greedy_tokens_through_the_compiled_slots_in_a_graph_equal_the_references(qwen3) -> None:
+    _, _, reference, twin = qwen3
+    engine = DecodeEngine(twin, 256, kernels=CompiledKernels())
+    got = generate(engine, PROMPT, 64, device="cuda")
+    assert got.runner == "decode engine (compiled kernels; CUDA graph: captured)", got.runner
+    assert got.tokens == generate(reference, PROMPT, 64, device="cuda").tokens
 
 
 def test_the_graph_path_passes_check_at_every_context_length(qwen3) -> None:

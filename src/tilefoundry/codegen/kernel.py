@@ -238,7 +238,7 @@ class KernelEmitter:
             axes = ", ".join(str(a) for a in s.axes)
             indices = self.buffer(s.more_out[0])
             line = f"ops::topk<ops::{s.tag.name}, cute::seq<{axes}>>({args[0]}, {out}, {indices});"
-        elif s.family == "attention":  # ops::attention<Acc>(scores, [cmp, qpos, kpos,] q, k, v, part, split, splits)
+        elif s.family == "attention":  # ops::attention<Acc>(scores, [cmp, qpos, [kpos,]] q, k, v, part, split, splits)
             functors = [self.tag_of(t) for t in s.functors]
             indices = [f"int64_t({self.row_offset(i)})" for i in s.indices]
             acc = cxx.COMPUTE_TYPES[s.tag.name]

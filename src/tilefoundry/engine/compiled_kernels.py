@@ -29,9 +29,11 @@ Decoding (one token a step) runs every slot but ``moe`` compiled: SmolLM2-135M (
 through them against 22.9 through torch's slots and 22.7 through transformers (``bench/decode.py --device cpu
 --runners project,hf --kernels compiled,torch``, ``bench/decode_smollm2-135m_cpu.json``).
 
-Positions reach a slot as small int64 tensors made per call (the step's rows, the cache's write position), so
-a compiled set runs eager steps: a CUDA graph of it is a later step (the engine falls back to eager steps when
-capture fails).
+Positions reach the slots as the engine's own int32 device tensors (a step of one token: its position, as the
+rows' positions and the cache's write position; a longer step: its positions made once a step), and attention
+reads the whole cache, the entries it scans bounded on the device by the step's last position: so the decode
+step through the compiled set is captured as one CUDA graph and replayed at every context length, as the
+hand-written set's is.
 """
 
 from __future__ import annotations
@@ -95,7 +97,6 @@ def slot_functions(shapes: SlotShapes) -> dict[str, Function]:
     HID, H, KV, D, V, MAXPOS = s.hidden, s.heads, s.kv_heads, s.head_dim, s.vocab, s.max_positions
     QKV, INTER, eps, scale = (H + 2 * KV) * D, shapes.intermediate, s.eps, s.scale
     seq = DimVar("seq", 1, MAXPOS + 1)
-    ctx = DimVar("ctx", 1, MAXPOS + 1)
     capacity = DimVar("capacity", 1, MAXPOS + 1)
     fns: dict[str, Function] = {}
 
@@ -128,29 +129,31 @@ def slot_functions(shapes: SlotShapes) -> dict[str, Function]:
     if shapes.qk_norm:
         @func
         def rope_cache(qkv: Tensor[(seq, QKV), dt], q_norm: ConstTensor[(D,), dt], k_norm: ConstTensor[(D,), dt],
-                       cos: Tensor[(MAXPOS, D), dt], sin: Tensor[(MAXPOS, D), dt], pos_ids: Tensor[(seq,), "i64"],
+                       cos: Tensor[(MAXPOS, D), dt], sin: Tensor[(MAXPOS, D), dt], pos_ids: Tensor[(seq,), "i32"],
                        cache_k: Tensor[(1, capacity, KV, D), dt], cache_v: Tensor[(1, capacity, KV, D), dt],
-                       cur_pos: Tensor[(), "i64"], n_new: Tensor[(), "i64"]):
+                       cur_pos: Tensor[(), "i32"], n_new: Tensor[(), "i64"]):
             q, k, v = split(qkv)
             q, k = tf.rms_norm(q, q_norm, eps), tf.rms_norm(k, k_norm, eps)
             return cached(q, k, v, cos, sin, pos_ids, cache_k, cache_v, cur_pos, n_new)
     else:
         @func
         def rope_cache(qkv: Tensor[(seq, QKV), dt], cos: Tensor[(MAXPOS, D), dt], sin: Tensor[(MAXPOS, D), dt],
-                       pos_ids: Tensor[(seq,), "i64"], cache_k: Tensor[(1, capacity, KV, D), dt],
-                       cache_v: Tensor[(1, capacity, KV, D), dt], cur_pos: Tensor[(), "i64"],
+                       pos_ids: Tensor[(seq,), "i32"], cache_k: Tensor[(1, capacity, KV, D), dt],
+                       cache_v: Tensor[(1, capacity, KV, D), dt], cur_pos: Tensor[(), "i32"],
                        n_new: Tensor[(), "i64"]):
             q, k, v = split(qkv)
             return cached(q, k, v, cos, sin, pos_ids, cache_k, cache_v, cur_pos, n_new)
 
     @func
-    def attention(q: Tensor[(seq, H, D), dt], keys: Tensor[(ctx, KV, D), dt], vals: Tensor[(ctx, KV, D), dt],
-                  pos_ids: Tensor[(seq,), "i64"], kv_pos: Tensor[(ctx,), "i64"]):
+    def attention(q: Tensor[(seq, H, D), dt], keys: Tensor[(capacity, KV, D), dt],
+                  vals: Tensor[(capacity, KV, D), dt], pos_ids: Tensor[(seq,), "i32"]):
         qh = tf.transpose(q, (1, 0, 2))  # (H, seq, D)
-        k = tf.repeat_interleave(tf.transpose(keys, (1, 2, 0)), H // KV, 0)  # (H, D, ctx)
-        v = tf.repeat_interleave(tf.transpose(vals, (1, 0, 2)), H // KV, 0)  # (H, ctx, D)
+        k = tf.repeat_interleave(tf.transpose(keys, (1, 2, 0)), H // KV, 0)  # (H, D, capacity)
+        v = tf.repeat_interleave(tf.transpose(vals, (1, 0, 2)), H // KV, 0)  # (H, capacity, D)
         scores = tf.matmul(qh, k) * scale
-        visible = tf.reshape(kv_pos, (1, ctx)) <= tf.reshape(pos_ids, (seq, 1))
+        # the whole cache, entry n at position n: the kernel reads entries up to the step's last position only
+        # (read on the device, so one CUDA graph serves every context length)
+        visible = tf.reshape(tf.arange(capacity, dtype="i32"), (1, capacity)) <= tf.reshape(pos_ids, (seq, 1))
         probs = tf.softmax(tf.where(visible, scores, float("-inf")))
         return tf.reshape(tf.transpose(tf.matmul(probs, v), (1, 0, 2)), (seq, H * D))  # heads side by side
 
@@ -188,17 +191,18 @@ class CompiledKernels(KernelSet):
     A set serves the model it was last prepared for: give each engine its own.
 
     Args:
-        jobs: builds run at once (default: 2, or 1 on a one-core machine).
+        jobs: builds run at once (default: one per core, 8 at most).
     """
 
     name = "compiled"
 
     def __init__(self, *, jobs: int | None = None) -> None:
-        self.jobs = jobs if jobs is not None else max(1, min(2, os.cpu_count() or 1))
+        self.jobs = jobs if jobs is not None else max(1, min(8, os.cpu_count() or 1))
         self._fns: dict[str, Any] = {}
         self._shapes: SlotShapes | None = None
         self._torch = TorchKernels()
         self._aranges: dict[torch.device, torch.Tensor] = {}
+        self._rows_of: tuple[StepPositions, torch.Tensor] | None = None
 
     def prepare(self, spec: DecoderSpec, weights: PackedDecoder, dtype: torch.dtype, device: torch.device) -> None:
         """Build (or load) every slot's kernel for this model: its sizes, dtype and device."""
@@ -241,6 +245,15 @@ class CompiledKernels(KernelSet):
             self._aranges[device] = have
         return have[:count]
 
+    def _rows(self, at: StepPositions, count: int) -> torch.Tensor:
+        """The step's ``count`` positions, int32 on the device: the engine's position itself for one token (no
+        kernel), else made once a step (not once a layer: each is a launch, in the step's CUDA graph too)."""
+        if count == 1:
+            return at.position
+        if self._rows_of is None or self._rows_of[0] is not at or self._rows_of[1].shape[0] != count:
+            self._rows_of = (at, at.rows(count).to(torch.int32))
+        return self._rows_of[1]
+
     def embed(self, ids: torch.Tensor, table: torch.Tensor, out: torch.Tensor) -> None:
         self._fn("embed")(ids.long(), table, out)
 
@@ -258,8 +271,8 @@ class CompiledKernels(KernelSet):
                    cache_v: torch.Tensor, eps: float, at: StepPositions) -> None:
         self._eps(eps)
         m = qkv.shape[0]
-        rows = at.rows(m)
-        cur = at.position.long().reshape(())
+        rows = self._rows(at, m)
+        cur = at.position.reshape(())
         n_new = self._arange(m + 1, qkv.device)[m]
         ck, cv = cache_k.unsqueeze(0), cache_v.unsqueeze(0)  # (1, capacity, KV, D), the same memory
         norms = (q_norm, k_norm) if q_norm is not None and k_norm is not None else ()
@@ -267,18 +280,13 @@ class CompiledKernels(KernelSet):
 
     def attention(self, q: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tensor, out: torch.Tensor,
                   scale: float, at: StepPositions) -> None:
-        if at.length is None:
-            raise RuntimeError("CompiledKernels: attention reads the cache's first entries by the host's position; it "
-                               "is not captured in a CUDA graph yet")
         m = q.shape[0]
         if m > DECODE_ROWS and q.device.type != "cpu":
             return self._torch.attention(q, cache_k, cache_v, out, scale, at)
         if scale != self._spec().scale:
             raise ValueError(f"CompiledKernels: attention's scale {scale} differs from the {self._spec().scale} its "
                              "slot was built for")
-        ctx = at.length + m
-        self._fn("attention")(q, cache_k[:ctx], cache_v[:ctx], at.rows(m), self._arange(ctx, q.device),
-                              out.view(m, -1))
+        self._fn("attention")(q, cache_k, cache_v, self._rows(at, m), out.view(m, -1))
 
     def linear_residual(self, x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor,
                         out: torch.Tensor) -> None:

@@ -113,10 +113,12 @@ def attention_bodies(name: str, op: Op, views: list[View], out: View, part: str,
     functors = [_scores(op, q)]
     operands: list[Buffer] = []
     if op.attrs["cmp"] is not None:
-        qpos, kpos = views[3:]
         functors.append(Tag(f"{op.attrs['cmp']}_op"))
+        qpos = views[3]
         operands.append(gmem(body, "qpos", qpos, (m,), (qpos.strides[0],), ()))
-        operands.append(gmem(body, "kpos", kpos, (n,), (kpos.strides[1],), ()))
+        if not op.attrs.get("key_index"):  # else key n's position is n (ops::attention's cache form)
+            kpos = views[4]
+            operands.append(gmem(body, "kpos", kpos, (n,), (kpos.strides[1],), ()))
     call = OpCall("attention", Tag(op.attrs["acc_dtype"].name), (*operands, qb, kb, vb), pb, origin,
                   functors=tuple(functors), indices=(RowOffset(((1, splits, 1),)), RowOffset(base=splits)))
     body.append(call)

@@ -9,8 +9,10 @@ The pattern, as ``models/decoder.py`` writes it (each intermediate read by the n
     out    = matmul(probs, vals)              # vals (B, N, Dv) or (N, Dv); accumulated in f32
 
 where ``visible = cmp(a, b)`` compares key positions ``(1, N)`` with query positions ``(M, 1)`` (either way
-round: ``kv_pos <= pos_ids`` is the causal mask). The result is ``attention(q, keys, vals[, qpos, kpos])``
-with the scale, the comparison (normalised to ``cmp(kpos[n], qpos[m])``) and the dtypes as attributes; the
+round: ``kv_pos <= pos_ids`` is the causal mask). The result is ``attention(q, keys, vals[, qpos[, kpos]])``
+with the scale, the comparison (normalised to ``cmp(kpos[n], qpos[m])``) and the dtypes as attributes; key
+positions that are ``arange(N)`` (a cache in position order) are not read (``key_index``: key n's position is
+n, and a causal mask bounds the keys scanned by the largest query position, read on the device); the
 ops it replaces that nothing else reads are dropped. ``attention.py`` lowers it as one fused kernel (online
 softmax: the score matrix never reaches memory) and a combine. Anything else is left as written and
 compiled op by op.
@@ -21,7 +23,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-from ..ir.types.dim import dims_equal
+from ..ir.types.dim import Dim, dims_equal
 from ..ir.types.dtype import f32
 from .program import Op, Program, Val
 
@@ -119,8 +121,9 @@ def _match(out_op: Op, uses: Counter[int]) -> tuple[list[Op], Op] | None:
     q, keys = mm.inputs
     if not _shapes_fit(q, keys, vals, x) or (qpos is not None and not _positions_fit(qpos, kpos, x)):
         return None
-    inputs = (q, keys, vals) if cmp is None else (q, keys, vals, qpos, kpos)
-    attrs = {"scale": scale, "cmp": cmp, "acc_dtype": f32}
+    key_index = kpos is not None and _key_indices(kpos, keys.type.shape[-1])
+    inputs = (q, keys, vals) if cmp is None else (q, keys, vals, qpos) if key_index else (q, keys, vals, qpos, kpos)
+    attrs = {"scale": scale, "cmp": cmp, "key_index": key_index, "acc_dtype": f32}
     fused = Op("attention", inputs, out_op.outputs, attrs, out_op.loc, out_op.meshes, "attention")
     return chain, fused
 
@@ -148,6 +151,17 @@ def _positions(mask: Val) -> tuple[str, Val, Val] | None:
     if dims_equal(b.type.shape[0], 1) and dims_equal(a.type.shape[1], 1):
         return MIRRORED[op.op], a, b
     return None
+
+
+def _key_indices(kpos: Val, keys: Dim) -> bool:
+    """Whether the key positions are the keys' own indices, ``arange(N)`` (reshaped to (1, N)): the keys a cache
+    in position order, whose causal mask bounds the keys scanned by the largest query position."""
+    op = kpos.producer
+    if op is not None and op.op in ("reshape", "expand_dims") and len(op.inputs) == 1:
+        op = op.inputs[0].producer
+    if op is None or op.op != "arange" or op.attrs.get("step", 1) != 1:
+        return False
+    return dims_equal(op.attrs["start"], 0) and dims_equal(op.attrs["end"], keys)
 
 
 def _shapes_fit(q: Val, keys: Val, vals: Val, scores: Val) -> bool:

@@ -14,10 +14,12 @@
 
 #include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/numeric.h>
+#include <tilefoundry/runtime/common/ops/binary_ops.h>
 #include <tilefoundry/runtime/common/ops/math.h>
 #include <tilefoundry/runtime/common/topology.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace tilefoundry {
 namespace ops {
@@ -58,7 +60,8 @@ TILEFOUNDRY_DEVICE float score(scores_as_is, float dot) {
 }
 
 /// Key n visible to query row m: cmp(kpos(n), qpos(m)), or always. A tier reads a key's position
-/// (key) with its key and value rows and a query's (query) once, then tests the two (test).
+/// (key) with its key and value rows and a query's (query) once, then tests the two (test); it
+/// scans the first keys(N) of its N keys only (the others are visible to no query row).
 template <class Cmp, class QPos, class KPos>
 struct visible_where {
   Cmp cmp;
@@ -69,6 +72,7 @@ struct visible_where {
   TILEFOUNDRY_DEVICE position_t query(int64_t m) const { return qpos(m); }
   TILEFOUNDRY_DEVICE bool test(position_t k, position_t q) const { return bool(cmp(k, q)); }
   TILEFOUNDRY_DEVICE bool operator()(int64_t m, int64_t n) const { return test(key(n), query(m)); }
+  TILEFOUNDRY_DEVICE int64_t keys(int64_t n) const { return n; }
 };
 struct visible_always {
   using position_t = int;
@@ -76,6 +80,35 @@ struct visible_always {
   TILEFOUNDRY_DEVICE int query(int64_t) const { return 0; }
   TILEFOUNDRY_DEVICE bool test(int, int) const { return true; }
   TILEFOUNDRY_DEVICE bool operator()(int64_t, int64_t) const { return true; }
+  TILEFOUNDRY_DEVICE int64_t keys(int64_t n) const { return n; }
+};
+/// Key n's position is n itself (the keys are a cache in position order): visible to query row m
+/// where cmp(n, qpos(m)). A causal mask (le, lt) bounds the keys any row sees by the largest query
+/// position, read from the device: a kernel given the whole cache scans the entries written so
+/// far, so one launch (one CUDA graph) serves every context length.
+template <class Cmp, class QPos>
+struct visible_index {
+  Cmp cmp;
+  QPos qpos;
+  using position_t = int64_t;
+  TILEFOUNDRY_DEVICE int64_t key(int64_t n) const { return n; }
+  TILEFOUNDRY_DEVICE int64_t query(int64_t m) const { return int64_t(qpos(m)); }
+  TILEFOUNDRY_DEVICE bool test(int64_t k, int64_t q) const { return bool(cmp(k, q)); }
+  TILEFOUNDRY_DEVICE bool operator()(int64_t m, int64_t n) const { return test(key(n), query(m)); }
+  TILEFOUNDRY_DEVICE int64_t keys(int64_t n) const {
+    constexpr bool le = std::is_same<Cmp, le_op>::value;
+    if constexpr (le || std::is_same<Cmp, lt_op>::value) {
+      int64_t most = -1;  // the largest query position: keys past it (or at it, for lt) are hidden
+      for (int64_t m = 0; m < int64_t(cute::size<0>(qpos)); ++m) {
+        int64_t const p = query(m);
+        most = p > most ? p : most;
+      }
+      int64_t const seen = le ? most + 1 : most;
+      return seen < 0 ? 0 : seen < n ? seen : n;
+    } else {
+      return n;
+    }
+  }
 };
 
 /// The keys [begin, end) of slice `split` of `splits`, each slice a multiple of `pass` keys (the
@@ -101,7 +134,7 @@ TILEFOUNDRY_DEVICE void general(Scores scores, Visible visible, Q const& q, K co
   int64_t const rows = int64_t(cute::size<1>(q));
   int64_t const depth = int64_t(cute::size<2>(q));
   int64_t const dv = int64_t(cute::size<1>(v));
-  KeyRange const keys = slice_of(int64_t(cute::size<1>(k)), split, splits, 1);
+  KeyRange const keys = slice_of(visible.keys(int64_t(cute::size<1>(k))), split, splits, 1);
   int64_t const threads =
       int64_t(program_dim<detail::dependent_level<TopologyScope::thread, Part>>());
   for (int64_t r = int64_t(program_id<detail::dependent_level<TopologyScope::thread, Part>>());

@@ -47,7 +47,7 @@ inline void rows(Scores scores, Visible visible, Q const& q, K const& k, V const
   int64_t const depth = int64_t(cute::size<2>(q));
   int64_t const dv = int64_t(cute::size<1>(v));
   attention_impl::KeyRange const keys =
-      attention_impl::slice_of(int64_t(cute::size<1>(k)), split, splits, 1);
+      attention_impl::slice_of(visible.keys(int64_t(cute::size<1>(k))), split, splits, 1);
   int64_t const n_keys = keys.end - keys.begin;
   int64_t const blocks = (n_keys + kBlock - 1) / kBlock;
   // kt[b * depth + d][j]: dimension d of key b * kBlock + j of the slice (0 past its end).
@@ -212,6 +212,15 @@ template <class Acc, class Scores, class Cmp, class QPos, class KPos, class Q, c
 inline void attention(Scores scores, Cmp cmp, QPos const& qpos, KPos const& kpos, Q const& q,
                       K const& k, V const& v, Part&& part, int64_t split, int64_t splits) {
   attention_impl::visible_where<Cmp, QPos, KPos> const visible{cmp, qpos, kpos};
+  attention_cpu::run<Acc>(scores, visible, q, k, v, part, split, splits);
+}
+
+/// ... key n visible to query row m where cmp(n, qpos(m)): the keys are a cache in position order,
+/// and a causal comparison scans only the entries up to the largest query position.
+template <class Acc, class Scores, class Cmp, class QPos, class Q, class K, class V, class Part>
+inline void attention(Scores scores, Cmp cmp, QPos const& qpos, Q const& q, K const& k, V const& v,
+                      Part&& part, int64_t split, int64_t splits) {
+  attention_impl::visible_index<Cmp, QPos> const visible{cmp, qpos};
   attention_cpu::run<Acc>(scores, visible, q, k, v, part, split, splits);
 }
 

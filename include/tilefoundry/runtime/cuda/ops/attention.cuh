@@ -249,7 +249,8 @@ __device__ void grouped(Scores scores, Visible const& visible, Q const& q, K con
   auto pass = [&](auto rows) {
     constexpr int R = decltype(rows)::value;
     constexpr int U = R <= 2 ? 8 : R <= 4 ? 4 : 2;
-    KeyRange const range = slice_of(keys, split, splits, int64_t(kWarps) * kKeysPerWarp * U);
+    KeyRange const range =
+        slice_of(visible.keys(keys), split, splits, int64_t(kWarps) * kKeysPerWarp * U);
     for (int64_t r0 = 0; r0 < total; r0 += R) {
       grouped_rows<Acc, R, D>(scores, visible, q, k, v, part, range, r0, sm_out, sm_max, sm_sum);
     }
@@ -305,6 +306,16 @@ template <class Acc, class Scores, class Cmp, class QPos, class KPos, class Q, c
 __device__ void attention(Scores scores, Cmp cmp, QPos const& qpos, KPos const& kpos, Q const& q,
                           K const& k, V const& v, Part&& part, int64_t split, int64_t splits) {
   attention_impl::visible_where<Cmp, QPos, KPos> const visible{cmp, qpos, kpos};
+  attention_impl::apply<Acc>(scores, visible, q, k, v, part, split, splits);
+}
+
+/// ... key n visible to query row m where cmp(n, qpos(m)): the keys are a cache in position order,
+/// and a causal comparison scans only the entries up to the largest query position (read here, on
+/// the device: the launch is the same at every context length).
+template <class Acc, class Scores, class Cmp, class QPos, class Q, class K, class V, class Part>
+__device__ void attention(Scores scores, Cmp cmp, QPos const& qpos, Q const& q, K const& k,
+                          V const& v, Part&& part, int64_t split, int64_t splits) {
+  attention_impl::visible_index<Cmp, QPos> const visible{cmp, qpos};
   attention_impl::apply<Acc>(scores, visible, q, k, v, part, split, splits);
 }
 
