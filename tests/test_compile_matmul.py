@@ -146,6 +146,22 @@ def test_the_cuda_source_of_the_matmuls_builds_with_nvcc() -> None:
     assert linked.library.is_file() and "warning" not in linked.diagnostics.lower(), linked.diagnostics
 
 
+def test_a_cuda_matmul_kernel_waits_for_the_earlier_kernel_inside_its_op() -> None:
+    """A kernel whose only op is a matmul leaves its kernel-start wait to ops::matmul (which asks L2 for the CTA's
+    weights first): the kernels of this module each wait once, the matmul's in the op."""
+    import re
+
+    source = generate(lower(Matmuls, CudaTarget())).source
+    kernels = re.split(r"^__global__ ", source, flags=re.M)[1:]
+    assert len(kernels) >= len(Matmuls.functions)
+    for kernel in kernels:
+        body = kernel.split("\n}\n", 1)[0]
+        if "ops::matmul<" in body:  # every matmul stage of this module is a kernel of its own
+            assert "wait_for_earlier_kernels();" not in body and "ops::matmul waits for the kernel before" in body, body
+        else:
+            assert body.count("wait_for_earlier_kernels();") == 1, body
+
+
 def _calls(body: list[Any]) -> list[OpCall]:
     out = []
     for s in body:

@@ -49,8 +49,9 @@ CUDA_DOT_TILE_N = 16
 # the grid would have fewer CTAs than CUDA_DOT_MIN_CTAS, so that a short weight still keeps every SM's loads in
 # flight. Measured on the H200 (132 SMs) at Qwen3-1.7B's decode shapes, CUDA-graph medians against the engine's
 # hand-written GEMV: 512 CTAs took o_proj (2048 x 2048) from 6.8 to 4.8 us (hand-written 5.4), down (2048 x 6144)
-# from 17.2 to 9.4 us (11.9), q/k/v (4096 x 2048 + norm) from 8.9 to 8.1 us (7.8); 1024 CTAs, CTAs of 8 warps,
-# and an L2 prefetch of the CTA's weight before the wait for the earlier kernel were each slower.
+# from 17.2 to 9.4 us (11.9), q/k/v (4096 x 2048 + norm) from 8.9 to 8.1 us (7.8); 1024 CTAs and CTAs of 8 warps
+# were each slower. (An L2 prefetch of the CTA's weight before the wait for the earlier kernel, slower for a GEMV
+# timed back to back, wins inside a whole decode step: cuda/ops/matmul.cuh does it.)
 CUDA_DOT_MIN_CTAS = 512
 CUDA_DOT_MIN_TILE_N = 4
 # ... of a pair of matmuls (pairs.py: two weight rows an output column) at most this many columns. Measured on the

@@ -1,17 +1,73 @@
 // ops::matmul on the CUDA target: the body is matmul_impl::apply, which the CPU target's entry
 // runs too; the CTA's threads share the tile's elements.
+//
+// The entry waits for the kernel before it on the stream itself (wait_for_earlier_kernels(), so a
+// kernel whose only op is a matmul need not wait first: codegen leaves its kernel-start wait out),
+// and before waiting it asks L2 for the first kPrefetchBytes of the CTA's weight columns (b's runs
+// of K, where the dot-product tier reads them): a decode step's GEMV then streams its weights while
+// the small kernel before it (RoPE, attention) finishes. A prefetch is a hint to the cache the
+// kernels share: it never changes what a read returns, whatever the earlier kernel writes.
+// Measured in a whole Qwen3-1.7B decode step on the H200 (CUDA-graph replays, compiled slots; a
+// GEMV timed alone, the same kernel back to back, only loses by it): no prefetch 2143 us at
+// context 128, 16 KiB a CTA 2117, 32 KiB 2133, 64 KiB 2182.
 #pragma once
 
 #include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/ops/matmul_impl.h>
+#include <tilefoundry/runtime/cuda/dependent_launch.cuh>
+
+#include <cstdint>
+
+#ifndef TILEFOUNDRY_MATMUL_PREFETCH_BYTES
+#define TILEFOUNDRY_MATMUL_PREFETCH_BYTES 16384
+#endif
 
 namespace tilefoundry {
 namespace ops {
+namespace matmul_cuda {
+
+/// Bytes of its weight a CTA asks L2 for before it waits for the kernel before it.
+constexpr int64_t kPrefetchBytes = TILEFOUNDRY_MATMUL_PREFETCH_BYTES;
+
+/// An L2 prefetch of the first `bytes` of b's columns (each a contiguous run of K), spread evenly
+/// over them, a 128-byte line a thread at a time.
+template <class B>
+__device__ void prefetch_columns(B const& b, int64_t bytes) {
+  using E = cute::remove_cvref_t<decltype(b(0, 0))>;
+  int64_t const depth = int64_t(cute::size<0>(b));
+  int64_t const cols = int64_t(cute::size<1>(b));
+  if (bytes <= 0 || cols <= 0 || depth <= 0) return;
+  constexpr int64_t kLine = 128;
+  int64_t const per_col =
+      bytes / cols < depth * int64_t(sizeof(E)) ? bytes / cols : depth * int64_t(sizeof(E));
+  int64_t const lines = (per_col + kLine - 1) / kLine;
+  char const* const base = reinterpret_cast<char const*>(&b(0, 0));
+  int64_t const stride = int64_t(cute::stride<1>(b)) * int64_t(sizeof(E));
+  for (int64_t i = threadIdx.x; i < cols * lines; i += blockDim.x) {
+    char const* const p = base + (i / lines) * stride + (i % lines) * kLine;
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+  }
+}
+
+/// What the entry does before the tile's first read: the weights' prefetch where the dot-product
+/// tier reads them, then the wait for the earlier kernel.
+template <class A, class B, class... More>
+__device__ void before_reads(B const& b, More const&... more) {
+  if constexpr ((matmul_impl::dot_tier_v<A, B> && ... && matmul_impl::dot_tier_v<A, More>)) {
+    int64_t const share = kPrefetchBytes / int64_t(1 + sizeof...(More));
+    prefetch_columns(b, share);
+    (prefetch_columns(more, share), ...);
+  }
+  wait_for_earlier_kernels();
+}
+
+}  // namespace matmul_cuda
 
 /// The matmul family's one entry: out = a @ b (a: M x K, b: K x N, out: M x N, any strides),
 /// each element a dot product accumulated in Acc and rounded once into out's element type.
 template <class Acc, class A, class B, class Out>
 __device__ void matmul(A const& a, B const& b, Out&& out) {
+  matmul_cuda::before_reads<A>(b);
   matmul_impl::apply<Acc>(a, b, out, matmul_impl::store_as_is{}, plain_rows{});
 }
 
@@ -19,6 +75,7 @@ __device__ void matmul(A const& a, B const& b, Out&& out) {
 /// Acc) (the elementwise ops a function applies to the matmul's result, fused: a residual add).
 template <class Acc, class A, class B, class Out, class Epi>
 __device__ void matmul(A const& a, B const& b, Out&& out, Epi const& epilogue) {
+  matmul_cuda::before_reads<A>(b);
   matmul_impl::apply<Acc>(a, b, out, epilogue, plain_rows{});
 }
 
@@ -28,6 +85,7 @@ __device__ void matmul(A const& a, B const& b, Out&& out, Epi const& epilogue) {
 template <class Acc, class A, class B, class Out, class Epi, class Pro>
 __device__ void matmul(A const& a, B const& b, Out&& out, Epi const& epilogue,
                        Pro const& prologue) {
+  matmul_cuda::before_reads<A>(b);
   matmul_impl::apply<Acc>(a, b, out, epilogue, prologue);
 }
 
@@ -37,6 +95,7 @@ __device__ void matmul(A const& a, B const& b, Out&& out, Epi const& epilogue,
 template <class Acc, class A, class B, class B1, class Out, class Epi, class Pro>
 __device__ void matmul(A const& a, B const& b, B1 const& b1, Out&& out, Epi const& epilogue,
                        Pro const& prologue) {
+  matmul_cuda::before_reads<A>(b, b1);
   matmul_impl::apply_pair<Acc>(a, b, b1, out, epilogue, prologue);
 }
 
