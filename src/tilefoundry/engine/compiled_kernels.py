@@ -33,7 +33,7 @@ Positions reach the slots as the engine's own int32 device tensors (a step of on
 rows' positions and the cache's write position; a longer step: its positions made once a step), and attention
 reads the whole cache, the entries it scans bounded on the device by the step's last position: so the decode
 step through the compiled set is captured as one CUDA graph and replayed at every context length, as the
-hand-written set's is.
+hand-written set's is (its speed against that set's: docs/engine.md).
 """
 
 from __future__ import annotations
