@@ -12,7 +12,10 @@ The last part times the decode engine's own step: ``DecodeEngine`` on ``CudaKern
 Qwen3-1.7B with random bf16 weights (embedding, 28 layers, final norm and lm_head), its cache holding random keys
 and values so that the step's attention reads ``--contexts`` entries (1024), timed as replays of the CUDA graph
 its decode captured (``DecodeEngine.decode_graph``), with PDL on and off and each ``--gemv-tuning``, and prints
-the kernels' share of it. The summary table comes last.
+the kernels' share of it. The same step through the compiled kernel set (``CompiledKernels``: every slot compiled
+from the DSL), and through it with one group of slots at a time run by the hand-written kernels, says where the
+compiled step's time goes: what each group costs inside the step, its launches' overlap with their neighbours
+included, which a kernel timed alone does not show (``--no-split`` skips them). The summary table comes last.
 
     python bench/engine_kernels.py --json engine_kernels.json
 """
@@ -38,6 +41,7 @@ from decode import SHAPES, build_hf  # noqa: E402
 from graph_timing import Launch, copies_for, copy_bandwidth, graph_of, time_graphs  # noqa: E402
 
 from tilefoundry.engine import (  # noqa: E402
+    CompiledKernels,
     CudaKernels,
     DecodeEngine,
     argmax_workspace,
@@ -266,12 +270,46 @@ def step_twin(folder: Path) -> tuple[Any, int]:
     return load_backend(open_checkpoint(folder, progress=False), "twin", "cuda"), params
 
 
-def captured_engine(twin: Any, lib, ctx: int) -> DecodeEngine:
-    """A DecodeEngine of ``twin`` on the CUDA kernels, its cache holding ``ctx - 1`` random positions, after one
-    decode: its ``decode_graph`` is the step of a token at position ``ctx - 1`` attending to ``ctx`` cache
-    entries, captured with the library's PDL and GEMV settings of the moment."""
+SLOT_GROUPS = {"attention": ("attention",), "rope+cache": ("rope_cache",), "qkv": ("norm_linear",),
+               "gate/up": ("norm_swiglu",), "o_proj+down": ("linear_residual",), "head": ("head", "greedy_head")}
+"""The compiled set's slots, grouped as the whole step swaps them for the hand-written kernels (--split)."""
+
+
+class HandWritten(CompiledKernels):
+    """The compiled set with the slots of ``hand`` run by the hand-written kernels instead: the whole step through
+    it, against the compiled set's, is what those compiled slots cost inside the step (their launches' overlap with
+    their neighbours included, which a kernel timed alone does not show)."""
+
+    def __init__(self, lib, hand: tuple[str, ...]) -> None:
+        super().__init__(jobs=16)
+        self.name = f"compiled, hand-written {'/'.join(hand)}"
+        self._cuda = CudaKernels(lib)
+        self._hand = set(hand)
+
+    def prepare(self, *args: Any) -> None:
+        super().prepare(*args)
+        self._cuda.prepare(*args)
+
+
+def _slot(name: str) -> Callable[..., None]:
+    def run(self: HandWritten, *args: Any) -> None:
+        impl = self._cuda if name in self._hand else super(HandWritten, self)
+        getattr(impl, name)(*args)
+
+    run.__name__ = name
+    return run
+
+
+for _name in ("norm_linear", "rope_cache", "attention", "linear_residual", "norm_swiglu", "head", "greedy_head"):
+    setattr(HandWritten, _name, _slot(_name))
+
+
+def captured_engine(twin: Any, lib, ctx: int, kernels: Any = None) -> DecodeEngine:
+    """A DecodeEngine of ``twin`` on ``kernels`` (the CUDA kernels by default), its cache holding ``ctx - 1``
+    random positions, after one decode: its ``decode_graph`` is the step of a token at position ``ctx - 1``
+    attending to ``ctx`` cache entries, captured with the library's PDL and GEMV settings of the moment."""
     capacity = ctx + 64
-    engine = DecodeEngine(twin, capacity, kernels=CudaKernels(lib))
+    engine = DecodeEngine(twin, capacity, kernels=kernels if kernels is not None else CudaKernels(lib))
     engine.load_caches([(rand(capacity, KV, D), rand(capacity, KV, D)) for _ in range(LAYERS)], ctx - 1)
     engine.decode(0)
     if engine.decode_graph is None:
@@ -280,14 +318,16 @@ def captured_engine(twin: Any, lib, ctx: int) -> DecodeEngine:
 
 
 def whole_step(lib, twin: Any, params: int, reps: int, ctx: int, profile: bool,
-               tunings: list[tuple[int, int]] = (), streams: list[tuple[int, ...]] = ()) -> dict[str, object]:
+               tunings: list[tuple[int, int]] = (), streams: list[tuple[int, ...]] = (),
+               split: bool = False) -> dict[str, object]:
     """The decode engine's own step on Qwen3-1.7B (embedding, 28 layers, the head): its captured CUDA graph
     replayed, one engine per setting (PDL on and off, every GEMV tiled, and each GEMV setting asked for) so each
     captures its own graph.
 
     ``tunings``: tiled-GEMV (CTAs per SM, prefetch bytes per CTA) settings (``set_gemv_tuning``); ``streams``:
     streamed-GEMV (CTAs per SM, ring bytes, stage bytes, min weight bytes, max weight bytes) settings
-    (``set_gemv_stream``); each timed beside the default.
+    (``set_gemv_stream``); each timed beside the default. ``split``: also the step through the compiled kernel
+    set, and through it with each group of slots (``SLOT_GROUPS``) run by the hand-written kernels.
     """
     result: dict[str, object] = {"parameters": params, "context": ctx}
     engines: dict[str, DecodeEngine] = {}  # each graph replays into its engine's buffers: keep them alive
@@ -307,6 +347,10 @@ def whole_step(lib, twin: Any, params: int, reps: int, ctx: int, profile: bool,
         lib.set_pdl(True)
         lib.set_gemv_tuning(*tiled)
         lib.set_gemv_stream(*stream)
+    if split:
+        engines["compiled"] = captured_engine(twin, lib, ctx, CompiledKernels(jobs=16))
+        for group, slots in SLOT_GROUPS.items():
+            engines[f"compiled, hand-written {group}"] = captured_engine(twin, lib, ctx, HandWritten(lib, slots))
     graphs = {name: engine.decode_graph for name, engine in engines.items()}
     us = time_graphs(graphs, 1, reps)
     kv_bytes = LAYERS * 2 * ctx * KV * D * 2
@@ -357,6 +401,9 @@ def main() -> int:
                     help="also time the whole step with the streamed GEMV at CTAS per SM, a RING of bytes in "
                          "stages of STAGE bytes, for weights of MIN to MAX bytes (set_gemv_stream), e.g. "
                          "2:49152:16384:0:4611686018427387904 (every weight)")
+    ap.add_argument("--no-split", action="store_true",
+                    help="skip the whole step through the compiled kernel set and through it with each group of "
+                         "slots run by the hand-written kernels (where the compiled step's time goes)")
     ap.add_argument("--contexts", type=int, nargs="+", default=[1024],
                     help="cache entries the whole step's attention reads (the step's own included), each in "
                          f"[1, {MAX_CONTEXT}]")
@@ -414,8 +461,8 @@ def main() -> int:
     if not args.no_step:
         with tempfile.TemporaryDirectory(prefix="tf-engine-kernels-") as tmp:
             twin, params = step_twin(Path(tmp) / SHAPE)
-            steps = [whole_step(lib, twin, params, args.reps, ctx, not args.no_profile and i == 0, tunings, streams)
-                     for i, ctx in enumerate(args.contexts)]
+            steps = [whole_step(lib, twin, params, args.reps, ctx, not args.no_profile and i == 0, tunings, streams,
+                                not args.no_split) for i, ctx in enumerate(args.contexts)]
             del twin
     step = steps[0] if steps else None
 
@@ -451,6 +498,11 @@ def main() -> int:
             print(f"whole step ({k}): {us:.0f} us = {1e6 / us:.0f} tokens/s; bound at copy bandwidth "
                   f"{bound:.0f} tokens/s ({100 * 1e6 / us / bound:.0f}%), {st['parameters'] / 1e9:.2f}e9 params, "
                   f"context {st['context']}")
+        compiled = st["step_us"].get("compiled")
+        for k, us in st["step_us"].items():
+            if compiled is not None and k.startswith("compiled, hand-written"):
+                print(f"  the compiled {k.removeprefix('compiled, hand-written ')} slots cost {compiled - us:+.0f} us "
+                      "a step against the hand-written ones")
     return 0 if all(c.error <= 2e-2 for c in cases) else 1
 
 
