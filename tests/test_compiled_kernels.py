@@ -130,6 +130,34 @@ def test_the_compiled_attention_reads_the_whole_cache_by_device_positions(family
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5, msg=f"{name} at {tokens} after {length}")
 
 
+@pytest.mark.parametrize(("device", "rows", "runs"), [
+    ("meta", DECODE_ROWS + 1, "torch"), ("meta", DECODE_ROWS, "compiled"), ("cpu", DECODE_ROWS + 1, "compiled")])
+def test_a_long_step_off_the_cpu_runs_torchs_projections_and_attention(monkeypatch, device: str, rows: int,
+                                                                       runs: str) -> None:
+    """Off the CPU (here the meta device stands for a GPU: no kernel runs), a step of more than DECODE_ROWS tokens
+    takes torch's projections and attention, as the hand-written set's does; a decode-sized step and every CPU
+    step take the compiled slots."""
+    spec = DecoderSpec(hidden=32, heads=4, kv_heads=2, head_dim=8, vocab=64, eps=1e-6, max_positions=64)
+    kernels = CompiledKernels()
+    kernels._shapes = SlotShapes(spec, "f32", 48, False, False)  # as prepare leaves it, without the builds
+    ran: list[str] = []
+    for slot in ("norm_linear", "attention", "linear_residual", "norm_swiglu", "head"):
+        monkeypatch.setattr(kernels._torch, slot, lambda *args, slot=slot: ran.append(f"torch {slot}"))
+    monkeypatch.setattr(kernels, "_fn", lambda name: lambda *args: ran.append(f"compiled {name}"))
+
+    def t(*shape: int) -> torch.Tensor:
+        return torch.empty(shape, device=device)
+
+    at = StepPositions(torch.zeros(1, dtype=torch.int32, device=device),
+                       torch.full((1,), rows, dtype=torch.int32, device=device), 0)
+    kernels.norm_linear(t(rows, 32), t(32), t(64, 32), None, t(rows, 64), spec.eps)
+    kernels.attention(t(rows, 4, 8), t(64, 2, 8), t(64, 2, 8), t(rows, 4, 8), spec.scale, at)
+    kernels.linear_residual(t(rows, 32), t(32, 32), t(rows, 32), t(rows, 32))
+    kernels.norm_swiglu(t(rows, 32), t(32), t(96, 32), t(rows, 48), spec.eps)
+    kernels.head(t(rows, 32), t(32), t(64, 32), t(rows, 64), spec.eps)
+    assert [r.split()[0] for r in ran] == [runs] * 5, ran
+
+
 def test_the_cpu_default_is_the_compiled_set_and_a_failed_build_falls_back_to_torch(tmp_path: Path,
                                                                                      monkeypatch) -> None:
     make_checkpoint("llama", tmp_path / "llama", sharded=False)

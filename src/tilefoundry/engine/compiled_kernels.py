@@ -16,14 +16,17 @@ What does not run compiled yet, each with its measured reason:
 
 * ``moe`` (routed experts) runs torch's slot, which reads only the chosen experts; the families' MoE function
   computes every expert, correct but not a decode step's cost.
-* On a GPU, in a step of more than ``DECODE_ROWS`` tokens (prefill), attention runs torch's slot
-  (scaled-dot-product attention, flash): the compiled attention's CUDA tiers are the decode step's, one query
-  row after another. On the CPU every step's attention is compiled: its rows tier scores four query rows
-  against blocks of 16 keys (SmolLM2-135M's shape, 2 threads: 0.21 ms against torch SDPA's 0.25 at a 64-token
-  prompt, 9.5 against 13.7 ms at 500, 34.6 against 54.9 ms at 1000, a layer; Qwen3-1.7B's 0.84-1.45x, 0.85x at
-  128 and 500 tokens: ``bench/compiled_attention_cpu.json``). The projections of such a step
-  run compiled, on the CPU's blocked GEMM (``bench/compiled_gemm_cpu.json``: 0.65-0.76x torch's in f32,
-  0.44-0.70x in bf16 at 128 to 1024 rows, bf16 on AMX's tiles on both sides).
+* On a GPU, a step of more than ``DECODE_ROWS`` tokens (prefill) runs torch's attention (scaled-dot-product
+  attention, flash) and torch's projections (cuBLAS), as the hand-written set's does: the compiled attention's
+  CUDA tiers are the decode step's, one query row after another, and the compiled matmul's CUDA tier is a
+  GEMV's, a warp a dot product (Qwen3-1.7B's 1024-token prefill took 561 ms through them on an H200, against
+  49 ms through the hand-written set's torch slots: ``bench/decode_qwen3_1.7b_kernel_sets_h200.json``); a
+  tensor-core GEMM and a prefill attention are the next issue's. On the CPU every step's attention is
+  compiled: its rows tier scores four query rows against blocks of 16 keys (SmolLM2-135M's shape, 2 threads:
+  0.21 ms against torch SDPA's 0.25 at a 64-token prompt, 9.5 against 13.7 ms at 500, 34.6 against 54.9 ms at
+  1000, a layer; Qwen3-1.7B's 0.84-1.45x, 0.85x at 128 and 500 tokens: ``bench/compiled_attention_cpu.json``).
+  The projections of such a step run compiled, on the CPU's blocked GEMM (``bench/compiled_gemm_cpu.json``:
+  0.65-0.76x torch's in f32, 0.44-0.70x in bf16 at 128 to 1024 rows, bf16 on AMX's tiles on both sides).
 
 Decoding (one token a step) runs every slot but ``moe`` compiled: SmolLM2-135M (f32) decodes at 28.5 tokens/s
 through them against 22.9 through torch's slots and 22.7 through transformers (``bench/decode.py --device cpu
@@ -61,8 +64,8 @@ from .torch_kernels import TorchKernels
 __all__ = ["DECODE_ROWS", "CompiledKernels", "SlotShapes", "slot_functions"]
 
 DECODE_ROWS = 16
-"""The most tokens a step on a GPU runs wholly through the compiled slots; in a longer step attention runs torch's
-(module docstring). On the CPU every step does."""
+"""The most tokens a step on a GPU runs wholly through the compiled slots; in a longer step attention and the
+projections run torch's (module docstring). On the CPU every step does."""
 
 
 def _linear(x: Any, w: Any) -> Any:
@@ -254,12 +257,20 @@ class CompiledKernels(KernelSet):
             self._rows_of = (at, at.rows(count).to(torch.int32))
         return self._rows_of[1]
 
+    @staticmethod
+    def _prefill_on_gpu(x: torch.Tensor) -> bool:
+        """Whether a step of ``x``'s rows runs torch's projections and attention: more than DECODE_ROWS tokens,
+        off the CPU (module docstring)."""
+        return x.shape[0] > DECODE_ROWS and x.device.type != "cpu"
+
     def embed(self, ids: torch.Tensor, table: torch.Tensor, out: torch.Tensor) -> None:
         self._fn("embed")(ids.long(), table, out)
 
     def norm_linear(self, x: torch.Tensor, norm: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
                     out: torch.Tensor, eps: float) -> None:
         self._eps(eps)
+        if self._prefill_on_gpu(x):
+            return self._torch.norm_linear(x, norm, weight, bias, out, eps)
         fn = self._fn("norm_linear")
         if bias is None:
             fn(x, norm, weight, out)
@@ -281,7 +292,7 @@ class CompiledKernels(KernelSet):
     def attention(self, q: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tensor, out: torch.Tensor,
                   scale: float, at: StepPositions) -> None:
         m = q.shape[0]
-        if m > DECODE_ROWS and q.device.type != "cpu":
+        if self._prefill_on_gpu(q):
             return self._torch.attention(q, cache_k, cache_v, out, scale, at)
         if scale != self._spec().scale:
             raise ValueError(f"CompiledKernels: attention's scale {scale} differs from the {self._spec().scale} its "
@@ -291,12 +302,16 @@ class CompiledKernels(KernelSet):
     def linear_residual(self, x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor,
                         out: torch.Tensor) -> None:
         s = self._spec()
+        if self._prefill_on_gpu(x):
+            return self._torch.linear_residual(x, weight, residual, out)
         name = "o_proj" if x.shape[1] == s.heads * s.head_dim else "down"
         self._fn(name)(x, weight, residual, out)
 
     def norm_swiglu(self, x: torch.Tensor, norm: torch.Tensor, gate_up: torch.Tensor, out: torch.Tensor,
                     eps: float) -> None:
         self._eps(eps)
+        if self._prefill_on_gpu(x):
+            return self._torch.norm_swiglu(x, norm, gate_up, out, eps)
         self._fn("norm_swiglu")(x, norm, gate_up, out)
 
     def moe(self, x: torch.Tensor, norm: torch.Tensor, router: torch.Tensor, experts_gate: torch.Tensor,
@@ -307,4 +322,6 @@ class CompiledKernels(KernelSet):
 
     def head(self, x: torch.Tensor, norm: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, eps: float) -> None:
         self._eps(eps)
+        if self._prefill_on_gpu(x):
+            return self._torch.head(x, norm, weight, out, eps)
         self._fn("head")(x, norm, weight, out)
