@@ -81,6 +81,12 @@ class Matmuls:
         return tf.matmul(x, tf.transpose(ww, (1, 0)))
 
     @func
+    def deep(x: Tensor[(M, 600), "f32"], wd: ConstTensor[(40, 600), "f32"]):
+        """K = 600: the CPU's blocked tier runs each panel in passes over K (256, 256, 88), its sums kept between
+        them; two panels, the second partial."""
+        return tf.matmul(x, tf.transpose(wd, (1, 0)))
+
+    @func
     def column_tiles(x: Tensor[(M, 16), "bf16"], wt: ConstTensor[(16, 300), "bf16"]):
         return tf.reshape(tf.matmul(x, wt), (M, 3, 100))
 
@@ -99,6 +105,7 @@ def _inputs(name: str, m: int) -> tuple[torch.Tensor, ...]:
         "matvec": lambda: (r(24, m), r(m)),
         "column_tiles": lambda: (r(m, 16, dtype=bf), r(16, 300, dtype=bf)),
         "wide": lambda: (r(m, 70, dtype=bf), r(90, 70, dtype=bf) / 70**0.5),
+        "deep": lambda: (r(m, 600), r(40, 600) / 600**0.5),
         "row_times_batch": lambda: (r(m), r(3, m, 4)),
         "sliced_weight": lambda: (r(m, 8), r(16, 5)),
         # small integers: every dot product exact in f32, so the argmax has one answer (the first of equal maxima)
@@ -109,7 +116,7 @@ def _inputs(name: str, m: int) -> tuple[torch.Tensor, ...]:
 
 
 @pytest.mark.parametrize("name", ["linear", "linear_bias_bf16", "batched", "matvec", "column_tiles", "row_times_batch",
-                                  "grouped_heads", "sliced_weight", "greedy_head", "wide"])
+                                  "grouped_heads", "sliced_weight", "greedy_head", "wide", "deep"])
 def test_a_matmul_matches_the_evaluator_at_every_row_count(name: str) -> None:
     compiled = jit(Matmuls, target="cpu").functions[name]
     fn = Matmuls.functions[name]
