@@ -196,9 +196,10 @@ inline void with_rows(int64_t left, F const& f) {
 }
 static_assert(kRows == 6, "with_rows names the rows short of a block of six");
 
-/// The loop of every tier: the tile's columns in panels of W, each packed once (pack(n0, width)),
-/// then run against every whole block of kRows rows (block(m0, n0, width)) and the rows left
-/// (rest(r, m0, n0, width), r the std::integral_constant of their count).
+/// The loop of the panel tiers but f32_wide (which adds passes over K): the tile's columns in
+/// panels of W, each packed once (pack(n0, width)), then run against every whole block of kRows
+/// rows (block(m0, n0, width)) and the rows left (rest(r, m0, n0, width), r the
+/// std::integral_constant of their count).
 template <int W, class Pack, class Block, class Rest>
 inline void over_panels(int64_t rows, int64_t cols, Pack const& pack, Block const& block,
                         Rest const& rest) {
