@@ -513,8 +513,8 @@ template <int R, class Store>
 TILEFOUNDRY_AVX512_TARGET inline void finish_rows(__m512 const (&acc)[R][2], int64_t m0, int64_t n0,
                                                   int width, Pass const& pass, Store const& store) {
   for (int i = 0; i < R; ++i) {
-    float* const kept = pass.sums + (m0 + i) * kWideCols;
-    if (!pass.last) {
+    if (!pass.last) {  // (sums holds the tile's rows only when K takes more than one pass)
+      float* const kept = pass.sums + (m0 + i) * kWideCols;
       _mm512_storeu_ps(kept, acc[i][0]);
       _mm512_storeu_ps(kept + 16, acc[i][1]);
       continue;
@@ -531,9 +531,13 @@ template <int R>
 TILEFOUNDRY_AVX512_TARGET inline void start_rows(__m512 (&acc)[R][2], int64_t m0,
                                                  Pass const& pass) {
   for (int i = 0; i < R; ++i) {
+    if (pass.first) {
+      acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+      continue;
+    }
     float const* const kept = pass.sums + (m0 + i) * kWideCols;
-    acc[i][0] = pass.first ? _mm512_setzero_ps() : _mm512_loadu_ps(kept);
-    acc[i][1] = pass.first ? _mm512_setzero_ps() : _mm512_loadu_ps(kept + 16);
+    acc[i][0] = _mm512_loadu_ps(kept);
+    acc[i][1] = _mm512_loadu_ps(kept + 16);
   }
 }
 
