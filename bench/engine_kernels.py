@@ -6,7 +6,9 @@ step streams them; one launch's time is the replay's divided by the count, the m
 replays interleaved between the variants. GB/s counts the bytes a launch must move (weights or cache, plus
 the activations it reads and writes); a device-to-device copy measured in the same run is the ceiling.
 "ours, no PDL" is the same kernel with Programmatic Dependent Launch off, so back-to-back launches do not
-overlap. Every variant's output is checked against torch's before it is timed.
+overlap. "compiled" (attention, rope) is the compiled kernel set's slot for the same job (``slot_functions``,
+jitted for CUDA), timed the same way. Every variant's output is checked against torch's before it is timed;
+``--only attention rope`` times those kernels alone.
 
 The last part times the decode engine's own step: ``DecodeEngine`` on ``CudaKernels`` running bench/decode.py's
 Qwen3-1.7B with random bf16 weights (embedding, 28 layers, final norm and lm_head), its cache holding random keys
@@ -23,6 +25,7 @@ included, which a kernel timed alone does not show (``--no-split`` skips them). 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import tempfile
@@ -40,16 +43,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from decode import SHAPES, build_hf  # noqa: E402
 from graph_timing import Launch, copies_for, copy_bandwidth, graph_of, time_graphs  # noqa: E402
 
+from tilefoundry import jit  # noqa: E402
 from tilefoundry.engine import (  # noqa: E402
     CompiledKernels,
     CudaKernels,
     DecodeEngine,
+    DecoderSpec,
     argmax_workspace,
     attention_workspace,
     load_kernels,
     reference,
     require_cuda,
 )
+from tilefoundry.engine.compiled_kernels import SlotShapes, slot_functions  # noqa: E402
 from tilefoundry.models import open_checkpoint  # noqa: E402
 from tilefoundry.models.session import load_backend  # noqa: E402
 
@@ -86,6 +92,15 @@ def rand(*shape: int, scale: float = 1.0) -> torch.Tensor:
 def rel_l2(a: torch.Tensor, b: torch.Tensor) -> float:
     a, b = a.float(), b.float()
     return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
+
+
+@functools.cache
+def compiled_slot(name: str) -> Any:
+    """The compiled kernel set's slot ``name`` (``slot_functions``) jitted for CUDA at Qwen3-1.7B's shapes: the
+    kernel the compiled set launches, timed alone beside the hand-written one."""
+    spec = DecoderSpec(hidden=HIDDEN, heads=HEADS, kv_heads=KV, head_dim=D, vocab=VOCAB, eps=EPS,
+                       max_positions=_CONFIG["max_position_embeddings"])
+    return jit(slot_functions(SlotShapes(spec, "bf16", INTER, False, True))[name], target="cuda")
 
 
 # ---- the cases ------------------------------------------------------------------------------------------------
@@ -161,16 +176,25 @@ def attention_case(lib, ctx: int) -> Case:
     def ours(i: int) -> None:
         lib.decode_attention(q, caches[i][0], caches[i][1], position, out, ws, scale, 0)
 
+    compiled = compiled_slot("attention")
+    compiled_out = torch.empty(1, HEADS * D, dtype=BF16, device="cuda")
+
+    def ours_compiled(i: int) -> None:
+        compiled(q, caches[i][0], caches[i][1], position, compiled_out)
+
     def sdpa(i: int) -> torch.Tensor:
         k, v = (c[:ctx].permute(1, 0, 2)[None] for c in caches[i])
         return F.scaled_dot_product_attention(q.permute(1, 0, 2)[None], k, v, scale=scale, enable_gqa=True)
 
     def check() -> float:
         ours(0)
-        return rel_l2(out, sdpa(0)[0].permute(1, 0, 2))
+        ours_compiled(0)
+        want = sdpa(0)[0].permute(1, 0, 2)
+        return max(rel_l2(out, want), rel_l2(compiled_out.view(1, HEADS, D), want))
 
     return Case(f"attention ctx {ctx}", f"{HEADS}/{KV} heads x {D}", nbytes, copies,
-                {"ours": ours, "ours, no PDL": with_pdl(lib, False, ours), "torch SDPA": lambda i: sdpa(i)}, check)
+                {"ours": ours, "ours, no PDL": with_pdl(lib, False, ours), "torch SDPA": lambda i: sdpa(i),
+                 "compiled": ours_compiled}, check)
 
 
 def rope_case(lib) -> Case:
@@ -196,14 +220,29 @@ def rope_case(lib) -> Case:
         cv.index_copy_(0, index, v)
         return q
 
+    compiled = compiled_slot("rope_cache")
+    positions = _CONFIG["max_position_embeddings"]  # the compiled slot takes the whole rotary tables
+    emb_all = torch.arange(positions, device="cuda").float()[:, None] * inv[None]
+    cos_all, sin_all = (f(torch.cat((emb_all, emb_all), -1)).to(BF16) for f in (torch.cos, torch.sin))
+    ck4, cv4 = ck.clone()[None], cv.clone()[None]
+    q_compiled, n_new = torch.empty(1, HEADS, D, dtype=BF16, device="cuda"), torch.ones((), dtype=torch.int64,
+                                                                                        device="cuda")
+
+    def ours_compiled(i: int) -> None:
+        compiled(qkv, qn, kn, cos_all, sin_all, position, ck4, cv4, position.reshape(()), n_new, q_compiled, ck4,
+                 cv4)
+
     def check() -> float:
         ours(0)
-        return rel_l2(q_out, torch_ops(0))
+        ours_compiled(0)
+        want = torch_ops(0)
+        return max(rel_l2(q_out, want), rel_l2(q_compiled, want), rel_l2(ck4[0, 1000], ck[1000]),
+                   rel_l2(cv4[0, 1000], cv[1000]))
 
     nbytes = (HEADS + 2 * KV) * D * 2 + HEADS * D * 2 + 2 * KV * D * 2 + 2 * D * 2 + 2 * D * 2
     return Case("q/k norm + rope + cache", f"{HEADS}+{KV}+{KV} heads", nbytes, 1,
-                {"ours": ours, "ours, no PDL": with_pdl(lib, False, ours), "torch ops": lambda i: torch_ops(i)},
-                check)
+                {"ours": ours, "ours, no PDL": with_pdl(lib, False, ours), "torch ops": lambda i: torch_ops(i),
+                 "compiled": ours_compiled}, check)
 
 
 def add_rmsnorm_case(lib) -> Case:
@@ -359,6 +398,8 @@ def whole_step(lib, twin: Any, params: int, reps: int, ctx: int, profile: bool,
     result["tokens_per_s"] = {k: 1e6 / v for k, v in us.items()}
     if profile:
         result["profile_us"] = kernel_profile(graphs["ours"])
+        if "compiled" in graphs:
+            result["profile_us_compiled"] = kernel_profile(graphs["compiled"])
     del graphs, engines
     torch.cuda.empty_cache()
     return result
@@ -404,6 +445,8 @@ def main() -> int:
     ap.add_argument("--no-split", action="store_true",
                     help="skip the whole step through the compiled kernel set and through it with each group of "
                          "slots run by the hand-written kernels (where the compiled step's time goes)")
+    ap.add_argument("--only", nargs="*", default=[], metavar="WORD",
+                    help="time only the kernels whose name contains one of these words (e.g. attention rope)")
     ap.add_argument("--contexts", type=int, nargs="+", default=[1024],
                     help="cache entries the whole step's attention reads (the step's own included), each in "
                          f"[1, {MAX_CONTEXT}]")
@@ -434,19 +477,21 @@ def main() -> int:
           f"{torch.cuda.get_device_properties(0).L2_cache_size >> 20} MiB", flush=True)
 
     builders = [
-        lambda: gemv_case(lib, "qkv (norm fused)", (HEADS + 2 * KV) * D, HIDDEN, "store", True),
-        lambda: gemv_case(lib, "o_proj (+residual)", HIDDEN, HEADS * D, "residual", False),
-        lambda: gemv_case(lib, "gate/up (norm, swiglu)", 2 * INTER, HIDDEN, "swiglu", True),
-        lambda: gemv_case(lib, "down (+residual)", HIDDEN, INTER, "residual", False),
-        lambda: gemv_case(lib, "lm_head (norm, argmax)", VOCAB, HIDDEN, "argmax", True),
-        lambda: attention_case(lib, 1024),
-        lambda: attention_case(lib, 4096),
-        lambda: rope_case(lib),
-        lambda: add_rmsnorm_case(lib),
-        lambda: swiglu_case(lib),
+        ("qkv", lambda: gemv_case(lib, "qkv (norm fused)", (HEADS + 2 * KV) * D, HIDDEN, "store", True)),
+        ("o_proj", lambda: gemv_case(lib, "o_proj (+residual)", HIDDEN, HEADS * D, "residual", False)),
+        ("gate/up", lambda: gemv_case(lib, "gate/up (norm, swiglu)", 2 * INTER, HIDDEN, "swiglu", True)),
+        ("down", lambda: gemv_case(lib, "down (+residual)", HIDDEN, INTER, "residual", False)),
+        ("lm_head", lambda: gemv_case(lib, "lm_head (norm, argmax)", VOCAB, HIDDEN, "argmax", True)),
+        ("attention ctx 1024", lambda: attention_case(lib, 1024)),
+        ("attention ctx 4096", lambda: attention_case(lib, 4096)),
+        ("rope", lambda: rope_case(lib)),
+        ("rmsnorm", lambda: add_rmsnorm_case(lib)),
+        ("swiglu", lambda: swiglu_case(lib)),
     ]
     cases: list[Case] = []
-    for build in builders:
+    for name, build in builders:
+        if args.only and not any(word in name for word in args.only):
+            continue
         case = build()
         case.error = case.check()
         graphs = {name: graph_of(fn, args.launches, case.copies) for name, fn in case.variants.items()}
@@ -476,13 +521,14 @@ def main() -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
 
-    if step and step.get("profile_us"):
-        print("\nper-kernel time in one step (profiler, us):")
-        for name, t in list(step["profile_us"].items())[:12]:
-            print(f"  {t:9.1f}  {name}")
+    for key, which in (("profile_us", "hand-written"), ("profile_us_compiled", "compiled")):
+        if step and step.get(key):
+            print(f"\nper-kernel time in one step, {which} set (profiler, us):")
+            for name, t in list(step[key].items())[:12]:
+                print(f"  {t:9.1f}  {name[:150]}")
     print(f"\n=== engine kernels vs torch on Qwen3-1.7B decode shapes, {device}, copy {copy_tbps:.2f} TB/s")
     print(f"{'kernel':<24}{'shape':<28}{'ours us':>8}{'GB/s':>7}{'%copy':>6}{'noPDL us':>9}"
-          f"{'torch us':>9}{'GB/s':>7}{'cuBLAS us':>10}{'x torch':>8}{'err':>8}")
+          f"{'torch us':>9}{'GB/s':>7}{'cuBLAS us':>10}{'x torch':>8}{'err':>8}{'compiled us':>12}")
     for c in cases:
         r = c.results_us
         peer = next(k for k in r if k.startswith("torch"))
@@ -491,7 +537,8 @@ def main() -> int:
         cublas = f"{r['cuBLAS GEMV']:.2f}" if "cuBLAS GEMV" in r else "-"
         print(f"{c.name:<24}{c.shape:<28}{r['ours']:>8.2f}{ours_gbs:>7.0f}{100 * ours_gbs / (copy_tbps * 1e3):>5.0f}%"
               f"{r['ours, no PDL']:>9.2f}{r[peer]:>9.2f}{c.nbytes / (r[peer] * 1e-6) / 1e9:>7.0f}{cublas:>10}"
-              f"{r[peer] / r['ours']:>7.1f}x{c.error:>7.0e}{'' if ok == 'ok' else ' ' + ok}")
+              f"{r[peer] / r['ours']:>7.1f}x{c.error:>7.0e}{r.get('compiled', float('nan')):>12.2f}"
+              f"{'' if ok == 'ok' else ' ' + ok}")
     for st in steps:
         bound = copy_tbps * 1e12 / st["bytes_per_step"]
         for k, us in st["step_us"].items():
