@@ -12,6 +12,8 @@ target) and launches each stage's kernel in order, each over the pointers its st
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..ir.types.dim import DimVar, product
 from ..tir.function import KernelParam, PrimFunc
 from . import cxx
@@ -35,6 +37,13 @@ class HostEmitter:
         self.pointers = {p.name: self.names(("ptr", p.name), f"{p.name}_ptr") for p in fn.params}
         self.dims = {b.dimvar.name: self.names(("dim", b.dimvar.name), b.dimvar.name) for b in fn.dimvars}
 
+    @classmethod
+    def stage_emitters(cls, fn: PrimFunc, kernel_cls: type[KernelEmitter]) -> tuple[list[Any], tuple[Any, ...]]:
+        """A staged function's kernels to emit, in order, and what the entry launches (here: each stage's kernel,
+        one launch a stage; a target may share launches between stages)."""
+        kernels = tuple(kernel_cls(s.fn) for s in fn.stages)
+        return list(kernels), kernels
+
     @property
     def entry_name(self) -> str:
         return self.names(("entry", self.fn.name), f"{self.fn.name}_entry")
@@ -48,9 +57,9 @@ class HostEmitter:
         bound_by = {b.dimvar.name: b.param for b in fn.dimvars}
         later: list[str] = []
         for p in fn.params:
-            v, name, decl = self.views[p.name], cxx.string(p.name), cxx.string(_declared(p))
+            v, name, decl = self.views[p.name], cxx.string(p.name), cxx.string(declared_of(p))
             code, bits = cxx.CXX_TYPES[p.type.dtype.name][1:]
-            body.append(f"// {p.name}: {_declared(p)}{' (output)' if p.is_output else ''}")
+            body.append(f"// {p.name}: {declared_of(p)}{' (output)' if p.is_output else ''}")
             body += self.device(v, name)
             body.append(f"check.dtype({v}, {name}, {code}, {bits}, {decl});")
             body.append(f"check.rank({v}, {name}, {p.type.rank}, {decl});")
@@ -96,7 +105,7 @@ class HostEmitter:
         for t in self.fn.temps:
             name = self.names(("temp", t.name), t.name)
             count = cxx.dim_expr(product(t.type.shape), self.dims)
-            lines.append(f"// {t.name}: {_declared(t)}, between stages")
+            lines.append(f"// {t.name}: {declared_of(t)}, between stages")
             lines += self.temporary(name, cxx.cxx_type(t.type.dtype), count)
             pointers[t.name] = f"{name}.data()"
         for k, (stage, kernel) in enumerate(zip(self.fn.stages, self.stage_kernels)):
@@ -160,7 +169,8 @@ class HostEmitter:
         raise NotImplementedError
 
 
-def _declared(p: object) -> str:
+def declared_of(p: object) -> str:
+    """A parameter's declaration as the user wrote it (``Tensor[(seq, 2048), bf16]``)."""
     t = p.type  # type: ignore[attr-defined]
     kind = "Tensor"
     return f"{kind}{str(t)[len('Tensor'):]}"

@@ -47,6 +47,7 @@ class KernelEmitter:
     target_label = "?"
     qualifier = "void"
     pointer_qualifier = ""  # e.g. " __restrict__" where the entry guarantees no aliasing
+    cta_index = "int64_t(program_id<TopologyScope::cta>())"  # the CTA the row loop runs the rows of
 
     def __init__(self, fn: PrimFunc, names: cxx.Names | None = None) -> None:
         self.fn = fn
@@ -338,13 +339,13 @@ class KernelEmitter:
         self._last_loc = None
         if isinstance(sched.rows_per_cta, int) and sched.rows_per_cta == 1:
             self.lines += [
-                f"{ind}int64_t const row = int64_t(program_id<TopologyScope::cta>());",
+                f"{ind}int64_t const row = {self.cta_index};",
                 f"{ind}if (row < ({rows})) {{",
             ]
         else:
             per = cxx.dim_expr(sched.rows_per_cta, self.dims)
             self.lines += [
-                f"{ind}int64_t const row_begin = int64_t(program_id<TopologyScope::cta>()) * ({per});",
+                f"{ind}int64_t const row_begin = {self.cta_index} * ({per});",
                 f"{ind}int64_t const row_end = row_begin + ({per}) < ({rows}) ? row_begin + ({per}) : ({rows});",
                 f"{ind}for (int64_t row = row_begin; row < row_end; ++row) {{",
             ]

@@ -41,10 +41,10 @@ def translation_unit(mod: TirModule, kernel_cls: type[KernelEmitter], host_cls: 
     exports = []
     for fn in fns:
         if fn.stages:
-            stages = tuple(kernel_cls(s.fn) for s in fn.stages)
-            for k in stages:
+            emitted, launches = host_cls.stage_emitters(fn, kernel_cls)
+            for k in emitted:
                 lines += k.emit() + [""]
-            host = host_cls(fn, stages[0], mod.target, stages)
+            host = host_cls(fn, emitted[0], mod.target, launches)
             lines += host.emit() + [""]
         else:
             kernel = kernel_cls(fn)

@@ -19,8 +19,11 @@ from .errors import LoweringError
 from .program import Op
 from .views import View, lead_offset
 
-# Threads of a CUDA CTA rotating one row (they share its pairs of elements).
-CUDA_ROPE_THREADS = 64
+# Pairs of elements each thread of a CUDA CTA rotates (the CTA shares a row's pairs), and the most threads a CTA
+# takes: a head of 128 elements takes 16 threads, as a row-wise stage of that row does, so that the rope and the
+# row-wise stages beside it (a cache write of v) may share one launch (codegen/cuda/launches.py).
+CUDA_ROPE_PAIRS_PER_THREAD = 4
+CUDA_ROPE_MAX_THREADS = 64
 
 
 def rope_bodies(name: str, op: Op, views: list[View], outs: list[View], homes: dict[int, str],
@@ -35,12 +38,15 @@ def rope_bodies(name: str, op: Op, views: list[View], outs: list[View], homes: d
             raise LoweringError(op.op, name, f"its {what} is a view {v} whose axes repeat or are picked by positions; "
                                 "not compiled yet", op.loc)
     compute = op.attrs["compute_dtype"].name
-    threads = CUDA_ROPE_THREADS if isinstance(target, CudaTarget) else 1
+    threads = 1
     origin = Origin(op.op, op.loc, op.composite)
     bodies = []
     for x, out in zip((q, k), outs):
         lead = x.shape[:-1]
         d = x.shape[-1]
+        if isinstance(target, CudaTarget):
+            half = d // 2 if isinstance(d, int) else CUDA_ROPE_MAX_THREADS * CUDA_ROPE_PAIRS_PER_THREAD
+            threads = max(1, min(CUDA_ROPE_MAX_THREADS, half // CUDA_ROPE_PAIRS_PER_THREAD))
         seq_axis = len(lead) - 2  # (..., seq, heads): the position indexes the seq axis
         heads = lead[-1]
         at = RowOffset(((heads, None if seq_axis == 0 else lead[seq_axis], pos.strides[0]),), (), pos.offset)

@@ -35,16 +35,18 @@ thread count from the mesh).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from ...ir.types.dim import Dim, dimvars_of, floordiv
+from ...ir.types.dim import Dim, dimvars_of, floordiv, product
 from ...ir.types.storage import Storage
 from ...tir.buffer import Buffer
 from ...tir.function import KernelParam, PrimFunc, TirModule
 from ...tir.stmt import GmemView, MeshScope, OpCall, RowGuard, RowLoop, Stmt
 from .. import cxx
-from ..host import HostEmitter
+from ..host import HostEmitter, declared_of
 from ..kernel import KernelEmitter, allocations, meshes_of
 from ..unit import translation_unit
+from .launches import SharedLaunch, can_share, plan_launches
 
 # Bytes each buffer in the dynamic shared memory is aligned to (a 16-byte vector access).
 SMEM_ALIGN = 16
@@ -155,19 +157,37 @@ class CudaKernel(KernelEmitter):
     target_label = "cuda"
     pointer_qualifier = " __restrict__"  # the entry refuses outputs overlapping inputs or one another
 
-    def __init__(self, fn: PrimFunc) -> None:
+    def __init__(self, fn: PrimFunc, part: bool = False) -> None:
         super().__init__(fn)
         self.launch = _derive_launch_config(fn)
+        self.part = part  # a part of a shared launch (launches.py): a __device__ function of its CTA index
         self.qualifier = f"__global__ void __launch_bounds__({self.launch.block})"
+        if part:
+            self.qualifier = "__device__ __forceinline__ void"
+            self.cta_index = "cta"
         self.workspaces = _workspaces(fn.body)
         self.dynamic_offset: Dim = 0
+
+    @property
+    def kernel_name(self) -> str:
+        suffix = "part" if self.part else "kernel"
+        return self.names(("kernel", self.fn.name), f"{self.fn.name}_{suffix}")
+
+    def signature_params(self) -> list[str]:
+        return super().signature_params() + (["int64_t cta"] if self.part else [])
+
+    def waits_at_start(self) -> bool:
+        """Whether the kernel waits for the one before it at its start (not inside a matmul's call)."""
+        return not _op_waits(self.fn.body)
 
     def emit(self) -> list[str]:
         lines = super().emit()
         at = next(i for i, line in enumerate(lines) if line.startswith(self.qualifier)) + 1
         # launched as a programmatic dependent launch (host::CudaLaunch::start): nothing is read before this
         first = ["  wait_for_earlier_kernels();  // the kernel before this one has completed"]
-        if _op_waits(self.fn.body):
+        if self.part:  # the shared launch's kernel waited
+            first = []
+        elif _op_waits(self.fn.body):
             first = ["  // ops::matmul waits for the kernel before this one (after an L2 prefetch of its weights)"]
         if _dynamic_buffers(self.fn):
             first.insert(0, f"  extern __shared__ __align__({SMEM_ALIGN}) unsigned char {DYNAMIC_SMEM}[];")
@@ -230,6 +250,57 @@ class CudaHost(HostEmitter):
 
     def checker(self) -> str:
         return f"host::CudaArgChecker check({cxx.string(self.fn.name)}, {cxx.string(str(self.target))});"
+
+    @classmethod
+    def stage_emitters(cls, fn: PrimFunc, kernel_cls: type[KernelEmitter]) -> tuple[list[Any], tuple[Any, ...]]:
+        """The stages' kernels, those of a shared launch (launches.py) as parts with the launch's kernel after
+        them, and the launches in the order the entry makes them."""
+        plain = [CudaKernel(s.fn) for s in fn.stages]
+        shareable = [can_share(s.fn, bool(_dynamic_buffers(s.fn)), k.waits_at_start())
+                     for s, k in zip(fn.stages, plain)]
+        emitted: list[Any] = []
+        launches: list[Any] = []
+        for n, la in enumerate(plan_launches(fn, shareable)):
+            if len(la.stages) == 1:
+                kernel = plain[la.stages[0]]
+                kernel.stage_index = la.stages[0]
+                emitted.append(kernel)
+                launches.append(kernel)
+                continue
+            parts = [CudaKernel(fn.stages[k].fn, part=True) for k in la.stages]
+            shared = SharedLaunch(fn, n, la.stages, parts)
+            emitted += [*parts, shared]
+            launches.append(shared)
+        return emitted, tuple(launches)
+
+    def launch_stages(self) -> list[str]:
+        """The temporaries, then each launch in order: a stage's own kernel, or several stages' shared one."""
+        lines: list[str] = []
+        pointers = dict(self.pointers)
+        for t in self.fn.temps:
+            name = self.names(("temp", t.name), t.name)
+            count = cxx.dim_expr(product(t.type.shape), self.dims)
+            lines.append(f"// {t.name}: {declared_of(t)}, between stages")
+            lines += self.temporary(name, cxx.cxx_type(t.type.dtype), count)
+            pointers[t.name] = f"{name}.data()"
+        for n, launch in enumerate(self.stage_kernels):
+            if isinstance(launch, SharedLaunch):
+                what = ", ".join(f"{self.fn.stages[k].fn.name}({', '.join(self.fn.stages[k].args)})"
+                                 for k in launch.stages)
+                lines += [f"{{  // launch {n}: stages {', '.join(map(str, launch.stages))}: {what}",
+                          *("  " + line for line in launch.host_lines(pointers, self.dims)), "}"]
+                continue
+            k = launch.stage_index
+            stage = self.fn.stages[k]
+            bound = {p.name: pointers[arg] for p, arg in zip(stage.fn.params, stage.args)}
+            opening = f"{{  // launch {n}: stage {k}: {stage.fn.name}({', '.join(stage.args)})"
+            if stage.unless_same is not None:  # an input updated in place: nothing to copy
+                a, b = stage.unless_same
+                opening = (f"if (static_cast<void const*>({pointers[a]}) != static_cast<void const*>({pointers[b]})) "
+                           f"{opening}, unless {b} is {a}")
+            lines += [opening, f"  int64_t const grid = {cxx.dim_expr(stage.fn.schedule.grid, self.dims)};",
+                      *("  " + line for line in self.launch(launch, launch.call_args(bound, self.dims))), "}"]
+        return lines
 
     def layout_checks(self, p: KernelParam) -> list[str]:
         """A float tensor a kernel reads or writes in vectors starts at a vector's alignment (for a staged
