@@ -9,7 +9,8 @@
 // word), each group keeping U keys in flight; the scores of every row come from a dot product over
 // the group (shuffles), and each group keeps its own online softmax (running maximum, sum and
 // weighted sum in float). The groups of a warp merge by shuffles, the warps through shared memory,
-// and the slice's state goes to `part` for attention_combine.
+// and the slice's state goes to `part` for attention_combine, whose fast tier (a static count of
+// at most 32 slices) reads every slice's maximum and sum once a row and its values all at once.
 #pragma once
 
 #include <tilefoundry/runtime/common/config.h>
@@ -298,6 +299,68 @@ __device__ void apply(Scores scores, Visible const& visible, Q const& q, K const
   general<Acc>(scores, visible, q, k, v, part, split, splits);
 }
 
+/// Whether part (S x G x M x (Dv + 2)) has a static slice count of at most a warp and a static row
+/// length: the combine's fast tier.
+template <class Part>
+TILEFOUNDRY_HOST_DEVICE constexpr bool combine_tier() {
+  using PL = decltype(std::declval<Part const&>().layout());
+  using S = decltype(cute::shape<0>(std::declval<PL>()));
+  using W = decltype(cute::shape<3>(std::declval<PL>()));
+  if constexpr (!cute::is_static<S>::value || !cute::is_static<W>::value) {
+    return false;
+  } else {
+    return int(S::value) <= 32 && int(W::value) > 2;
+  }
+}
+
+constexpr int kCombineRows = 32;  // rows whose slices' weights a pass keeps in shared memory
+
+/// The combine's fast tier. A pass takes up to kCombineRows rows of the CTA: a warp a row reads the
+/// slices' maxima and sums (a lane a slice, all at once), and keeps each slice's weight
+/// e^(max_s - max) / sum_t e^(max_t - max) sum_t in shared memory; then every thread takes outputs
+/// (row, d), each the weighted sum of the S slices' values, read together. Two waits on memory a
+/// pass, where the general combine waits once a slice for every output.
+template <class Part, class Out>
+__device__ void combine_fast(Part const& part, Out& out) {
+  using T = cute::remove_cvref_t<decltype(out(0, 0, 0))>;
+  constexpr int S = int(decltype(cute::shape<0>(part.layout()))::value);
+  constexpr int DV = int(decltype(cute::shape<3>(part.layout()))::value) - 2;
+  __shared__ float weight[kCombineRows][S];
+  int64_t const groups = int64_t(cute::size<0>(out));
+  int64_t const rows = groups * int64_t(cute::size<1>(out));
+  int const warps = int(blockDim.x) / 32, warp = int(threadIdx.x) / 32,
+            lane = int(threadIdx.x) % 32;
+  for (int64_t r0 = 0; r0 < rows; r0 += kCombineRows) {
+    int const count = int(rows - r0 < kCombineRows ? rows - r0 : kCombineRows);
+    for (int j = warp; j < count; j += warps) {
+      int64_t const g = (r0 + j) % groups, m = (r0 + j) / groups;
+      float const ms = lane < S ? part(lane, g, m, DV) : -INFINITY;
+      float const sum = lane < S ? part(lane, g, m, DV + 1) : 0.0f;
+      float mx = ms;
+      CUTE_UNROLL
+      for (int off = 16; off > 0; off /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+      float const e = ms == -INFINITY ? 0.0f : detail::exp_(ms - mx);
+      float total = e * sum;
+      CUTE_UNROLL
+      for (int off = 16; off > 0; off /= 2) total += __shfl_xor_sync(0xffffffffu, total, off);
+      if (lane < S) weight[j][lane] = e / total;  // no key seen: 0 / 0, NaN as softmax over nothing
+    }
+    __syncthreads();
+    for (int idx = int(threadIdx.x); idx < count * DV; idx += int(blockDim.x)) {
+      int const j = idx / DV, d = idx % DV;
+      int64_t const g = (r0 + j) % groups, m = (r0 + j) / groups;
+      float value[S];
+      CUTE_UNROLL
+      for (int s = 0; s < S; ++s) value[s] = part(s, g, m, d);
+      float acc = 0.0f;
+      CUTE_UNROLL
+      for (int s = 0; s < S; ++s) acc = fmaf(weight[j][s], value[s], acc);
+      out(g, m, d) = detail::convert<T>(acc);
+    }
+    __syncthreads();  // the weights are the next pass's
+  }
+}
+
 }  // namespace attention_impl
 
 /// The attention family's entry: this CTA's slice `split` of `splits` of the keys, softmax(scores)
@@ -332,6 +395,12 @@ __device__ void attention(Scores scores, Cmp cmp, QPos const& qpos, Q const& q, 
 /// The slices' states part (S x G x M x (Dv + 2)) merged into out (G x M x Dv).
 template <class Part, class Out>
 __device__ void attention_combine(Part const& part, Out&& out) {
+  if constexpr (attention_impl::combine_tier<Part>()) {
+    if (blockDim.x % 32 == 0) {
+      attention_impl::combine_fast(part, out);
+      return;
+    }
+  }
   attention_impl::combine(part, out);
 }
 
