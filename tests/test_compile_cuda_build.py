@@ -1,0 +1,70 @@
+"""The CUDA source of every compiled op family and fusion, built with nvcc as one translation unit.
+
+The families' decoder-layer functions (Qwen3 in bf16: q/k/v with its norm, q/k norms, attention with RoPE and the
+cache writes, the MLP, embedding, head), and the modules of tests/test_compile_prologue.py, test_compile_pairs.py,
+test_compile_epilogue.py and test_compile_matmul.py, lowered for CUDA into one Module: one nvcc run (about 15 s
+of every nvcc run here is the runtime's headers, paid once) that must print no warning, and whose library
+exports every function's entry. What each module computes is checked on the CPU in its own file, and on the
+H200 in tests/gpu.
+"""
+
+from __future__ import annotations
+
+import copy
+import shutil
+
+import pytest
+
+from tests.test_compile_epilogue import Epilogues
+from tests.test_compile_families import _family, _functions
+from tests.test_compile_matmul import Matmuls
+from tests.test_compile_pairs import Pairs
+from tests.test_compile_prologue import Prologues
+from tilefoundry import lower
+from tilefoundry.codegen import generate, link
+from tilefoundry.ir.core.function import Function
+from tilefoundry.ir.core.module import Module
+from tilefoundry.runtime.loader import load_library
+from tilefoundry.target import CudaTarget
+from tilefoundry.tir.function import TirModule
+
+pytestmark = [pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc to build CUDA code"),
+              pytest.mark.usefixtures("compile_cache")]
+
+
+def _renamed(fn: Function, name: str) -> Function:
+    if fn.name == name:
+        return fn
+    out = copy.copy(fn)
+    out.name = name
+    return out
+
+
+def _everything() -> TirModule:
+    """Every module's functions lowered for CUDA into one TirModule (each module lowered as itself: their weights'
+    names differ in shape across them), a function named after its module where two would share a name."""
+    groups = {"family": _functions(_family("qwen3", "bfloat16")), "prologue": dict(Prologues.functions),
+              "pairs": dict(Pairs.functions), "epilogue": dict(Epilogues.functions),
+              "matmul": dict(Matmuls.functions)}
+    seen: dict[str, int] = {}
+    for fns in groups.values():
+        for name in fns:
+            seen[name] = seen.get(name, 0) + 1
+    functions = {}
+    for group, fns in groups.items():
+        renamed = {}
+        for name, fn in fns.items():
+            unique = name if seen[name] == 1 else f"{group}_{name}"
+            renamed[unique] = _renamed(fn, unique)
+        functions.update(lower(Module(group, renamed, entry=next(iter(renamed))), CudaTarget()).functions)
+    return TirModule("CudaBuild", CudaTarget(), functions, next(iter(functions)))
+
+
+def test_every_compiled_family_and_fusion_builds_with_nvcc_as_one_unit_and_exports_every_entry() -> None:
+    mod = _everything()
+    assert len(mod.functions) > 30
+    linked = link(generate(mod))
+    assert linked.library.is_file() and "warning" not in linked.diagnostics.lower(), linked.diagnostics
+    entries = load_library(linked)
+    for name in mod.functions:
+        assert callable(entries[name]), name
