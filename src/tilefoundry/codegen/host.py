@@ -7,7 +7,8 @@ contiguous (and, where the target reads it in wide words, aligned), and no outpu
 input or another output. A target supplies its checker, the device it runs on and the launch.
 
 A staged function's entry checks its own arguments once, allocates its temporaries (``temporary``, per
-target) and launches each stage's kernel in order, each over the pointers its stage binds.
+target) and launches each stage's kernel in order, each over the pointers its stage binds (a target may run
+independent stages in one launch: ``stage_emitters``; CUDA's, codegen/cuda/launches.py).
 """
 
 from __future__ import annotations

@@ -25,7 +25,8 @@ stream, and reports a launch the runtime refused. Every launch is a programmatic
 has them (``host::CudaLaunch::start``; each kernel first calls ``wait_for_earlier_kernels()``, or, a kernel whose
 only op is a matmul, ``ops::matmul`` calls it after asking L2 for the CTA's weights), so a kernel's
 launch overlaps the tail of the one before it: a staged function's stages follow one another without the
-gap of a plain launch. Every launch is one-dimensional, and the unit says so
+gap of a plain launch, and its independent row-wise and rope stages of one block size share a launch, each a
+``__device__`` part of one kernel (``launches.py``). Every launch is one-dimensional, and the unit says so
 (``TILEFOUNDRY_LINEAR_LAUNCH``). The thread level is left launch-provided (no
 ``TILEFOUNDRY_STATIC_PROGRAM_SHAPE(thread, N)``) unless a mesh needs it static, so translation units
 of kernels with different block sizes can share one compilation (the runtime takes a reduction's
