@@ -101,6 +101,14 @@ class HostEmitter:
 
     def launch_stages(self) -> list[str]:
         """A staged function's temporaries, then each stage's launch in order, over the pointers it binds."""
+        lines, pointers = self.temporaries()
+        for k, kernel in enumerate(self.stage_kernels):
+            lines += self.stage_launch(f"stage {k}", k, kernel, pointers)
+        return lines
+
+    def temporaries(self) -> tuple[list[str], dict[str, str]]:
+        """The declarations of a staged function's temporaries, and the pointer of every parameter and
+        temporary by name."""
         lines = []
         pointers = dict(self.pointers)
         for t in self.fn.temps:
@@ -109,16 +117,20 @@ class HostEmitter:
             lines.append(f"// {t.name}: {declared_of(t)}, between stages")
             lines += self.temporary(name, cxx.cxx_type(t.type.dtype), count)
             pointers[t.name] = f"{name}.data()"
-        for k, (stage, kernel) in enumerate(zip(self.fn.stages, self.stage_kernels)):
-            bound = {p.name: pointers[arg] for p, arg in zip(stage.fn.params, stage.args)}
-            opening = f"{{  // stage {k}: {stage.fn.name}({', '.join(stage.args)})"
-            if stage.unless_same is not None:  # an input updated in place: nothing to copy
-                a, b = stage.unless_same
-                opening = (f"if (static_cast<void const*>({pointers[a]}) != static_cast<void const*>({pointers[b]})) "
-                           f"{opening}, unless {b} is {a}")
-            lines += [opening, f"  int64_t const grid = {cxx.dim_expr(stage.fn.schedule.grid, self.dims)};",
-                      *("  " + line for line in self.launch(kernel, kernel.call_args(bound, self.dims))), "}"]
-        return lines
+        return lines, pointers
+
+    def stage_launch(self, label: str, k: int, kernel: KernelEmitter, pointers: dict[str, str]) -> list[str]:
+        """The launch of stage ``k``'s own kernel over the pointers it binds (skipped where it copies an input
+        updated in place), in a block commented ``label``."""
+        stage = self.fn.stages[k]
+        bound = {p.name: pointers[arg] for p, arg in zip(stage.fn.params, stage.args)}
+        opening = f"{{  // {label}: {stage.fn.name}({', '.join(stage.args)})"
+        if stage.unless_same is not None:  # an input updated in place: nothing to copy
+            a, b = stage.unless_same
+            opening = (f"if (static_cast<void const*>({pointers[a]}) != static_cast<void const*>({pointers[b]})) "
+                       f"{opening}, unless {b} is {a}")
+        return [opening, f"  int64_t const grid = {cxx.dim_expr(stage.fn.schedule.grid, self.dims)};",
+                *("  " + line for line in self.launch(kernel, kernel.call_args(bound, self.dims))), "}"]
 
     def position_checks(self) -> list[str]:
         """The checks of the positions the stages read on the device from the function's integer arguments

@@ -38,13 +38,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ...ir.types.dim import Dim, dimvars_of, floordiv, product
+from ...ir.types.dim import Dim, dimvars_of, floordiv
 from ...ir.types.storage import Storage
 from ...tir.buffer import Buffer
 from ...tir.function import KernelParam, PrimFunc, TirModule
 from ...tir.stmt import GmemView, MeshScope, OpCall, RowGuard, RowLoop, Stmt
 from .. import cxx
-from ..host import HostEmitter, declared_of
+from ..host import HostEmitter
 from ..kernel import KernelEmitter, allocations, meshes_of
 from ..unit import translation_unit
 from .launches import SharedLaunch, can_share, plan_launches
@@ -276,31 +276,16 @@ class CudaHost(HostEmitter):
 
     def launch_stages(self) -> list[str]:
         """The temporaries, then each launch in order: a stage's own kernel, or several stages' shared one."""
-        lines: list[str] = []
-        pointers = dict(self.pointers)
-        for t in self.fn.temps:
-            name = self.names(("temp", t.name), t.name)
-            count = cxx.dim_expr(product(t.type.shape), self.dims)
-            lines.append(f"// {t.name}: {declared_of(t)}, between stages")
-            lines += self.temporary(name, cxx.cxx_type(t.type.dtype), count)
-            pointers[t.name] = f"{name}.data()"
+        lines, pointers = self.temporaries()
         for n, launch in enumerate(self.stage_kernels):
-            if isinstance(launch, SharedLaunch):
-                what = ", ".join(f"{self.fn.stages[k].fn.name}({', '.join(self.fn.stages[k].args)})"
-                                 for k in launch.stages)
-                lines += [f"{{  // launch {n}: stages {', '.join(map(str, launch.stages))}: {what}",
-                          *("  " + line for line in launch.host_lines(pointers, self.dims)), "}"]
+            if not isinstance(launch, SharedLaunch):
+                lines += self.stage_launch(f"launch {n}: stage {launch.stage_index}", launch.stage_index, launch,
+                                           pointers)
                 continue
-            k = launch.stage_index
-            stage = self.fn.stages[k]
-            bound = {p.name: pointers[arg] for p, arg in zip(stage.fn.params, stage.args)}
-            opening = f"{{  // launch {n}: stage {k}: {stage.fn.name}({', '.join(stage.args)})"
-            if stage.unless_same is not None:  # an input updated in place: nothing to copy
-                a, b = stage.unless_same
-                opening = (f"if (static_cast<void const*>({pointers[a]}) != static_cast<void const*>({pointers[b]})) "
-                           f"{opening}, unless {b} is {a}")
-            lines += [opening, f"  int64_t const grid = {cxx.dim_expr(stage.fn.schedule.grid, self.dims)};",
-                      *("  " + line for line in self.launch(launch, launch.call_args(bound, self.dims))), "}"]
+            what = ", ".join(f"{self.fn.stages[k].fn.name}({', '.join(self.fn.stages[k].args)})"
+                             for k in launch.stages)
+            lines += [f"{{  // launch {n}: stages {', '.join(map(str, launch.stages))}: {what}",
+                      *("  " + line for line in launch.host_lines(pointers, self.dims)), "}"]
         return lines
 
     def layout_checks(self, p: KernelParam) -> list[str]:
