@@ -48,7 +48,8 @@ def _check_plan(staged: PrimFunc) -> int:
     """Asserts the launch plan of ``staged`` runs every stage once, after every stage it depends on and beside
     none of them, in launches of one block size; returns how many launches it makes."""
     emitted, launches = CudaHost.stage_emitters(staged, CudaKernel)
-    order = [launch.stages if isinstance(launch, SharedLaunch) else (launch.stage_index,) for launch in launches]
+    order = [launch.stages if isinstance(launch, SharedLaunch) else
+             (next(k for k, s in enumerate(staged.stages) if s.fn is launch.fn),) for launch in launches]
     assert sorted(k for group in order for k in group) == list(range(len(staged.stages)))
     at = {k: n for n, group in enumerate(order) for k in group}
     for k in range(len(staged.stages)):

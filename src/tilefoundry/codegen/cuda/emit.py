@@ -263,10 +263,8 @@ class CudaHost(HostEmitter):
         launches: list[Any] = []
         for n, la in enumerate(plan_launches(fn, shareable)):
             if len(la.stages) == 1:
-                kernel = plain[la.stages[0]]
-                kernel.stage_index = la.stages[0]
-                emitted.append(kernel)
-                launches.append(kernel)
+                emitted.append(plain[la.stages[0]])
+                launches.append(plain[la.stages[0]])
                 continue
             parts = [CudaKernel(fn.stages[k].fn, part=True) for k in la.stages]
             shared = SharedLaunch(fn, n, la.stages, parts)
@@ -279,8 +277,8 @@ class CudaHost(HostEmitter):
         lines, pointers = self.temporaries()
         for n, launch in enumerate(self.stage_kernels):
             if not isinstance(launch, SharedLaunch):
-                lines += self.stage_launch(f"launch {n}: stage {launch.stage_index}", launch.stage_index, launch,
-                                           pointers)
+                k = next(k for k, stage in enumerate(self.fn.stages) if stage.fn is launch.fn)
+                lines += self.stage_launch(f"launch {n}: stage {k}", k, launch, pointers)
                 continue
             what = ", ".join(f"{self.fn.stages[k].fn.name}({', '.join(self.fn.stages[k].args)})"
                              for k in launch.stages)

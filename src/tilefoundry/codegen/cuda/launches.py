@@ -36,11 +36,6 @@ class Launch:
     stages: tuple[int, ...]
 
 
-def _canonical(fn: PrimFunc) -> dict[str, str]:
-    """Each output the caller may pass as an input (updated in place) named as that input."""
-    return {out: inp for out, inp in fn.aliases}
-
-
 def _accesses(stage: StageCall, same: dict[str, str]) -> tuple[set[str], set[str]]:
     """The arguments ``stage`` reads and writes (outputs in place named as their inputs)."""
     reads, writes = set(), set()
@@ -62,7 +57,7 @@ def can_share(fn: PrimFunc, dynamic_smem: bool, waits_at_start: bool) -> bool:
 
 def plan_launches(fn: PrimFunc, shareable: list[bool]) -> list[Launch]:
     """The launches of staged function ``fn``'s stages (``shareable[k]``: stage k's kernel may be a part)."""
-    same = _canonical(fn)
+    same = dict(fn.aliases)  # an output the caller may pass as the input it updates, named as that input
     access = [_accesses(s, same) for s in fn.stages]
     level: list[int] = []
     for k in range(len(fn.stages)):
