@@ -178,6 +178,21 @@ def test_grouped_key_heads_are_read_once_per_key_head() -> None:
     assert first.schedule.grid == KV * splits  # a CTA per key head and slice, its G = 2 query heads together
 
 
+def test_on_a_gpu_with_clusters_a_key_heads_slices_merge_in_their_own_kernel() -> None:
+    splits = 16  # CUDA: a slice of at least 64 keys, at most 16 a key head
+    (merged,) = lower(Attention, "cuda:sm_90a").functions["causal"].stages
+    assert merged.fn.schedule.grid == KV * splits and merged.fn.schedule.cluster == splits
+    assert [p.name for p in merged.fn.params if p.is_output] == list(merged.args[-2:])  # the states, the result
+    source = generate(lower(Attention, "cuda:sm_90a")).source
+    assert source.count(f"launch.start_in_clusters(causal_stage0_merged_kernel, ctas, {splits}, 128, ") == 1
+    assert "ops::attention_combine(" in source and f"int64_t((row % {splits})), int64_t({splits}));" in source
+    # before sm_90 (no clusters) the combine is a second kernel, a CTA a key head
+    slices, combine = lower(Attention, "cuda:sm_80").functions["causal"].stages
+    assert slices.fn.schedule.grid == KV * splits and combine.fn.schedule.grid == KV
+    assert slices.fn.schedule.cluster == combine.fn.schedule.cluster == 1
+    assert "start_in_clusters" not in generate(lower(Attention, "cuda:sm_80")).source
+
+
 def test_a_query_that_sees_no_key_gets_nan_as_in_the_evaluator() -> None:
     compiled = jit(Attention, target="cpu").functions["causal"]
     q, keys, vals, _, kv_pos = _inputs("causal", 2, 9)

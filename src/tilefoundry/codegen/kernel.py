@@ -244,8 +244,9 @@ class KernelEmitter:
             indices = [f"int64_t({self.row_offset(i)})" for i in s.indices]
             acc = cxx.COMPUTE_TYPES[s.tag.name]
             line = f"ops::attention<{acc}>({', '.join([*functors, *args, out, *indices])});"
-        elif s.family == "attention_combine":
-            line = f"ops::attention_combine({args[0]}, {out});"
+        elif s.family == "attention_combine":  # ops::attention_combine(part, out[, rank, ranks]): ranks a cluster's
+            indices = [f"int64_t({self.row_offset(i)})" for i in s.indices]
+            line = f"ops::attention_combine({', '.join([args[0], out, *indices])});"
         elif s.family == "reduce_axis":
             line = f"ops::reduce_axis<ops::{s.tag.name}>({args[0]}, {out});"
         elif s.family == "matmul" and (s.epilogue is not None or s.prologue is not None):

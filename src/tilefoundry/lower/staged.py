@@ -185,19 +185,24 @@ class _Stages:
         return not returned and all(id(o) in inside for o in readers)
 
     def attention(self, name: str, op: Op, views: list[View], out: View) -> list[StageCall]:
-        """The two kernels of an attention (``attention.py``): the keys' slices into a temporary of the slices'
-        states, then their combine into the result."""
+        """The kernels of an attention (``attention.py``): the keys' slices into a temporary of the slices'
+        states, then their combine into the result; or one kernel doing both, a key head's slices a cluster."""
         part = KernelParam(self.prog.namer.unique(f"{op.outputs[0].name}_slices"),
                            TensorType(attention_part_shape(*views[:3], self.target), f32), False)
         self.temps.append(part)
-        (body1, sched1), (body2, sched2) = attention_bodies(self.prog.name, op, views, out, part.name, self.homes,
-                                                            self.target)
+        bodies = attention_bodies(self.prog.name, op, views, out, part.name, self.homes, self.target)
         ins = tuple(KernelParam(self.homes[id(r)], TensorType(r.type.shape, r.type.dtype), False)
                     for r in _distinct([v.root for v in views]))
         result = KernelParam(self.homes[id(out.root)], TensorType(out.root.type.shape, out.root.type.dtype), True)
-        kernels = (PrimFunc(f"{name}_slices", (*ins, KernelParam(part.name, part.type, True)), 1, (), sched1, body1,
-                            op.loc),
-                   PrimFunc(f"{name}_combine", (part, result), 1, (), sched2, body2, op.loc))
+        written = KernelParam(part.name, part.type, True)
+        if len(bodies) == 1:
+            ((body, sched),) = bodies
+            kernels: tuple[PrimFunc, ...] = (PrimFunc(f"{name}_merged", (*ins, written, result), 2, (), sched, body,
+                                                      op.loc),)
+        else:
+            (body1, sched1), (body2, sched2) = bodies
+            kernels = (PrimFunc(f"{name}_slices", (*ins, written), 1, (), sched1, body1, op.loc),
+                       PrimFunc(f"{name}_combine", (part, result), 1, (), sched2, body2, op.loc))
         calls = []
         for fn in kernels:
             fn.dimvars = self.dimvars(fn)

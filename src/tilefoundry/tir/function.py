@@ -49,6 +49,8 @@ class Schedule:
         rows_per_cta: rows each CTA runs, one after the other.
         vector_width: elements a thread holds contiguously along the last axis (16 bytes' worth is what
             a GPU loads in one instruction).
+        cluster: consecutive CTAs launched as one thread-block cluster (CUDA, sm_90 and later), which run
+            at once and may wait for each other; 1: none.
     """
 
     placement: str
@@ -57,10 +59,12 @@ class Schedule:
     rows: Dim = 1
     rows_per_cta: Dim = 1
     vector_width: int = 1
+    cluster: int = 1
 
     def __str__(self) -> str:
-        return (f"placement={self.placement} grid={self.grid} threads_per_cta={self.threads_per_cta} "
+        text = (f"placement={self.placement} grid={self.grid} threads_per_cta={self.threads_per_cta} "
                 f"rows={self.rows} rows_per_cta={self.rows_per_cta} vector_width={self.vector_width}")
+        return text + (f" cluster={self.cluster}" if self.cluster > 1 else "")
 
 
 @dataclass(eq=False)

@@ -162,6 +162,52 @@ class CudaLaunch {
             "launching the kernel");
   }
 
+  /// ... in thread-block clusters of `cluster` consecutive CTAs (compute capability 9.0 and later;
+  /// `ctas` a multiple of it), each cluster's CTAs running at once and able to wait for each other.
+  /// More than the portable 8 where the device allows it; refused otherwise, saying so.
+  template <class... Params, class... Args>
+  void start_in_clusters(void (*kernel)(Params...), unsigned ctas, unsigned cluster,
+                         unsigned threads, std::size_t shared_bytes, Args... args) const {
+    int major = 0;
+    fail_on(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_),
+            "reading the device's compute capability");
+    if (major < 9) {
+      TVM_FFI_THROW(RuntimeError) << entry_ << ": its kernel runs in thread-block clusters of "
+                                  << cluster << " CTAs, which cuda:" << device_
+                                  << " (compute capability " << major
+                                  << ".x) does not have; build it for this GPU's architecture";
+    }
+    if (cluster > 8) {
+      fail_on(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1),
+              "allowing clusters of more than 8 CTAs");
+    }
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(ctas);
+    config.blockDim = dim3(threads);
+    config.dynamicSmemBytes = shared_bytes;
+    config.stream = stream_;
+    cudaLaunchAttribute attrs[2]{};
+    attrs[0].id = cudaLaunchAttributeClusterDimension;
+    attrs[0].val.clusterDim.x = cluster;
+    attrs[0].val.clusterDim.y = 1;
+    attrs[0].val.clusterDim.z = 1;
+    attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[1].val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = attrs;
+    config.numAttrs = 2;
+    cudaError_t const e = cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      int fits = 0;
+      if (cudaOccupancyMaxActiveClusters(&fits, kernel, &config) == cudaSuccess && fits < 1) {
+        TVM_FFI_THROW(RuntimeError) << entry_ << ": no cluster of " << cluster << " CTAs of "
+                                    << threads << " threads of its kernel fits on cuda:" << device_
+                                    << " (" << cudaGetErrorName(e) << ")";
+      }
+      fail_on(e, "launching the kernel");
+    }
+  }
+
  private:
   void fail_on(cudaError_t e, char const* doing) const {
     if (e != cudaSuccess) {

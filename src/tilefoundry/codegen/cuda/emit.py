@@ -314,9 +314,10 @@ class CudaHost(HostEmitter):
             lines.append(f"launch.dynamic_shared_memory({kernel.kernel_name}, shared_bytes, "
                          f"{cxx.string(_dynamic_what(kernel.fn))});")
             smem = "shared_bytes"
-        lines += ["if (ctas > 0) {",
-                  f"  launch.start({kernel.kernel_name}, ctas, {cfg.block}, {smem}, {args});",
-                  "}"]
+        cluster = kernel.fn.schedule.cluster
+        start = (f"launch.start_in_clusters({kernel.kernel_name}, ctas, {cluster}, " if cluster > 1
+                 else f"launch.start({kernel.kernel_name}, ctas, ")
+        lines += ["if (ctas > 0) {", f"  {start}{cfg.block}, {smem}, {args});", "}"]
         return lines
 
 
@@ -329,6 +330,8 @@ def _describe(fn: PrimFunc, cfg: LaunchConfig, dims: dict[str, str]) -> str:
             what += f", a thread's part of a row in strips of {s.vector_width} contiguous elements"
     if cfg.dynamic_smem != 0:
         what += f", {cxx.dim_expr(cfg.dynamic_smem, dims)} bytes of dynamic shared memory"
+    if s.cluster > 1:
+        what += f", in thread-block clusters of {s.cluster} CTAs"
     return what
 
 

@@ -52,7 +52,8 @@ def _depends(later: tuple[set[str], set[str]], earlier: tuple[set[str], set[str]
 
 def can_share(fn: PrimFunc, dynamic_smem: bool, waits_at_start: bool) -> bool:
     """Whether stage kernel ``fn`` may run as a part of a shared launch."""
-    return fn.schedule.placement in PART_PLACEMENTS and not dynamic_smem and waits_at_start
+    return (fn.schedule.placement in PART_PLACEMENTS and fn.schedule.cluster == 1 and not dynamic_smem
+            and waits_at_start)
 
 
 def plan_launches(fn: PrimFunc, shareable: list[bool]) -> list[Launch]:

@@ -170,18 +170,19 @@ TILEFOUNDRY_DEVICE void general(Scores scores, Visible visible, Q const& q, K co
 }
 
 /// out(g, m, d) from the slices' states part(s, g, m, :): each slice's sum weighted by
-/// e^(its maximum - the largest), divided by the weighted sum of exponentials.
+/// e^(its maximum - the largest), divided by the weighted sum of exponentials. Only the outputs
+/// [first, end) of out's G x M x Dv, in that order (a CTA's share where several merge one head).
 template <class Part, class Out>
-TILEFOUNDRY_DEVICE void combine(Part const& part, Out&& out) {
+TILEFOUNDRY_DEVICE void combine(Part const& part, Out&& out, int64_t first, int64_t end) {
   using T = cute::remove_cvref_t<decltype(out(0, 0, 0))>;
   int64_t const splits = int64_t(cute::size<0>(part));
-  int64_t const groups = int64_t(cute::size<0>(out));
   int64_t const rows = int64_t(cute::size<1>(out));
   int64_t const dv = int64_t(cute::size<2>(out));
   int64_t const threads =
       int64_t(program_dim<detail::dependent_level<TopologyScope::thread, Out>>());
-  for (int64_t i = int64_t(program_id<detail::dependent_level<TopologyScope::thread, Out>>());
-       i < groups * rows * dv; i += threads) {
+  for (int64_t i =
+           first + int64_t(program_id<detail::dependent_level<TopologyScope::thread, Out>>());
+       i < end; i += threads) {
     int64_t const d = i % dv;
     int64_t const m = (i / dv) % rows;
     int64_t const g = i / (dv * rows);
@@ -201,6 +202,12 @@ TILEFOUNDRY_DEVICE void combine(Part const& part, Out&& out) {
     }
     out(g, m, d) = detail::convert<T>(acc / sum);
   }
+}
+
+/// ... every output.
+template <class Part, class Out>
+TILEFOUNDRY_DEVICE void combine(Part const& part, Out&& out) {
+  combine(part, out, 0, int64_t(cute::size(out)));
 }
 
 }  // namespace attention_impl

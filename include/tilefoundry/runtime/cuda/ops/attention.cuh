@@ -11,6 +11,8 @@
 // weighted sum in float). The groups of a warp merge by shuffles, the warps through shared memory,
 // and the slice's state goes to `part` for attention_combine, whose fast tier (a static count of
 // at most 32 slices) reads every slice's maximum and sum once a row and its values all at once.
+// On sm_90 and later the combine may run in the slices' own kernel: a key head's slices are one
+// thread-block cluster, which waits at the cluster's barrier and merges them, a share a CTA.
 #pragma once
 
 #include <tilefoundry/runtime/common/config.h>
@@ -315,23 +317,24 @@ TILEFOUNDRY_HOST_DEVICE constexpr bool combine_tier() {
 
 constexpr int kCombineRows = 32;  // rows whose slices' weights a pass keeps in shared memory
 
-/// The combine's fast tier. A pass takes up to kCombineRows rows of the CTA: a warp a row reads the
-/// slices' maxima and sums (a lane a slice, all at once), and keeps each slice's weight
-/// e^(max_s - max) / sum_t e^(max_t - max) sum_t in shared memory; then every thread takes outputs
-/// (row, d), each the weighted sum of the S slices' values, read together. Two waits on memory a
-/// pass, where the general combine waits once a slice for every output.
+/// The combine's fast tier, over the outputs [first, end) of the rows' G x M x Dv (row r = token
+/// r / G of head r % G). A pass takes up to kCombineRows of the rows those outputs lie in: a warp
+/// a row reads the slices' maxima and sums (a lane a slice, all at once), and keeps each slice's
+/// weight e^(max_s - max) / sum_t e^(max_t - max) sum_t in shared memory; then every thread takes
+/// outputs (row, d), each the weighted sum of the S slices' values, read together. Two waits on
+/// memory a pass, where the general combine waits once a slice for every output.
 template <class Part, class Out>
-__device__ void combine_fast(Part const& part, Out& out) {
+__device__ void combine_fast(Part const& part, Out& out, int64_t first, int64_t end) {
   using T = cute::remove_cvref_t<decltype(out(0, 0, 0))>;
   constexpr int S = int(decltype(cute::shape<0>(part.layout()))::value);
   constexpr int DV = int(decltype(cute::shape<3>(part.layout()))::value) - 2;
   __shared__ float weight[kCombineRows][S];
   int64_t const groups = int64_t(cute::size<0>(out));
-  int64_t const rows = groups * int64_t(cute::size<1>(out));
   int const warps = int(blockDim.x) / 32, warp = int(threadIdx.x) / 32,
             lane = int(threadIdx.x) % 32;
-  for (int64_t r0 = 0; r0 < rows; r0 += kCombineRows) {
-    int const count = int(rows - r0 < kCombineRows ? rows - r0 : kCombineRows);
+  int64_t const row_end = (end + DV - 1) / DV;
+  for (int64_t r0 = first / DV; r0 < row_end; r0 += kCombineRows) {
+    int const count = int(row_end - r0 < kCombineRows ? row_end - r0 : kCombineRows);
     for (int j = warp; j < count; j += warps) {
       int64_t const g = (r0 + j) % groups, m = (r0 + j) / groups;
       float const ms = lane < S ? part(lane, g, m, DV) : -INFINITY;
@@ -346,8 +349,10 @@ __device__ void combine_fast(Part const& part, Out& out) {
       if (lane < S) weight[j][lane] = e / total;  // no key seen: 0 / 0, NaN as softmax over nothing
     }
     __syncthreads();
-    for (int idx = int(threadIdx.x); idx < count * DV; idx += int(blockDim.x)) {
-      int const j = idx / DV, d = idx % DV;
+    int64_t const lo = first > r0 * DV ? first : r0 * DV;
+    int64_t const hi = end < (r0 + count) * DV ? end : (r0 + count) * DV;
+    for (int64_t idx = lo + int64_t(threadIdx.x); idx < hi; idx += int64_t(blockDim.x)) {
+      int const j = int(idx / DV - r0), d = int(idx % DV);
       int64_t const g = (r0 + j) % groups, m = (r0 + j) / groups;
       float value[S];
       CUTE_UNROLL
@@ -359,6 +364,39 @@ __device__ void combine_fast(Part const& part, Out& out) {
     }
     __syncthreads();  // the weights are the next pass's
   }
+}
+
+/// The outputs [first, end) of the merge (in the fast tier's order where it applies, else the
+/// general one's: each a partition of the same outputs).
+template <class Part, class Out>
+__device__ void combine_range(Part const& part, Out& out, int64_t first, int64_t end) {
+  if constexpr (combine_tier<Part>()) {
+    if (blockDim.x % 32 == 0) {
+      combine_fast(part, out, first, end);
+      return;
+    }
+  }
+  combine(part, out, first, end);
+}
+
+/// The CTAs of this CTA's thread-block cluster.
+__device__ __forceinline__ unsigned cluster_ctas() {
+  unsigned n = 1;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
+#endif
+  return n;
+}
+
+/// Waits until every thread of this CTA's cluster has arrived here; what they wrote before is then
+/// visible to the cluster's threads (release on arrival, acquire on leaving: cluster scope).
+__device__ __forceinline__ void cluster_barrier() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "barrier.cluster.arrive.release.aligned;\n\t"
+      "barrier.cluster.wait.acquire.aligned;" ::
+          : "memory");
+#endif
 }
 
 }  // namespace attention_impl
@@ -395,13 +433,21 @@ __device__ void attention(Scores scores, Cmp cmp, QPos const& qpos, Q const& q, 
 /// The slices' states part (S x G x M x (Dv + 2)) merged into out (G x M x Dv).
 template <class Part, class Out>
 __device__ void attention_combine(Part const& part, Out&& out) {
-  if constexpr (attention_impl::combine_tier<Part>()) {
-    if (blockDim.x % 32 == 0) {
-      attention_impl::combine_fast(part, out);
-      return;
-    }
-  }
-  attention_impl::combine(part, out);
+  attention_impl::combine_range(part, out, 0, int64_t(cute::size(out)));
+}
+
+/// ... by the `ranks` CTAs of a thread-block cluster, in the kernel whose CTAs wrote the slices'
+/// states (sm_90 and later; the entry launches it in clusters of `ranks` CTAs, this one `rank`):
+/// each waits at the cluster's barrier for every slice's state, then merges its share of the
+/// outputs, [rank n / ranks, (rank + 1) n / ranks) of the n of out. One kernel where a second
+/// launch would merge them: no launch between the slices and their merge, and the states read
+/// from L2 right after they are written.
+template <class Part, class Out>
+__device__ void attention_combine(Part const& part, Out&& out, int64_t rank, int64_t ranks) {
+  if (attention_impl::cluster_ctas() != unsigned(ranks)) __trap();  // launched in other clusters
+  attention_impl::cluster_barrier();
+  int64_t const n = int64_t(cute::size(out));
+  attention_impl::combine_range(part, out, n * rank / ranks, n * (rank + 1) / ranks);
 }
 
 }  // namespace ops
