@@ -95,16 +95,21 @@ class KernelEmitter:
         if self.fn.loc is not None:
             head.insert(0, f"// from @func {self.fn.name} at {_short(self.fn.loc.filename)}:{self.fn.loc.lineno}")
         self.lines = []
-        self.declare_meshes(meshes_of(self.fn.body), "  ")
-        buffers = _buffers(self.fn.body)
+        body = self.body()
+        self.declare_meshes(meshes_of(body), "  ")
+        buffers = _buffers(body)
         for b in buffers:  # a layout several storages share is named after all of them
             self.layout_storages.setdefault(b.layout, set()).add(b.storage)
         for b in buffers:
             self.layout(b.layout, b.storage, "  ")
-        for stmt in self.fn.body:
+        for stmt in body:
             self.stmt(stmt, "  ")
         sig = ", ".join(self.signature_params())
         return head + [f"{self.qualifier} {self.kernel_name}({sig}) {{", *self.lines, "}"]
+
+    def body(self) -> list[Stmt]:
+        """The statements the kernel's C++ is made of: its function's body (a target may run some as one)."""
+        return self.fn.body
 
     def stmt(self, s: Stmt, ind: str) -> None:
         if isinstance(s, MeshScope):
@@ -307,7 +312,11 @@ class KernelEmitter:
         return name
 
     def tag(self, s: OpCall) -> str:
-        return self.tag_of(s.tag)
+        """The call's op object; with ops applied after it (``then``), their composition."""
+        out = self.tag_of(s.tag)
+        for t in s.then:
+            out = f"ops::then({out}, {self.tag_of(t)})"
+        return out
 
     def tag_of(self, tag: Tag) -> str:
         """An op object: ``ops::exp_op{}``, or with fields ``ops::clamp_op<float>{lo, hi}``."""

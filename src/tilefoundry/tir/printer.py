@@ -25,7 +25,7 @@ def _stmt(s: Stmt, indent: str, lines: list[str]) -> None:
     elif isinstance(s, OpCall):
         tmpl = []
         if s.tag is not None:
-            tmpl.append(str(s.tag))
+            tmpl.append(" then ".join(str(t) for t in (s.tag, *s.then)))
         if s.axes:
             tmpl.append(f"axes=({', '.join(str(a) for a in s.axes)})")
         ins = ", ".join([*(str(t) for t in s.functors), *(_operand(o) for o in s.operands),

@@ -166,7 +166,8 @@ class OpCall(Stmt):
     ``more_out`` the indices). ``functors`` are op objects passed before the operands (attention's scores and
     visibility test), ``indices`` integers of the row passed after the results (attention's slice and slice count);
     ``epilogue`` the elementwise ops a matmul applies to each result before storing it; ``prologue`` how a matmul
-    reads its first operand (normed rows).
+    reads its first operand (normed rows); ``then`` unary ops an elementwise call applies to each result, in order,
+    before storing it (a chain of elementwise ops run as one call: ``codegen/cpu/chains.py``).
     """
 
     family: str
@@ -181,6 +182,7 @@ class OpCall(Stmt):
     indices: tuple[RowOffset, ...] = ()
     epilogue: Epilogue | None = None
     prologue: Prologue | None = None
+    then: tuple[Tag, ...] = ()
 
 
 @dataclass(eq=False)

@@ -11,10 +11,12 @@ from __future__ import annotations
 from ...ir.types.storage import Storage
 from ...tir.buffer import Buffer
 from ...tir.function import PrimFunc, TirModule
+from ...tir.stmt import Stmt
 from .. import cxx
 from ..host import HostEmitter
 from ..kernel import KernelEmitter, allocations
 from ..unit import translation_unit, uniform_program_shapes
+from .chains import fuse_chains
 
 # Register arrays of one CTA beyond this many bytes go to heap scratch instead of the host stack.
 STACK_BYTES = 256 * 1024
@@ -29,6 +31,10 @@ class CpuKernel(KernelEmitter):
         static = [b for b in allocations(fn.body) if isinstance(b.local_size(), int)]
         total = sum(b.local_size() * b.dtype.bits // 8 for b in static)
         self.on_stack = total <= STACK_BYTES
+
+    def body(self) -> list[Stmt]:
+        """The function's body, its chains of elementwise calls run as one call each (chains.py)."""
+        return fuse_chains(self.fn)
 
     def alloc(self, b: Buffer, ind: str) -> list[str]:
         if b.storage is Storage.rmem and isinstance(b.local_size(), int) and self.on_stack:

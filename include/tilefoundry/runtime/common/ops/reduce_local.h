@@ -63,22 +63,34 @@ constexpr int fold_chains = 1;
 template <combine_kind Kind, class Lanes>
 inline void combine_lanes(Lanes& p, Lanes const& x) {
   if constexpr (Kind == combine_kind::min) {
-    p = (x < p || x != x) ? x : p;
+    p = ((x < p) | (x != x)) ? x : p;  // masks combined bit by bit: || on vectors goes lane by lane
   } else {
-    p = (p < x || x != x) ? x : p;
+    p = ((p < x) | (x != x)) ? x : p;
   }
 }
 
+// Bytes of the widest vector register the build's instruction set has: GCC expands a vector
+// operation wider than that piecewise, element by element (a 64-byte select on AVX2 became 16
+// scalar compares: a softmax's max took 8 ms of its 25 at 2048 x 4096 on two AVX2 cores).
+#if defined(__AVX512F__)
+constexpr int vector_bytes = 64;
+#elif defined(__AVX__)
+constexpr int vector_bytes = 32;
+#else
+constexpr int vector_bytes = 16;
+#endif
+
 // The CPU fold of a max, min or absmax over elements [r, n) in whole vectors (r advances past
 // them). The compiler vectorises a sum over an array of partials (fold_local) but not a max or min,
-// a fold of selects, which on GCC vectors it does; fold_chains of them, so that one select's
-// latency does not hold up the next (the result is the same in any order).
+// a fold of selects, which on GCC vectors of the register's width it does; fold_chains of them,
+// so that one select's latency does not hold up the next (the result is the same in any order).
 template <class T, class Acc, class Ptr, class Red>
 inline Acc fold_vectors(Ptr const& base, Red const& red, int n, int& r) {
-  using Lanes [[gnu::vector_size(fold_lanes * sizeof(Acc))]] = Acc;
+  constexpr int L = vector_bytes / int(sizeof(Acc)) > 0 ? vector_bytes / int(sizeof(Acc)) : 1;
+  using Lanes [[gnu::vector_size(L * sizeof(Acc))]] = Acc;
   auto const load = [&](Lanes& x, int at) {
-    Acc lanes[fold_lanes];
-    for (int l = 0; l < fold_lanes; ++l) {
+    Acc lanes[L];
+    for (int l = 0; l < L; ++l) {
       lanes[l] = T::enter(static_cast<Acc>(to_compute(base[red(at + l)])));
     }
     std::memcpy(&x, lanes, sizeof x);
@@ -86,19 +98,19 @@ inline Acc fold_vectors(Ptr const& base, Red const& red, int n, int& r) {
   Lanes part[fold_chains];
   for (int q = 0; q < fold_chains; ++q) part[q] = Lanes{} + T::template identity<Acc>();
   Lanes x;
-  for (; r + fold_lanes * fold_chains <= n; r += fold_lanes * fold_chains) {
+  for (; r + L * fold_chains <= n; r += L * fold_chains) {
     for (int q = 0; q < fold_chains; ++q) {
-      load(x, r + q * fold_lanes);
+      load(x, r + q * L);
       combine_lanes<T::kind>(part[q], x);
     }
   }
-  for (; r + fold_lanes <= n; r += fold_lanes) {
+  for (; r + L <= n; r += L) {
     load(x, r);
     combine_lanes<T::kind>(part[0], x);
   }
   Acc acc = T::template identity<Acc>();
   for (int q = 0; q < fold_chains; ++q) {
-    for (int l = 0; l < fold_lanes; ++l) acc = T::combine(acc, Acc(part[q][l]));
+    for (int l = 0; l < L; ++l) acc = T::combine(acc, Acc(part[q][l]));
   }
   return acc;
 }

@@ -4,6 +4,7 @@
 
 #include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/ops/math.h>
+#include <tilefoundry/runtime/common/ops/then.h>
 
 namespace tilefoundry {
 namespace ops {
