@@ -31,14 +31,19 @@ def fuse_chains(fn: PrimFunc) -> list[Stmt]:
     and the declarations of the buffers no call then reads or writes left out."""
     if not fn.body:
         return fn.body
-    body = _fuse(fn.body, _roots(fn.body), _flatten(fn.body))
-    while True:
-        used = {id(b) for s in _flatten(body) if not isinstance(s, (Alloc, AliasView)) for b in _buffers_of(s)}
-        used |= {id(s.source) for s in _flatten(body) if isinstance(s, AliasView)}
-        kept = _without_declarations(body, used)
-        if len(_flatten(kept)) == len(_flatten(body)):
-            return kept
-        body = kept
+    flat = _flatten(fn.body)
+    body = _fuse(fn.body, _roots(flat), flat, {id(s): i for i, s in enumerate(flat)})
+    return _without_declarations(body, _used(_flatten(body)))
+
+
+def _used(flat: list[Stmt]) -> set[int]:
+    """The buffers (ids) a statement other than a declaration reads or writes, and the memory they view: an
+    ``AliasView`` comes after the declaration of its source, so one pass from the end follows every chain."""
+    used = {id(b) for s in flat if not isinstance(s, (Alloc, AliasView)) for b in _buffers_of(s)}
+    for s in reversed(flat):
+        if isinstance(s, AliasView) and id(s.buffer) in used:
+            used.add(id(s.source))
+    return used
 
 
 def _without_declarations(body: list[Stmt], used: set[int]) -> list[Stmt]:
@@ -53,10 +58,10 @@ def _without_declarations(body: list[Stmt], used: set[int]) -> list[Stmt]:
     return out
 
 
-def _roots(body: list[Stmt]) -> dict[int, Buffer]:
+def _roots(flat: list[Stmt]) -> dict[int, Buffer]:
     """Each buffer's memory: the buffer it views (``AliasView``), followed to the one that owns it."""
     source: dict[int, Buffer] = {}
-    for s in _flatten(body):
+    for s in flat:
         if isinstance(s, AliasView):
             source[id(s.buffer)] = s.source
     roots: dict[int, Buffer] = {}
@@ -66,7 +71,7 @@ def _roots(body: list[Stmt]) -> dict[int, Buffer]:
             b = source[id(b)]
         return b
 
-    for s in _flatten(body):
+    for s in flat:
         for b in _buffers_of(s):
             roots[id(b)] = root(b)
     return roots
@@ -118,18 +123,17 @@ def _folds(a: OpCall, b: Stmt, roots: dict[int, Buffer], later: list[Stmt]) -> b
     return all(roots.get(id(r), r) is not memory for s in later for r in _reads(s))
 
 
-def _fuse(body: list[Stmt], roots: dict[int, Buffer], flat: list[Stmt]) -> list[Stmt]:
+def _fuse(body: list[Stmt], roots: dict[int, Buffer], flat: list[Stmt], place: dict[int, int]) -> list[Stmt]:
+    """``body`` with each call folded into the one before it where it may be; ``flat``: the whole body's
+    statements in order, ``place``: each one's index there."""
     out: list[Stmt] = []
     for s in body:
         if isinstance(s, (RowLoop, RowGuard, MeshScope)):
-            s = dataclasses.replace(s, body=_fuse(s.body, roots, flat))
+            s = dataclasses.replace(s, body=_fuse(s.body, roots, flat, place))
         prev = out[-1] if out else None
-        if isinstance(prev, OpCall) and isinstance(s, OpCall) and _folds(prev, s, roots, flat[_index(flat, s) + 1:]):
+        if isinstance(prev, OpCall) and isinstance(s, OpCall) and _folds(prev, s, roots, flat[place[id(s)] + 1:]):
             out[-1] = dataclasses.replace(prev, out=s.out, then=(*prev.then, s.tag, *s.then))
             continue
         out.append(s)
     return out
 
-
-def _index(flat: list[Stmt], s: Stmt) -> int:
-    return next(i for i, x in enumerate(flat) if x is s)
