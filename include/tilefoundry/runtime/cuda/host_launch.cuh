@@ -144,21 +144,8 @@ class CudaLaunch {
   template <class... Params, class... Args>
   void start(void (*kernel)(Params...), unsigned ctas, unsigned threads, std::size_t shared_bytes,
              Args... args) const {
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(ctas);
-    config.blockDim = dim3(threads);
-    config.dynamicSmemBytes = shared_bytes;
-    config.stream = stream_;
-    cudaLaunchAttribute dependent{};
-    dependent.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    dependent.val.programmaticStreamSerializationAllowed = 1;
-    int major = 0;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_) == cudaSuccess &&
-        major >= 9) {
-      config.attrs = &dependent;
-      config.numAttrs = 1;
-    }
-    fail_on(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...),
+    LaunchConfig launch(*this, ctas, threads, shared_bytes, capability() >= 9);
+    fail_on(cudaLaunchKernelEx(&launch.config, kernel, static_cast<Params>(args)...),
             "launching the kernel");
   }
 
@@ -168,9 +155,7 @@ class CudaLaunch {
   template <class... Params, class... Args>
   void start_in_clusters(void (*kernel)(Params...), unsigned ctas, unsigned cluster,
                          unsigned threads, std::size_t shared_bytes, Args... args) const {
-    int major = 0;
-    fail_on(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_),
-            "reading the device's compute capability");
+    int const major = capability();
     if (major < 9) {
       TVM_FFI_THROW(RuntimeError) << entry_ << ": its kernel runs in thread-block clusters of "
                                   << cluster << " CTAs, which cuda:" << device_
@@ -181,25 +166,14 @@ class CudaLaunch {
       fail_on(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1),
               "allowing clusters of more than 8 CTAs");
     }
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(ctas);
-    config.blockDim = dim3(threads);
-    config.dynamicSmemBytes = shared_bytes;
-    config.stream = stream_;
-    cudaLaunchAttribute attrs[2]{};
-    attrs[0].id = cudaLaunchAttributeClusterDimension;
-    attrs[0].val.clusterDim.x = cluster;
-    attrs[0].val.clusterDim.y = 1;
-    attrs[0].val.clusterDim.z = 1;
-    attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attrs[1].val.programmaticStreamSerializationAllowed = 1;
-    config.attrs = attrs;
-    config.numAttrs = 2;
-    cudaError_t const e = cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
+    LaunchConfig launch(*this, ctas, threads, shared_bytes, true);
+    launch.add(cudaLaunchAttributeClusterDimension).clusterDim = {cluster, 1, 1};
+    cudaError_t const e = cudaLaunchKernelEx(&launch.config, kernel, static_cast<Params>(args)...);
     if (e != cudaSuccess) {
       cudaGetLastError();
       int fits = 0;
-      if (cudaOccupancyMaxActiveClusters(&fits, kernel, &config) == cudaSuccess && fits < 1) {
+      if (cudaOccupancyMaxActiveClusters(&fits, kernel, &launch.config) == cudaSuccess &&
+          fits < 1) {
         TVM_FFI_THROW(RuntimeError) << entry_ << ": no cluster of " << cluster << " CTAs of "
                                     << threads << " threads of its kernel fits on cuda:" << device_
                                     << " (" << cudaGetErrorName(e) << ")";
@@ -209,6 +183,42 @@ class CudaLaunch {
   }
 
  private:
+  /// A launch's configuration on the stream, with its attributes (the programmatic dependent
+  /// launch's where asked, and any added).
+  struct LaunchConfig {
+    cudaLaunchConfig_t config{};
+    cudaLaunchAttribute attrs[2]{};
+
+    LaunchConfig(CudaLaunch const& on, unsigned ctas, unsigned threads, std::size_t shared_bytes,
+                 bool dependent) {
+      config.gridDim = dim3(ctas);
+      config.blockDim = dim3(threads);
+      config.dynamicSmemBytes = shared_bytes;
+      config.stream = on.stream_;
+      config.attrs = attrs;
+      if (dependent)
+        add(cudaLaunchAttributeProgrammaticStreamSerialization)
+            .programmaticStreamSerializationAllowed = 1;
+    }
+    LaunchConfig(LaunchConfig const&) = delete;  // config.attrs points into this one
+    LaunchConfig& operator=(LaunchConfig const&) = delete;
+
+    /// The value of a new attribute `id`, to be set by the caller.
+    cudaLaunchAttributeValue& add(cudaLaunchAttributeID id) {
+      cudaLaunchAttribute& a = attrs[config.numAttrs++];
+      a.id = id;
+      return a.val;
+    }
+  };
+
+  /// The device's compute capability, its major number.
+  int capability() const {
+    int major = 0;
+    fail_on(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_),
+            "reading the device's compute capability");
+    return major;
+  }
+
   void fail_on(cudaError_t e, char const* doing) const {
     if (e != cudaSuccess) {
       cudaGetLastError();
