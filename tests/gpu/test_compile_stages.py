@@ -148,3 +148,40 @@ def test_a_cache_passed_as_its_own_output_is_updated_in_place_on_cuda() -> None:
     assert got[1] is caches[0] and got[2] is caches[1]
     for g, w in zip(got, want):
         torch.testing.assert_close(g.float(), w.float(), rtol=2**-5, atol=2**-5)
+
+
+_OUT_OF_RANGE = """
+import torch
+from tilefoundry import jit
+from tilefoundry.dsl import ConstTensor, DimVar, Tensor, func, tf
+
+seq = DimVar("seq", 1, 64)
+
+
+@func
+def embed(ids: Tensor[(seq,), "i64"], table: ConstTensor[(1000, 64), "bf16"]):
+    return tf.index_select(table, ids, 0)
+
+
+compiled = jit(embed, target="cuda")
+table = torch.randn(1000, 64, device="cuda").bfloat16()
+good = torch.tensor([0, 999, 5], device="cuda")
+assert torch.equal(compiled(good, table), table[good])
+compiled(torch.tensor([3, 1000, 5], device="cuda"), table)
+torch.cuda.synchronize()
+print("NOT STOPPED")
+"""
+
+
+def test_a_position_outside_its_table_stops_the_kernel_saying_which() -> None:
+    """A CUDA kernel cannot raise: a position outside the table it indexes (here the embedding's rows) stops it,
+    printing the argument, the position and the table, where a clamp would read another row in silence. The
+    context is lost after it, as after a device-side assert in torch, so the call runs in a process of its own."""
+    import subprocess
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    run = subprocess.run([sys.executable, "-c", _OUT_OF_RANGE], capture_output=True, text=True, env=env, timeout=300)
+    said = run.stdout + run.stderr
+    assert run.returncode != 0, said
+    assert "NOT STOPPED" not in said
+    assert "argument ids holds the position 1000, outside the 1000 rows of table it indexes" in said, said

@@ -213,7 +213,8 @@ class KernelEmitter:
             parts.append(t)
         for g in offset.gathers:
             at = f"{self.pointers[g.param]}[{self.row_offset(g.at)}]"
-            t = f"detail::index_in({at}, {cxx.dim_expr(g.bound, self.dims)})"
+            t = (f"detail::index_in({at}, {cxx.dim_expr(g.bound, self.dims)}, {cxx.string(g.param)}, "
+                 f"{cxx.string(g.table)})")
             if g.stride != 1:
                 st = cxx.dim_expr(g.stride, self.dims)
                 t = f"{t} * {st if isinstance(g.stride, (int, DimVar)) else '(' + st + ')'}"

@@ -302,8 +302,8 @@ class _Stages:
         capacity, seq = cache.shape[1], new.shape[1]
         strides = out.strides
         pos_home, n_home = self.home(pos.root, op), self.home(n_new.root, op)
-        # cur_pos in [0, capacity] and n_new in [0, seq] (clamped; the CPU entry refuses others): the guard keeps
-        # the rows i < n_new with cur_pos + i < capacity, so no write leaves the cache
+        # cur_pos in [0, capacity] and n_new in [0, seq] (the CPU entry refuses others, a CUDA kernel stops at
+        # them): the guard keeps the rows i < n_new with cur_pos + i < capacity, so no write leaves the cache
         positions = f"positions of {cache.root.name} (its length and one past it)"
         at = Gather(pos_home, RowOffset(), strides[1], total((capacity, 1)), positions)
         index = RowOffset(((product(new.shape[2:-1]), seq, 1),))  # the row's index along the sequence axis

@@ -38,9 +38,9 @@ class Alloc(Stmt):
 
 @dataclass(frozen=True)
 class Gather:
-    """A position read on the device: element ``at`` of integer parameter ``param``, clamped into ``[0, bound)``
-    (a position outside the table it indexes never reaches memory outside it), times ``stride``. ``table`` says
-    what it indexes, for the entry's check of the positions where the target makes one."""
+    """A position read on the device: element ``at`` of integer parameter ``param``, in ``[0, bound)``, times
+    ``stride``. A position outside the table it indexes never reaches memory outside it: the CPU entry refuses it,
+    a CUDA kernel prints it and stops (``detail::index_in``). ``table`` says what it indexes, as both name it."""
 
     param: str
     at: RowOffset

@@ -194,9 +194,9 @@ class ArgChecker {
 
   /// Every position held in integer tensor `t` (host memory: the CPU target's) lies in
   /// [0, bound), the rows of the table it indexes, `what`: a position outside it is refused as the
-  /// evaluator refuses it. (A CUDA kernel clamps positions it reads into the table instead:
-  /// checking device memory here would wait for the device, and no CUDA graph could capture the
-  /// call.)
+  /// evaluator refuses it. (A CUDA kernel checks the positions it reads itself, printing one
+  /// outside the table and stopping, detail::index_in: checking device memory here would wait for
+  /// the device, and no CUDA graph could capture the call.)
   void positions(TensorView const& t, char const* param, int64_t bound, char const* what) {
     int64_t const n = t.numel();
     for (int64_t i = 0; i < n; ++i) {
@@ -210,8 +210,9 @@ class ArgChecker {
   }
 
   /// `count` rows written at position `pos` (0-d integer tensors in host memory) fit a cache of
-  /// `capacity` rows, `what`, as the evaluator requires (a CUDA kernel leaves rows past the end
-  /// alone).
+  /// `capacity` rows, `what`, as the evaluator requires (a CUDA kernel stops at a position past
+  /// the cache's end or a count above the rows it was given, detail::index_in; rows that would
+  /// pass the end from a position inside it it leaves unwritten).
   void cache_write(TensorView const& pos, char const* pos_param, TensorView const& count,
                    char const* count_param, int64_t capacity, char const* what) {
     int64_t const p = pos.dtype().bits == 64 ? data_at<int64_t>(pos, 0) : data_at<int32_t>(pos, 0);

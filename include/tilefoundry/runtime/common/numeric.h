@@ -48,11 +48,29 @@ TILEFOUNDRY_HOST_DEVICE constexpr D convert(S const& s) {
   }
 }
 
-/// Position `i`, read on the device, clamped into [0, n): generated code indexes a table (an
-/// embedding's rows, rotary rows, a cache) through it, so that a position outside the table never
-/// reaches memory outside it (the evaluator refuses such a position; the CPU entry checks them).
-TILEFOUNDRY_HOST_DEVICE constexpr int64_t index_in(int64_t i, int64_t n) {
-  return i < 0 ? 0 : (i >= n ? n - 1 : i);
+/// Position `i`, read on the device from argument `param`, into a table of `n` rows (`what`: an
+/// embedding's rows, rotary rows, a cache's): generated code indexes the table through it. A
+/// position outside [0, n) never reaches memory: the CPU entry refuses it before its kernel runs
+/// (host::ArgChecker::positions), and a CUDA kernel, which cannot raise, prints the position and
+/// the table and stops (a trap: the launch, or the graph replaying it, fails, as a device-side
+/// assert fails torch's embedding), where clamping it would compute with another row in silence.
+TILEFOUNDRY_HOST_DEVICE int64_t index_in(int64_t i, int64_t n, char const* param,
+                                         char const* what) {
+  if (i < 0 || i >= n) {
+#if defined(__CUDA_ARCH__)
+    printf(
+        "tilefoundry: argument %s holds the position %lld, outside the %lld %s it indexes; the "
+        "kernel stops (pass positions in [0, %lld))\n",
+        param, static_cast<long long>(i), static_cast<long long>(n), what,
+        static_cast<long long>(n));
+    __trap();
+#else
+    (void)param;
+    (void)what;
+#endif
+    return i < 0 ? 0 : n - 1;
+  }
+  return i;
 }
 
 template <class T>
