@@ -127,8 +127,8 @@ TILEFOUNDRY_DEVICE KeyRange slice_of(int64_t keys, int64_t split, int64_t splits
 /// The general tier: any strides, any extents. A thread takes a query row (g, m) at a time and
 /// runs its online softmax over the slice's keys, the weighted sum kept in `part` itself.
 template <class Acc, class Scores, class Visible, class Q, class K, class V, class Part>
-TILEFOUNDRY_DEVICE void general(Scores scores, Visible visible, Q const& q, K const& k, V const& v,
-                                Part&& part, int64_t split, int64_t splits) {
+TILEFOUNDRY_DEVICE_OUTLINED void general(Scores scores, Visible visible, Q const& q, K const& k,
+                                         V const& v, Part&& part, int64_t split, int64_t splits) {
   using T = cute::remove_cvref_t<decltype(q(0, 0, 0))>;
   int64_t const groups = int64_t(cute::size<0>(q));
   int64_t const rows = int64_t(cute::size<1>(q));

@@ -215,14 +215,16 @@ TILEFOUNDRY_DEVICE void general(A const& a, B const& b, B1 const& b1, Out&& out,
 /// One warp's share of C dot products (CUDA dot-product tier): x against the weight rows of the
 /// output columns n0 .. n0 + width - 1 (C of pb's, sb apart; of a pair, C / 2 of pb's, then the
 /// same of pb1's), over the runs of 32 lanes' K groups run, run + 32 S, ... (the warp's slice of K
-/// when S warps split it), each lane's sums added into acc. Inlined, so that acc stays in
-/// registers and the stride, a constant, folds into the loads' offsets.
+/// when S warps split it; S = 0: `split` warps, known only at run time), each lane's sums added
+/// into acc. Inlined, so that acc stays in registers and a constant stride folds into the loads'
+/// offsets.
 template <int64_t S, int C, int V, bool kPair, class Acc, class E, class Pro, class Scale>
 __device__ __forceinline__ void warp_dots(E const* x, E const* pb, int64_t sb, E const* pb1,
                                           int64_t sb1, int64_t n0, int width, int64_t depth,
                                           int64_t run, bool grouped, Pro const& pro, Scale scale,
-                                          bool g_aligned, Acc (&acc)[C]) {
+                                          bool g_aligned, int split, Acc (&acc)[C]) {
   constexpr int64_t kWarp = 32;
+  int64_t const warps = S > 0 ? S : split;
   constexpr int kOut = kPair ? C / 2 : C;
   // Weight row c (c a constant of the unrolled loops): b's column n0 + c, or b1's n0 + c - kOut.
   auto const row = [&](int c) {
@@ -232,7 +234,7 @@ __device__ __forceinline__ void warp_dots(E const* x, E const* pb, int64_t sb, E
     // Four passes' loads in flight before their products: about 10 KB of weight rows moving per
     // warp, 40 KB per SM of four, what the memory's latency times its bandwidth asks for.
 #pragma unroll 4
-    for (int64_t k = run * V; k < depth; k += S * kWarp * V) {
+    for (int64_t k = run * V; k < depth; k += warps * kWarp * V) {
       float xs[V], ws[C][V] = {};
       detail::load_group(x + k, xs);
       CUTE_UNROLL
@@ -247,7 +249,7 @@ __device__ __forceinline__ void warp_dots(E const* x, E const* pb, int64_t sb, E
       }
     }
   } else {
-    for (int64_t k = run; k < depth; k += S * kWarp) {
+    for (int64_t k = run; k < depth; k += warps * kWarp) {
       Acc xk;
       if constexpr (Pro::normalizes) {
         xk = detail::convert<Acc>(pro(x[k], scale, k));
@@ -260,6 +262,18 @@ __device__ __forceinline__ void warp_dots(E const* x, E const* pb, int64_t sb, E
       }
     }
   }
+}
+
+/// Warps of the CTA the compiler's matmul schedule launches (lower/matmul.py, CUDA_MATMUL_THREADS):
+/// at that size and a static tile width the K split below is a constant of the kernel (dot).
+constexpr int kScheduleWarps = 4;
+
+/// The K split of `groups` column groups over `warps` warps: the largest power of two (at most
+/// 32) whose split * groups warps fit (dot).
+TILEFOUNDRY_HOST_DEVICE constexpr int split_of(int groups, int warps) {
+  int split = 1;
+  while (split < 32 && split * 2 * groups <= warps) split *= 2;
+  return split;
 }
 #endif
 
@@ -314,8 +328,7 @@ TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, B1 const& b1, Out&& out, Epi
   // groups from run w / groups on, their sums met in shared memory. Warps past groups * split sit
   // the tile out (they still meet the barriers).
   int const groups = int((cols + kOut - 1) / kOut);
-  int split = 1;  // a power of two, so that the K loop's stride is a constant of its instantiation
-  while (split < 32 && split * 2 * groups <= warps) split *= 2;
+  int const split = split_of(groups, warps);  // a power of two: the K loop's stride a constant
   int const slice = split == 1 ? 0 : warp / groups;
   bool const active = slice < split;
   __shared__ Acc partial[kMaxWarps][C];
@@ -348,29 +361,23 @@ TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, B1 const& b1, Out&& out, Epi
           scale = pro.scale(sum, depth);
         }
         int64_t const run = int64_t(slice) * kWarp + lane;  // this lane's first run of K
-        auto const dots = [&](auto split_c) {  // S = split a constant: the loads' offsets fold
-          warp_dots<decltype(split_c)::value, C, V, kPair>(
-              x, pb, sb, pb1, sb1, n0, width, depth, run, grouped, pro, scale, g_aligned, acc);
-        };
-        switch (split) {
-          case 1:
-            dots(cute::Int<1>{});
-            break;
-          case 2:
-            dots(cute::Int<2>{});
-            break;
-          case 4:
-            dots(cute::Int<4>{});
-            break;
-          case 8:
-            dots(cute::Int<8>{});
-            break;
-          case 16:
-            dots(cute::Int<16>{});
-            break;
-          default:
-            dots(cute::Int<32>{});
-            break;
+        // The schedule's own CTA and a static tile width: the split a constant. Any other: the
+        // split read at run time. (An instantiation for each of six splits made a gate/up +
+        // SwiGLU GEMV's kernel 111 KB, 42 KB with one; with one, and the attention's tiers out of
+        // line, a Qwen3-1.7B decode step on the H200 took 2049 -> 1752 us at context 1024.)
+        bool done = false;
+        if constexpr (cute::is_static<decltype(cute::size<1>(out))>::value) {
+          constexpr int kGroups = (int(decltype(cute::size<1>(out))::value) + kOut - 1) / kOut;
+          constexpr int kSplit = split_of(kGroups, kScheduleWarps);
+          if (warps == kScheduleWarps) {
+            warp_dots<kSplit, C, V, kPair>(x, pb, sb, pb1, sb1, n0, width, depth, run, grouped, pro,
+                                           scale, g_aligned, kSplit, acc);
+            done = true;
+          }
+        }
+        if (!done) {
+          warp_dots<0, C, V, kPair>(x, pb, sb, pb1, sb1, n0, width, depth, run, grouped, pro, scale,
+                                    g_aligned, split, acc);
         }
       }
       CUTE_UNROLL

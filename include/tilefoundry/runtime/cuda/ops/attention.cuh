@@ -97,12 +97,14 @@ __device__ __forceinline__ void merge_weights(float m, float mo, float& a, float
 }
 
 /// One pass of the grouped tier over the keys `keys`, for query rows [r0, r0 + ROWS) of the CTA's
-/// G x M (row r is token r / G of head r % G), its state written to part.
+/// G x M (row r is token r / G of head r % G), its state written to part. Out of line: a kernel
+/// holds the pass of each row count (and the general tier) and runs one (config.h).
 template <class Acc, int ROWS, int D, class Scores, class Visible, class Q, class K, class V,
           class Part>
-__device__ void grouped_rows(Scores scores, Visible const& visible, Q const& q, K const& k,
-                             V const& v, Part& part, KeyRange keys, int64_t r0, float* sm_out,
-                             float* sm_max, float* sm_sum) {
+TILEFOUNDRY_DEVICE_OUTLINED void grouped_rows(Scores scores, Visible const& visible, Q const& q,
+                                              K const& k, V const& v, Part& part, KeyRange keys,
+                                              int64_t r0, float* sm_out, float* sm_max,
+                                              float* sm_sum) {
   using E = elem_t<decltype(q(0, 0, 0))>;
   constexpr int W = int(16 / sizeof(E));
   constexpr int kLanes = D / W;  // lanes reading one key
