@@ -61,7 +61,8 @@ CUDA_DOT_PAIR_TILE_N = 8
 # ... on the CPU a multiple of this where N has one: whole panels of the blocked GEMM tier (its bf16 panels are 32
 # columns wide, its float ones 16).
 CPU_PANEL_N = 32
-# Threads of a CUDA CTA computing a tile (they share its elements).
+# Threads of a CUDA CTA computing a tile (they share its elements). ops::matmul's dot-product tier makes its K split a
+# constant of the kernel for CTAs of this size (matmul_impl.h, kScheduleWarps: change both together).
 CUDA_MATMUL_THREADS = 128
 
 
