@@ -45,8 +45,8 @@ CUTE_HOST_DEVICE constexpr auto dst_kept_layout(View const& v) {
 
 // How many independent partial results a thread's fold keeps. On the CPU target one thread folds
 // a whole row (thousands of elements): a single accumulator is a chain of dependent additions the
-// compiler may not reorder, so the fold keeps fold_lanes partials, one vector register's worth (a
-// max or min fold_chains such vectors, fold_vectors), combined at the end. A GPU thread folds a
+// compiler may not reorder, so the fold keeps fold_lanes partials (a max or min fold_chains
+// vectors of the register's width, fold_vectors), combined at the end. A GPU thread folds a
 // handful of elements and keeps one.
 #if defined(TILEFOUNDRY_TARGET_CPU)
 constexpr int fold_lanes = 16;
