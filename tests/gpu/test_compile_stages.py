@@ -31,6 +31,10 @@ from tests.test_compile_epilogue import _inputs as epilogue_inputs  # noqa: E402
 from tests.test_compile_families import BF16, F32, _expect, _family, _functions, _inputs  # noqa: E402
 from tests.test_compile_matmul import Matmuls  # noqa: E402
 from tests.test_compile_matmul import _inputs as matmul_inputs  # noqa: E402
+from tests.test_compile_rope_cache import BF16 as ROPE_BF16  # noqa: E402
+from tests.test_compile_rope_cache import CASES as ROPE_CASES  # noqa: E402
+from tests.test_compile_rope_cache import RopeCache  # noqa: E402
+from tests.test_compile_rope_cache import _inputs as rope_inputs  # noqa: E402
 
 from tilefoundry import jit  # noqa: E402
 from tilefoundry.runtime.check import check, equal  # noqa: E402
@@ -48,7 +52,8 @@ def built() -> None:
     from tilefoundry.lower import lower
     from tilefoundry.target import CudaTarget
 
-    fns = [Matmuls, Attention, Epilogues, *(fn for fam, dt in FAMILIES for fn in _functions(_family(fam, dt)).values())]
+    fns = [Matmuls, Attention, Epilogues, RopeCache,
+           *(fn for fam, dt in FAMILIES for fn in _functions(_family(fam, dt)).values())]
     linkables = [generate(lower(f, CudaTarget())) for f in fns]
     with ThreadPoolExecutor(max_workers=max(1, min(len(linkables), os.cpu_count() or 1))) as pool:
         list(pool.map(link, linkables))
@@ -85,6 +90,32 @@ def test_a_matmul_epilogue_matches_the_evaluator_on_cuda(name: str) -> None:
     for m in (1, 3, 17, 64, 256):
         report = check(compiled_only(compiled), fn, _cuda(epilogue_inputs(name, m)), expect=expect)
         assert report.passed, f"{name} at M = {m}:\n{report}"
+
+
+@pytest.mark.parametrize("name", sorted(RopeCache.functions))
+def test_a_normed_rope_writing_its_cache_matches_the_evaluator_on_cuda(name: str) -> None:
+    """q/k norms read inside the rope (8 threads a row meeting by shuffles, 6 each summing the row, 1), the rotated
+    keys written into the cache by the rope: into a new cache, and into the cache passed as its own output."""
+    compiled = jit(RopeCache).functions[name]
+    fn = RopeCache.functions[name]
+    paths = [f"output[{i}]" for i in range(len(fn.output_types))]
+    names = [p.name for p in fn.params]
+    for seq, step, capacity, written in ROPE_CASES:
+        args = _cuda(rope_inputs(name, seq, step, capacity, written))
+        report = check(compiled_only(compiled), fn, args, expect={p: [ROPE_BF16] for p in paths})
+        assert report.passed, f"{name} at seq {seq} from {step} in {capacity}:\n{report}"
+        if name == "keys_returned":
+            continue
+        want = fn(*args)
+        inputs = list(args)
+        caches = [args[names.index(n)].clone() for n in ("cache_k", "cache_v")]
+        inputs[names.index("cache_k")], inputs[names.index("cache_v")] = caches
+        q = torch.full_like(want[0], float("nan"))
+        with evaluator_refuses():
+            got = compiled(*inputs, q, *caches)
+        assert got[1] is caches[0] and got[2] is caches[1]
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g.float(), w.float(), rtol=2**-7, atol=2**-7)
 
 
 @pytest.mark.parametrize("name", sorted(Matmuls.functions))

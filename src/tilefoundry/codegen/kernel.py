@@ -264,7 +264,8 @@ class KernelEmitter:
                 epilogue += ", ops::plain_rows{}"
             line = f"ops::matmul<{acc}>({', '.join(args)}, {out}, {epilogue});"
         elif s.family in COMPUTE_TAGGED:  # the tag names the dtype the op computes (accumulates) in
-            line = f"ops::{s.family}<{cxx.COMPUTE_TYPES[s.tag.name]}>({', '.join(args)}, {out});"
+            reads = f", {self.prologue(s.prologue, ind)}" if s.prologue is not None else ""  # rope: x normed
+            line = f"ops::{s.family}<{cxx.COMPUTE_TYPES[s.tag.name]}>({', '.join(args)}, {out}{reads});"
         else:
             line = f"ops::{s.family}({self.tag(s)}, {', '.join(args)}, {out});"
         self.lines.append(ind + line)
@@ -304,7 +305,8 @@ class KernelEmitter:
         return name
 
     def prologue(self, p: Prologue, ind: str) -> str:
-        """Declares how a matmul reads its first operand (``ops::rms_norm_prologue``) and returns its name."""
+        """Declares how a matmul reads its first operand, or a rope its row (``ops::rms_norm_prologue``), and returns
+        its name."""
         name = self.names(("prologue", id(p)), "prologue")
         compute = cxx.COMPUTE_TYPES[p.compute.name]
         eps = cxx.literal(p.eps, compute=True)

@@ -1,4 +1,4 @@
-"""Prologues: the RMSNorm before a projection, fused into the matmul that reads it.
+"""Prologues: the RMSNorm before a projection or a rotation, fused into the matmul or rope that reads it.
 
 A decoder layer norms its input and projects it (``rms_norm(x, g, eps) @ w.T``, once for q/k/v and once for
 gate/up). Unfused, the normed rows go to memory and a second kernel reads them back: a launch and a round trip
@@ -16,6 +16,13 @@ It applies where every reader of ``h`` is a matmul reading it as its 2-D first o
 ``h`` is not returned, the norm's weight is a 1-D tensor (no constant), and the matmul has no prologue yet;
 anything else is left as written (the norm a row-wise stage of its own). Runs on the ops as written, before
 composites are expanded.
+
+Qwen3's q/k norm is the same move into a rope: ``q, k = rope(rms_norm(q, gq), rms_norm(k, gk), cos, sin, pos)``
+becomes ``rope(q, k, cos, sin, pos, gq, gk)`` with ``prologue_q`` / ``prologue_k`` (each the norm's ``eps`` and
+compute dtype) among its attributes, the weights appended in that order. The rope's row is the norm's row (the
+last axis), so each rotated row reads its own normed elements (``ops::rope`` through ``ops::rms_norm_prologue``),
+and the norm costs no stage of its own. It applies where the rope is ``h``'s one reader, reading it as q or k
+(not both).
 """
 
 from __future__ import annotations
@@ -31,10 +38,14 @@ def fuse_prologues(prog: Program) -> Program:
             continue
         h = op.outputs[0]
         readers = [o for o in prog.ops if any(v is h for v in o.inputs)]
-        if not readers or any(v is h for v in prog.outputs) or not all(_takes(mm, h) for mm in readers):
-            continue
         x, g = op.inputs
-        if g.type.rank != 1 or x.constant or g.constant:
+        if not readers or any(v is h for v in prog.outputs) or g.type.rank != 1 or x.constant or g.constant:
+            continue
+        if len(readers) == 1 and _rotates(readers[0], h):
+            _into_rope(readers[0], op)
+            prog.ops.remove(op)
+            continue
+        if not all(_takes(mm, h) for mm in readers):
             continue
         for mm in readers:
             mm.inputs = (x, mm.inputs[1], g)
@@ -42,6 +53,38 @@ def fuse_prologues(prog: Program) -> Program:
                         "prologue_compute": compute_dtype(op)}
         prog.ops.remove(op)
     return prog
+
+
+def _rotates(rope: Op, h: Val) -> bool:
+    """Whether ``rope`` can read ``h`` through a prologue: a rope of ``h`` as its q or its k, not both."""
+    return rope.op == "rope" and sum(v is h for v in rope.inputs) == 1 and any(v is h for v in rope.inputs[:2])
+
+
+def _into_rope(rope: Op, norm: Op) -> None:
+    """``rope`` reading ``norm``'s input through the norm (see the module docstring)."""
+    h = norm.outputs[0]
+    x, g = norm.inputs
+    which = "q" if rope.inputs[0] is h else "k"
+    q, k, cos, sin, pos, *weights = rope.inputs
+    q, k = (x if v is h else v for v in (q, k))
+    attrs = {**rope.attrs, f"prologue_{which}": (norm.attrs["eps"], compute_dtype(norm))}
+    if which == "q" and "prologue_k" in attrs:
+        weights.insert(0, g)  # q's weight before k's
+    else:
+        weights.append(g)
+    rope.inputs = (q, k, cos, sin, pos, *weights)
+    rope.attrs = attrs
+
+
+def rope_prologues(rope: Op) -> dict[str, tuple[Val, float, object]]:
+    """The norms a rope reads q and k through (``"q"``, ``"k"``: the norm's weight, eps and compute dtype)."""
+    weights = iter(rope.inputs[5:])
+    out = {}
+    for which in ("q", "k"):
+        if f"prologue_{which}" in rope.attrs:
+            eps, compute = rope.attrs[f"prologue_{which}"]
+            out[which] = (next(weights), eps, compute)
+    return out
 
 
 def _takes(mm: Op, h: Val) -> bool:

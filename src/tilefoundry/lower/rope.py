@@ -4,9 +4,16 @@ A row is one head of one token (``head_dim`` elements); a CTA takes a row, reads
 the token's position (read on the device from ``pos_ids``: a CUDA graph captured once serves every
 position) and ``ops::rope`` rotates it in the op's compute dtype. q, k and the results are views: a row
 reads its head wherever the view puts it.
+
+A norm moved into the rope (``prologue.py``: Qwen3's q/k norm) is read with the row: ``ops::rope`` through
+``ops::rms_norm_prologue`` of the norm's weight. A result that a cache update writes into a cache and nothing else
+reads goes there directly (``RowsInto``, from ``staged.py``): each row at the cache's position read on the device,
+only the rows the cache update keeps, so the rotated keys never make a round trip through a temporary.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from ..ir.types.dim import Dim, product
 from ..ir.types.storage import Storage
@@ -14,9 +21,10 @@ from ..target import CudaTarget, Target
 from ..tir.buffer import Buffer
 from ..tir.function import Schedule
 from ..tir.layout import TLayout
-from ..tir.stmt import Gather, GmemView, OpCall, Origin, RowLoop, RowOffset, Stmt, Tag
+from ..tir.stmt import Gather, GmemView, Literal, OpCall, Origin, Prologue, RowGuard, RowLoop, RowOffset, Stmt, Tag
 from .errors import LoweringError
 from .program import Op
+from .prologue import rope_prologues
 from .views import View, lead_offset
 
 # Pairs of elements each thread of a CUDA CTA rotates (the CTA shares a row's pairs), and the most threads a CTA
@@ -26,11 +34,24 @@ CUDA_ROPE_PAIRS_PER_THREAD = 4
 CUDA_ROPE_MAX_THREADS = 64
 
 
+@dataclass(frozen=True)
+class RowsInto:
+    """Where a rope writes a result a cache update takes as its new rows: ``view``, the cache's result seen as the
+    rope's result (its rows numbered as the rope numbers them), plus ``at`` (the write position, read on the
+    device), only the rows where ``guard`` holds (the update's ``i < n_new`` and ``cur_pos + i < capacity``)."""
+
+    view: View
+    at: tuple[Gather, ...]
+    guard: tuple[tuple[RowOffset, RowOffset], ...]
+
+
 def rope_bodies(name: str, op: Op, views: list[View], outs: list[View], homes: dict[int, str],
-                target: Target) -> list[tuple[list[Stmt], Schedule]]:
-    """The statements and schedule of the two kernels, q's and k's
-    (``name``: the function, as refusals name it; ``homes``: the parameter each root is in)."""
-    q, k, cos, sin, pos = views
+                target: Target, into: dict[int, RowsInto] | None = None) -> list[tuple[list[Stmt], Schedule]]:
+    """The statements and schedule of the two kernels, q's and k's (``name``: the function, as refusals name it;
+    ``homes``: the parameter each root is in; ``into``: by result index, a result written into a cache)."""
+    q, k, cos, sin, pos = views[:5]
+    norms = rope_prologues(op)
+    weights = dict(zip(norms, views[5:]))  # q's and k's norm weights, as the op takes them
     named = (("cos_cache", cos), ("sin_cache", sin), ("pos_ids", pos), ("q", q), ("k", k), ("q's result", outs[0]),
              ("k's result", outs[1]))
     for what, v in named:
@@ -41,7 +62,7 @@ def rope_bodies(name: str, op: Op, views: list[View], outs: list[View], homes: d
     threads = 1
     origin = Origin(op.op, op.loc, op.composite)
     bodies = []
-    for x, out in zip((q, k), outs):
+    for i, (which, x, out) in enumerate(zip("qk", (q, k), outs)):
         lead = x.shape[:-1]
         d = x.shape[-1]
         if isinstance(target, CudaTarget):
@@ -58,8 +79,26 @@ def rope_bodies(name: str, op: Op, views: list[View], outs: list[View], homes: d
                                                               table),), cos.offset))
         sr = _row(body, sin, d, homes, RowOffset((), (Gather(homes[id(pos.root)], at, sin.strides[0], sin.shape[0],
                                                               table),), sin.offset))
-        orow = _row(body, out, d, homes, lead_offset(out, lead))
-        body.append(OpCall("rope", Tag(compute), (xr, cr, sr), orow, origin))
+        prologue = None
+        if which in norms:
+            w = weights[which]
+            wr = _row(body, w, d, homes, RowOffset((), (), w.offset))
+            _, eps, norm_compute = norms[which]
+            prologue = Prologue("rms_norm", wr, Literal(float(eps), norm_compute), norm_compute, x.root.type.dtype,
+                                origin)
+        target_rows = (into or {}).get(i)
+        written: list[Stmt] = body
+        if target_rows is not None:
+            offset = lead_offset(target_rows.view, lead)
+            orow = _row([], target_rows.view, d, homes, offset)
+            guard = RowGuard(target_rows.guard)
+            body.append(guard)
+            written = guard.body
+            written.append(GmemView(orow, homes[id(target_rows.view.root)],
+                                    RowOffset(offset.terms, target_rows.at, offset.base)))
+        else:
+            orow = _row(written, out, d, homes, lead_offset(out, lead))
+        written.append(OpCall("rope", Tag(compute), (xr, cr, sr), orow, origin, prologue=prologue))
         rows = product(lead)
         bodies.append(([RowLoop("row", body)], Schedule("rope", rows, threads, rows=rows, rows_per_cta=1)))
     return bodies

@@ -7,6 +7,10 @@ stage by the row-wise lowering, reading views through their strides (``views.Str
 embedding's rows at the token ids); a matmul by ``matmul.py``; rope by ``rope.py``; a cache update as a
 row-wise copy of the cache and a row-wise write of the new rows at the position read on the device, the rows
 past ``n_new`` or past the cache's end left alone.
+
+New rows a rope computes for a cache update and nothing else reads (the rotated keys of a decode step) are written
+by the rope into the cache directly (``direct_cache_rows``): no temporary, no write stage; the cache's copy (none
+when the caller updates the cache in place) then runs before every other stage.
 """
 
 from __future__ import annotations
@@ -24,8 +28,9 @@ from .matmul import matmul_body
 from .pairs import fuse_matmul_pairs, pair_split
 from .params import bind_dimvars, output_params
 from .program import Op, Program, Val
+from .prologue import rope_prologues
 from .reduce_axis import reduce_axis_body
-from .rope import rope_bodies
+from .rope import RowsInto, rope_bodies
 from .rowwise import lower_rows
 from .schedule import Declared
 from .stages import StagedProgram, split_stages, sub_program
@@ -53,6 +58,8 @@ def lower_staged(prog: Program, target: Target, declared: Declared) -> PrimFunc:
     temps: list[KernelParam] = []
     read_later = _read_by_later_stages(staged, stage_of)
     read_later |= {id(r) for v, _ in copies for r in _roots(staged.view(v))}
+    direct = direct_cache_rows(staged, homes, read_later)
+    read_later -= set(direct)
     for stage in staged.stages:
         for op in stage.ops:
             for v in op.outputs:
@@ -60,8 +67,9 @@ def lower_staged(prog: Program, target: Target, declared: Declared) -> PrimFunc:
                     name = prog.namer.unique(f"{v.name}_tmp")
                     temps.append(KernelParam(name, TensorType(v.type.shape, v.type.dtype), False))
                     homes[id(v)] = name
-    lowering = _Stages(staged, homes, target, declared, {kp.name for kp in outs})
+    lowering = _Stages(staged, homes, target, declared, {kp.name for kp in outs}, direct)
     calls = [call for k in range(len(staged.stages)) for call in lowering.stage(k)]
+    calls = lowering.prelude + calls  # the caches' copies before the stages writing into them
     calls += [lowering.copy(v, kp, len(calls) + i) for i, (v, kp) in enumerate(copies)]
     params = tuple(KernelParam(p.name, p.type, False) for p in prog.params) + outs
     kernels = [c.fn for c in calls]
@@ -74,6 +82,38 @@ def lower_staged(prog: Program, target: Target, declared: Declared) -> PrimFunc:
 def _roots(view: View) -> list[Val]:
     """The memory a view reads: its root's, and the positions picking its rows."""
     return [view.root, *(r for _, index, _ in view.gathers for r in _roots(index))]
+
+
+def direct_cache_rows(staged: StagedProgram, homes: dict[int, str], read_later: set[int]) -> dict[int, Op]:
+    """The rope results a rope may write straight into a cache (by value id: the ``cache_update`` taking them):
+    read by that update alone, as its new rows (a contiguous reshape of the result with leading axes of 1 more),
+    not returned, of a cache that is a parameter of the function (its copy can run first) and whose update has a
+    home (returned, or read by a later stage)."""
+    prog = staged.prog
+    out: dict[int, Op] = {}
+    returned = {id(r) for v in prog.outputs for r in _roots(staged.view(v))}
+    for op in prog.ops:
+        if op.op != "cache_update":
+            continue
+        cache, _, _, new = (staged.view(v) for v in op.inputs)
+        r = new.root
+        rope = r.producer
+        result = op.outputs[0]
+        if rope is None or rope.op != "rope" or id(r) in returned or cache.root.param is None:
+            continue
+        if not (cache.contiguous and new.contiguous and staged.view(result).contiguous):
+            continue
+        if not (id(result) in read_later or id(result) in homes):
+            continue
+        lead = len(new.shape) - len(r.type.shape)
+        if lead < 0 or not all(dims_equal(a, b) for a, b in zip(new.shape[lead:], r.type.shape)) or not all(
+                dims_equal(d, 1) for d in new.shape[:lead]):
+            continue
+        readers = [o for stage in staged.stages for o in stage.ops for v in o.inputs
+                   if any(x is r for x in _roots(staged.view(v)))]  # views are no readers: what reads them is
+        if readers == [op]:
+            out[id(r)] = op
+    return out
 
 
 def _read_by_later_stages(staged: StagedProgram, stage_of: dict[int, int]) -> set[int]:
@@ -92,8 +132,10 @@ class _Stages:
     """Lowers the stages of one staged program, each bound to the homes of what it reads and writes."""
 
     def __init__(self, staged: StagedProgram, homes: dict[int, str], target: Target, declared: Declared,
-                 outputs: set[str]) -> None:
+                 outputs: set[str], direct: dict[int, Op]) -> None:
         self.staged = staged
+        self.direct = direct  # rope results a rope writes into a cache (direct_cache_rows)
+        self.prelude: list[StageCall] = []  # the copies of those caches, run first
         self.prog = staged.prog
         self.homes = homes
         self.target = target
@@ -127,17 +169,47 @@ class _Stages:
         views = [self.staged.view(v) for v in op.inputs]
         outs = [self.staged.view(v) for v in op.outputs]
         for v in views:
-            self.home(v.root, op)
+            if id(v.root) not in self.direct:  # new rows a rope writes into the cache have no home
+                self.home(v.root, op)
         if stage.kind == "reduce_axis":
             body, sched = reduce_axis_body(self.prog.name, op, views[0], outs[0], self.homes, self.target)
             return [self.kernel(name, [views[0], outs[0]], body, sched, op)]
         if stage.kind == "rope":
-            bodies = rope_bodies(self.prog.name, op, views, outs, self.homes, self.target)
-            return [self.kernel(f"{name}_{which}", [x, *views[2:], out], body, sched, op)
-                    for which, x, out, (body, sched) in zip("qk", views[:2], outs, bodies)]
+            return self.rope(name, op, views, outs)
         if stage.kind == "attention":
             return self.attention(name, op, views, outs[0])
         return self.cache_update(name, op, views, outs[0])
+
+    def rope(self, name: str, op: Op, views: list[View], outs: list[View]) -> list[StageCall]:
+        """The rope's two kernels, q's and k's: each reads its row (through its norm, ``prologue.py``) and the cos
+        and sin rows at its position, and writes its result, or the cache rows it goes to (``direct_cache_rows``)."""
+        into: dict[int, RowsInto] = {}
+        update: dict[int, Op] = {}
+        for i, v in enumerate(op.outputs):
+            cu = self.direct.get(id(v))
+            if cu is not None:
+                cache, pos, n_new, new = (self.staged.view(u) for u in cu.inputs)
+                result = self.staged.view(cu.outputs[0])
+                at, guard = self.cache_rows(cu, cache, pos, n_new, new, result)
+                rank = len(v.type.shape)
+                seen = View(result.root, tuple(v.type.shape), result.strides[len(result.strides) - rank:])
+                into[i] = RowsInto(seen, (at,), guard)
+                update[i] = cu
+        bodies = rope_bodies(self.prog.name, op, views, outs, self.homes, self.target, into)
+        weights = dict(zip(rope_prologues(op), views[5:]))
+        calls = []
+        for i, (which, x, out, (body, sched)) in enumerate(zip("qk", views[:2], outs, bodies)):
+            norm = [weights[which]] if which in weights else []
+            if i not in into:
+                calls.append(self.kernel(f"{name}_{which}", [x, *views[2:5], *norm, out], body, sched, op))
+                continue
+            cu = update[i]
+            cache, pos, n_new, _ = (self.staged.view(u) for u in cu.inputs)
+            call = self.kernel(f"{name}_{which}", [x, *views[2:5], *norm, pos, n_new, into[i].view], body, sched, op)
+            call.cache_writes = (CacheWrite(self.homes[id(pos.root)], self.homes[id(n_new.root)], cache.shape[1],
+                                            cache.root.name),)
+            calls.append(call)
+        return calls
 
     def matmul(self, name: str, ops: list[Op], pair: bool = False) -> StageCall:
         """A matmul's kernel, the elementwise ops fused after it (``epilogue.py``) applied to each result; of a
@@ -297,30 +369,42 @@ class _Stages:
         self.staged.views[id(src)] = cache
         sub = Program(self.prog.name, self.prog.function, (src,), [], (src,), self.prog.structure, self.prog.namer)
         copy = self.rows(f"{name}_copy", sub, [src], [self.homes[id(result)]])
+        in_place = self.in_place(op, cache, result)
+        if in_place:
+            copy.unless_same = (self.homes[id(cache.root)], self.homes[id(result)])
+            self.aliases.append((self.homes[id(result)], self.homes[id(cache.root)]))
+        if id(new.root) in self.direct:  # the rope computing the new rows writes them (rope())
+            self.prelude.append(copy)
+            return []
         rows = Val(TensorType(new.shape, new.root.type.dtype), f"{op.outputs[0].name}_new", param="new")
         self.staged.views[id(rows)] = new
-        capacity, seq = cache.shape[1], new.shape[1]
         strides = out.strides
         pos_home, n_home = self.home(pos.root, op), self.home(n_new.root, op)
-        # cur_pos in [0, capacity] and n_new in [0, seq] (the CPU entry refuses others, a CUDA kernel stops at
-        # them): the guard keeps the rows i < n_new with cur_pos + i < capacity, so no write leaves the cache
-        positions = f"positions of {cache.root.name} (its length and one past it)"
-        at = Gather(pos_home, RowOffset(), strides[1], total((capacity, 1)), positions)
-        index = RowOffset(((product(new.shape[2:-1]), seq, 1),))  # the row's index along the sequence axis
-        written = Gather(n_home, RowOffset(), 1, total((seq, 1)), f"counts of new rows of {new.root.name}")
-        start = Gather(pos_home, RowOffset(), 1, total((capacity, 1)), positions)
-        guard = ((index, RowOffset(gathers=(written,))),
-                 (RowOffset(index.terms, (start,)), RowOffset(base=capacity)))
+        at, guard = self.cache_rows(op, cache, pos, n_new, new, out)
         sub = Program(self.prog.name, self.prog.function, (rows,), [], (rows,), self.prog.structure, self.prog.namer)
         out_names = output_params(sub)
         scatter = self.rows(f"{name}_write", sub, [rows], [self.homes[id(result)]],
                             {out_names[0].name: Strided(strides, (1,) * len(strides), (), (at,))}, guard,
                             (pos.root, n_new.root))
-        scatter.cache_writes = (CacheWrite(pos_home, n_home, capacity, cache.root.name),)
-        if self.in_place(op, cache, result):
-            copy.unless_same = (self.homes[id(cache.root)], self.homes[id(result)])
-            self.aliases.append((self.homes[id(result)], self.homes[id(cache.root)]))
+        scatter.cache_writes = (CacheWrite(pos_home, n_home, cache.shape[1], cache.root.name),)
         return [copy, scatter]
+
+    def cache_rows(self, op: Op, cache: View, pos: View, n_new: View, new: View,
+                   out: View) -> tuple[Gather, tuple[tuple[RowOffset, RowOffset], ...]]:
+        """Where a cache update writes its new rows: the position (read on the device) times the result's row
+        stride, added to each row's offset, and the guard keeping the rows it writes. cur_pos in [0, capacity] and
+        n_new in [0, seq] (the CPU entry refuses others, a CUDA kernel stops at them): the guard keeps the rows
+        i < n_new with cur_pos + i < capacity, so no write leaves the cache."""
+        capacity, seq = cache.shape[1], new.shape[1]
+        pos_home, n_home = self.home(pos.root, op), self.home(n_new.root, op)
+        positions = f"positions of {cache.root.name} (its length and one past it)"
+        at = Gather(pos_home, RowOffset(), out.strides[1], total((capacity, 1)), positions)
+        index = RowOffset(((product(new.shape[2:-1]), seq, 1),))  # the row's index along the sequence axis
+        written = Gather(n_home, RowOffset(), 1, total((seq, 1)), f"counts of new rows of {new.root.name}")
+        start = Gather(pos_home, RowOffset(), 1, total((capacity, 1)), positions)
+        guard = ((index, RowOffset(gathers=(written,))),
+                 (RowOffset(index.terms, (start,)), RowOffset(base=capacity)))
+        return at, guard
 
     def in_place(self, op: Op, cache: View, result: Val) -> bool:
         """Whether the caller may pass the cache as the result, updated in place: the cache is an input the

@@ -15,6 +15,11 @@ dynamic shared memory, a kernel that waits for the one before it at its start) a
 the levels run in order. A stage skipped when two of its arguments are one tensor (the copy of a cache
 updated in place) is a part whose CTA count is then 0. Every part's CTA count is computed by the entry and
 passed to the kernel, which waits for the earlier kernel once, then runs the part its CTA falls in.
+
+Such skipped copies that depend on no earlier stage form a *prelude*: a launch of their own before every other,
+the levels of the others counted as if it were not there (it has run when they start). Where the caller updates
+its caches in place the prelude has no CTAs and the entry does not launch it, so writing into a cache costs no
+level of its own (Qwen3's rope + cache slot: one launch).
 """
 
 from __future__ import annotations
@@ -60,11 +65,17 @@ def plan_launches(fn: PrimFunc, shareable: list[bool]) -> list[Launch]:
     """The launches of staged function ``fn``'s stages (``shareable[k]``: stage k's kernel may be a part)."""
     same = dict(fn.aliases)  # an output the caller may pass as the input it updates, named as that input
     access = [_accesses(s, same) for s in fn.stages]
+    prelude = [k for k, s in enumerate(fn.stages)
+               if s.unless_same is not None and not any(_depends(access[k], access[j]) for j in range(k))]
     level: list[int] = []
     for k in range(len(fn.stages)):
-        level.append(1 + max((level[j] for j in range(k) if _depends(access[k], access[j])), default=-1))
+        if k in prelude:
+            level.append(-1)
+            continue
+        level.append(1 + max((level[j] for j in range(k) if j not in prelude and _depends(access[k], access[j])),
+                             default=-1))
     launches: list[Launch] = []
-    for lv in range(max(level, default=-1) + 1):
+    for lv in range(-1 if prelude else 0, max(level, default=-1) + 1):
         groups: dict[int, list[int]] = {}  # threads per CTA -> the level's shareable stages of that block size
         for k in (k for k in range(len(fn.stages)) if level[k] == lv):
             if shareable[k]:

@@ -1,0 +1,124 @@
+"""Qwen3's q/k norm, rope and cache write as one stage: jitted for the CPU against the evaluator, lowered for CUDA
+into one launch (run on the H200 in tests/gpu/test_compile_stages.py).
+
+``rope(rms_norm(q, gq), rms_norm(k, gk), cos, sin, pos)`` reads q and k through their norms (``lower/prologue.py``:
+each rotated row normed as it is read, the row's scale from its squares summed by the CTA's threads), and the
+rotated keys a ``cache_update`` takes and nothing else reads go straight into the cache at ``cur_pos`` (only the
+first ``n_new`` rows, only inside the cache). Head sizes 64 (8 threads a row on CUDA: their partial sums met by
+shuffles), 48 (6 threads: each thread sums the row itself) and 8 (one thread). Where the rotated keys are also
+returned, they go to memory and the cache update writes them as before; the function is as correct.
+
+Tolerances: each element rounds where the unfused ops round; only the order of the row's sum of squares differs
+from the evaluator's: bf16 to 2**-7 relative plus 2**-7 absolute.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.compile_kernels import compiled_only
+from tilefoundry import func, jit, lower, module
+from tilefoundry.dsl import DimVar, Tensor, tf
+from tilefoundry.runtime.check import allclose, check
+from tilefoundry.target import CudaTarget
+
+pytestmark = pytest.mark.usefixtures("compile_cache")
+
+SEQ = DimVar("seq", 1, 65)
+CAP = DimVar("capacity", 1, 65)
+POSITIONS = 64
+BF16 = allclose(atol=2**-7, rtol=2**-7)
+EPS = 1e-6
+
+
+def _block(d: int, heads: int, kv: int):
+    """The slot of a head size ``d``: qkv rows split into heads, q and k normed and rotated, k and v cached (the
+    norms' weights inputs, so that the three sizes' functions share a module)."""
+
+    @func
+    def qk_norm_rope_cache(qkv: Tensor[(SEQ, (heads + 2 * kv) * d), "bf16"], gq: Tensor[(d,), "bf16"],
+                           gk: Tensor[(d,), "bf16"], cos: Tensor[(POSITIONS, d), "bf16"],
+                           sin: Tensor[(POSITIONS, d), "bf16"], pos_ids: Tensor[(SEQ,), "i32"],
+                           cache_k: Tensor[(1, CAP, kv, d), "bf16"], cache_v: Tensor[(1, CAP, kv, d), "bf16"],
+                           cur_pos: Tensor[(), "i32"], n_new: Tensor[(), "i64"]):
+        x = tf.reshape(qkv, (SEQ, heads + 2 * kv, d))
+        q = tf.slice(x, (0, 0, 0), (SEQ, heads, d))
+        k = tf.slice(x, (0, heads, 0), (SEQ, kv, d))
+        v = tf.slice(x, (0, heads + kv, 0), (SEQ, kv, d))
+        q, k = tf.rope(tf.rms_norm(q, gq, EPS), tf.rms_norm(k, gk, EPS), cos, sin, pos_ids)
+        cache_k = tf.cache_update(cache_k, cur_pos, n_new, tf.reshape(k, (1, SEQ, kv, d)))
+        cache_v = tf.cache_update(cache_v, cur_pos, n_new, tf.reshape(v, (1, SEQ, kv, d)))
+        return q, cache_k, cache_v
+
+    return qk_norm_rope_cache
+
+
+@module(entry="d64")
+class RopeCache:
+    d64 = _block(64, 4, 2)
+    d48 = _block(48, 2, 1)
+    d8 = _block(8, 2, 2)
+
+    @func
+    def keys_returned(q: Tensor[(SEQ, 2, 16), "bf16"], k: Tensor[(SEQ, 2, 16), "bf16"], gk: Tensor[(16,), "bf16"],
+                      cos: Tensor[(POSITIONS, 16), "bf16"], sin: Tensor[(POSITIONS, 16), "bf16"],
+                      pos_ids: Tensor[(SEQ,), "i32"], cache_k: Tensor[(1, CAP, 2, 16), "bf16"],
+                      cur_pos: Tensor[(), "i32"], n_new: Tensor[(), "i64"]):
+        """Only k normed; the rotated keys are a result too: they go to memory, the cache update copies them."""
+        q, k = tf.rope(q, tf.rms_norm(k, gk, EPS), cos, sin, pos_ids)
+        return q, k, tf.cache_update(cache_k, cur_pos, n_new, tf.reshape(k, (1, SEQ, 2, 16)))
+
+
+def _inputs(name: str, seq: int, step: int, capacity: int, written: int | None = None) -> tuple[torch.Tensor, ...]:
+    gen = torch.Generator().manual_seed(seq * 7 + step)
+    extents = {"seq": seq, "capacity": capacity}
+    positions = {"pos_ids": torch.arange(step, step + seq, dtype=torch.int32),
+                 "cur_pos": torch.tensor(step, dtype=torch.int32),
+                 "n_new": torch.tensor(seq if written is None else written, dtype=torch.int64)}
+    out = []
+    for p in RopeCache.functions[name].params:
+        if p.name in positions:
+            out.append(positions[p.name])
+            continue
+        shape = tuple(d if isinstance(d, int) else extents[d.name] for d in p.type.shape)
+        t = torch.randn(shape, generator=gen)
+        if p.name.startswith("g"):
+            t = 1.0 + 0.25 * t
+        elif p.name in ("cos", "sin"):
+            t = torch.rand(shape, generator=gen) * 2 - 1
+        else:
+            t = 3.0 * t
+        out.append(t.to(p.type.dtype.torch_dtype))
+    return tuple(out)
+
+
+# (new rows, cache position, capacity, rows written): a step, a prompt, rows up to the cache's end, n_new < seq
+CASES = ((1, 0, 4, None), (1, 9, 16, None), (5, 2, 16, None), (4, 12, 16, None), (6, 0, 8, 4))
+
+
+@pytest.mark.parametrize("name", sorted(RopeCache.functions))
+def test_a_normed_rope_writing_its_cache_matches_the_evaluator(name: str) -> None:
+    compiled = jit(RopeCache, target="cpu").functions[name]
+    fn = RopeCache.functions[name]
+    paths = [f"output[{i}]" for i in range(len(fn.output_types))]
+    for seq, step, capacity, written in CASES:
+        report = check(compiled_only(compiled), fn, _inputs(name, seq, step, capacity, written),
+                       expect={p: [BF16] for p in paths})
+        assert report.passed, f"{name} at seq {seq} from {step} in {capacity}:\n{report}"
+
+
+def test_the_norms_and_the_key_cache_write_run_inside_the_rope() -> None:
+    for target in ("cpu", CudaTarget()):
+        tir = lower(RopeCache, target)
+        for name in ("d64", "d48", "d8"):
+            fn = tir.functions[name]
+            kinds = sorted(s.fn.name.removeprefix(f"{name}_") for s in fn.stages)
+            # the caches' copies, q's and k's ropes, v's write: no norm stage, no write of the rotated keys
+            assert kinds == ["stage0_k", "stage0_q", "stage1_copy", "stage2_copy", "stage2_write"], (name, kinds)
+            assert not fn.temps, (name, fn.temps)  # no normed or rotated rows between stages
+            assert str(fn).count("prologue(rms_norm<f32>") == 2, name
+            assert [s.cache_writes[0].what for s in fn.stages if s.cache_writes] == ["cache_k", "cache_v"], name
+        returned = tir.functions["keys_returned"]
+        assert str(returned).count("prologue(rms_norm<f32>") == 1
+        assert any(s.fn.name.endswith("_write") for s in returned.stages)  # the rotated keys written from memory
