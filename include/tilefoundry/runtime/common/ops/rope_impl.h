@@ -14,7 +14,12 @@
 #include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/numeric.h>
 #include <tilefoundry/runtime/common/ops/matmul_prologue.h>
+#include <tilefoundry/runtime/common/ops/packed.h>
 #include <tilefoundry/runtime/common/topology.h>
+
+#include <cstdint>
+#include <type_traits>
+#include <utility>
 
 namespace tilefoundry {
 namespace ops {
@@ -39,9 +44,85 @@ TILEFOUNDRY_DEVICE T sum_over_row(T part, int64_t threads, Whole const& whole) {
   return whole();
 }
 
+template <class Tensor>
+using element_t = cute::remove_cvref_t<decltype(std::declval<Tensor const&>()(0))>;
+
+template <class Tensor>
+constexpr bool unit_row_v =
+    cute::is_constant<1, decltype(cute::stride<0>(
+                             std::declval<cute::remove_cvref_t<Tensor> const&>().layout()))>::value;
+
+/// Whether rows of these operands can be read and written in 16-byte words: one packed element
+/// type (bf16, f16, f32), each a row of unit stride known at compile time, computed in float.
+template <class Compute, class X, class C, class S, class Out>
+constexpr bool words_v = std::is_same_v<Compute, float>&& detail::is_packed_v<element_t<X>>&&
+    std::is_same_v<element_t<X>, element_t<C>>&& std::is_same_v<element_t<X>, element_t<S>>&&
+        std::is_same_v<element_t<X>, element_t<Out>>&& unit_row_v<X>&& unit_row_v<C>&&
+            unit_row_v<S>&& unit_row_v<Out>;
+
+/// apply() a 16-byte word at a time: a thread takes the words of V elements from j and from
+/// j + half (x, cos, sin: six loads, issued together), so each pair's two elements are its own and
+/// no element crosses threads. Each element computed and rounded as apply()'s scalar loop does.
+template <class Compute, class X, class C, class S, class Out, class Pro>
+TILEFOUNDRY_DEVICE void apply_words(X const& x, C const& cos, S const& sin, Out&& out,
+                                    Pro const& pro, int64_t half, int64_t threads, int64_t first) {
+  using E = element_t<X>;
+  constexpr int V = int(16 / sizeof(E));
+  int64_t const groups = half / V;
+  auto const word = [](auto const& t, int64_t j) { return detail::load_word(&t(j)); };
+  [[maybe_unused]] typename Pro::compute_type scale = 0;
+  [[maybe_unused]] bool g_aligned = false;
+  if constexpr (Pro::normalizes) {  // the row's scale, from the sum of its squares
+    using Cd = typename Pro::compute_type;
+    auto const squares = [&](int64_t g) {
+      float a[V], b[V];
+      detail::unpack_word<E>(word(x, g * V), a);
+      detail::unpack_word<E>(word(x, half + g * V), b);
+      Cd sum = 0;
+      CUTE_UNROLL
+      for (int i = 0; i < V; ++i) sum += pro.square(a[i]) + pro.square(b[i]);
+      return sum;
+    };
+    Cd part = 0;
+    for (int64_t g = first; g < groups; g += threads) part += squares(g);
+    Cd const sum = sum_over_row(part, threads, [&] {
+      Cd all = 0;
+      for (int64_t g = 0; g < groups; ++g) all += squares(g);
+      return all;
+    });
+    scale = pro.scale(sum, 2 * half);
+    g_aligned = pro.template groups_aligned<V>();
+  }
+  for (int64_t g = first; g < groups; g += threads) {
+    int64_t const j = g * V;
+    float x1[V], x2[V], c1[V], c2[V], s1[V], s2[V], o1[V], o2[V];
+    detail::unpack_word<E>(word(x, j), x1);
+    detail::unpack_word<E>(word(x, j + half), x2);
+    detail::unpack_word<E>(word(cos, j), c1);
+    detail::unpack_word<E>(word(cos, j + half), c2);
+    detail::unpack_word<E>(word(sin, j), s1);
+    detail::unpack_word<E>(word(sin, j + half), s2);
+    if constexpr (Pro::normalizes) {
+      pro.group(x1, scale, j, g_aligned);
+      pro.group(x2, scale, j + half, g_aligned);
+    }
+    CUTE_UNROLL
+    for (int i = 0; i < V; ++i) {
+      float const f1 = x1[i] * c1[i];
+      float const f2 = x2[i] * c2[i];
+      o1[i] = f1 - x2[i] * s1[i];
+      o2[i] = f2 + x1[i] * s2[i];
+    }
+    detail::store_group(&out(j), o1);
+    detail::store_group(&out(j + half), o2);
+  }
+}
+
 /// out(j) = x(j) * cos(j) - x(j + half) * sin(j) and out(j + half) = x(j + half) * cos(j + half)
 /// + x(j) * sin(j + half) for j < half = size(x) / 2, in Compute, rounded once into out's type;
-/// x's elements read through `pro` (plain_rows: as stored; rms_norm_rows: its row normed).
+/// x's elements read through `pro` (plain_rows: as stored; rms_norm_rows: its row normed). Rows
+/// of 16-byte words (words_v, each half a whole number of words, every row 16-byte aligned) go
+/// through apply_words; any other row an element at a time.
 template <class Compute, class X, class C, class S, class Out, class Pro = plain_rows>
 TILEFOUNDRY_DEVICE void apply(X const& x, C const& cos, S const& sin, Out&& out,
                               Pro const& pro = {}) {
@@ -50,6 +131,16 @@ TILEFOUNDRY_DEVICE void apply(X const& x, C const& cos, S const& sin, Out&& out,
   int64_t const threads =
       int64_t(program_dim<detail::dependent_level<TopologyScope::thread, Out>>());
   int64_t const first = int64_t(program_id<detail::dependent_level<TopologyScope::thread, Out>>());
+  if constexpr (words_v<Compute, X, C, S, Out>) {
+    constexpr int64_t V = int64_t(16 / sizeof(element_t<X>));
+    auto const at16 = [](auto const& t) {
+      return reinterpret_cast<std::uintptr_t>(&t(0)) % 16 == 0;
+    };
+    if (half % V == 0 && at16(x) && at16(cos) && at16(sin) && at16(out)) {
+      apply_words<Compute>(x, cos, sin, out, pro, half, threads, first);
+      return;
+    }
+  }
   [[maybe_unused]] typename Pro::compute_type scale = 0;
   if constexpr (Pro::normalizes) {  // the row's scale, from the sum of its squares
     using Cd = typename Pro::compute_type;
