@@ -6,9 +6,10 @@ step streams them; one launch's time is the replay's divided by the count, the m
 replays interleaved between the variants. GB/s counts the bytes a launch must move (weights or cache, plus
 the activations it reads and writes); a device-to-device copy measured in the same run is the ceiling.
 "ours, no PDL" is the same kernel with Programmatic Dependent Launch off, so back-to-back launches do not
-overlap. "compiled" (attention, rope) is the compiled kernel set's slot for the same job (``slot_functions``,
-jitted for CUDA), timed the same way. Every variant's output is checked against torch's before it is timed;
-``--only attention rope`` times those kernels alone.
+overlap. "compiled" is the compiled kernel set's slot for the same job (``slot_functions``, jitted for CUDA),
+timed the same way (for lm_head the ``head`` slot: the logits, without the hand-written kernel's argmax).
+Every variant's output is checked against torch's before it is timed; ``--only attention rope`` times those
+kernels alone.
 
 The last part times the decode engine's own step: ``DecodeEngine`` on ``CudaKernels`` running bench/decode.py's
 Qwen3-1.7B with random bf16 weights (embedding, 28 layers, final norm and lm_head), its cache holding random keys
@@ -116,7 +117,10 @@ def with_pdl(lib, on: bool, launch: Launch) -> Launch:
     return run
 
 
-def gemv_case(lib, name: str, n: int, k: int, epilogue: str, norm: bool) -> Case:
+def gemv_case(lib, name: str, n: int, k: int, epilogue: str, norm: bool, slot: str | None = None) -> Case:
+    """A GEMV of the hand-written set (``epilogue``: store, residual, swiglu or argmax; ``norm``: its rms_norm
+    prologue) beside torch's ops for the same job, cuBLAS's bare GEMV and, where ``slot`` names one, the compiled
+    set's slot of that job (``head``: logits only, no argmax)."""
     n_out = n // 2 if epilogue == "swiglu" else n
     nbytes = n * k * 2 + k * 2 + n_out * 2 + (k * 2 if norm else 0) + (n * 2 if epilogue == "residual" else 0)
     copies = copies_for(n * k * 2)
@@ -152,15 +156,32 @@ def gemv_case(lib, name: str, n: int, k: int, epilogue: str, norm: bool) -> Case
     def cublas(i: int) -> None:
         F.linear(x, ws[i])
 
+    runners = {"ours": ours, "ours, no PDL": with_pdl(lib, False, ours), "torch ops": lambda i: torch_ops(i),
+               "cuBLAS GEMV": cublas}
+    compiled_out = torch.empty(1, VOCAB if slot == "head" else n_out, dtype=BF16, device="cuda")
+    if slot is not None:
+        compiled = compiled_slot(slot)
+
+        def ours_compiled(i: int) -> None:
+            if slot in ("o_proj", "down"):
+                compiled(x, ws[i], res, compiled_out)
+            else:
+                compiled(x, g, ws[i], compiled_out)
+
+        runners["compiled"] = ours_compiled
+
     def check() -> float:
         ours(0)
         want = torch_ops(0)
         got = res_out if epilogue == "residual" else out
-        return rel_l2(got, want)
+        err = rel_l2(got, want)
+        if slot is not None and epilogue != "argmax":
+            runners["compiled"](0)
+            err = max(err, rel_l2(compiled_out, want))
+        return err
 
     shape = f"{n}x{k}" + (" +norm" if norm else "") + ("" if epilogue == "store" else f" +{epilogue}")
-    return Case(name, shape, nbytes, copies, {"ours": ours, "ours, no PDL": with_pdl(lib, False, ours),
-                                              "torch ops": lambda i: torch_ops(i), "cuBLAS GEMV": cublas}, check)
+    return Case(name, shape, nbytes, copies, runners, check)
 
 
 def attention_case(lib, ctx: int) -> Case:
@@ -477,11 +498,13 @@ def main() -> int:
           f"{torch.cuda.get_device_properties(0).L2_cache_size >> 20} MiB", flush=True)
 
     builders = [
-        ("qkv", lambda: gemv_case(lib, "qkv (norm fused)", (HEADS + 2 * KV) * D, HIDDEN, "store", True)),
-        ("o_proj", lambda: gemv_case(lib, "o_proj (+residual)", HIDDEN, HEADS * D, "residual", False)),
-        ("gate/up", lambda: gemv_case(lib, "gate/up (norm, swiglu)", 2 * INTER, HIDDEN, "swiglu", True)),
-        ("down", lambda: gemv_case(lib, "down (+residual)", HIDDEN, INTER, "residual", False)),
-        ("lm_head", lambda: gemv_case(lib, "lm_head (norm, argmax)", VOCAB, HIDDEN, "argmax", True)),
+        ("qkv", lambda: gemv_case(lib, "qkv (norm fused)", (HEADS + 2 * KV) * D, HIDDEN, "store", True,
+                                  "norm_linear")),
+        ("o_proj", lambda: gemv_case(lib, "o_proj (+residual)", HIDDEN, HEADS * D, "residual", False, "o_proj")),
+        ("gate/up", lambda: gemv_case(lib, "gate/up (norm, swiglu)", 2 * INTER, HIDDEN, "swiglu", True,
+                                      "norm_swiglu")),
+        ("down", lambda: gemv_case(lib, "down (+residual)", HIDDEN, INTER, "residual", False, "down")),
+        ("lm_head", lambda: gemv_case(lib, "lm_head (norm, argmax)", VOCAB, HIDDEN, "argmax", True, "head")),
         ("attention ctx 1024", lambda: attention_case(lib, 1024)),
         ("attention ctx 4096", lambda: attention_case(lib, 4096)),
         ("rope", lambda: rope_case(lib)),

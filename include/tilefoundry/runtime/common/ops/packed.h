@@ -62,6 +62,22 @@ TILEFOUNDRY_DEVICE word4 load_word(void const* p) {
 
 // Global: p is in global memory. There the word goes out as one st.global.v4: NVVM may split a
 // uint4 assignment into four 4-byte stores where a thread stores a single word.
+/// A word of data streamed once (a weight row a decode step reads once, far more than L2 holds):
+/// on CUDA not kept in L1, asked of L2 in 256-byte lines, through the non-coherent path (the data
+/// must not change while the kernel runs). The asm is volatile so that it keeps its place among
+/// the kernel's loads (ptxas issues it where it is written, not just before its first use).
+TILEFOUNDRY_DEVICE word4 load_word_streamed(void const* p) {
+#if defined(__CUDA_ARCH__)
+  word4 w;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(w.u[0]), "=r"(w.u[1]), "=r"(w.u[2]), "=r"(w.u[3])
+               : "l"(p));
+  return w;
+#else
+  return load_word(p);
+#endif
+}
+
 template <bool Global = false>
 TILEFOUNDRY_DEVICE void store_word(void* p, word4 const& w) {
 #if defined(__CUDA_ARCH__)
@@ -146,6 +162,21 @@ TILEFOUNDRY_DEVICE void store_converted(int n, At const& at, Value const& value)
   }
   CUTE_UNROLL
   for (int i = 0; i < n; ++i) at(i) = convert<D>(value(i));
+}
+
+/// The N elements of type T in one 16-byte word (N * sizeof(T) == 16), as floats.
+template <class T, int N>
+TILEFOUNDRY_DEVICE void unpack_word(word4 const& w, float (&out)[N]) {
+  constexpr packed_kind K = packed_kind_v<T>;
+  static_assert(K != packed_kind::none && N * sizeof(T) == 16, "not one packed word");
+  CUTE_UNROLL
+  for (int i = 0; i < 4; ++i) {
+    if constexpr (K == packed_kind::f32) {
+      out[i] = bits_as<float>(w.u[i]);
+    } else {
+      unpack_pair<K>(w.u[i], out[2 * i], out[2 * i + 1]);
+    }
+  }
 }
 
 /// The N elements of type T at p (16-byte aligned, N * sizeof(T) a multiple of 16), as floats.
