@@ -122,3 +122,19 @@ def test_the_norms_and_the_key_cache_write_run_inside_the_rope() -> None:
         returned = tir.functions["keys_returned"]
         assert str(returned).count("prologue(rms_norm<f32>") == 1
         assert any(s.fn.name.endswith("_write") for s in returned.stages)  # the rotated keys written from memory
+
+
+def test_a_rope_writing_past_the_caches_end_is_refused_and_writes_nothing() -> None:
+    """The rope that writes the keys into the cache carries the cache update's check: on the CPU the entry refuses
+    rows that would pass the cache's end, naming the position, the count and the cache, before anything runs."""
+    compiled = jit(RopeCache, target="cpu").functions["d64"]
+    fn = RopeCache.functions["d64"]
+    names = [p.name for p in fn.params]
+    args = list(_inputs("d64", 4, 14, 16))  # rows 14 .. 17 of a cache of 16
+    caches = [args[names.index(n)].clone() for n in ("cache_k", "cache_v")]
+    args[names.index("cache_k")], args[names.index("cache_v")] = caches
+    kept = [c.clone() for c in caches]
+    q = torch.full((4, 4, 64), float("nan"), dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match=r"writing 4 rows \(n_new\) at position 14 \(cur_pos\) into cache_k"):
+        compiled(*args, q, *caches)
+    assert all(torch.equal(c, k) for c, k in zip(caches, kept))  # neither cache touched
