@@ -4,9 +4,8 @@ The families' decoder-layer functions (Qwen3 in bf16: q/k/v with its norm, q/k n
 cache writes, the MLP, embedding, head), and the modules of tests/test_compile_prologue.py, test_compile_pairs.py,
 test_compile_epilogue.py, test_compile_matmul.py and test_compile_rope_cache.py, lowered for CUDA into one Module:
 one nvcc run (about 15 s of every nvcc run here is the runtime's headers, paid once) that must print no warning, and
-whose library
-exports every function's entry. What each module computes is checked on the CPU in its own file, and on the
-H200 in tests/gpu.
+whose library exports every function's entry. What each module computes is checked on the CPU in its own file, and
+on the H200 in tests/gpu.
 """
 
 from __future__ import annotations
