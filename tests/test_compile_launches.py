@@ -80,7 +80,8 @@ def test_the_qwen3_rope_and_cache_slot_is_one_launch_where_its_caches_are_update
     # a cache passed as its own output is not copied: the copies' parts get no CTAs, so the prelude never starts
     assert ("int64_t const ctas0 = static_cast<void const*>(cache_k_ptr) != static_cast<void const*>(out1_ptr) ? "
             "int64_t(8 * capacity) : int64_t(0);") in source
-    assert "if (ctas > 0) {" in source
+    prelude = source[source.index("// launch 0:"):source.index("// launch 1:")]
+    assert "if (ctas > 0) {\n      launch.start(rope_cache_launch0_kernel" in prelude
     # no normed or rotated rows between stages: the norms are the ropes' prologues, k rotated into the cache
     assert "DeviceScratch" not in source
     assert source.count("ops::rms_norm_prologue<float, cute::bfloat16_t>(") == 2

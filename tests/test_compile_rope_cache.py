@@ -17,7 +17,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.compile_kernels import compiled_only
+from tests.compile_kernels import compiled_only, evaluator_refuses
 from tilefoundry import func, jit, lower, module
 from tilefoundry.dsl import DimVar, Tensor, tf
 from tilefoundry.runtime.check import allclose, check
@@ -70,6 +70,27 @@ class RopeCache:
         return q, k, tf.cache_update(cache_k, cur_pos, n_new, tf.reshape(k, (1, SEQ, 2, 16)))
 
 
+@module(entry="count_computed")
+class NotFused:
+    """Where the rope cannot take the norm or the cache write, the function is lowered as written and as correct."""
+
+    @func
+    def count_computed(k: Tensor[(SEQ, 2, 16), "bf16"], gk: Tensor[(16,), "bf16"], cos: Tensor[(POSITIONS, 16), "bf16"],
+                       sin: Tensor[(POSITIONS, 16), "bf16"], pos_ids: Tensor[(SEQ,), "i32"],
+                       cache_k: Tensor[(1, CAP, 2, 16), "bf16"], cur_pos: Tensor[(), "i32"],
+                       n_new: Tensor[(), "i32"]):
+        """The update's count is computed after the rope (a cast): the rope cannot read it, the update writes."""
+        q, k = tf.rope(k, tf.rms_norm(k, gk, EPS), cos, sin, pos_ids)
+        return q, tf.cache_update(cache_k, cur_pos, tf.cast(n_new, "i64"), tf.reshape(k, (1, SEQ, 2, 16)))
+
+    @func
+    def rows_picked(table: Tensor[(40, 2, 16), "bf16"], ids: Tensor[(SEQ,), "i64"], gq: Tensor[(16,), "bf16"],
+                    k: Tensor[(SEQ, 2, 16), "bf16"], cos: Tensor[(POSITIONS, 16), "bf16"],
+                    sin: Tensor[(POSITIONS, 16), "bf16"], pos_ids: Tensor[(SEQ,), "i32"]):
+        """q's rows picked by ids: a rope reads q through strides only, so the norm stays a stage of its own."""
+        return tf.rope(tf.rms_norm(tf.index_select(table, ids, 0), gq, EPS), k, cos, sin, pos_ids)
+
+
 def _inputs(name: str, seq: int, step: int, capacity: int, written: int | None = None) -> tuple[torch.Tensor, ...]:
     gen = torch.Generator().manual_seed(seq * 7 + step)
     extents = {"seq": seq, "capacity": capacity}
@@ -77,9 +98,13 @@ def _inputs(name: str, seq: int, step: int, capacity: int, written: int | None =
                  "cur_pos": torch.tensor(step, dtype=torch.int32),
                  "n_new": torch.tensor(seq if written is None else written, dtype=torch.int64)}
     out = []
-    for p in RopeCache.functions[name].params:
+    fn = RopeCache.functions[name] if name in RopeCache.functions else NotFused.functions[name]
+    for p in fn.params:
         if p.name in positions:
-            out.append(positions[p.name])
+            out.append(positions[p.name].to(p.type.dtype.torch_dtype))
+            continue
+        if p.name == "ids":
+            out.append(torch.randint(0, 40, (seq,), generator=gen))
             continue
         shape = tuple(d if isinstance(d, int) else extents[d.name] for d in p.type.shape)
         t = torch.randn(shape, generator=gen)
@@ -138,3 +163,40 @@ def test_a_rope_writing_past_the_caches_end_is_refused_and_writes_nothing() -> N
     with pytest.raises(ValueError, match=r"writing 4 rows \(n_new\) at position 14 \(cur_pos\) into cache_k"):
         compiled(*args, q, *caches)
     assert all(torch.equal(c, k) for c, k in zip(caches, kept))  # neither cache touched
+
+
+@pytest.mark.parametrize("name", sorted(NotFused.functions))
+def test_what_the_rope_cannot_take_is_lowered_as_written_and_matches_the_evaluator(name: str) -> None:
+    fn = NotFused.functions[name]
+    stages = [s.fn.name.removeprefix(f"{name}_") for s in lower(NotFused, "cpu").functions[name].stages]
+    if name == "count_computed":  # the rotated keys go to memory; the update writes them after the cast
+        assert "stage0_k" in stages and stages.index("stage0_k") < stages.index("stage2_write"), stages
+    else:  # the norm of the picked rows a stage of its own, before the rope
+        assert stages[0] == "stage0" and str(lower(NotFused, "cpu").functions[name]).count("prologue(") == 0, stages
+    compiled = jit(NotFused, target="cpu").functions[name]
+    paths = [f"output[{i}]" for i in range(len(fn.output_types))]
+    for seq, step, capacity, written in CASES:
+        report = check(compiled_only(compiled), fn, _inputs(name, seq, step, capacity, written),
+                       expect={p: [BF16] for p in paths})
+        assert report.passed, f"{name} at seq {seq} from {step} in {capacity}:\n{report}"
+
+
+def test_the_cache_passed_as_its_own_output_is_updated_in_place_by_the_rope() -> None:
+    """The caches passed as their own outputs: no copy runs (the prelude's parts get no rows), the rope writes the
+    new keys into the cache it was given, and the rows around them keep their values."""
+    compiled = jit(RopeCache, target="cpu").functions["d64"]
+    fn = RopeCache.functions["d64"]
+    names = [p.name for p in fn.params]
+    args = _inputs("d64", 3, 5, 16)
+    want = fn(*args)
+    inputs = list(args)
+    caches = [args[names.index(n)].clone() for n in ("cache_k", "cache_v")]
+    inputs[names.index("cache_k")], inputs[names.index("cache_v")] = caches
+    q = torch.full_like(want[0], float("nan"))
+    with evaluator_refuses():
+        got = compiled(*inputs, q, *caches)
+    assert got[1] is caches[0] and got[2] is caches[1]
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g.float(), w.float(), rtol=2**-7, atol=2**-7)
+    for cache, before in zip(caches, (args[names.index("cache_k")], args[names.index("cache_v")])):
+        assert torch.equal(cache[:, :5], before[:, :5]) and torch.equal(cache[:, 8:], before[:, 8:])

@@ -22,13 +22,14 @@ becomes ``rope(q, k, cos, sin, pos, gq, gk)`` with ``prologue_q`` / ``prologue_k
 compute dtype) among its attributes, the weights appended in that order. The rope's row is the norm's row (the
 last axis), so each rotated row reads its own normed elements (``ops::rope`` through ``ops::rms_norm_prologue``),
 and the norm costs no stage of its own. It applies where the rope is ``h``'s one reader, reading it as q or k
-(not both).
+(not both), and ``x`` is no view of rows picked by positions.
 """
 
 from __future__ import annotations
 
 from .expand import compute_dtype
 from .program import Op, Program, Val
+from .views import VIEW_OPS
 
 
 def fuse_prologues(prog: Program) -> Program:
@@ -41,7 +42,7 @@ def fuse_prologues(prog: Program) -> Program:
         x, g = op.inputs
         if not readers or any(v is h for v in prog.outputs) or g.type.rank != 1 or x.constant or g.constant:
             continue
-        if len(readers) == 1 and _rotates(readers[0], h):
+        if len(readers) == 1 and _rotates(readers[0], h, x):
             _into_rope(readers[0], op)
             prog.ops.remove(op)
             continue
@@ -55,9 +56,20 @@ def fuse_prologues(prog: Program) -> Program:
     return prog
 
 
-def _rotates(rope: Op, h: Val) -> bool:
-    """Whether ``rope`` can read ``h`` through a prologue: a rope of ``h`` as its q or its k, not both."""
-    return rope.op == "rope" and sum(v is h for v in rope.inputs) == 1 and any(v is h for v in rope.inputs[:2])
+def _rotates(rope: Op, h: Val, x: Val) -> bool:
+    """Whether ``rope`` can read ``h`` = rms_norm(``x``) through a prologue: a rope of ``h`` as its q or its k, not
+    both, and ``x`` no rows picked by positions (a rope reads its q and k through strides only, ``rope.py``)."""
+    return (rope.op == "rope" and sum(v is h for v in rope.inputs) == 1 and any(v is h for v in rope.inputs[:2])
+            and not _gathered(x))
+
+
+def _gathered(v: Val) -> bool:
+    """Whether ``v`` is a view (through view ops) of rows picked by positions (``index_select``)."""
+    while v.producer is not None and v.producer.op in VIEW_OPS:
+        if v.producer.op == "index_select":
+            return True
+        v = v.producer.inputs[0]
+    return False
 
 
 def _into_rope(rope: Op, norm: Op) -> None:

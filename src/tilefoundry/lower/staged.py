@@ -58,7 +58,7 @@ def lower_staged(prog: Program, target: Target, declared: Declared) -> PrimFunc:
     temps: list[KernelParam] = []
     read_later = _read_by_later_stages(staged, stage_of)
     read_later |= {id(r) for v, _ in copies for r in _roots(staged.view(v))}
-    direct = direct_cache_rows(staged, homes, read_later)
+    direct = direct_cache_rows(staged, homes, read_later, stage_of)
     read_later -= set(direct)
     for stage in staged.stages:
         for op in stage.ops:
@@ -84,22 +84,27 @@ def _roots(view: View) -> list[Val]:
     return [view.root, *(r for _, index, _ in view.gathers for r in _roots(index))]
 
 
-def direct_cache_rows(staged: StagedProgram, homes: dict[int, str], read_later: set[int]) -> dict[int, Op]:
+def direct_cache_rows(staged: StagedProgram, homes: dict[int, str], read_later: set[int],
+                      stage_of: dict[int, int]) -> dict[int, Op]:
     """The rope results a rope may write straight into a cache (by value id: the ``cache_update`` taking them):
     read by that update alone, as its new rows (a contiguous reshape of the result with leading axes of 1 more),
-    not returned, of a cache that is a parameter of the function (its copy can run first) and whose update has a
-    home (returned, or read by a later stage)."""
+    not returned, of a cache that is a contiguous parameter of the function (its copy can run first) and whose
+    update's result is contiguous and has a home (returned, or read by a later stage), the update's position and
+    count parameters or computed before the rope (the rope reads them)."""
     prog = staged.prog
     out: dict[int, Op] = {}
     returned = {id(r) for v in prog.outputs for r in _roots(staged.view(v))}
     for op in prog.ops:
         if op.op != "cache_update":
             continue
-        cache, _, _, new = (staged.view(v) for v in op.inputs)
+        cache, pos, n_new, new = (staged.view(v) for v in op.inputs)
         r = new.root
         rope = r.producer
         result = op.outputs[0]
         if rope is None or rope.op != "rope" or id(r) in returned or cache.root.param is None:
+            continue
+        if not all(v.root.param is not None or stage_of.get(id(v.root), len(staged.stages)) < stage_of[id(r)]
+                   for v in (pos, n_new)):
             continue
         if not (cache.contiguous and new.contiguous and staged.view(result).contiguous):
             continue

@@ -141,9 +141,10 @@ class Epilogue:
 
 @dataclass(frozen=True)
 class Prologue:
-    """How a matmul reads its first operand: ``rms_norm(a, weight, eps)`` of each of its rows, computed in
-    ``compute`` and rounded to ``dtype`` (the normed rows' dtype) as each element is read, so the normed rows
-    never reach memory (the RMSNorm before a projection, fused)."""
+    """How a matmul reads its first operand, or a rope its row: ``rms_norm(a, weight, eps)`` of each of its rows,
+    computed in ``compute`` and rounded to ``dtype`` (the normed rows' dtype) as each element is read, so the
+    normed rows never reach memory (the RMSNorm before a projection, or Qwen3's q/k norm before the rotation,
+    fused)."""
 
     kind: str
     weight: Buffer

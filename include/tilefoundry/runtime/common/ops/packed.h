@@ -60,14 +60,13 @@ TILEFOUNDRY_DEVICE word4 load_word(void const* p) {
 #endif
 }
 
-// Global: p is in global memory. There the word goes out as one st.global.v4: NVVM may split a
-// uint4 assignment into four 4-byte stores where a thread stores a single word.
 /// A word of data streamed once (a weight row a decode step reads once, far more than L2 holds):
-/// on CUDA not kept in L1, asked of L2 in 256-byte lines, through the non-coherent path (the data
-/// must not change while the kernel runs). The asm is volatile so that it keeps its place among
-/// the kernel's loads (ptxas issues it where it is written, not just before its first use).
+/// on CUDA (sm_80 on) not kept in L1, asked of L2 in 256-byte lines, through the non-coherent path
+/// (the data must not change while the kernel runs). The asm is volatile so that it stays after
+/// the kernel's wait for the kernel before it (wait_for_earlier_kernels, volatile too), which may
+/// have written the data. Before sm_80 and on the CPU, load_word.
 TILEFOUNDRY_DEVICE word4 load_word_streamed(void const* p) {
-#if defined(__CUDA_ARCH__)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   word4 w;
   asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
                : "=r"(w.u[0]), "=r"(w.u[1]), "=r"(w.u[2]), "=r"(w.u[3])
@@ -78,6 +77,8 @@ TILEFOUNDRY_DEVICE word4 load_word_streamed(void const* p) {
 #endif
 }
 
+// Global: p is in global memory. There the word goes out as one st.global.v4: NVVM may split a
+// uint4 assignment into four 4-byte stores where a thread stores a single word.
 template <bool Global = false>
 TILEFOUNDRY_DEVICE void store_word(void* p, word4 const& w) {
 #if defined(__CUDA_ARCH__)
