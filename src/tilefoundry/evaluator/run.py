@@ -11,6 +11,7 @@ from ..ir.core.binding import Binder, Mismatch
 from ..ir.core.function import Converter, Function, Param
 from ..ir.core.graph import Node, Value
 from ..ir.core.source import user_source
+from ..ir.core.tables import positional_tables
 from ..ir.core.tree import flatten, unflatten
 from ..ir.types.tensor_type import TensorType
 from .context import EvalContext
@@ -64,12 +65,15 @@ def bind_inputs(fn: Function, params: Sequence[Param], args: Sequence[Any], bind
     floating dtype than the declared one is converted to it first (as ``torch.as_tensor(x, dtype=declared)``
     does: an f32 tensor where bf16 is declared); a weight (ConstTensor) and a weight converter's raw checkpoint
     tensors are bound as they are (spec 1.5), and anything else (a float where an integer is declared) is refused.
+    A positional table (RoPE's cos / sin rows, :func:`~tilefoundry.ir.core.tables.positional_tables`) may hold
+    fewer rows than it declares, as the reference implementation's model sources pass them.
     """
     if len(args) != len(params):
         raise TypeError(
             f"{fn.name} takes {len(params)} arguments ({', '.join(p.name for p in params)}), got {len(args)}"
         )
     binder = Binder("argument", bindings)
+    tables = positional_tables(fn)
     bound = []
     try:
         for p, a in zip(params, args):
@@ -77,7 +81,7 @@ def bind_inputs(fn: Function, params: Sequence[Param], args: Sequence[Any], bind
             if (not p.const and not isinstance(fn, Converter) and isinstance(a, torch.Tensor)
                     and a.is_floating_point() and declared.is_float and a.dtype != declared.torch_dtype):
                 a = a.to(declared.torch_dtype)
-            bound.append(binder.bind(p.name, a, p.type))
+            bound.append(binder.bind(p.name, a, p.type, table=not p.const and p.name in tables))
         binder.finish(complete=True)
     except Mismatch as m:
         raise (TypeError if m.is_type_error else ValueError)(f"{fn.name}: {m}") from None

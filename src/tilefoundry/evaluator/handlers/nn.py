@@ -54,9 +54,10 @@ def _rope(node: Node, ins: list[torch.Tensor], ctx: EvalContext) -> tuple[torch.
     q, k, cos_cache, sin_cache, pos = ins
     cd = compute(node)
     index = pos.long()
-    if index.numel() and (int(index.min()) < 0 or int(index.max()) >= cos_cache.shape[0]):
+    rows = min(cos_cache.shape[0], sin_cache.shape[0])  # a positional table may hold fewer rows than declared
+    if index.numel() and (int(index.min()) < 0 or int(index.max()) >= rows):
         raise ValueError(f"rope at {node.loc}: pos_ids [{int(index.min())}, {int(index.max())}] out of range for "
-                         f"{cos_cache.shape[0]} cache rows")
+                         f"{rows} cache rows")
     # (seq, head_dim) rows -> (seq, 1, head_dim): broadcast over heads and every leading axis.
     cos = cos_cache.to(cd)[index].unsqueeze(-2)
     sin = sin_cache.to(cd)[index].unsqueeze(-2)

@@ -4,7 +4,8 @@ A :class:`Binder` checks tensors one by one against declared :class:`TensorType`
 DimVars their axes name, consistently across every tensor it sees:
 
 * the dtype and the rank must equal the declaration's;
-* a static axis must equal its extent;
+* a static axis must equal its extent (the first axis of a positional table, ``tables.py``, may hold fewer rows,
+  at least one: ``bind(..., table=True)``);
 * a plain DimVar axis binds the DimVar (inside its half-open range ``[lo, hi)``); every later axis naming
   it must agree;
 * an axis that is a dim expression (``2*seq``) is checked by :meth:`Binder.finish`, once every plain
@@ -74,8 +75,9 @@ class Binder:
         self._bound_by: dict[str, str] = {}
         self._deferred: list[_Deferred] = []
 
-    def bind(self, name: str, value: object, declared: TensorType) -> torch.Tensor:
-        """Check ``value`` (called ``name``) against ``declared``, binding its DimVar axes; return it."""
+    def bind(self, name: str, value: object, declared: TensorType, table: bool = False) -> torch.Tensor:
+        """Check ``value`` (called ``name``) against ``declared``, binding its DimVar axes; return it. ``table``: a
+        positional table (``tables.py``), whose first axis may hold fewer rows than a static extent declares."""
         what = f"{self.noun} {name}"
         if not isinstance(value, torch.Tensor):
             raise Mismatch(NOT_TENSOR, name, f"{what} must be a torch.Tensor ({declared}), got {type(value).__name__}")
@@ -87,6 +89,8 @@ class Binder:
         for axis, (d, n) in enumerate(zip(declared.shape, value.shape)):
             n = int(n)
             if isinstance(d, int):
+                if table and axis == 0 and 1 <= n < d:
+                    continue  # a table read at positions: the rope refuses a position past the rows given
                 if d != n:
                     raise Mismatch(EXTENT, name, f"{what} has shape {tuple(value.shape)}, declared {declared} "
                                                  f"(axis {axis}: {n} != {d})")
