@@ -76,3 +76,18 @@ def test_an_activation_read_otherwise_keeps_its_declared_rows() -> None:
     q, cos, sin, pos = _args(8, [0, 1])
     with pytest.raises(ValueError, match=r"argument cos has shape \(8, 8\), declared Tensor\[\(16, 8\), f32\]"):
         Tables.functions["also_added"](q, cos, sin, pos)
+
+
+def test_the_check_commands_inputs_take_a_table_of_fewer_rows(tmp_path) -> None:
+    """``tilefoundry check --inputs`` binds by the same rule: fewer rows of a table are read, of anything else
+    refused naming the file."""
+    from tilefoundry.cli.check_data import _function_params, read_inputs
+    from tilefoundry.cli.refusal import Refusal
+
+    fn = Tables.functions["layer"]
+    file = tmp_path / "inputs.pt"
+    torch.save(_args(8, [0, 5]), file)
+    assert read_inputs(str(file), _function_params(fn), "cpu")[1].shape == (8, 8)
+    torch.save(_args(8, [0, 5]), file)
+    with pytest.raises(Refusal, match=r"--inputs .*inputs.pt: argument cos has shape \(8, 8\)"):
+        read_inputs(str(file), _function_params(Tables.functions["also_added"]), "cpu")

@@ -21,6 +21,7 @@ from ..ir.core.annotation import TensorSpec
 from ..ir.core.binding import Binder, Mismatch
 from ..ir.core.function import Function
 from ..ir.core.module import Module
+from ..ir.core.tables import positional_tables
 from ..ir.types.dim import DimVar
 from ..ir.types.tensor_type import TensorType
 from ..runtime.resource import DictResource
@@ -332,14 +333,15 @@ def read_inputs(file: str, params: Sequence[StepParam], device: str) -> tuple[An
 def _validate_inputs(file: str, params: Sequence[StepParam], args: Sequence[Any]) -> None:
     """Hold every argument of a parameter whose type is known to that type, by the rule the reference runner binds
     its arguments with (:class:`~tilefoundry.ir.core.binding.Binder`: dtype, rank, static extents, DimVar ranges and
-    agreement), so a file the reference would refuse is refused here, naming the file, the parameter and its
-    declaration, before either side runs.
+    agreement; a positional table, RoPE's cos / sin rows, may hold fewer rows), so a file the reference would refuse
+    is refused here, naming the file, the parameter and its declaration, before either side runs.
     """
     binder = Binder("argument")
     try:
         for p, a in zip(params, args):
             if p.type is not None:
-                binder.bind(p.name, a, p.type)
+                table = p.function is not None and p.name in positional_tables(p.function)
+                binder.bind(p.name, a, p.type, table=table)
         binder.finish(complete=False)
     except Mismatch as mismatch:
         raise Refusal(f"--inputs {file}: {mismatch}; store tensors of the declared types") from None
