@@ -456,3 +456,17 @@ def compiled_only(compiled: CompiledModule) -> Callable[..., Any]:
         return result
 
     return call
+
+
+def caches_in_place(compiled: CompiledModule, fn: Any, args: tuple[torch.Tensor, ...]) -> tuple[Any, Any, list]:
+    """``compiled`` called with ``fn``'s ``cache_k`` and ``cache_v`` passed as their own outputs (clones of those in
+    ``args``) and its first output poisoned, the evaluator refusing to run meanwhile. Returns what it returned, what
+    ``fn`` returns for ``args``, and the two caches it was given."""
+    want = fn(*args)
+    names = [p.name for p in fn.params]
+    inputs = list(args)
+    caches = [args[names.index(n)].clone() for n in ("cache_k", "cache_v")]
+    inputs[names.index("cache_k")], inputs[names.index("cache_v")] = caches
+    with evaluator_refuses():
+        got = compiled(*inputs, poisoned_like(want[0]), *caches)
+    return got, want, caches

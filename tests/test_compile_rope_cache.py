@@ -17,7 +17,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.compile_kernels import compiled_only, evaluator_refuses
+from tests.compile_kernels import caches_in_place, compiled_only
 from tilefoundry import func, jit, lower, module
 from tilefoundry.dsl import DimVar, Tensor, tf
 from tilefoundry.runtime.check import allclose, check
@@ -122,15 +122,20 @@ def _inputs(name: str, seq: int, step: int, capacity: int, written: int | None =
 CASES = ((1, 0, 4, None), (1, 9, 16, None), (5, 2, 16, None), (4, 12, 16, None), (6, 0, 8, 4))
 
 
-@pytest.mark.parametrize("name", sorted(RopeCache.functions))
-def test_a_normed_rope_writing_its_cache_matches_the_evaluator(name: str) -> None:
-    compiled = jit(RopeCache, target="cpu").functions[name]
-    fn = RopeCache.functions[name]
+def _matches_the_evaluator(mod: object, name: str) -> None:
+    """``mod``'s function ``name`` jitted for the CPU against the evaluator at every case of CASES."""
+    compiled = jit(mod, target="cpu").functions[name]
+    fn = mod.functions[name]
     paths = [f"output[{i}]" for i in range(len(fn.output_types))]
     for seq, step, capacity, written in CASES:
         report = check(compiled_only(compiled), fn, _inputs(name, seq, step, capacity, written),
                        expect={p: [BF16] for p in paths})
         assert report.passed, f"{name} at seq {seq} from {step} in {capacity}:\n{report}"
+
+
+@pytest.mark.parametrize("name", sorted(RopeCache.functions))
+def test_a_normed_rope_writing_its_cache_matches_the_evaluator(name: str) -> None:
+    _matches_the_evaluator(RopeCache, name)
 
 
 def test_the_norms_and_the_key_cache_write_run_inside_the_rope() -> None:
@@ -167,18 +172,12 @@ def test_a_rope_writing_past_the_caches_end_is_refused_and_writes_nothing() -> N
 
 @pytest.mark.parametrize("name", sorted(NotFused.functions))
 def test_what_the_rope_cannot_take_is_lowered_as_written_and_matches_the_evaluator(name: str) -> None:
-    fn = NotFused.functions[name]
     stages = [s.fn.name.removeprefix(f"{name}_") for s in lower(NotFused, "cpu").functions[name].stages]
     if name == "count_computed":  # the rotated keys go to memory; the update writes them after the cast
         assert "stage0_k" in stages and stages.index("stage0_k") < stages.index("stage2_write"), stages
     else:  # the norm of the picked rows a stage of its own, before the rope
         assert stages[0] == "stage0" and str(lower(NotFused, "cpu").functions[name]).count("prologue(") == 0, stages
-    compiled = jit(NotFused, target="cpu").functions[name]
-    paths = [f"output[{i}]" for i in range(len(fn.output_types))]
-    for seq, step, capacity, written in CASES:
-        report = check(compiled_only(compiled), fn, _inputs(name, seq, step, capacity, written),
-                       expect={p: [BF16] for p in paths})
-        assert report.passed, f"{name} at seq {seq} from {step} in {capacity}:\n{report}"
+    _matches_the_evaluator(NotFused, name)
 
 
 def test_the_cache_passed_as_its_own_output_is_updated_in_place_by_the_rope() -> None:
@@ -188,13 +187,7 @@ def test_the_cache_passed_as_its_own_output_is_updated_in_place_by_the_rope() ->
     fn = RopeCache.functions["d64"]
     names = [p.name for p in fn.params]
     args = _inputs("d64", 3, 5, 16)
-    want = fn(*args)
-    inputs = list(args)
-    caches = [args[names.index(n)].clone() for n in ("cache_k", "cache_v")]
-    inputs[names.index("cache_k")], inputs[names.index("cache_v")] = caches
-    q = torch.full_like(want[0], float("nan"))
-    with evaluator_refuses():
-        got = compiled(*inputs, q, *caches)
+    got, want, caches = caches_in_place(compiled, fn, args)
     assert got[1] is caches[0] and got[2] is caches[1]
     for g, w in zip(got, want):
         torch.testing.assert_close(g.float(), w.float(), rtol=2**-7, atol=2**-7)

@@ -20,7 +20,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root, for tests.*
 
-from tests.compile_kernels import compiled_only, evaluator_refuses  # noqa: E402
+from tests.compile_kernels import caches_in_place, compiled_only, evaluator_refuses  # noqa: E402
 from tests.test_compile_attention import CASES as ATTENTION_CASES  # noqa: E402
 from tests.test_compile_attention import Attention  # noqa: E402
 from tests.test_compile_attention import _inputs as attention_inputs  # noqa: E402
@@ -99,20 +99,13 @@ def test_a_normed_rope_writing_its_cache_matches_the_evaluator_on_cuda(name: str
     compiled = jit(RopeCache).functions[name]
     fn = RopeCache.functions[name]
     paths = [f"output[{i}]" for i in range(len(fn.output_types))]
-    names = [p.name for p in fn.params]
     for seq, step, capacity, written in ROPE_CASES:
         args = _cuda(rope_inputs(name, seq, step, capacity, written))
         report = check(compiled_only(compiled), fn, args, expect={p: [ROPE_BF16] for p in paths})
         assert report.passed, f"{name} at seq {seq} from {step} in {capacity}:\n{report}"
         if name == "keys_returned":
             continue
-        want = fn(*args)
-        inputs = list(args)
-        caches = [args[names.index(n)].clone() for n in ("cache_k", "cache_v")]
-        inputs[names.index("cache_k")], inputs[names.index("cache_v")] = caches
-        q = torch.full_like(want[0], float("nan"))
-        with evaluator_refuses():
-            got = compiled(*inputs, q, *caches)
+        got, want, caches = caches_in_place(compiled, fn, args)
         assert got[1] is caches[0] and got[2] is caches[1]
         for g, w in zip(got, want):
             torch.testing.assert_close(g.float(), w.float(), rtol=2**-7, atol=2**-7)
@@ -167,15 +160,7 @@ def test_an_attention_step_captured_once_replays_at_every_position() -> None:
 def test_a_cache_passed_as_its_own_output_is_updated_in_place_on_cuda() -> None:
     fn = _family("qwen3", "bfloat16").layer0.functions["attend"]
     compiled = jit(fn)
-    names = [p.name for p in fn.params]
-    args = _cuda(_inputs(fn, 7, 3, 16))
-    want = fn(*args)
-    inputs = list(args)
-    caches = [args[names.index(n)].clone() for n in ("cache_k", "cache_v")]
-    inputs[names.index("cache_k")], inputs[names.index("cache_v")] = caches
-    out = torch.full_like(args[0], float("nan"))
-    with evaluator_refuses():
-        got = compiled(*inputs, out, *caches)
+    got, want, caches = caches_in_place(compiled, fn, _cuda(_inputs(fn, 7, 3, 16)))
     assert got[1] is caches[0] and got[2] is caches[1]
     for g, w in zip(got, want):
         torch.testing.assert_close(g.float(), w.float(), rtol=2**-5, atol=2**-5)

@@ -53,7 +53,7 @@ def rope_bodies(name: str, op: Op, views: list[View], outs: list[View], homes: d
     norms = rope_prologues(op)
     weights = dict(zip(norms, views[5:]))  # q's and k's norm weights, as the op takes them
     named = (("cos_cache", cos), ("sin_cache", sin), ("pos_ids", pos), ("q", q), ("k", k), ("q's result", outs[0]),
-             ("k's result", outs[1]), *((f"{which}'s norm weight", w) for which, w in zip(norms, views[5:])))
+             ("k's result", outs[1]), *((f"{which}'s norm weight", w) for which, w in weights.items()))
     for what, v in named:
         if v.gathers or (v is not q and v is not k and any(r != 1 for r in v.repeats)):
             raise LoweringError(op.op, name, f"its {what} is a view {v} whose axes repeat or are picked by positions; "

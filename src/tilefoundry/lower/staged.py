@@ -189,30 +189,28 @@ class _Stages:
         """The rope's two kernels, q's and k's: each reads its row (through its norm, ``prologue.py``) and the cos
         and sin rows at its position, and writes its result, or the cache rows it goes to (``direct_cache_rows``)."""
         into: dict[int, RowsInto] = {}
-        update: dict[int, Op] = {}
+        writes: dict[int, tuple[list[View], CacheWrite]] = {}  # the update's position and count, and its check
         for i, v in enumerate(op.outputs):
             cu = self.direct.get(id(v))
-            if cu is not None:
-                cache, pos, n_new, new = (self.staged.view(u) for u in cu.inputs)
-                result = self.staged.view(cu.outputs[0])
-                at, guard = self.cache_rows(cu, cache, pos, n_new, new, result)
-                rank = len(v.type.shape)
-                seen = View(result.root, tuple(v.type.shape), result.strides[len(result.strides) - rank:])
-                into[i] = RowsInto(seen, (at,), guard)
-                update[i] = cu
+            if cu is None:
+                continue
+            cache, pos, n_new, new = (self.staged.view(u) for u in cu.inputs)
+            result = self.staged.view(cu.outputs[0])
+            at, guard, write = self.cache_rows(cu, cache, pos, n_new, new, result)
+            rank = len(v.type.shape)
+            into[i] = RowsInto(View(result.root, tuple(v.type.shape), result.strides[len(result.strides) - rank:]),
+                               (at,), guard)
+            writes[i] = ([pos, n_new], write)
         bodies = rope_bodies(self.prog.name, op, views, outs, self.homes, self.target, into)
-        weights = dict(zip(rope_prologues(op), views[5:]))
+        norms = rope_prologues(op)
         calls = []
         for i, (which, x, out, (body, sched)) in enumerate(zip("qk", views[:2], outs, bodies)):
-            norm = [weights[which]] if which in weights else []
-            if i not in into:
-                calls.append(self.kernel(f"{name}_{which}", [x, *views[2:5], *norm, out], body, sched, op))
-                continue
-            cu = update[i]
-            cache, pos, n_new, _ = (self.staged.view(u) for u in cu.inputs)
-            call = self.kernel(f"{name}_{which}", [x, *views[2:5], *norm, pos, n_new, into[i].view], body, sched, op)
-            call.cache_writes = (CacheWrite(self.homes[id(pos.root)], self.homes[id(n_new.root)], cache.shape[1],
-                                            cache.root.name),)
+            norm = [self.staged.view(norms[which][0])] if which in norms else []
+            positions, write = writes.get(i, ([], None))
+            written = into[i].view if i in into else out
+            call = self.kernel(f"{name}_{which}", [x, *views[2:5], *norm, *positions, written], body, sched, op)
+            if write is not None:
+                call.cache_writes = (write,)
             calls.append(call)
         return calls
 
@@ -384,22 +382,22 @@ class _Stages:
         rows = Val(TensorType(new.shape, new.root.type.dtype), f"{op.outputs[0].name}_new", param="new")
         self.staged.views[id(rows)] = new
         strides = out.strides
-        pos_home, n_home = self.home(pos.root, op), self.home(n_new.root, op)
-        at, guard = self.cache_rows(op, cache, pos, n_new, new, out)
+        at, guard, write = self.cache_rows(op, cache, pos, n_new, new, out)
         sub = Program(self.prog.name, self.prog.function, (rows,), [], (rows,), self.prog.structure, self.prog.namer)
         out_names = output_params(sub)
         scatter = self.rows(f"{name}_write", sub, [rows], [self.homes[id(result)]],
                             {out_names[0].name: Strided(strides, (1,) * len(strides), (), (at,))}, guard,
                             (pos.root, n_new.root))
-        scatter.cache_writes = (CacheWrite(pos_home, n_home, cache.shape[1], cache.root.name),)
+        scatter.cache_writes = (write,)
         return [copy, scatter]
 
     def cache_rows(self, op: Op, cache: View, pos: View, n_new: View, new: View,
-                   out: View) -> tuple[Gather, tuple[tuple[RowOffset, RowOffset], ...]]:
+                   out: View) -> tuple[Gather, tuple[tuple[RowOffset, RowOffset], ...], CacheWrite]:
         """Where a cache update writes its new rows: the position (read on the device) times the result's row
-        stride, added to each row's offset, and the guard keeping the rows it writes. cur_pos in [0, capacity] and
-        n_new in [0, seq] (the CPU entry refuses others, a CUDA kernel stops at them): the guard keeps the rows
-        i < n_new with cur_pos + i < capacity, so no write leaves the cache."""
+        stride, added to each row's offset, the guard keeping the rows it writes, and the entry's check of the
+        position and count. cur_pos in [0, capacity] and n_new in [0, seq] (the CPU entry refuses others, a CUDA
+        kernel stops at them): the guard keeps the rows i < n_new with cur_pos + i < capacity, so no write leaves
+        the cache."""
         capacity, seq = cache.shape[1], new.shape[1]
         pos_home, n_home = self.home(pos.root, op), self.home(n_new.root, op)
         positions = f"positions of {cache.root.name} (its length and one past it)"
@@ -409,7 +407,7 @@ class _Stages:
         start = Gather(pos_home, RowOffset(), 1, total((capacity, 1)), positions)
         guard = ((index, RowOffset(gathers=(written,))),
                  (RowOffset(index.terms, (start,)), RowOffset(base=capacity)))
-        return at, guard
+        return at, guard, CacheWrite(pos_home, n_home, capacity, cache.root.name)
 
     def in_place(self, op: Op, cache: View, result: Val) -> bool:
         """Whether the caller may pass the cache as the result, updated in place: the cache is an input the
