@@ -6,6 +6,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <utility>
+
 namespace tilefoundry {
 namespace detail {
 
@@ -80,6 +82,13 @@ TILEFOUNDRY_HOST_DEVICE constexpr compute_t<T> to_compute(T const& x) {
 
 template <class Tensor>
 using value_t = cute::remove_cvref_t<typename cute::remove_cvref_t<Tensor>::value_type>;
+
+/// Whether mode I of Tensor's layout has unit stride known at compile time (the rows an op may read
+/// in 16-byte words or hand to a vectorised loop).
+template <int I, class Tensor>
+constexpr bool unit_stride_v =
+    cute::is_constant<1, decltype(cute::stride<I>(
+                             std::declval<cute::remove_cvref_t<Tensor> const&>().layout()))>::value;
 
 }  // namespace detail
 }  // namespace tilefoundry

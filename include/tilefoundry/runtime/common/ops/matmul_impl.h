@@ -27,9 +27,7 @@ namespace tilefoundry {
 namespace ops {
 namespace matmul_impl {
 
-template <int I, class T>
-constexpr bool unit_stride_v =
-    cute::is_constant<1, decltype(cute::stride<I>(std::declval<T const&>().layout()))>::value;
+using ::tilefoundry::detail::unit_stride_v;
 
 // Rows of a tile from which the CPU's dot-product tier hands the tile to the blocked tier
 // (matmul_blocked.h); fewer rows stream the weight through dot products, four weight rows against

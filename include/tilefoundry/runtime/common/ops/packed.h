@@ -188,15 +188,8 @@ TILEFOUNDRY_DEVICE void load_group(T const* p, float (&out)[N]) {
   constexpr int per_word = int(16 / sizeof(T));
   CUTE_UNROLL
   for (int k = 0; k < N / per_word; ++k) {
-    word4 const w = load_word(p + k * per_word);
-    CUTE_UNROLL
-    for (int i = 0; i < 4; ++i) {
-      if constexpr (K == packed_kind::f32) {
-        out[4 * k + i] = bits_as<float>(w.u[i]);
-      } else {
-        unpack_pair<K>(w.u[i], out[8 * k + 2 * i], out[8 * k + 2 * i + 1]);
-      }
-    }
+    unpack_word<T>(load_word(p + k * per_word),
+                   *reinterpret_cast<float(*)[per_word]>(out + k * per_word));
   }
 }
 

@@ -44,21 +44,15 @@ TILEFOUNDRY_DEVICE T sum_over_row(T part, int64_t threads, Whole const& whole) {
   return whole();
 }
 
-template <class Tensor>
-using element_t = cute::remove_cvref_t<decltype(std::declval<Tensor const&>()(0))>;
-
-template <class Tensor>
-constexpr bool unit_row_v =
-    cute::is_constant<1, decltype(cute::stride<0>(
-                             std::declval<cute::remove_cvref_t<Tensor> const&>().layout()))>::value;
-
 /// Whether rows of these operands can be read and written in 16-byte words: one packed element
 /// type (bf16, f16, f32), each a row of unit stride known at compile time, computed in float.
 template <class Compute, class X, class C, class S, class Out>
-constexpr bool words_v = std::is_same_v<Compute, float>&& detail::is_packed_v<element_t<X>>&&
-    std::is_same_v<element_t<X>, element_t<C>>&& std::is_same_v<element_t<X>, element_t<S>>&&
-        std::is_same_v<element_t<X>, element_t<Out>>&& unit_row_v<X>&& unit_row_v<C>&&
-            unit_row_v<S>&& unit_row_v<Out>;
+constexpr bool words_v = std::is_same_v<Compute, float>&& detail::is_packed_v<detail::value_t<X>>&&
+    std::is_same_v<detail::value_t<X>, detail::value_t<C>>&&
+        std::is_same_v<detail::value_t<X>, detail::value_t<S>>&&
+            std::is_same_v<detail::value_t<X>, detail::value_t<Out>>&& detail::unit_stride_v<0, X>&&
+                detail::unit_stride_v<0, C>&& detail::unit_stride_v<0, S>&&
+                    detail::unit_stride_v<0, Out>;
 
 /// apply() a 16-byte word at a time: a thread takes the words of V elements from j and from
 /// j + half (x, cos, sin: six loads, issued together), so each pair's two elements are its own and
@@ -66,7 +60,7 @@ constexpr bool words_v = std::is_same_v<Compute, float>&& detail::is_packed_v<el
 template <class Compute, class X, class C, class S, class Out, class Pro>
 TILEFOUNDRY_DEVICE void apply_words(X const& x, C const& cos, S const& sin, Out&& out,
                                     Pro const& pro, int64_t half, int64_t threads, int64_t first) {
-  using E = element_t<X>;
+  using E = detail::value_t<X>;
   constexpr int V = int(16 / sizeof(E));
   int64_t const groups = half / V;
   auto const word = [](auto const& t, int64_t j) { return detail::load_word(&t(j)); };
@@ -132,7 +126,7 @@ TILEFOUNDRY_DEVICE void apply(X const& x, C const& cos, S const& sin, Out&& out,
       int64_t(program_dim<detail::dependent_level<TopologyScope::thread, Out>>());
   int64_t const first = int64_t(program_id<detail::dependent_level<TopologyScope::thread, Out>>());
   if constexpr (words_v<Compute, X, C, S, Out>) {
-    constexpr int64_t V = int64_t(16 / sizeof(element_t<X>));
+    constexpr int64_t V = int64_t(16 / sizeof(detail::value_t<X>));
     auto const at16 = [](auto const& t) {
       return reinterpret_cast<std::uintptr_t>(&t(0)) % 16 == 0;
     };

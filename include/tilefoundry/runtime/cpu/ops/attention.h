@@ -5,6 +5,7 @@
 #pragma once
 
 #include <tilefoundry/runtime/common/config.h>
+#include <tilefoundry/runtime/common/numeric.h>
 #include <tilefoundry/runtime/common/ops/attention_impl.h>
 
 #include <algorithm>
@@ -18,9 +19,7 @@ namespace tilefoundry {
 namespace ops {
 namespace attention_cpu {
 
-template <int I, class T>
-constexpr bool unit_stride_v =
-    cute::is_constant<1, decltype(cute::stride<I>(std::declval<T const&>().layout()))>::value;
+using ::tilefoundry::detail::unit_stride_v;
 
 /// The CPU's tier where q's rows, the keys' and the values' rows (k's first axis, v's second) are
 /// contiguous and the dot products accumulate in float. The slice's keys are copied once as floats,
