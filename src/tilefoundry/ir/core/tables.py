@@ -11,9 +11,13 @@ a position past the rows it was given, naming them. Every other activation is bo
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 __all__ = ["positional_tables"]
+
+# Each function's tables, found once: its traced graph does not change, and every call binds its arguments.
+_FOUND: weakref.WeakKeyDictionary[Any, frozenset[str]] = weakref.WeakKeyDictionary()
 
 # The inputs of an op that are tables read at positions: RoPE's cos and sin rows.
 _TABLE_INPUTS = {"rope": (2, 3)}
@@ -22,7 +26,10 @@ _TABLE_INPUTS = {"rope": (2, 3)}
 def positional_tables(fn: Any) -> frozenset[str]:
     """The names of ``fn``'s parameters that are positional tables (see the module docstring); none for a function
     with variants (each variant binds its own) or without a body to read."""
-    return _tables(fn, {})
+    found = _FOUND.get(fn)
+    if found is None:
+        found = _FOUND[fn] = _tables(fn, {})
+    return found
 
 
 def _tables(fn: Any, seen: dict[int, frozenset[str]]) -> frozenset[str]:
