@@ -48,12 +48,14 @@ def make_long_qwen3(folder: Path) -> torch.nn.Module:
                              num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=2048)
 
 
-def step_inputs(reference, context: int, tokens: int, seed: int, device: str = "cpu") -> tuple:  # noqa: ANN001
-    """The semantic step's inputs for ``tokens`` new tokens after ``context`` cached ones (random caches)."""
+def step_inputs(reference, context: int, tokens: int, seed: int, device: str = "cpu",  # noqa: ANN001
+                capacity: int = CAPACITY) -> tuple:
+    """The semantic step's inputs for ``tokens`` new tokens after ``context`` cached ones (random caches of
+    ``capacity`` entries)."""
     gen = torch.Generator().manual_seed(seed)
     caches = tuple((torch.randn(k.shape, generator=gen).to(device=device, dtype=k.dtype),
                     torch.randn(v.shape, generator=gen).to(device=device, dtype=v.dtype))
-                   for k, v in reference.init_caches(capacity=CAPACITY))
+                   for k, v in reference.init_caches(capacity=capacity))
     ids = torch.randint(0, 256, (context + tokens,), generator=gen)
     return reference.prepare_inputs_for_generation(ids, context, caches, device=device)
 

@@ -2,10 +2,10 @@
 
 The families' decoder-layer functions (Qwen3 in bf16: q/k/v with its norm, q/k norms, attention with RoPE and the
 cache writes, the MLP, embedding, head), and the modules of tests/test_compile_prologue.py, test_compile_pairs.py,
-test_compile_epilogue.py, test_compile_matmul.py and test_compile_rope_cache.py, lowered for CUDA into one Module:
-one nvcc run (about 15 s of every nvcc run here is the runtime's headers, paid once) that must print no warning, and
-whose library exports every function's entry. What each module computes is checked on the CPU in its own file, and
-on the H200 in tests/gpu.
+test_compile_epilogue.py, test_compile_matmul.py and test_compile_rope_cache.py, and the engine's routed MoE slot,
+lowered for CUDA into one Module: one nvcc run (about 15 s of every nvcc run here is the runtime's headers, paid
+once) that must print no warning, and whose library exports every function's entry. What each module computes is
+checked on the CPU in its own file, and on the H200 in tests/gpu.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from tests.test_compile_prologue import Prologues
 from tests.test_compile_rope_cache import RopeCache
 from tilefoundry import lower
 from tilefoundry.codegen import generate, link
+from tilefoundry.engine.compiled_kernels import SlotShapes, slot_functions
+from tilefoundry.engine.decoder import DecoderSpec
 from tilefoundry.ir.core.function import Function
 from tilefoundry.ir.core.module import Module
 from tilefoundry.runtime.loader import load_library
@@ -41,12 +43,19 @@ def _renamed(fn: Function, name: str) -> Function:
     return out
 
 
+def _moe_slot() -> Function:
+    """The engine's routed MoE slot (one token, reading only its chosen experts) at a small bf16 shape."""
+    spec = DecoderSpec(hidden=64, heads=4, kv_heads=2, head_dim=16, vocab=256, eps=1e-6, max_positions=128,
+                       experts_per_token=2, normalize_experts=True)
+    return slot_functions(SlotShapes(spec, "bf16", 0, False, True, 4, 32))["moe"]
+
+
 def _everything() -> TirModule:
     """Every module's functions lowered for CUDA into one TirModule (each module lowered as itself: their weights'
     names differ in shape across them), a function named after its module where two would share a name."""
     groups = {"family": _functions(_family("qwen3", "bfloat16")), "prologue": dict(Prologues.functions),
               "pairs": dict(Pairs.functions), "epilogue": dict(Epilogues.functions),
-              "matmul": dict(Matmuls.functions), "rope": dict(RopeCache.functions)}
+              "matmul": dict(Matmuls.functions), "rope": dict(RopeCache.functions), "moe": {"moe": _moe_slot()}}
     seen: dict[str, int] = {}
     for fns in groups.values():
         for name in fns:

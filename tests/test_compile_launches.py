@@ -10,6 +10,8 @@ tests/gpu: the engine's compiled set against the reference.)
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from tests.hf_models import CONFIGS
@@ -91,6 +93,15 @@ def test_the_qwen3_rope_and_cache_slot_is_one_launch_where_its_caches_are_update
 def test_stages_a_matmul_waits_in_keep_launches_of_their_own() -> None:
     staged = _staged(_slots()["attention"], CudaTarget("sm_80"))  # no clusters: the slices, then their combine
     assert _check_plan(staged) == len(staged.stages) == 2  # the combine reads what the slices write
+
+
+def test_the_routed_moe_slot_at_qwen3_30b_a3bs_shape_launches_after_what_it_reads() -> None:
+    """128 experts, 8 a token: the router, its top-k, the chosen experts' gate/up and down, their weighted sum."""
+    spec = dataclasses.replace(QWEN3, experts_per_token=8, normalize_experts=True)
+    staged = _staged(slot_functions(SlotShapes(spec, "bf16", 0, False, True, 128, 768))["moe"])
+    kinds = [s.fn.schedule.placement for s in staged.stages]
+    assert kinds.count("matmul") == 4 and kinds.count("reduce_axis") == 1  # router, gate, up, down; their sum
+    assert _check_plan(staged) >= 5
 
 
 @pytest.mark.parametrize("fam", sorted(CONFIGS))

@@ -27,6 +27,7 @@ from tests.compile_kernels import compiled_only
 from tilefoundry import func, jit, lower, module
 from tilefoundry.codegen import generate
 from tilefoundry.dsl import ConstTensor, DimVar, Tensor, tf
+from tilefoundry.lower import LoweringError
 from tilefoundry.runtime.check import allclose, check, equal
 from tilefoundry.target import CudaTarget
 from tilefoundry.tir import OpCall
@@ -87,6 +88,13 @@ class Matmuls:
         return tf.matmul(x, tf.transpose(wd, (1, 0)))
 
     @func
+    def chosen_experts(x: Tensor[(M, 37), "f32"], experts: ConstTensor[(5, 24, 37), "f32"],
+                       chosen: Tensor[(2,), "i64"]):
+        """A mixture's routed experts: each chosen expert's weight read where its id points (a position read on
+        the device), the others never."""
+        return tf.matmul(x, tf.transpose(tf.index_select(experts, chosen, 0), (0, 2, 1)))
+
+    @func
     def column_tiles(x: Tensor[(M, 16), "bf16"], wt: ConstTensor[(16, 300), "bf16"]):
         return tf.reshape(tf.matmul(x, wt), (M, 3, 100))
 
@@ -112,11 +120,13 @@ def _inputs(name: str, m: int) -> tuple[torch.Tensor, ...]:
         "greedy_head": lambda: (torch.randint(-3, 4, (m, 16), generator=g).float(),
                                 torch.randint(-3, 4, (24, 16), generator=g).float()),
         "grouped_heads": lambda: (r(4, m, 8), r(m, 2, 8)),
+        "chosen_experts": lambda: (r(m, 37), r(5, 24, 37), torch.tensor([m % 5, 2])),
     }[name]()
 
 
 @pytest.mark.parametrize("name", ["linear", "linear_bias_bf16", "batched", "matvec", "column_tiles", "row_times_batch",
-                                  "grouped_heads", "sliced_weight", "greedy_head", "wide", "deep"])
+                                  "grouped_heads", "sliced_weight", "greedy_head", "wide", "deep",
+                                  "chosen_experts"])
 def test_a_matmul_matches_the_evaluator_at_every_row_count(name: str) -> None:
     compiled = jit(Matmuls, target="cpu").functions[name]
     fn = Matmuls.functions[name]
@@ -141,6 +151,31 @@ def test_a_transposed_weight_is_read_through_strides_and_n_cut_into_tiles() -> N
     assert "epilogue(matmul:bf16; add = binary<add_op>(matmul, b_tile):bf16 -> add)" in str(bias)
 
 
+def test_only_the_chosen_experts_weights_are_read() -> None:
+    """The picked batch axis is a gather in the weight's offset (its id read per batch element), and an expert
+    no id names is never read: NaN there changes nothing."""
+    tir = lower(Matmuls, "cpu").functions["chosen_experts"]
+    assert [s.fn.schedule.placement for s in tir.stages] == ["matmul"]
+    assert "view experts_tile: gmem f32[37, 24] (37, 24):(1, 37) = experts[chosen[row] * 888:]" in str(tir)
+    compiled = jit(Matmuls, target="cpu").functions["chosen_experts"]
+    x, experts, _ = _inputs("chosen_experts", 3)
+    poisoned = experts.clone()
+    poisoned[[0, 2, 4]] = float("nan")
+    chosen = torch.tensor([3, 1])
+    got = compiled(x, poisoned, chosen)
+    torch.testing.assert_close(got, x @ experts[chosen].transpose(1, 2), rtol=1e-5, atol=1e-5)
+
+
+def test_a_gather_a_matmul_cannot_read_is_refused_naming_the_operand() -> None:
+    @func
+    def picked_rows(x: Tensor[(6, 8), "f32"], w: ConstTensor[(4, 8), "f32"], rows: Tensor[(3,), "i64"]):
+        return tf.matmul(tf.index_select(x, rows, 0), tf.transpose(w, (1, 0)))
+
+    with pytest.raises(LoweringError, match=r"matmul in picked_rows: its operand a is a view .* picked by positions "
+                                            r"\(index_select\); only a weight's batch axis may be picked"):
+        lower(picked_rows, "cpu")
+
+
 def test_the_cuda_lowering_runs_every_matmul_as_one_matmul_call() -> None:
     """(Its source builds with nvcc in tests/test_compile_cuda_build.py.)"""
     tir = lower(Matmuls, CudaTarget())
@@ -150,7 +185,8 @@ def test_the_cuda_lowering_runs_every_matmul_as_one_matmul_call() -> None:
 
 def test_a_cuda_matmul_kernel_waits_for_the_earlier_kernel_inside_its_op() -> None:
     """A kernel whose only op is a matmul leaves its kernel-start wait to ops::matmul (which asks L2 for the CTA's
-    weights first): the kernels of this module each wait once, the matmul's in the op."""
+    weights first): the kernels of this module each wait once, the matmul's in the op, unless a weight's address
+    reads a position an earlier kernel may have written (the chosen experts): then the kernel waits first."""
     import re
 
     source = generate(lower(Matmuls, CudaTarget())).source
@@ -158,7 +194,7 @@ def test_a_cuda_matmul_kernel_waits_for_the_earlier_kernel_inside_its_op() -> No
     assert len(kernels) >= len(Matmuls.functions)
     for kernel in kernels:
         body = kernel.split("\n}\n", 1)[0]
-        if "ops::matmul<" in body:  # every matmul stage of this module is a kernel of its own
+        if "ops::matmul<" in body and "detail::index_in(" not in body:  # each matmul stage a kernel of its own
             assert "wait_for_earlier_kernels();" not in body and "ops::matmul waits for the kernel before" in body, body
         else:
             assert body.count("wait_for_earlier_kernels();") == 1, body

@@ -234,3 +234,40 @@ def test_a_slow_build_is_said_on_a_terminal_only(tmp_path: Path, monkeypatch, ca
     capsys.readouterr()  # what making the checkpoint printed
     DecodeEngine(twin, 8, kernels=CompiledKernels())
     assert capsys.readouterr().err == ""
+
+
+def test_the_moe_slot_computes_the_family_moe_reading_only_the_chosen_experts() -> None:
+    """The routed slot (one token) against the family's MoE function, which computes every expert: evaluated
+    side by side, then compiled with the experts the router does not choose poisoned with NaN (never read)."""
+    from tests.test_compile_families import _family, _inputs
+    from tilefoundry import jit
+
+    model = _family("qwen3_moe")
+    fn = model.layer0.functions["moe"]
+    hidden = fn.params[0].type.shape[1]
+    experts, inter = fn.params[3].type.shape[:2]
+    spec = DecoderSpec(hidden=hidden, heads=4, kv_heads=2, head_dim=16, vocab=256, eps=1e-6, max_positions=128,
+                       experts_per_token=2, normalize_experts=True)
+    slot = slot_functions(SlotShapes(spec, "f32", 0, False, True, experts, inter))["moe"]
+    inputs = _inputs(fn, 1)
+    assert check(slot, fn, inputs, expect={"output": [parse_predicate("rel_l2:max=1e-6")]}).passed
+    x, norm, router, gate, up, down = inputs
+    probs = torch.softmax(torch.nn.functional.rms_norm(x, (hidden,), norm, 1e-6) @ router.t(), -1)
+    unchosen = [e for e in range(experts) if e not in probs.topk(2).indices[0].tolist()]
+    poisoned = [w.clone() for w in (gate, up, down)]
+    for w in poisoned:
+        w[unchosen] = float("nan")
+    got = jit(slot, target="cpu")(x, norm, router, *poisoned)
+    torch.testing.assert_close(got, fn(*inputs), rtol=1e-5, atol=1e-5)
+
+
+def test_a_moe_slot_refuses_a_top_k_it_was_not_built_for() -> None:
+    spec = DecoderSpec(hidden=32, heads=4, kv_heads=2, head_dim=8, vocab=64, eps=1e-6, max_positions=64,
+                       experts_per_token=2, normalize_experts=True)
+    kernels = CompiledKernels()
+    kernels._shapes = SlotShapes(spec, "f32", 0, False, False, 4, 16)  # as prepare leaves it, without the builds
+    x = torch.zeros(1, 32)
+    with pytest.raises(ValueError, match=r"CompiledKernels: 3 experts a token \(normalize=True\) differs from the 2 "
+                                         r"\(normalize=True\) its moe slot was built for"):
+        kernels.moe(x, torch.ones(32), torch.zeros(4, 32), torch.zeros(4, 16, 32), torch.zeros(4, 16, 32),
+                    torch.zeros(4, 32, 16), x, 1e-6, 3, True)

@@ -27,7 +27,7 @@ from tests.engine_cases import (  # noqa: E402
     save_random_qwen3,
     step_inputs,
 )
-from tests.hf_models import add_tokenizer  # noqa: E402
+from tests.hf_models import add_tokenizer, make_checkpoint  # noqa: E402
 
 from tilefoundry.engine import CompiledKernels, CudaKernels, DecodeEngine, StepPositions, TorchKernels  # noqa: E402
 from tilefoundry.ir.core.tree import flatten, leaf_paths  # noqa: E402
@@ -74,6 +74,20 @@ def test_64_greedy_tokens_through_the_compiled_slots_in_a_graph_equal_the_refere
     got = generate(engine, PROMPT, 64, device="cuda")
     assert got.runner == "decode engine (compiled kernels; CUDA graph: captured)", got.runner
     assert got.tokens == generate(reference, PROMPT, 64, device="cuda").tokens
+
+
+def test_a_moe_model_through_the_compiled_slots_passes_check_on_the_graph_path(tmp_path: Path) -> None:
+    """A tiny Qwen3-MoE: its one-token routed slot compiled for CUDA (top-k on the device, only the chosen
+    experts' weights read), captured in the step's graph and replayed; a prompt's routed experts torch's."""
+    make_checkpoint("qwen3_moe", tmp_path / "moe", sharded=False)
+    _, reference, twin = load_qwen3(tmp_path / "moe", "cuda")
+    engine = DecodeEngine(twin, 128, kernels=CompiledKernels(), graph=True)
+    step = EngineStep(engine)
+    for context, tokens in [(0, 7), (0, 1), (1, 1), (60, 1), (100, 1)]:
+        inputs = step_inputs(reference, context, tokens, seed=context + tokens, device="cuda", capacity=128)
+        report = check_step(step, reference, inputs)
+        assert report.passed, f"context {context}, {tokens} token(s):\n{report}"
+    assert engine.graph_status == "captured" and engine.stats.replays == 3, engine.stats
 
 
 def test_the_graph_path_passes_check_at_every_context_length(qwen3) -> None:

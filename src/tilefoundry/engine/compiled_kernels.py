@@ -12,10 +12,16 @@ the normed input once against both (a pair: ``silu(gate) * up`` its epilogue), a
 its combine. ``tests/test_compiled_kernels.py`` checks the engine's step through them
 against the semantic Module's step (the families' functions), for every family.
 
+The routed experts (``moe``) of a one-token step run compiled, reading only the chosen experts: the router's
+logits, their softmax and top-k on the device, the chosen ids read where the gate, up and down weights' addresses
+are formed (a gather on the experts' batch axis: ``index_select`` of the stacked weights, never a copy), so the
+experts no token chose are never read (tests/test_compiled_kernels.py poisons them with NaN).
+
 What does not run compiled yet, each with its measured reason:
 
-* ``moe`` (routed experts) runs torch's slot, which reads only the chosen experts; the families' MoE function
-  computes every expert, correct but not a decode step's cost.
+* ``moe`` at several tokens a step runs torch's slot (each chosen expert over its own tokens): a grouped matmul
+  over the tokens each expert was chosen by is not compiled yet, and the families' MoE function, which compiles,
+  computes every expert.
 * On a GPU, a step of more than ``DECODE_ROWS`` tokens (prefill) runs torch's attention (scaled-dot-product
   attention, flash) and torch's projections (cuBLAS), as the hand-written set's does: the compiled attention's
   CUDA tiers are the decode step's, one query row after another, and the compiled matmul's CUDA tier is a
@@ -28,7 +34,7 @@ What does not run compiled yet, each with its measured reason:
   The projections of such a step run compiled, on the CPU's blocked GEMM (``bench/compiled_gemm_cpu.json``:
   0.65-0.76x torch's in f32, 0.44-0.70x in bf16 at 128 to 1024 rows, bf16 on AMX's tiles on both sides).
 
-Decoding (one token a step) runs every slot but ``moe`` compiled: SmolLM2-135M (f32) decodes at 28.5 tokens/s
+Decoding (one token a step) runs every slot compiled: SmolLM2-135M (f32) decodes at 28.5 tokens/s
 through them against 22.9 through torch's slots and 22.7 through transformers (``bench/decode.py --device cpu
 --runners project,hf --kernels compiled,torch``, ``bench/decode_smollm2-135m_cpu.json``).
 
@@ -76,21 +82,27 @@ def _linear(x: Any, w: Any) -> Any:
 @dataclass(frozen=True)
 class SlotShapes:
     """What the slots' functions are specialised for: the spec's sizes, the model's dtype, the MLP's intermediate
-    size (0 for a model with no dense layer) and whether q/k/v has a bias (Qwen2) and per-head norms (Qwen3)."""
+    size (0 for a model with no dense layer), whether q/k/v has a bias (Qwen2) and per-head norms (Qwen3), and the
+    routed layers' experts and each expert's intermediate size (0 for a model with none)."""
 
     spec: DecoderSpec
     dtype: str
     intermediate: int
     qkv_bias: bool
     qk_norm: bool
+    experts: int = 0
+    expert_intermediate: int = 0
 
     @classmethod
     def of(cls, spec: DecoderSpec, weights: PackedDecoder, dtype: torch.dtype) -> SlotShapes:
         """The shapes of the model whose packed weights are ``weights``."""
         dense = [w for w in weights.layers if w.gate_up is not None]
+        routed = [w for w in weights.layers if w.experts_gate is not None]
         first = weights.layers[0] if weights.layers else None
+        experts, expert_inter = routed[0].experts_gate.shape[:2] if routed else (0, 0)
         return cls(spec, dtype_of(dtype).name, dense[0].gate_up.shape[0] // 2 if dense else 0,
-                   first is not None and first.qkv_bias is not None, first is not None and first.q_norm is not None)
+                   first is not None and first.qkv_bias is not None, first is not None and first.q_norm is not None,
+                   int(experts), int(expert_inter))
 
 
 @functools.lru_cache(maxsize=8)
@@ -185,12 +197,34 @@ def slot_functions(shapes: SlotShapes) -> dict[str, Function]:
 
         fns["norm_swiglu"] = norm_swiglu
         fns["down"] = linear_residual(INTER)
+    E, MI, K = shapes.experts, shapes.expert_intermediate, s.experts_per_token
+    if E:
+        @func
+        def moe(x: Tensor[(1, HID), dt], norm: ConstTensor[(HID,), dt], router: ConstTensor[(E, HID), dt],
+                experts_gate: ConstTensor[(E, MI, HID), dt], experts_up: ConstTensor[(E, MI, HID), dt],
+                experts_down: ConstTensor[(E, HID, MI), dt]):
+            h = tf.rms_norm(x, norm, eps)
+            probs = tf.softmax(tf.cast(_linear(h, router), "f32"))
+            top, chosen = tf.topk(probs, K)
+            if s.normalize_experts:
+                top = top / tf.reduce(top, axes=(-1,), keepdim=True, kind="sum")
+            weights = tf.reshape(tf.cast(top, dt), (K, 1, 1))
+            ids = tf.reshape(chosen, (K,))  # the chosen experts: only their weights are read
+
+            def expert(w: Any, a: Any) -> Any:  # a against each chosen expert's w (rows: out), (K, 1, out)
+                return tf.matmul(a, tf.transpose(tf.index_select(w, ids, 0), (0, 2, 1)))
+
+            y = expert(experts_down, tf.silu(expert(experts_gate, h)) * expert(experts_up, h))
+            return x + tf.reduce(y * weights, axes=(0,), keepdim=False, kind="sum")
+
+        fns["moe"] = moe
     return fns
 
 
 class CompiledKernels(KernelSet):
-    """Every slot but ``moe`` a jitted ``@func`` (:func:`slot_functions`), built for the engine's shapes, dtype and
-    device when the engine is made (:meth:`prepare`; on disk after the first time, so later engines load them).
+    """Every slot a jitted ``@func`` (:func:`slot_functions`; a several-token ``moe`` torch's), built for the
+    engine's shapes, dtype and device when the engine is made (:meth:`prepare`; on disk after the first time, so
+    later engines load them).
     A set serves the model it was last prepared for: give each engine its own.
 
     Args:
@@ -206,6 +240,7 @@ class CompiledKernels(KernelSet):
         self._torch = TorchKernels()
         self._aranges: dict[torch.device, torch.Tensor] = {}
         self._rows_of: tuple[StepPositions, torch.Tensor] | None = None
+        self._scratches: dict[tuple, torch.Tensor] = {}
 
     def prepare(self, spec: DecoderSpec, weights: PackedDecoder, dtype: torch.dtype, device: torch.device) -> None:
         """Build (or load) every slot's kernel for this model: its sizes, dtype and device."""
@@ -317,8 +352,29 @@ class CompiledKernels(KernelSet):
     def moe(self, x: torch.Tensor, norm: torch.Tensor, router: torch.Tensor, experts_gate: torch.Tensor,
             experts_up: torch.Tensor, experts_down: torch.Tensor, out: torch.Tensor, eps: float, top_k: int,
             normalize: bool) -> None:
-        """torch's slot (the module docstring says why)."""
-        self._torch.moe(x, norm, router, experts_gate, experts_up, experts_down, out, eps, top_k, normalize)
+        """One token: the compiled slot, reading only the chosen experts' weights; several: torch's (the module
+        docstring says why)."""
+        self._eps(eps)
+        spec = self._spec()
+        if (top_k, normalize) != (spec.experts_per_token, spec.normalize_experts):
+            raise ValueError(f"CompiledKernels: {top_k} experts a token (normalize={normalize}) differs from the "
+                             f"{spec.experts_per_token} (normalize={spec.normalize_experts}) its moe slot was built "
+                             "for")
+        if x.shape[0] != 1:
+            return self._torch.moe(x, norm, router, experts_gate, experts_up, experts_down, out, eps, top_k,
+                                   normalize)
+        mixed = self._scratch(x)  # out may be x: the slot reads x after its last stage begins writing
+        self._fn("moe")(x, norm, router, experts_gate, experts_up, experts_down, mixed)
+        out.copy_(mixed)
+
+    def _scratch(self, like: torch.Tensor) -> torch.Tensor:
+        """A tensor of ``like``'s shape, dtype and device that this set keeps (one per shape: a captured graph
+        replays into the same memory)."""
+        key = (tuple(like.shape), like.dtype, like.device)
+        have = self._scratches.get(key)
+        if have is None:
+            have = self._scratches[key] = torch.empty_like(like)
+        return have
 
     def head(self, x: torch.Tensor, norm: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, eps: float) -> None:
         self._eps(eps)

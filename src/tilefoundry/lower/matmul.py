@@ -26,6 +26,7 @@ from ..tir.layout import TLayout
 from ..tir.stmt import (
     Epilogue,
     EpilogueStep,
+    Gather,
     GmemView,
     OpCall,
     Origin,
@@ -107,9 +108,10 @@ def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int,
     epilogue reads too)."""
     second = [("the second weight", pair[1])] if pair is not None else []
     for what, v in (("a", a), ("b", b), *second, ("out", out)):
-        if v.gathers:
+        if any(axis >= len(v.shape) - 2 for axis, _, _ in v.gathers) or (v.gathers and what != "b"):
             raise LoweringError(op.op, name, f"its operand {what} is a view {v} whose rows are picked by positions "
-                                "(index_select); not compiled yet", op.loc)
+                                "(index_select); only a weight's batch axis may be picked (a mixture's chosen "
+                                "experts), not compiled yet", op.loc)
         if any(r != 1 for r in v.repeats[-2:]):
             raise LoweringError(op.op, name, f"its operand {what} is a view {v} whose rows or columns repeat "
                                 "(repeat_interleave); only batch axes may repeat", op.loc)
@@ -136,15 +138,23 @@ def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int,
         if col_stride is not None and tiles != 1:
             terms.append((1, tiles, product((tile, col_stride))))
         pad = batch_rank - (len(view.shape) - inner)  # ``inner``: the view's trailing axes that are no batch axes
+        picked = {axis: (index, bound) for axis, index, bound in view.gathers}
+        gathers = []
         for j, extent in enumerate(batch):
-            if j < pad or dims_equal(extent, 1) or dims_equal(view.shape[j - pad], 1):
+            if j < pad or (j - pad not in picked and (dims_equal(extent, 1) or dims_equal(view.shape[j - pad], 1))):
                 continue
             stride, times = view.strides[j - pad], view.repeats[j - pad]
+            div = product((*batch[j + 1:], tiles, times))
+            mod = None if j == 0 else floordiv(extent, times)
+            if j - pad in picked:  # the batch element's row of the table: a position read on the device
+                index, bound = picked[j - pad]
+                at = RowOffset(((div, mod, index.strides[0]),), (), index.offset)
+                gathers.append(Gather(homes[id(index.root)], at, stride, bound, f"rows of {view.root.name}"))
+                continue
             if dims_equal(stride, 0):
                 continue
-            div = product((*batch[j + 1:], tiles, times))
-            terms.append((div, None if j == 0 else floordiv(extent, times), stride))
-        return RowOffset(tuple(terms), (), view.offset)
+            terms.append((div, mod, stride))
+        return RowOffset(tuple(terms), tuple(gathers), view.offset)
 
     dtype_a = a.root.type.dtype
     a_buf = Buffer(f"{a.root.name}_tile", dtype_a, Storage.gmem, (m, k), TLayout((m, k), a_strides[-2:]))

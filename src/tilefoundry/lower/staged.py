@@ -221,7 +221,8 @@ class _Stages:
         a, b, *weight = (self.staged.view(v) for v in op.inputs)  # a prologue's norm weight third (prologue.py)
         second = ops[pair_split(ops)] if pair else None
         b1 = [self.staged.view(second.inputs[1])] if second is not None else []
-        for v in (a, b, *b1, *weight):
+        picks = [index for v in (b, *b1) for _, index, _ in v.gathers]  # a weight's batch picked by positions
+        for v in (a, b, *b1, *weight, *picks):
             self.home(v.root, op)
         result = epilogue_result(self.staged, ops) if len(ops) > 1 else op.outputs[0]
         out = self.staged.view(result)
@@ -236,7 +237,7 @@ class _Stages:
         for _, v in read:
             if self.read_in_place(v, out, ops):
                 self.aliases.append((self.homes[id(out.root)], self.homes[id(v.root)]))
-        return self.kernel(name, [a, b, *b1, *weight, *(v for _, v in read), out], body, sched, op)
+        return self.kernel(name, [a, b, *b1, *weight, *picks, *(v for _, v in read), out], body, sched, op)
 
     def read_in_place(self, view: View, out: View, ops: list[Op]) -> bool:
         """Whether the caller may pass an input an epilogue reads as the matmul's output too (the residual stream
