@@ -1,7 +1,7 @@
 """Benchmark: a prompt's projections, ``x @ w.T``, compiled by ``tilefoundry.jit`` for the CPU against torch's.
 
 The kernel is the DSL's ``tf.matmul(x, tf.transpose(w, (1, 0)))`` over ``x`` of ``[rows, K]`` (rows a DimVar)
-and a weight stored ``[N, K]`` as ``nn.Linear`` stores it, jitted with ``target="cpu"``: from 4 rows on it runs
+and a weight stored ``[N, K]`` as ``nn.Linear`` stores it, jitted with ``target="cpu"``: from 32 rows on it runs
 the CPU's blocked GEMM tier (``runtime/common/ops/matmul_blocked.h``). Torch's side is ``torch.mm(x, w.t())``
 (its BLAS), both writing into an output allocated once. The shapes are the projections of SmolLM2-135M (q/k/v,
 gate/up, down) and of Qwen3-1.7B (q/k/v, down) at M = 128 to 1024 rows. Each case is first checked against a

@@ -83,8 +83,9 @@ class Matmuls:
 
     @func
     def deep(x: Tensor[(M, 600), "f32"], wd: ConstTensor[(40, 600), "f32"]):
-        """K = 600: the CPU's blocked tier runs each panel in passes over K (256, 256, 88), its sums kept between
-        them; two panels, the second partial."""
+        """K = 600: the CPU's blocked tier runs K in passes (256, 256, 88), its sums kept between them; two
+        panels, the first whole (packed by 16 x 16 transposes, K's last 8 values one by one), the second partial;
+        at 200 rows two chunks of rows (192, then 6) and 2 rows left."""
         return tf.matmul(x, tf.transpose(wd, (1, 0)))
 
     @func
@@ -93,6 +94,12 @@ class Matmuls:
         """A mixture's routed experts: each chosen expert's weight read where its id points (a position read on
         the device), the others never."""
         return tf.matmul(x, tf.transpose(tf.index_select(experts, chosen, 0), (0, 2, 1)))
+
+    @func
+    def whole_steps(x: Tensor[(M, 96), "bf16"], ws: ConstTensor[(64, 96), "bf16"]):
+        """bf16, K whole steps of 32: where the CPU has AMX, whole blocks of 32 rows are read in place (at 200
+        rows six of them, the last 8 rows from a padded copy); two whole panels, packed by 16 x 16 transposes."""
+        return tf.matmul(x, tf.transpose(ws, (1, 0)))
 
     @func
     def column_tiles(x: Tensor[(M, 16), "bf16"], wt: ConstTensor[(16, 300), "bf16"]):
@@ -120,13 +127,14 @@ def _inputs(name: str, m: int) -> tuple[torch.Tensor, ...]:
         "greedy_head": lambda: (torch.randint(-3, 4, (m, 16), generator=g).float(),
                                 torch.randint(-3, 4, (24, 16), generator=g).float()),
         "grouped_heads": lambda: (r(4, m, 8), r(m, 2, 8)),
+        "whole_steps": lambda: (r(m, 96, dtype=bf), r(64, 96, dtype=bf) / 96**0.5),
         "chosen_experts": lambda: (r(m, 37), r(5, 24, 37), torch.tensor([m % 5, 2])),
     }[name]()
 
 
 @pytest.mark.parametrize("name", ["linear", "linear_bias_bf16", "batched", "matvec", "column_tiles", "row_times_batch",
                                   "grouped_heads", "sliced_weight", "greedy_head", "wide", "deep",
-                                  "chosen_experts"])
+                                  "chosen_experts", "whole_steps"])
 def test_a_matmul_matches_the_evaluator_at_every_row_count(name: str) -> None:
     compiled = jit(Matmuls, target="cpu").functions[name]
     fn = Matmuls.functions[name]

@@ -79,6 +79,41 @@ TEST(Matmul, GeneralTierFollowsAnyStrides) {
   }
 }
 
+// The blocked tier (matmul_blocked::tile: AMX's tiles, AVX512_BF16 or AVX-512 panels where the CPU
+// has them, the portable panels otherwise) on small integers, whose every sum is exact in float in
+// any order: each output equal to the reference. The shapes cover whole and partial blocks of
+// rows, whole and partial panels, K in whole steps of 32 (AMX reads whole blocks of a in place) and
+// not, K past one pass of the float panels (256), and more rows than a chunk (192).
+template <class E>
+void check_blocked_tier(int rows, int cols, int depth) {
+  std::vector<E> a(size_t(rows * depth)), b(size_t(cols * depth));
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = E(float(int(i * 7 % 13) - 6));
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = E(float(int(i * 5 % 11) - 5));
+  std::vector<float> out(size_t(rows * cols), NAN);
+  ops::matmul_blocked::tile(a.data(), depth, b.data(), depth, rows, cols, depth,
+                            ops::matmul_blocked::plain_store<float>{out.data(), cols});
+  for (int m = 0; m < rows; ++m) {
+    for (int n = 0; n < cols; ++n) {
+      double want = 0;
+      for (int k = 0; k < depth; ++k)
+        want += double(float(a[m * depth + k])) * float(b[n * depth + k]);
+      ASSERT_EQ(out[size_t(m * cols + n)], float(want))
+          << rows << "x" << cols << "x" << depth << " at " << m << ", " << n;
+    }
+  }
+}
+
+TEST(Matmul, BlockedTierEveryShapeOfBlocksPanelsAndSteps) {
+  for (int rows : {1, 31, 32, 45, 200}) {
+    for (int cols : {20, 32, 70, 96}) {
+      for (int depth : {37, 64, 300, 576}) {
+        check_blocked_tier<float>(rows, cols, depth);
+        check_blocked_tier<bf16>(rows, cols, depth);
+      }
+    }
+  }
+}
+
 TEST(Rope, RotatesHalvesInFloat) {
   constexpr int D = 8;
   tftest::Random rnd;

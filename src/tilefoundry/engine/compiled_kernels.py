@@ -32,11 +32,11 @@ What does not run compiled yet, each with its measured reason:
   0.21 ms against torch SDPA's 0.25 at a 64-token prompt, 9.5 against 13.7 ms at 500, 34.6 against 54.9 ms at
   1000, a layer; Qwen3-1.7B's 0.84-1.45x, 0.85x at 128 and 500 tokens: ``bench/compiled_attention_cpu.json``).
   The projections of such a step run compiled, on the CPU's blocked GEMM (``bench/compiled_gemm_cpu.json``:
-  0.65-0.76x torch's in f32, 0.44-0.70x in bf16 at 128 to 1024 rows, bf16 on AMX's tiles on both sides).
+  0.76-0.87x torch's in f32, 0.81-1.20x in bf16 at 128 to 1024 rows, bf16 on AMX's tiles on both sides).
 
-Decoding (one token a step) runs every slot compiled: SmolLM2-135M (f32) decodes at 28.5 tokens/s
-through them against 22.9 through torch's slots and 22.7 through transformers (``bench/decode.py --device cpu
---runners project,hf --kernels compiled,torch``, ``bench/decode_smollm2-135m_cpu.json``).
+Decoding (one token a step) runs every slot compiled: SmolLM2-135M (f32) decodes at 39.0 tokens/s
+through them against 29.1 through torch's slots and 28.0 through transformers (``bench/decode.py --device cpu
+--runners project,hf --kernels compiled,torch --rounds 5``, ``bench/decode_smollm2-135m_cpu.json``).
 
 Positions reach the slots as the engine's own int32 device tensors (a step of one token: its position, as the
 rows' positions and the cache's write position; a longer step: its positions made once a step), and attention

@@ -236,6 +236,75 @@ inline void panels_of(A const* pa, int64_t sa, E const* pb, int64_t sb, int64_t 
 }
 
 #if TILEFOUNDRY_BF16_DOT
+// 16 x 16 transposes of 32-bit values in AVX-512's vectors (checked when the program runs, by the
+// tiers that call them): a float panel's columns (f32_wide), a bf16 panel's pairs of k (bf16_dot,
+// bf16_amx).
+namespace avx512 {
+
+#define TILEFOUNDRY_TRANSPOSE_TARGET __attribute__((target("avx512f")))
+
+// The shuffles of transpose16, through their masked forms with every lane kept: the unmasked
+// intrinsics pass an undefined vector that GCC 12 reports as maybe-uninitialized once inlined.
+TILEFOUNDRY_TRANSPOSE_TARGET inline __m512 lo32(__m512 a, __m512 b) {
+  return _mm512_mask_unpacklo_ps(a, 0xffff, a, b);
+}
+TILEFOUNDRY_TRANSPOSE_TARGET inline __m512 hi32(__m512 a, __m512 b) {
+  return _mm512_mask_unpackhi_ps(a, 0xffff, a, b);
+}
+TILEFOUNDRY_TRANSPOSE_TARGET inline __m512 lo64(__m512 a, __m512 b) {
+  return __m512(_mm512_mask_unpacklo_pd(__m512d(a), 0xff, __m512d(a), __m512d(b)));
+}
+TILEFOUNDRY_TRANSPOSE_TARGET inline __m512 hi64(__m512 a, __m512 b) {
+  return __m512(_mm512_mask_unpackhi_pd(__m512d(a), 0xff, __m512d(a), __m512d(b)));
+}
+template <int Imm>
+TILEFOUNDRY_TRANSPOSE_TARGET inline __m512 lanes(__m512 a, __m512 b) {
+  return _mm512_mask_shuffle_f32x4(a, 0xffff, a, b, Imm);
+}
+
+/// The 16 x 16 floats v[r][0..16) transposed in place: v[c][r] = the old v[r][c] (the vectors'
+/// own shuffles, 64 for 256 values, where a value at a time is a load and a store each).
+TILEFOUNDRY_TRANSPOSE_TARGET inline void transpose16(__m512 (&v)[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {  // pairs of rows interleaved by 32 bits
+    t[i] = lo32(v[i], v[i + 1]);
+    t[i + 1] = hi32(v[i], v[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {  // ... by 64 bits: four rows' values of a column side by side
+    v[i] = lo64(t[i], t[i + 2]);
+    v[i + 1] = hi64(t[i], t[i + 2]);
+    v[i + 2] = lo64(t[i + 1], t[i + 3]);
+    v[i + 3] = hi64(t[i + 1], t[i + 3]);
+  }
+  for (int i = 0; i < 4; ++i) {  // ... by 128-bit lanes: eight rows, then all sixteen
+    t[i] = lanes<0x88>(v[i], v[i + 4]);
+    t[i + 4] = lanes<0xdd>(v[i], v[i + 4]);
+    t[i + 8] = lanes<0x88>(v[i + 8], v[i + 12]);
+    t[i + 12] = lanes<0xdd>(v[i + 8], v[i + 12]);
+  }
+  for (int i = 0; i < 8; ++i) {
+    v[i] = lanes<0x88>(t[i], t[i + 8]);
+    v[i + 8] = lanes<0xdd>(t[i], t[i + 8]);
+  }
+}
+
+/// out[i * ld + c] = the 32-bit value i of row c, for the 16 rows at src + c * stride (16 values
+/// each, any alignment) and i < 16: sixteen rows' runs written column-major.
+template <class W>
+TILEFOUNDRY_TRANSPOSE_TARGET inline void transpose16(W const* src, int64_t stride, W* out,
+                                                     int64_t ld) {
+  static_assert(sizeof(W) == 4, "transpose16 moves 32-bit values");
+  __m512 v[16];
+  for (int r = 0; r < 16; ++r) v[r] = _mm512_loadu_ps(src + r * stride);
+  transpose16(v);
+  for (int i = 0; i < 16; ++i) _mm512_storeu_ps(out + i * ld, v[i]);
+}
+
+#undef TILEFOUNDRY_TRANSPOSE_TARGET
+}  // namespace avx512
+#endif  // TILEFOUNDRY_BF16_DOT
+
+#if TILEFOUNDRY_BF16_DOT
 // bf16 operands on a CPU with AVX512_BF16 (checked when the program runs): each instruction takes
 // pairs of k, a row's two bf16 values of a broadcast against kDotCols columns' pairs of a panel
 // (column j's pair at 2 j), their two products (exact in float) added to float sums. Six rows
@@ -268,12 +337,25 @@ inline std::uint32_t word(std::uint16_t const* row, int64_t p) {
 
 /// Columns [n0, n0 + width) of b, pairs of k: panel[p * kDotCols + j] = column n0 + j's pair p;
 /// columns past `width` are zeros.
+/// A whole panel's runs of 16 pairs (columns an even count of values apart) go through
+/// avx512::transpose16, sixteen columns at a time; the rest pair by pair.
 inline void pack_panel(std::uint16_t const* pb, int64_t sb, int64_t n0, int width, int64_t depth,
                        std::uint32_t* panel) {
   std::uint16_t const* cols[kDotCols];
   for (int j = 0; j < kDotCols; ++j) cols[j] = pb + (n0 + (j < width ? j : 0)) * sb;
   int64_t const whole = depth / 2;
-  transpose_into<kDotCols>(panel, (depth + 1) / 2, [&](int j, int64_t p) {
+  int64_t done = 0;  // pairs packed by transposes
+  if (width == kDotCols && sb % 2 == 0) {
+    done = whole / 16 * 16;
+    for (int64_t p0 = 0; p0 < done; p0 += 16) {
+      for (int h = 0; h < kDotCols / 16; ++h) {
+        auto const* const src = reinterpret_cast<std::uint32_t const*>(cols[16 * h] + 2 * p0);
+        avx512::transpose16(src, sb / 2, panel + p0 * kDotCols + 16 * h, kDotCols);
+      }
+    }
+  }
+  transpose_into<kDotCols>(panel + done * kDotCols, (depth + 1) / 2 - done, [&](int j, int64_t q) {
+    int64_t const p = done + q;
     return j >= width ? 0u : p < whole ? word(cols[j], p) : pair(cols[j], p, depth);
   });
 }
@@ -388,13 +470,18 @@ TILEFOUNDRY_BF16_TARGET inline void tile(std::uint16_t const* pa, int64_t sa,
 // bf16 operands on a CPU with AMX (its bf16 tiles, and the kernel's leave to use their state,
 // asked for once): a block of 32 rows x 32 columns in four float tiles of 16 x 16, each step of 32
 // values of K two tiles of a's rows and two of the panel's pairs (bf16_dot's panel layout is the
-// tiles' own: a row of pairs of k, column by column), four tile products. a's rows are copied into
-// a buffer padded with zeros to whole tiles (rows and K), the panel's pairs to whole steps.
+// tiles' own: a row of pairs of k, column by column), four tile products. a's rows are read in
+// place where a block is whole (32 rows, K whole steps), else from a copy padded with zeros; the
+// panel's pairs are padded to whole steps. Measured on this project's 2-core machine (one thread, a
+// tile of 1024 rows by 128 columns, GFLOP/s): K = 2048 384 -> 775, K = 576 402 -> 605 against
+// copying every row of a into the padded buffer for each tile and running each panel against all
+// rows in turn (a's rows read from memory once a panel).
 namespace bf16_amx {
 
 constexpr int kBlock = 32;  // rows and columns of a block: two tiles of sixteen each way
 constexpr int kStep = 32;   // values of K a step: a tile row of 64 bytes
-#define TILEFOUNDRY_AMX_TARGET __attribute__((target("amx-tile,amx-bf16,avx512f")))
+#define TILEFOUNDRY_AMX_TARGET \
+  __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512bf16")))
 
 /// Whether this CPU has AMX's bf16 tiles and Linux lets this process use them (asked once).
 inline bool available() {
@@ -419,32 +506,47 @@ struct alignas(64) TileConfig {
   std::uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
 };
 
-/// Every element of a bf16 tile, through store.
+/// Every element of a bf16 tile, through store. Every panel of the tile is packed first (a K x
+/// 32 run of pairs each); then each block of 32 rows runs against every panel, its rows of a
+/// staying in L2 across them (a's rows are read from memory once for the tile). A block whose 32
+/// rows are all there, where K is whole steps, is read in place; the rows past the last whole block
+/// (and every row where K is not) are copied into a buffer padded with zeros.
 template <class Store>
 TILEFOUNDRY_AMX_TARGET inline void tile(std::uint16_t const* pa, int64_t sa,
                                         std::uint16_t const* pb, int64_t sb, int64_t rows,
                                         int64_t cols, int64_t depth, Store const& store) {
   int64_t const k_pad = (depth + kStep - 1) / kStep * kStep;
-  int64_t const m_pad = (rows + kBlock - 1) / kBlock * kBlock;
-  std::vector<std::uint16_t> a(size_t(m_pad * k_pad), 0);  // a's rows, padded with zeros
-  for (int64_t m = 0; m < rows; ++m) std::memcpy(&a[size_t(m * k_pad)], pa + m * sa, depth * 2);
-  std::vector<std::uint32_t> panel(size_t(k_pad / 2 * bf16_dot::kDotCols), 0u);
+  int64_t const in_place = depth % kStep == 0 ? rows / kBlock * kBlock : 0;
+  int64_t const copied = (rows - in_place + kBlock - 1) / kBlock * kBlock;
+  std::vector<std::uint16_t> a(size_t(copied * k_pad), 0);  // rows past in_place, padded
+  for (int64_t m = in_place; m < rows; ++m)
+    std::memcpy(&a[size_t((m - in_place) * k_pad)], pa + m * sa, depth * 2);
+  int64_t const panels = (cols + kBlock - 1) / kBlock;
+  int64_t const panel_words = k_pad / 2 * bf16_dot::kDotCols;
+  std::vector<std::uint32_t> packed(size_t(panels * panel_words), 0u);
+  auto const width_of = [&](int64_t p) {
+    return cols - p * kBlock < kBlock ? int(cols - p * kBlock) : kBlock;
+  };
+  for (int64_t p = 0; p < panels; ++p)
+    bf16_dot::pack_panel(pb, sb, p * kBlock, width_of(p), depth, &packed[size_t(p * panel_words)]);
   alignas(64) float sums[kBlock][kBlock];
   TileConfig const config;
   _tile_loadconfig(&config);
-  for (int64_t n0 = 0; n0 < cols; n0 += kBlock) {
-    int const width = cols - n0 < kBlock ? int(cols - n0) : kBlock;
-    bf16_dot::pack_panel(pb, sb, n0, width, depth, panel.data());
-    for (int64_t m0 = 0; m0 < m_pad; m0 += kBlock) {
+  for (int64_t m0 = 0; m0 < rows; m0 += kBlock) {
+    bool const here = m0 < in_place;
+    std::uint16_t const* const rows_a = here ? pa + m0 * sa : &a[size_t((m0 - in_place) * k_pad)];
+    int64_t const ld = (here ? sa : k_pad) * 2;  // bytes between a's rows
+    for (int64_t p = 0; p < panels; ++p) {
+      std::uint32_t const* const panel = &packed[size_t(p * panel_words)];
       _tile_zero(0);
       _tile_zero(1);
       _tile_zero(2);
       _tile_zero(3);
       for (int64_t k = 0; k < k_pad; k += kStep) {
-        _tile_loadd(4, &a[size_t(m0 * k_pad + k)], k_pad * 2);
-        _tile_loadd(5, &a[size_t((m0 + 16) * k_pad + k)], k_pad * 2);
-        _tile_loadd(6, &panel[size_t(k / 2 * bf16_dot::kDotCols)], bf16_dot::kDotCols * 4);
-        _tile_loadd(7, &panel[size_t(k / 2 * bf16_dot::kDotCols + 16)], bf16_dot::kDotCols * 4);
+        _tile_loadd(4, rows_a + k, ld);
+        _tile_loadd(5, rows_a + 16 * (ld / 2) + k, ld);
+        _tile_loadd(6, panel + k / 2 * bf16_dot::kDotCols, bf16_dot::kDotCols * 4);
+        _tile_loadd(7, panel + k / 2 * bf16_dot::kDotCols + 16, bf16_dot::kDotCols * 4);
         _tile_dpbf16ps(0, 4, 6);
         _tile_dpbf16ps(1, 4, 7);
         _tile_dpbf16ps(2, 5, 6);
@@ -456,7 +558,8 @@ TILEFOUNDRY_AMX_TARGET inline void tile(std::uint16_t const* pa, int64_t sa,
       _tile_stored(3, &sums[16][16], kBlock * 4);
       int64_t const live = rows - m0 < kBlock ? rows - m0 : kBlock;
       for (int64_t i = 0; i < live; ++i) {
-        for (int j = 0; j < width; ++j) store(m0 + i, n0 + j, sums[i][j]);
+        __m512 const row[1][2] = {{_mm512_load_ps(sums[i]), _mm512_load_ps(sums[i] + 16)}};
+        bf16_dot::store_rows<1>(row, m0 + i, p * kBlock, width_of(p), store);
       }
     }
   }
@@ -484,19 +587,40 @@ inline bool available() {
 }
 
 /// Columns [n0, n0 + width) of b, K-major, in float: panel[k * kWideCols + j] = b(k, n0 + j);
-/// columns past `width` are zeros.
+/// columns past `width` are zeros. Float columns in whole runs of 16 values of K go through
+/// transpose16, sixteen columns at a time; the rest value by value.
 template <class E>
-inline void pack_panel(E const* pb, int64_t sb, int64_t n0, int width, int64_t depth,
-                       float* panel) {
+TILEFOUNDRY_AVX512_TARGET inline void pack_panel(E const* pb, int64_t sb, int64_t n0, int width,
+                                                 int64_t depth, float* panel) {
+  if constexpr (std::is_same_v<E, float>) {
+    if (width == kWideCols) {
+      int64_t const whole = depth / 16 * 16;
+      for (int64_t k0 = 0; k0 < whole; k0 += 16) {
+        for (int h = 0; h < kWideCols / 16; ++h) {
+          avx512::transpose16(pb + (n0 + 16 * h) * sb + k0, sb, panel + k0 * kWideCols + 16 * h,
+                              kWideCols);
+        }
+      }
+      for (int64_t k = whole; k < depth; ++k) {
+        for (int j = 0; j < kWideCols; ++j) panel[k * kWideCols + j] = pb[(n0 + j) * sb + k];
+      }
+      return;
+    }
+  }
   pack_float_panel<kWideCols>(pb, sb, n0, width, depth, panel);
 }
 
-/// Values of K a pass over a panel takes (K blocking): the panel's 256 x kWideCols floats (32 KiB)
-/// stay in L1 while every block of rows runs against them, so that only a's rows come from L2.
-/// Measured on this project's 2-core AVX-512 machine, f32, 2 threads, against the whole-K panel:
-/// Qwen3-1.7B's down projection (2048 x 6144) at 512 rows 89-94 -> 80-85 ms (torch 47-53 in the
-/// same runs); SmolLM2's gate/up (3072 x 576) at 1024 rows within the runs' noise.
+/// Values of K a pass takes (K blocking), and rows of a chunk: a pass's slice of a panel (256 x
+/// kWideCols floats, 32 KiB) stays in L1 while a chunk's blocks of rows run against it, and the
+/// chunk's rows of the pass (192 x 256 floats, 192 KiB) stay in L2 while they run against every
+/// panel of the tile in turn, so a's rows come from memory once a pass for the whole tile, not once
+/// a panel. Measured on this project's 2-core AVX-512 machine (f32, one thread, a tile of 1024 rows
+/// by 128 columns, GFLOP/s): K = 576 120 -> 142, K = 2048 105 -> 136 against the panel-outer order
+/// (a chunk of 96 or 192 rows, passes of 128 or 256 within noise of each other; a's chunk packed
+/// block by block, k by k, was slower: 124).
 constexpr int64_t kDepthBlock = 256;
+constexpr int64_t kChunkRows = 192;
+static_assert(kChunkRows % kRows == 0, "a chunk is whole blocks of rows");
 
 /// Where a block's sums go between passes over K: `sums` (the tile's rows x kWideCols partial sums,
 /// in float) after every pass but the last, through store after the last; and whether they start
@@ -519,10 +643,20 @@ TILEFOUNDRY_AVX512_TARGET inline void finish_rows(__m512 const (&acc)[R][2], int
       _mm512_storeu_ps(kept + 16, acc[i][1]);
       continue;
     }
-    float sums[kWideCols];
-    _mm512_storeu_ps(sums, acc[i][0]);
-    _mm512_storeu_ps(sums + 16, acc[i][1]);
-    for (int j = 0; j < width; ++j) store(m0 + i, n0 + j, sums[j]);
+    if constexpr (std::is_same_v<Store, plain_store<float>>) {  // whole vectors into the row
+      float* const row = store.row(m0 + i) + n0;
+      for (int h = 0; h < 2; ++h) {
+        int const cols = width - 16 * h < 16 ? width - 16 * h : 16;
+        if (cols <= 0) break;
+        __mmask16 const mask = cols == 16 ? __mmask16(0xffff) : __mmask16((1u << cols) - 1u);
+        _mm512_mask_storeu_ps(row + 16 * h, mask, acc[i][h]);
+      }
+    } else {
+      float sums[kWideCols];
+      _mm512_storeu_ps(sums, acc[i][0]);
+      _mm512_storeu_ps(sums + 16, acc[i][1]);
+      for (int j = 0; j < width; ++j) store(m0 + i, n0 + j, sums[j]);
+    }
   }
 }
 
@@ -545,13 +679,14 @@ TILEFOUNDRY_AVX512_TARGET inline void start_rows(__m512 (&acc)[R][2], int64_t m0
 /// the pass's values of K.
 template <int R, class Store>
 TILEFOUNDRY_AVX512_TARGET inline void rows_kernel(float const* pa, int64_t sa, int64_t m0,
-                                                  float const* panel, int64_t n0, int width,
+                                                  float const* slice, int64_t n0, int width,
                                                   Pass const& pass, Store const& store) {
   __m512 acc[R][2];
   start_rows<R>(acc, m0, pass);
   for (int64_t k = pass.k0; k < pass.k1; ++k) {
-    __m512 const b0 = _mm512_loadu_ps(panel + k * kWideCols);
-    __m512 const b1 = _mm512_loadu_ps(panel + k * kWideCols + 16);
+    float const* const b = slice + (k - pass.k0) * kWideCols;
+    __m512 const b0 = _mm512_loadu_ps(b);
+    __m512 const b1 = _mm512_loadu_ps(b + 16);
     for (int i = 0; i < R; ++i) {
       __m512 const x = _mm512_set1_ps(pa[(m0 + i) * sa + k]);
       acc[i][0] = _mm512_fmadd_ps(x, b0, acc[i][0]);
@@ -573,7 +708,7 @@ TILEFOUNDRY_AVX512_TARGET inline void row_step(__m512& lo, __m512& hi, float a, 
 /// in registers).
 template <class Store>
 TILEFOUNDRY_AVX512_TARGET inline void block_kernel(float const* pa, int64_t sa, int64_t m0,
-                                                   float const* panel, int64_t n0, int width,
+                                                   float const* slice, int64_t n0, int width,
                                                    Pass const& pass, Store const& store) {
   __m512 start[kRows][2];
   start_rows<kRows>(start, m0, pass);
@@ -582,8 +717,9 @@ TILEFOUNDRY_AVX512_TARGET inline void block_kernel(float const* pa, int64_t sa, 
   __m512 c40 = start[4][0], c41 = start[4][1], c50 = start[5][0], c51 = start[5][1];
   float const* const r0 = pa + m0 * sa;
   for (int64_t k = pass.k0; k < pass.k1; ++k) {
-    __m512 const b0 = _mm512_loadu_ps(panel + k * kWideCols);
-    __m512 const b1 = _mm512_loadu_ps(panel + k * kWideCols + 16);
+    float const* const b = slice + (k - pass.k0) * kWideCols;
+    __m512 const b0 = _mm512_loadu_ps(b);
+    __m512 const b1 = _mm512_loadu_ps(b + 16);
     row_step(c00, c01, r0[k], b0, b1);
     row_step(c10, c11, r0[sa + k], b0, b1);
     row_step(c20, c21, r0[2 * sa + k], b0, b1);
@@ -596,31 +732,49 @@ TILEFOUNDRY_AVX512_TARGET inline void block_kernel(float const* pa, int64_t sa, 
   finish_rows<kRows>(sums, m0, n0, width, pass, store);
 }
 
-/// Every element of a tile whose rows of a are floats, through store: each panel in passes of
-/// kDepthBlock values of K, every block of rows a pass (the sums between passes kept in float).
+/// Every element of a tile whose rows of a are floats, through store: K in passes of kDepthBlock
+/// values, the pass's slices of every panel packed once; then the rows in chunks of kChunkRows,
+/// each chunk run against every panel's slice (the slice in L1 across the chunk's blocks, the
+/// chunk's rows in L2 across the panels); the sums between passes kept in float, a panel's rows
+/// apart from the next panel's.
 template <class E, class Store>
 TILEFOUNDRY_AVX512_TARGET inline void tile(float const* pa, int64_t sa, E const* pb, int64_t sb,
                                            int64_t rows, int64_t cols, int64_t depth,
                                            Store const& store) {
-  std::vector<float> panel(size_t(depth * kWideCols));
-  std::vector<float> sums(depth > kDepthBlock ? size_t(rows * kWideCols) : 0);
+  int64_t const panels = (cols + kWideCols - 1) / kWideCols;
+  int64_t const block = depth < kDepthBlock ? depth : kDepthBlock;
+  std::vector<float> slices(size_t(panels * block * kWideCols));
+  std::vector<float> sums(depth > kDepthBlock ? size_t(panels * rows * kWideCols) : 0);
   int64_t const full = rows / kRows * kRows;
-  for (int64_t n0 = 0; n0 < cols; n0 += kWideCols) {
-    int const width = cols - n0 < kWideCols ? int(cols - n0) : kWideCols;
-    pack_panel(pb, sb, n0, width, depth, panel.data());
-    int64_t k0 = 0;
-    do {  // once at least (depth 0: sums of nothing stored)
-      int64_t const k1 = depth - k0 > kDepthBlock ? k0 + kDepthBlock : depth;
-      Pass const pass{k0, k1, k0 == 0, k1 == depth, sums.data()};
-      for (int64_t m0 = 0; m0 < full; m0 += kRows) {
-        block_kernel(pa, sa, m0, panel.data(), n0, width, pass, store);
+  auto const width_of = [&](int64_t p) {
+    return cols - p * kWideCols < kWideCols ? int(cols - p * kWideCols) : kWideCols;
+  };
+  auto const slice_of = [&](int64_t p) { return slices.data() + p * block * kWideCols; };
+  int64_t k0 = 0;
+  do {  // once at least (depth 0: sums of nothing stored)
+    int64_t const k1 = depth - k0 > kDepthBlock ? k0 + kDepthBlock : depth;
+    auto const pass_of = [&](int64_t p) {
+      return Pass{k0, k1, k0 == 0, k1 == depth,
+                  sums.empty() ? nullptr : sums.data() + p * rows * kWideCols};
+    };
+    for (int64_t p = 0; p < panels; ++p)
+      pack_panel(pb + k0, sb, p * kWideCols, width_of(p), k1 - k0, slice_of(p));
+    for (int64_t c0 = 0; c0 < full; c0 += kChunkRows) {
+      int64_t const c1 = full - c0 < kChunkRows ? full : c0 + kChunkRows;
+      for (int64_t p = 0; p < panels; ++p) {
+        for (int64_t m0 = c0; m0 < c1; m0 += kRows) {
+          block_kernel(pa, sa, m0, slice_of(p), p * kWideCols, width_of(p), pass_of(p), store);
+        }
       }
-      with_rows(rows - full, [&](auto r) {
-        rows_kernel<decltype(r)::value>(pa, sa, full, panel.data(), n0, width, pass, store);
-      });
-      k0 = k1;
-    } while (k0 < depth);
-  }
+    }
+    with_rows(rows - full, [&](auto r) {
+      for (int64_t p = 0; p < panels; ++p) {
+        rows_kernel<decltype(r)::value>(pa, sa, full, slice_of(p), p * kWideCols, width_of(p),
+                                        pass_of(p), store);
+      }
+    });
+    k0 = k1;
+  } while (k0 < depth);
 }
 
 #undef TILEFOUNDRY_AVX512_TARGET
