@@ -104,8 +104,9 @@ def test_a_complete_conversion_is_reused_as_is(tmp_path, monkeypatch) -> None:
     assert (target / "model.safetensors").read_bytes() == b"stands for a conversion"
 
 
-def test_the_conversion_is_written_whole(smollm2: str) -> None:
-    folder = Path(smollm2)
+def test_the_conversion_is_written_whole(smollm2: str, tmp_path: Path) -> None:
+    """A conversion of its own, in a folder no other test process converts into (the shared one may hold another
+    worker's conversion in progress, beside it)."""
+    folder = ensure_checkpoint(tmp_path / "SmolLM2-135M-Instruct")
     assert (folder / "config.json").is_file() and (folder / "model.safetensors").is_file()
-    assert not [p.name for p in folder.parent.iterdir() if p.name.startswith(f".{folder.name}.")], \
-        "no partial folder or lock is left beside the conversion"
+    assert [p.name for p in tmp_path.iterdir()] == [folder.name], "no partial folder or lock is left beside it"

@@ -29,8 +29,9 @@ What does not run compiled yet, each with its measured reason:
   49 ms through the hand-written set's torch slots: ``bench/decode_qwen3_1.7b_kernel_sets_h200.json``); a
   tensor-core GEMM and a prefill attention are the next issue's. On the CPU every step's attention is
   compiled: its rows tier scores four query rows against blocks of 16 keys (SmolLM2-135M's shape, 2 threads:
-  0.21 ms against torch SDPA's 0.25 at a 64-token prompt, 9.5 against 13.7 ms at 500, 34.6 against 54.9 ms at
-  1000, a layer; Qwen3-1.7B's 0.84-1.45x, 0.85x at 128 and 500 tokens: ``bench/compiled_attention_cpu.json``).
+  0.17 ms against torch SDPA's 0.20 at a 64-token prompt, 5.7 against 12.5 ms at 500, 22.5 against 53.1 ms at
+  1000, a layer, SDPA given the same boolean mask; Qwen3-1.7B's 0.84-1.76x, 0.84x at 128 tokens:
+  ``bench/compiled_attention_cpu.json``; SDPA told ``is_causal`` instead takes 2.9 ms at SmolLM2's 500).
   The projections of such a step run compiled, on the CPU's blocked GEMM (``bench/compiled_gemm_cpu.json``:
   0.76-0.87x torch's in f32, 0.81-1.20x in bf16 at 128 to 1024 rows, bf16 on AMX's tiles on both sides).
 

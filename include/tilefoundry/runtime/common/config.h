@@ -64,3 +64,12 @@
 #else
 #define TILEFOUNDRY_GLOBAL_CONSTANT inline constexpr
 #endif
+
+// A loop whose iterations are vector lanes (a CPU tier's loop over one vector of values): OpenMP's
+// simd where the build has OpenMP (the CPU target's builds do), else nothing (the compiler's own
+// vectoriser decides; an unknown pragma would warn).
+#if defined(_OPENMP)
+#define TILEFOUNDRY_SIMD_LOOP _Pragma("omp simd")
+#else
+#define TILEFOUNDRY_SIMD_LOOP
+#endif
