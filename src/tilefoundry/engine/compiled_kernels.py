@@ -33,7 +33,7 @@ What does not run compiled yet, each with its measured reason:
   1000, a layer, SDPA given the same boolean mask; Qwen3-1.7B's 0.84-1.76x, 0.84x at 128 tokens:
   ``bench/compiled_attention_cpu.json``; SDPA told ``is_causal`` instead takes 2.9 ms at SmolLM2's 500).
   The projections of such a step run compiled, on the CPU's blocked GEMM (``bench/compiled_gemm_cpu.json``:
-  0.76-0.87x torch's in f32, 0.81-1.20x in bf16 at 128 to 1024 rows, bf16 on AMX's tiles on both sides).
+  0.81-0.93x torch's in f32, 0.66-1.21x in bf16 at 128 to 1024 rows, bf16 on AMX's tiles on both sides).
 
 Decoding (one token a step) runs every slot compiled: SmolLM2-135M (f32) decodes at 39.0 tokens/s
 through them against 29.1 through torch's slots and 28.0 through transformers (``bench/decode.py --device cpu

@@ -610,15 +610,17 @@ TILEFOUNDRY_AVX512_TARGET inline void pack_panel(E const* pb, int64_t sb, int64_
   pack_float_panel<kWideCols>(pb, sb, n0, width, depth, panel);
 }
 
-/// Values of K a pass takes (K blocking), and rows of a chunk: a pass's slice of a panel (256 x
-/// kWideCols floats, 32 KiB) stays in L1 while a chunk's blocks of rows run against it, and the
-/// chunk's rows of the pass (192 x 256 floats, 192 KiB) stay in L2 while they run against every
-/// panel of the tile in turn, so a's rows come from memory once a pass for the whole tile, not once
-/// a panel. Measured on this project's 2-core AVX-512 machine (f32, one thread, a tile of 1024 rows
-/// by 128 columns, GFLOP/s): K = 576 120 -> 142, K = 2048 105 -> 136 against the panel-outer order
-/// (a chunk of 96 or 192 rows, passes of 128 or 256 within noise of each other; a's chunk packed
-/// block by block, k by k, was slower: 124).
-constexpr int64_t kDepthBlock = 256;
+/// Values of K a pass takes (K blocking), and rows of a chunk: a pass's slices of two panels (128 x
+/// kWideCols floats each, 32 KiB together) stay in L1 while a chunk's blocks of rows run against
+/// them (panel_pair_kernel), and the chunk's rows of the pass (192 x 128 floats, 96 KiB) stay in L2
+/// while they run against every panel of the tile in turn, so a's rows come from memory once a pass
+/// for the whole tile, not once a panel. Measured on this project's 2-core AVX-512 machine (f32,
+/// one thread, a tile of 1024 rows by 128 columns, GFLOP/s): K = 576 120 -> 142, K = 2048 105 ->
+/// 136 against the panel-outer order with one panel a block (a chunk of 96 or 192 rows within noise
+/// of each other; a's chunk packed block by block, k by k, was slower: 124); two panels a block,
+/// passes of 128: 142 -> 153-162 and 136 -> 145-149 (passes of 256, the two slices past L1:
+/// 134-149).
+constexpr int64_t kDepthBlock = 128;
 constexpr int64_t kChunkRows = 192;
 static_assert(kChunkRows % kRows == 0, "a chunk is whole blocks of rows");
 
@@ -732,11 +734,62 @@ TILEFOUNDRY_AVX512_TARGET inline void block_kernel(float const* pa, int64_t sa, 
   finish_rows<kRows>(sums, m0, n0, width, pass, store);
 }
 
+/// A whole block of six rows against two panels' slices at once (the tile's panels p and p + 1),
+/// each row's value broadcast once for both: 24 sums named one by one (kept in registers), ten
+/// loads for 24 products where block_kernel takes eight for twelve.
+template <class Store>
+TILEFOUNDRY_AVX512_TARGET inline void panel_pair_kernel(float const* pa, int64_t sa, int64_t m0,
+                                                        float const* slice, float const* slice1,
+                                                        int64_t n0, int width, int width1,
+                                                        Pass const& pass, Pass const& pass1,
+                                                        Store const& store) {
+  __m512 start[kRows][2], start1[kRows][2];
+  start_rows<kRows>(start, m0, pass);
+  start_rows<kRows>(start1, m0, pass1);
+  __m512 c00 = start[0][0], c01 = start[0][1], c10 = start[1][0], c11 = start[1][1];
+  __m512 c20 = start[2][0], c21 = start[2][1], c30 = start[3][0], c31 = start[3][1];
+  __m512 c40 = start[4][0], c41 = start[4][1], c50 = start[5][0], c51 = start[5][1];
+  __m512 e00 = start1[0][0], e01 = start1[0][1], e10 = start1[1][0], e11 = start1[1][1];
+  __m512 e20 = start1[2][0], e21 = start1[2][1], e30 = start1[3][0], e31 = start1[3][1];
+  __m512 e40 = start1[4][0], e41 = start1[4][1], e50 = start1[5][0], e51 = start1[5][1];
+  float const* const r0 = pa + m0 * sa;
+  for (int64_t k = pass.k0; k < pass.k1; ++k) {
+    float const* const b = slice + (k - pass.k0) * kWideCols;
+    float const* const b1 = slice1 + (k - pass.k0) * kWideCols;
+    __m512 const b00 = _mm512_loadu_ps(b), b01 = _mm512_loadu_ps(b + 16);
+    __m512 const b10 = _mm512_loadu_ps(b1), b11 = _mm512_loadu_ps(b1 + 16);
+    __m512 x = _mm512_set1_ps(r0[k]);
+    c00 = _mm512_fmadd_ps(x, b00, c00), c01 = _mm512_fmadd_ps(x, b01, c01);
+    e00 = _mm512_fmadd_ps(x, b10, e00), e01 = _mm512_fmadd_ps(x, b11, e01);
+    x = _mm512_set1_ps(r0[sa + k]);
+    c10 = _mm512_fmadd_ps(x, b00, c10), c11 = _mm512_fmadd_ps(x, b01, c11);
+    e10 = _mm512_fmadd_ps(x, b10, e10), e11 = _mm512_fmadd_ps(x, b11, e11);
+    x = _mm512_set1_ps(r0[2 * sa + k]);
+    c20 = _mm512_fmadd_ps(x, b00, c20), c21 = _mm512_fmadd_ps(x, b01, c21);
+    e20 = _mm512_fmadd_ps(x, b10, e20), e21 = _mm512_fmadd_ps(x, b11, e21);
+    x = _mm512_set1_ps(r0[3 * sa + k]);
+    c30 = _mm512_fmadd_ps(x, b00, c30), c31 = _mm512_fmadd_ps(x, b01, c31);
+    e30 = _mm512_fmadd_ps(x, b10, e30), e31 = _mm512_fmadd_ps(x, b11, e31);
+    x = _mm512_set1_ps(r0[4 * sa + k]);
+    c40 = _mm512_fmadd_ps(x, b00, c40), c41 = _mm512_fmadd_ps(x, b01, c41);
+    e40 = _mm512_fmadd_ps(x, b10, e40), e41 = _mm512_fmadd_ps(x, b11, e41);
+    x = _mm512_set1_ps(r0[5 * sa + k]);
+    c50 = _mm512_fmadd_ps(x, b00, c50), c51 = _mm512_fmadd_ps(x, b01, c51);
+    e50 = _mm512_fmadd_ps(x, b10, e50), e51 = _mm512_fmadd_ps(x, b11, e51);
+  }
+  __m512 const sums[kRows][2] = {{c00, c01}, {c10, c11}, {c20, c21},
+                                 {c30, c31}, {c40, c41}, {c50, c51}};
+  __m512 const sums1[kRows][2] = {{e00, e01}, {e10, e11}, {e20, e21},
+                                  {e30, e31}, {e40, e41}, {e50, e51}};
+  finish_rows<kRows>(sums, m0, n0, width, pass, store);
+  finish_rows<kRows>(sums1, m0, n0 + kWideCols, width1, pass1, store);
+}
+
 /// Every element of a tile whose rows of a are floats, through store: K in passes of kDepthBlock
 /// values, the pass's slices of every panel packed once; then the rows in chunks of kChunkRows,
-/// each chunk run against every panel's slice (the slice in L1 across the chunk's blocks, the
-/// chunk's rows in L2 across the panels); the sums between passes kept in float, a panel's rows
-/// apart from the next panel's.
+/// each chunk run against the panels' slices two at a time (the slices in L1 across the chunk's
+/// blocks, the chunk's rows in L2 across the panels); the sums between passes kept in float, a
+/// panel's rows apart from the next panel's.
 template <class E, class Store>
 TILEFOUNDRY_AVX512_TARGET inline void tile(float const* pa, int64_t sa, E const* pb, int64_t sb,
                                            int64_t rows, int64_t cols, int64_t depth,
@@ -761,7 +814,14 @@ TILEFOUNDRY_AVX512_TARGET inline void tile(float const* pa, int64_t sa, E const*
       pack_panel(pb + k0, sb, p * kWideCols, width_of(p), k1 - k0, slice_of(p));
     for (int64_t c0 = 0; c0 < full; c0 += kChunkRows) {
       int64_t const c1 = full - c0 < kChunkRows ? full : c0 + kChunkRows;
-      for (int64_t p = 0; p < panels; ++p) {
+      int64_t p = 0;
+      for (; p + 1 < panels; p += 2) {  // panels two at a time
+        for (int64_t m0 = c0; m0 < c1; m0 += kRows) {
+          panel_pair_kernel(pa, sa, m0, slice_of(p), slice_of(p + 1), p * kWideCols, width_of(p),
+                            width_of(p + 1), pass_of(p), pass_of(p + 1), store);
+        }
+      }
+      for (; p < panels; ++p) {  // the last, alone
         for (int64_t m0 = c0; m0 < c1; m0 += kRows) {
           block_kernel(pa, sa, m0, slice_of(p), p * kWideCols, width_of(p), pass_of(p), store);
         }
