@@ -143,8 +143,8 @@ inline void rows(Scores scores, Visible visible, Q const& q, K const& k, V const
       }
       if (!any) continue;  // no row sees a key of the block
       block_t const* const column = &kt[size_t(b * depth)];
-      block_t d0 = {}, d1 = {}, d2 = {},
-              d3 = {};  // the rows' scores, in registers through the loop
+      // the rows' scores, in registers through the loop
+      block_t d0 = {}, d1 = {}, d2 = {}, d3 = {};
       float const* const q0 = qf.data();
       for (int64_t d = 0; d < depth; ++d) {
         block_t const keys_d = column[d];
