@@ -221,7 +221,7 @@ class _Stages:
         a, b, *weight = (self.staged.view(v) for v in op.inputs)  # a prologue's norm weight third (prologue.py)
         second = ops[pair_split(ops)] if pair else None
         b1 = [self.staged.view(second.inputs[1])] if second is not None else []
-        picks = [index for v in (b, *b1) for _, index, _ in v.gathers]  # a weight's batch picked by positions
+        picks = [index for _, index, _ in b.gathers]  # the weight's batch picked by positions (matmul_body)
         for v in (a, b, *b1, *weight, *picks):
             self.home(v.root, op)
         result = epilogue_result(self.staged, ops) if len(ops) > 1 else op.outputs[0]

@@ -601,9 +601,8 @@ TILEFOUNDRY_AVX512_TARGET inline void pack_panel(E const* pb, int64_t sb, int64_
                               kWideCols);
         }
       }
-      for (int64_t k = whole; k < depth; ++k) {
-        for (int j = 0; j < kWideCols; ++j) panel[k * kWideCols + j] = pb[(n0 + j) * sb + k];
-      }
+      pack_float_panel<kWideCols>(pb + whole, sb, n0, width, depth - whole,
+                                  panel + whole * kWideCols);  // K's last values, one by one
       return;
     }
   }
@@ -758,36 +757,18 @@ TILEFOUNDRY_AVX512_TARGET inline void panel_pair_kernel(float const* pa, int64_t
     float const* const b1 = slice1 + (k - pass.k0) * kWideCols;
     __m512 const b00 = _mm512_loadu_ps(b), b01 = _mm512_loadu_ps(b + 16);
     __m512 const b10 = _mm512_loadu_ps(b1), b11 = _mm512_loadu_ps(b1 + 16);
-    __m512 x = _mm512_set1_ps(r0[k]);
-    c00 = _mm512_fmadd_ps(x, b00, c00);
-    c01 = _mm512_fmadd_ps(x, b01, c01);
-    e00 = _mm512_fmadd_ps(x, b10, e00);
-    e01 = _mm512_fmadd_ps(x, b11, e01);
-    x = _mm512_set1_ps(r0[sa + k]);
-    c10 = _mm512_fmadd_ps(x, b00, c10);
-    c11 = _mm512_fmadd_ps(x, b01, c11);
-    e10 = _mm512_fmadd_ps(x, b10, e10);
-    e11 = _mm512_fmadd_ps(x, b11, e11);
-    x = _mm512_set1_ps(r0[2 * sa + k]);
-    c20 = _mm512_fmadd_ps(x, b00, c20);
-    c21 = _mm512_fmadd_ps(x, b01, c21);
-    e20 = _mm512_fmadd_ps(x, b10, e20);
-    e21 = _mm512_fmadd_ps(x, b11, e21);
-    x = _mm512_set1_ps(r0[3 * sa + k]);
-    c30 = _mm512_fmadd_ps(x, b00, c30);
-    c31 = _mm512_fmadd_ps(x, b01, c31);
-    e30 = _mm512_fmadd_ps(x, b10, e30);
-    e31 = _mm512_fmadd_ps(x, b11, e31);
-    x = _mm512_set1_ps(r0[4 * sa + k]);
-    c40 = _mm512_fmadd_ps(x, b00, c40);
-    c41 = _mm512_fmadd_ps(x, b01, c41);
-    e40 = _mm512_fmadd_ps(x, b10, e40);
-    e41 = _mm512_fmadd_ps(x, b11, e41);
-    x = _mm512_set1_ps(r0[5 * sa + k]);
-    c50 = _mm512_fmadd_ps(x, b00, c50);
-    c51 = _mm512_fmadd_ps(x, b01, c51);
-    e50 = _mm512_fmadd_ps(x, b10, e50);
-    e51 = _mm512_fmadd_ps(x, b11, e51);
+    row_step(c00, c01, r0[k], b00, b01);  // each row's value broadcast once, for both panels
+    row_step(e00, e01, r0[k], b10, b11);
+    row_step(c10, c11, r0[sa + k], b00, b01);
+    row_step(e10, e11, r0[sa + k], b10, b11);
+    row_step(c20, c21, r0[2 * sa + k], b00, b01);
+    row_step(e20, e21, r0[2 * sa + k], b10, b11);
+    row_step(c30, c31, r0[3 * sa + k], b00, b01);
+    row_step(e30, e31, r0[3 * sa + k], b10, b11);
+    row_step(c40, c41, r0[4 * sa + k], b00, b01);
+    row_step(e40, e41, r0[4 * sa + k], b10, b11);
+    row_step(c50, c51, r0[5 * sa + k], b00, b01);
+    row_step(e50, e51, r0[5 * sa + k], b10, b11);
   }
   __m512 const sums[kRows][2] = {{c00, c01}, {c10, c11}, {c20, c21},
                                  {c30, c31}, {c40, c41}, {c50, c51}};
