@@ -19,6 +19,7 @@ import torch
 
 from tests.compile_kernels import caches_in_place, compiled_only
 from tilefoundry import func, jit, lower, module
+from tilefoundry.codegen import generate
 from tilefoundry.dsl import DimVar, Tensor, tf
 from tilefoundry.runtime.check import allclose, check
 from tilefoundry.target import CudaTarget
@@ -168,6 +169,18 @@ def test_a_rope_writing_past_the_caches_end_is_refused_and_writes_nothing() -> N
     with pytest.raises(ValueError, match=r"writing 4 rows \(n_new\) at position 14 \(cur_pos\) into cache_k"):
         compiled(*args, q, *caches)
     assert all(torch.equal(c, k) for c, k in zip(caches, kept))  # neither cache touched
+
+
+def test_a_cuda_kernel_stops_at_a_row_past_the_caches_end_rather_than_skipping_it() -> None:
+    """On CUDA the entry cannot read the position (device memory; a graph replays the call at others): each write of
+    a row checks its position, and one past the cache's end stops the kernel saying so (detail::row_within), where
+    a skipped row would leave the cache without it in silence. Rows past n_new are skipped: they are no rows of the
+    update. (The kernel stopping runs on the H200: tests/gpu/test_compile_stages.py.)"""
+    source = generate(lower(RopeCache, CudaTarget())).source
+    for cache in ("cache_k", "cache_v"):  # k written by the rope, v by the update's own write
+        assert f'"writing n_new rows at cur_pos passes the end of {cache}")' in source
+    guards = [line for line in source.splitlines() if line.strip().startswith("if (") and "n_new_ptr[0]" in line]
+    assert guards and all("detail::row_within(" in line for line in guards)
 
 
 @pytest.mark.parametrize("name", sorted(NotFused.functions))

@@ -201,3 +201,44 @@ def test_a_position_outside_its_table_stops_the_kernel_saying_which() -> None:
     assert run.returncode != 0, said
     assert "NOT STOPPED" not in said
     assert "argument ids holds the position 1000, outside the 1000 rows of table it indexes" in said, said
+
+
+_PAST_THE_END = """
+import torch
+from tilefoundry import jit
+from tilefoundry.dsl import DimVar, Tensor, func, tf
+
+seq = DimVar("seq", 1, 8)
+capacity = DimVar("capacity", 1, 64)
+
+
+@func
+def write(cache: Tensor[(1, capacity, 2, 16), "bf16"], cur_pos: Tensor[(), "i32"], n_new: Tensor[(), "i64"],
+          new: Tensor[(1, seq, 2, 16), "bf16"]):
+    return tf.cache_update(cache, cur_pos, n_new, new)
+
+
+compiled = jit(write, target="cuda")
+cache = torch.zeros(1, 8, 2, 16, device="cuda").bfloat16()
+new = torch.randn(1, 3, 2, 16, device="cuda").bfloat16()
+at = lambda p, n: (torch.tensor(p, dtype=torch.int32, device="cuda"), torch.tensor(n, device="cuda"))
+assert torch.equal(compiled(cache, *at(5, 3), new)[0, 5:], new[0])  # the last three rows: fits
+assert torch.equal(compiled(cache, *at(6, 2), new)[0, 6:], new[0, :2])  # two of three rows: fits
+compiled(cache, *at(6, 3), new)  # row 8 of a cache of 8
+torch.cuda.synchronize()
+print("NOT STOPPED")
+"""
+
+
+def test_a_cache_write_past_the_caches_end_stops_the_kernel_saying_so() -> None:
+    """The entry cannot read cur_pos on the device; a row the update would write past the cache's end stops the
+    kernel (detail::row_within) instead of being skipped, naming the update and the row. Rows that fit, and rows
+    past n_new (none of the update's), are no stop. In a process of its own: the context is lost after it."""
+    import subprocess
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    run = subprocess.run([sys.executable, "-c", _PAST_THE_END], capture_output=True, text=True, env=env, timeout=300)
+    said = run.stdout + run.stderr
+    assert run.returncode != 0, said
+    assert "NOT STOPPED" not in said
+    assert "writing n_new rows at cur_pos passes the end of cache (a row at 8; its last row is 7)" in said, said

@@ -21,6 +21,7 @@ from ..tir.stmt import (
     AliasView,
     Alloc,
     AsyncWait,
+    Bound,
     Epilogue,
     Gather,
     GmemView,
@@ -129,7 +130,7 @@ class KernelEmitter:
         elif isinstance(s, RowLoop):
             self.row_loop(s, ind)
         elif isinstance(s, RowGuard):
-            conds = " && ".join(f"({self.row_offset(a)}) < ({self.row_offset(b)})" for a, b in s.conds)
+            conds = " && ".join(self.bound(c) for c in s.conds)
             self.lines.append(f"{ind}if ({conds}) {{")
             for stmt in s.body:
                 self.stmt(stmt, ind + "  ")
@@ -220,6 +221,14 @@ class KernelEmitter:
                 t = f"{t} * {st if isinstance(g.stride, (int, DimVar)) else '(' + st + ')'}"
             parts.append(t)
         return " + ".join(parts) or "0"
+
+    def bound(self, c: Bound) -> str:
+        """The C++ of a row's bound: ``lhs < rhs``, or where it stops, ``detail::row_within`` (a kernel past it
+        prints the two and stops)."""
+        lhs, rhs = self.row_offset(c.lhs), self.row_offset(c.rhs)
+        if c.stops is None:
+            return f"({lhs}) < ({rhs})"
+        return f"detail::row_within({lhs}, {rhs}, {cxx.string(c.stops)})"
 
     def alias_view(self, s: AliasView, ind: str) -> None:
         view = self.view_over(self.data_of(s.source), s.buffer, ind)

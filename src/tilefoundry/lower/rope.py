@@ -21,7 +21,20 @@ from ..target import CudaTarget, Target
 from ..tir.buffer import Buffer
 from ..tir.function import Schedule
 from ..tir.layout import TLayout
-from ..tir.stmt import Gather, GmemView, Literal, OpCall, Origin, Prologue, RowGuard, RowLoop, RowOffset, Stmt, Tag
+from ..tir.stmt import (
+    Bound,
+    Gather,
+    GmemView,
+    Literal,
+    OpCall,
+    Origin,
+    Prologue,
+    RowGuard,
+    RowLoop,
+    RowOffset,
+    Stmt,
+    Tag,
+)
 from .errors import LoweringError
 from .program import Op
 from .prologue import rope_prologues
@@ -38,11 +51,12 @@ CUDA_ROPE_MAX_THREADS = 64
 class RowsInto:
     """Where a rope writes a result a cache update takes as its new rows: ``view``, the cache's result seen as the
     rope's result (its rows numbered as the rope numbers them), plus ``at`` (the write position, read on the
-    device), only the rows where ``guard`` holds (the update's ``i < n_new`` and ``cur_pos + i < capacity``)."""
+    device), only the rows where ``guard`` holds (the update's ``i < n_new``; past ``cur_pos + i < capacity`` a kernel
+    stops)."""
 
     view: View
     at: tuple[Gather, ...]
-    guard: tuple[tuple[RowOffset, RowOffset], ...]
+    guard: tuple[Bound, ...]
 
 
 def rope_bodies(name: str, op: Op, views: list[View], outs: list[View], homes: dict[int, str],

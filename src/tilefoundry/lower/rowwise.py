@@ -22,6 +22,7 @@ from ..tir.stmt import (
     AliasView,
     Alloc,
     AsyncWait,
+    Bound,
     Gather,
     GmemView,
     MeshScope,
@@ -314,7 +315,7 @@ def _last_reads(prog: Program, root: Callable[[Val], Val]) -> dict[int, int]:
 
 
 def lower_rows(prog: Program, target: Target, declared: Declared, strided: dict[str, Strided] | None = None,
-               guard: tuple[tuple[RowOffset, RowOffset], ...] = (),
+               guard: tuple[Bound, ...] = (),
                dimvars: tuple[DimBinding, ...] | None = None) -> PrimFunc:
     """The PrimFunction of a row-wise program with automatic placement.
 

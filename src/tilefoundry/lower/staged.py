@@ -20,7 +20,7 @@ from ..ir.types.dtype import f32
 from ..ir.types.tensor_type import TensorType
 from ..target import Target
 from ..tir.function import CacheWrite, DimBinding, KernelParam, PrimFunc, Schedule, StageCall
-from ..tir.stmt import Gather, GmemView, RowGuard, RowOffset, Stmt
+from ..tir.stmt import Bound, Gather, GmemView, RowGuard, RowOffset, Stmt
 from .attention import attention_bodies, attention_part_shape
 from .epilogue import epilogue_inputs, epilogue_result, fuse_epilogues
 from .errors import LoweringError
@@ -286,7 +286,7 @@ class _Stages:
         return calls
 
     def rows(self, name: str, sub: Program, outside: list[Val], out_homes: list[str],
-             out_strided: dict[str, Strided] | None = None, guard: tuple[tuple[RowOffset, RowOffset], ...] = (),
+             out_strided: dict[str, Strided] | None = None, guard: tuple[Bound, ...] = (),
              positions: tuple[Val, ...] = ()) -> StageCall:
         """A row-wise kernel of ``sub``, whose parameters stand for ``outside`` values and whose outputs are written
         to ``out_homes``; a parameter that is a view is read through its strides (and positions). ``positions``
@@ -393,12 +393,13 @@ class _Stages:
         return [copy, scatter]
 
     def cache_rows(self, op: Op, cache: View, pos: View, n_new: View, new: View,
-                   out: View) -> tuple[Gather, tuple[tuple[RowOffset, RowOffset], ...], CacheWrite]:
+                   out: View) -> tuple[Gather, tuple[Bound, ...], CacheWrite]:
         """Where a cache update writes its new rows: the position (read on the device) times the result's row
         stride, added to each row's offset, the guard keeping the rows it writes, and the entry's check of the
         position and count. cur_pos in [0, capacity] and n_new in [0, seq] (the CPU entry refuses others, a CUDA
-        kernel stops at them): the guard keeps the rows i < n_new with cur_pos + i < capacity, so no write leaves
-        the cache."""
+        kernel stops at them): the guard keeps the rows i < n_new, and a row with cur_pos + i past the cache's end
+        (cur_pos + n_new > capacity, which the CPU entry refuses) stops a CUDA kernel, saying so: no write leaves
+        the cache, and none is dropped in silence."""
         capacity, seq = cache.shape[1], new.shape[1]
         pos_home, n_home = self.home(pos.root, op), self.home(n_new.root, op)
         positions = f"positions of {cache.root.name} (its length and one past it)"
@@ -406,8 +407,9 @@ class _Stages:
         index = RowOffset(((product(new.shape[2:-1]), seq, 1),))  # the row's index along the sequence axis
         written = Gather(n_home, RowOffset(), 1, total((seq, 1)), f"counts of new rows of {new.root.name}")
         start = Gather(pos_home, RowOffset(), 1, total((capacity, 1)), positions)
-        guard = ((index, RowOffset(gathers=(written,))),
-                 (RowOffset(index.terms, (start,)), RowOffset(base=capacity)))
+        guard = (Bound(index, RowOffset(gathers=(written,))),
+                 Bound(RowOffset(index.terms, (start,)), RowOffset(base=capacity),
+                       f"writing {n_home} rows at {pos_home} passes the end of {cache.root.name}"))
         return at, guard, CacheWrite(pos_home, n_home, capacity, cache.root.name)
 
     def in_place(self, op: Op, cache: View, result: Val) -> bool:

@@ -44,7 +44,7 @@ def _stmt(s: Stmt, indent: str, lines: list[str]) -> None:
         for t in s.body:
             _stmt(t, indent + "  ", lines)
     elif isinstance(s, RowGuard):
-        lines.append(f"{indent}if {' and '.join(f'{a} < {b}' for a, b in s.conds)}:")
+        lines.append(f"{indent}if {' and '.join(str(c) for c in s.conds)}:")
         for t in s.body:
             _stmt(t, indent + "  ", lines)
     elif isinstance(s, RowLoop):

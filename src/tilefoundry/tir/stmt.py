@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ..ir.core.source import SourceLoc
@@ -202,12 +203,30 @@ class AsyncWait(Stmt):
     origin: Origin | None = None
 
 
+@dataclass(frozen=True)
+class Bound:
+    """``lhs < rhs``, offsets of a row. A bound that ``stops`` (what it keeps inside, as a message names it) is one
+    no valid call passes: a row past it stops a CUDA kernel, saying so (``detail::row_within``), where a plain
+    bound skips the row (a cache write's ``i < n_new`` skips; its ``cur_pos + i < capacity`` stops). Iterates
+    as the pair ``(lhs, rhs)``."""
+
+    lhs: RowOffset
+    rhs: RowOffset
+    stops: str | None = None
+
+    def __iter__(self) -> Iterator[RowOffset]:
+        return iter((self.lhs, self.rhs))
+
+    def __str__(self) -> str:
+        return f"{self.lhs} < {self.rhs}" + (f" (else stop: {self.stops})" if self.stops else "")
+
+
 @dataclass(eq=False)
 class RowGuard(Stmt):
-    """``body`` runs for a row only where every ``lhs < rhs`` of ``conds`` holds (offsets of the row: the rows a
-    cache write keeps, ``i < n_new`` and ``cur_pos + i < capacity``)."""
+    """``body`` runs for a row only where every bound of ``conds`` holds (the rows a cache write keeps,
+    ``i < n_new``, and ``cur_pos + i < capacity``, which a valid call never passes: a kernel stops there)."""
 
-    conds: tuple[tuple[RowOffset, RowOffset], ...]
+    conds: tuple[Bound, ...]
     body: list[Stmt] = field(default_factory=list)
 
 

@@ -211,8 +211,8 @@ class ArgChecker {
 
   /// `count` rows written at position `pos` (0-d integer tensors in host memory) fit a cache of
   /// `capacity` rows, `what`, as the evaluator requires (a CUDA kernel stops at a position past
-  /// the cache's end or a count above the rows it was given, detail::index_in; rows that would
-  /// pass the end from a position inside it it leaves unwritten).
+  /// the cache's end or a count above the rows it was given, detail::index_in, and at a row that
+  /// would pass the end from a position inside it, detail::row_within).
   void cache_write(TensorView const& pos, char const* pos_param, TensorView const& count,
                    char const* count_param, int64_t capacity, char const* what) {
     int64_t const p = pos.dtype().bits == 64 ? data_at<int64_t>(pos, 0) : data_at<int32_t>(pos, 0);

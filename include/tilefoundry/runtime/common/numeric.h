@@ -75,6 +75,22 @@ TILEFOUNDRY_HOST_DEVICE int64_t index_in(int64_t i, int64_t n, char const* param
   return i;
 }
 
+/// Whether a row's position `i` (read on the device: a cache row at cur_pos + its index) lies
+/// below `n`, where no valid call puts a row at or past `n` (`what` says which rows and why): the
+/// CPU entry refuses such a call before its kernel runs (host::ArgChecker::cache_write), and a CUDA
+/// kernel prints the row and stops (a trap, as index_in) rather than skipping the row in silence.
+TILEFOUNDRY_HOST_DEVICE bool row_within(int64_t i, int64_t n, char const* what) {
+  if (i < n) return true;
+#if defined(__CUDA_ARCH__)
+  printf("tilefoundry: %s (a row at %lld; its last row is %lld); the kernel stops\n", what,
+         static_cast<long long>(i), static_cast<long long>(n - 1));
+  __trap();
+#else
+  (void)what;
+#endif
+  return false;
+}
+
 template <class T>
 TILEFOUNDRY_HOST_DEVICE constexpr compute_t<T> to_compute(T const& x) {
   return static_cast<compute_t<T>>(x);
