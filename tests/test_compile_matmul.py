@@ -106,6 +106,81 @@ class Matmuls:
         return tf.reshape(tf.matmul(x, wt), (M, 3, 100))
 
 
+TOKENS = DimVar("tokens", 1, 64)
+
+
+@module(entry="norm_swiglu")
+class Streamed:
+    """Matmuls whose weights (at least lower/matmul.py's CUDA_STREAM_MIN_BYTES, runs of K of at most 16 KiB) take
+    the CUDA streamed schedule: 256 CTAs of 256 threads, one or two tokens through cuda/ops/matmul_stream.cuh's ring
+    of bulk copies, more through the dot-product tier in the same CTAs. Stages of two rows (K = 2048 bf16), of one
+    row (K = 6144 bf16, 2048 f32: a pair's two rows in two stages), each prologue and epilogue kind. Their values run
+    on the H200 (tests/gpu/test_compile_stages.py); the CUDA source builds here (tests/test_compile_cuda_build.py)."""
+
+    @func
+    def norm_swiglu(x: Tensor[(TOKENS, 2048), "bf16"], norm: ConstTensor[(2048,), "bf16"],
+                    gate_up: ConstTensor[(12288, 2048), "bf16"]):
+        """Qwen3-1.7B's gate/up slot: the interleaved weight (48 MiB), the norm a prologue, SwiGLU the epilogue."""
+        h = tf.rms_norm(x, norm, 1e-6)
+        gate = tf.slice(gate_up, (0, 0), (6144, 2048), (2, 1))
+        up = tf.slice(gate_up, (1, 0), (6144, 2048), (2, 1))
+        return tf.silu(tf.matmul(h, tf.transpose(gate, (1, 0)))) * tf.matmul(h, tf.transpose(up, (1, 0)))
+
+    @func
+    def long_rows_pair(x: Tensor[(TOKENS, 6144), "bf16"], gate: ConstTensor[(2048, 6144), "bf16"],
+                       up: ConstTensor[(2048, 6144), "bf16"]):
+        """Two weights, rows of 12 KiB: a stage a row, a column's gate and up rows in two stages."""
+        return tf.silu(tf.matmul(x, tf.transpose(gate, (1, 0)))) * tf.matmul(x, tf.transpose(up, (1, 0)))
+
+    @func
+    def long_rows_residual(x: Tensor[(TOKENS, 6144), "bf16"], w_long: ConstTensor[(4096, 6144), "bf16"],
+                           r: Tensor[(TOKENS, 4096), "bf16"]):
+        """One weight of 48 MiB, a stage a row, the residual added in the epilogue."""
+        return tf.matmul(x, tf.transpose(w_long, (1, 0))) + r
+
+    @func
+    def f32_linear(x: Tensor[(TOKENS, 2048), "f32"], w_f32: ConstTensor[(4096, 2048), "f32"]):
+        """f32 (32 MiB): four elements a word, a stage a row of 8 KiB."""
+        return tf.matmul(x, tf.transpose(w_f32, (1, 0)))
+
+    @func
+    def norm_linear(x: Tensor[(TOKENS, 2048), "bf16"], norm: ConstTensor[(2048,), "bf16"],
+                    w_wide: ConstTensor[(8192, 2048), "bf16"]):
+        """The norm a prologue of a single product (32 MiB), stages of two rows."""
+        return tf.matmul(tf.rms_norm(x, norm, 1e-6), tf.transpose(w_wide, (1, 0)))
+
+
+def streamed_inputs(name: str, m: int, device: str = "cpu") -> tuple[torch.Tensor, ...]:
+    """Random inputs of ``Streamed``'s function ``name`` at ``m`` tokens (weights scaled by 1 / sqrt(K), the norm's
+    weight near 1)."""
+    g = torch.Generator(device=device).manual_seed(m)
+    fn = Streamed.functions[name]
+    args = []
+    for p in fn.params:
+        shape = tuple(m if not isinstance(d, int) else d for d in p.type.shape)
+        t = torch.randn(shape, generator=g, device=device)
+        if p.name == "norm":
+            t = 1 + 0.1 * t
+        elif p.const:
+            t = t / shape[-1] ** 0.5
+        args.append(t.to(p.type.dtype.torch_dtype))
+    return tuple(args)
+
+
+def test_a_large_weight_takes_the_streamed_schedule_on_sm90_only() -> None:
+    """256 CTAs of 256 threads (two an SM of an H200) for each of Streamed's functions on sm_90a; an older
+    architecture, the CPU and a weight under CUDA_STREAM_MIN_BYTES keep the other schedules."""
+    for name in Streamed.functions:
+        (stage,) = lower(Streamed.functions[name], CudaTarget()).functions[name].stages
+        assert (stage.fn.schedule.grid, stage.fn.schedule.threads_per_cta) == (256, 256), name
+        (stage,) = lower(Streamed.functions[name], CudaTarget("sm_86")).functions[name].stages
+        assert stage.fn.schedule.threads_per_cta == 128, name
+    small = lower(Matmuls.functions["wide"], CudaTarget()).functions["wide"].stages[0].fn.schedule
+    assert small.threads_per_cta == 128
+    cpu = lower(Streamed.functions["norm_swiglu"], "cpu").functions["norm_swiglu"].stages[0].fn.schedule
+    assert cpu.threads_per_cta == 1
+
+
 def _inputs(name: str, m: int) -> tuple[torch.Tensor, ...]:
     g = torch.Generator().manual_seed(m)
 

@@ -29,7 +29,7 @@ from tests.test_compile_epilogue import F32 as EPILOGUE_F32  # noqa: E402
 from tests.test_compile_epilogue import Epilogues  # noqa: E402
 from tests.test_compile_epilogue import _inputs as epilogue_inputs  # noqa: E402
 from tests.test_compile_families import BF16, F32, _expect, _family, _functions, _inputs  # noqa: E402
-from tests.test_compile_matmul import Matmuls  # noqa: E402
+from tests.test_compile_matmul import Matmuls, Streamed, streamed_inputs  # noqa: E402
 from tests.test_compile_matmul import _inputs as matmul_inputs  # noqa: E402
 from tests.test_compile_rope_cache import BF16 as ROPE_BF16  # noqa: E402
 from tests.test_compile_rope_cache import CASES as ROPE_CASES  # noqa: E402
@@ -52,7 +52,7 @@ def built() -> None:
     from tilefoundry.lower import lower
     from tilefoundry.target import CudaTarget
 
-    fns = [Matmuls, Attention, Epilogues, RopeCache,
+    fns = [Matmuls, Streamed, Attention, Epilogues, RopeCache,
            *(fn for fam, dt in FAMILIES for fn in _functions(_family(fam, dt)).values())]
     linkables = [generate(lower(f, CudaTarget())) for f in fns]
     with ThreadPoolExecutor(max_workers=max(1, min(len(linkables), os.cpu_count() or 1))) as pool:
@@ -119,6 +119,18 @@ def test_a_matmul_matches_the_evaluator_on_cuda(name: str) -> None:
     expect = BF16 if dtype.name == "bf16" else F32 if dtype.is_float else equal()
     for m in (1, 3, 16, 17, 63, 64, 200, 1000):
         report = check(compiled_only(compiled), fn, _cuda(matmul_inputs(name, m)), expect={"output": [expect]})
+        assert report.passed, f"{name} at M = {m}:\n{report}"
+
+
+@pytest.mark.parametrize("name", sorted(Streamed.functions))
+def test_a_streamed_matmul_matches_the_evaluator_on_cuda(name: str) -> None:
+    """The streamed tier (one and two tokens: bulk copies through a ring of shared memory) and the dot-product tier
+    in the same 256-thread CTAs (3 and 17 tokens), against the evaluator on the GPU, outputs poisoned."""
+    compiled = jit(Streamed).functions[name]
+    fn = Streamed.functions[name]
+    expect = BF16 if fn.output_types.dtype.name == "bf16" else F32
+    for m in (1, 2, 3, 17):
+        report = check(compiled_only(compiled), fn, streamed_inputs(name, m, "cuda"), expect={"output": [expect]})
         assert report.passed, f"{name} at M = {m}:\n{report}"
 
 

@@ -264,13 +264,15 @@ class KernelEmitter:
             line = f"ops::attention_combine({', '.join([args[0], out, *indices])});"
         elif s.family == "reduce_axis":
             line = f"ops::reduce_axis<ops::{s.tag.name}>({args[0]}, {out});"
-        elif s.family == "matmul" and (s.epilogue is not None or s.prologue is not None):
+        elif s.family == "matmul" and (s.epilogue is not None or s.prologue is not None or s.workspace is not None):
             acc = cxx.COMPUTE_TYPES[s.tag.name]
             epilogue = self.epilogue(s.epilogue, acc, ind) if s.epilogue is not None else "ops::no_epilogue{}"
             if s.prologue is not None:
                 epilogue += f", {self.prologue(s.prologue, ind)}"
-            elif len(args) == 3:  # a pair of products (two weights) always names how a is read
+            elif len(args) == 3 or s.workspace is not None:  # a pair (two weights) or a ring names how a is read
                 epilogue += ", ops::plain_rows{}"
+            if s.workspace is not None:  # the streamed schedule's ring comes first (cuda/ops/matmul_stream.cuh)
+                args.insert(0, self.buffer(s.workspace))
             line = f"ops::matmul<{acc}>({', '.join(args)}, {out}, {epilogue});"
         elif s.family in COMPUTE_TAGGED:  # the tag names the dtype the op computes (accumulates) in
             reads = f", {self.prologue(s.prologue, ind)}" if s.prologue is not None else ""  # rope: x normed

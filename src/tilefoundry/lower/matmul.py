@@ -9,10 +9,14 @@ and ``ops::matmul`` computes the tile, every element a dot product accumulated i
 dtype (f32 for 16-bit inputs), its tier chosen from the views' layouts (contiguous runs of K: a warp a dot
 product in 16-byte groups).
 
+On CUDA (sm_90 on) a large weight takes the streamed schedule instead (``_cuda_stream_tile``): about two CTAs
+an SM of ``CUDA_STREAM_THREADS``, each given a ring of shared memory (a workspace the call takes first, in the
+kernel's dynamic shared memory) through which ``ops::matmul`` streams the tile's weight rows with bulk copies
+when the call has one or two rows (a decode step), the dot-product tier taking more rows in the same CTAs.
+
 A prologue (``prologue.py``: the rms_norm of ``a``'s rows, with the norm's weight) and an epilogue
-(``epilogue.py``: elementwise ops over each result) run inside the same call. Correct at any row count; not
-yet the fast schedules (the bulk-copy streamed GEMV of few rows and the tensor-core GEMM of many are still to
-come).
+(``epilogue.py``: elementwise ops over each result) run inside the same call. Correct at any row count; many
+rows are not yet fast on CUDA (the tensor-core GEMM is still to come).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from ..tir.buffer import Buffer, Literal
 from ..tir.function import Schedule
 from ..tir.layout import TLayout
 from ..tir.stmt import (
+    Alloc,
     Epilogue,
     EpilogueStep,
     Gather,
@@ -62,15 +67,25 @@ CUDA_DOT_PAIR_TILE_N = 8
 # ... on the CPU a multiple of this where N has one: whole panels of the blocked GEMM tier (its bf16 panels are 32
 # columns wide, its float ones 16).
 CPU_PANEL_N = 32
+# The streamed schedule (CUDA sm_90 on, cuda/ops/matmul_stream.cuh): a weight of at least CUDA_STREAM_MIN_BYTES whose
+# rows (runs of K) are at most CUDA_STREAM_MAX_ROW_BYTES is cut into tiles for about CUDA_STREAM_CTAS CTAs (two on
+# each of the H200's 132 SMs) of CUDA_STREAM_THREADS threads, each streaming its tile's weight rows through a ring of
+# shared memory filled by bulk copies (a step's one or two tokens; more rows go to the dot-product tier in the same
+# CTAs). The hand-written engine's streamed GEMV measured faster from 32 MiB (gate/up, 48 MiB at Qwen3-1.7B).
+CUDA_STREAM_MIN_BYTES = 32 << 20
+CUDA_STREAM_MAX_ROW_BYTES = 16 << 10
+CUDA_STREAM_RING_BYTES = 64 << 10  # the ring's shared memory a CTA (dynamic shared memory)
+CUDA_STREAM_CTAS = 264
+CUDA_STREAM_THREADS = 256  # matmul_stream.cuh's kWarps: change both together
 # Threads of a CUDA CTA computing a tile (they share its elements). ops::matmul's dot-product tier makes its K split a
 # constant of the kernel for CTAs of this size (matmul_impl.h, kScheduleWarps: change both together).
 CUDA_MATMUL_THREADS = 128
 
 
-def matmul_schedule(target: Target, grid: Dim) -> Schedule:
-    """One CTA per batch element and column tile; on CUDA its threads share the tile."""
-    threads = CUDA_MATMUL_THREADS if isinstance(target, CudaTarget) else 1
-    return Schedule("matmul", grid, threads, rows=grid, rows_per_cta=1, vector_width=1)
+def matmul_schedule(target: Target, grid: Dim, threads: int = CUDA_MATMUL_THREADS) -> Schedule:
+    """One CTA per batch element and column tile; on CUDA its ``threads`` share the tile."""
+    return Schedule("matmul", grid, threads if isinstance(target, CudaTarget) else 1, rows=grid, rows_per_cta=1,
+                    vector_width=1)
 
 
 def _tile(n: Dim, most: int, panel: int = 1) -> Dim:
@@ -94,6 +109,23 @@ def _cuda_dot_tile(n: Dim, batch: Dim, pair: bool) -> Dim:
            and tile // 2 >= least and n % (tile // 2) == 0 and batch * (n // tile) < CUDA_DOT_MIN_CTAS):
         tile //= 2
     return tile
+
+
+def _cuda_stream_tile(n: Dim, k: Dim, batch: Dim, bits: int, pair: bool, target: CudaTarget) -> int | None:
+    """The columns of a CTA in the streamed schedule, or None where it does not apply: an sm_90 (or later) target,
+    no batch axes, static N and K, 16-byte runs of K of at most CUDA_STREAM_MAX_ROW_BYTES, a weight (both of a
+    ``pair``) of at least CUDA_STREAM_MIN_BYTES, and a divisor of N giving between half of CUDA_STREAM_CTAS and
+    CUDA_STREAM_CTAS tiles (the smallest such tile: the most CTAs)."""
+    if not (isinstance(n, int) and isinstance(k, int) and dims_equal(batch, 1)):
+        return None
+    if int(target.arch.removeprefix("sm_").rstrip("a")) < 90:
+        return None
+    row = k * bits // 8
+    weight = row * n * (2 if pair else 1)
+    if row % 16 or row > CUDA_STREAM_MAX_ROW_BYTES or weight < CUDA_STREAM_MIN_BYTES:
+        return None
+    tile = next((t for t in range(1, n + 1) if n % t == 0 and n // t <= CUDA_STREAM_CTAS), n)
+    return tile if 2 * (n // tile) >= CUDA_STREAM_CTAS else None
 
 
 def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int, str], target: Target,
@@ -124,8 +156,19 @@ def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int,
     o_strides = _out_strides(out, batch_rank, len(a.shape) == 1, len(b.shape) == 1)
     dot = dims_equal(a_strides[-1], 1) and dims_equal(b_strides[-2], 1)  # ops::matmul's dot-product tier
     cuda = isinstance(target, CudaTarget)
+    threads = CUDA_MATMUL_THREADS
+    ring = None
     if dot and cuda:
-        tile = _cuda_dot_tile(n, product(batch), pair is not None)
+        bits = a.root.type.dtype.bits
+        stream = (_cuda_stream_tile(n, k, product(batch), bits, pair is not None, target)  # type: ignore[arg-type]
+                  if a.root.type.dtype == b.root.type.dtype and bits in (16, 32) else None)
+        if stream is not None:
+            tile, threads = stream, CUDA_STREAM_THREADS
+            weight_dtype = b.root.type.dtype
+            elems = CUDA_STREAM_RING_BYTES * 8 // weight_dtype.bits
+            ring = Buffer("ring", weight_dtype, Storage.smem, (elems,), TLayout((elems,), (1,)))
+        else:
+            tile = _cuda_dot_tile(n, product(batch), pair is not None)
     else:
         tile = _tile(n, MATMUL_TILE_N, 1 if cuda else CPU_PANEL_N)
     tiles = 1 if dims_equal(tile, n) else n // tile  # type: ignore[operator]  # static when tiled
@@ -196,9 +239,10 @@ def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int,
             views.append(GmemView(buf, homes[id(view.root)], offset(view, strides[1], 2)))
             buffers[id(v)] = buf
         fused = _epilogue(op, ops, buffers, result, pair[0] if pair is not None else None)
-    body: list[Stmt] = [RowLoop("row", [*views, OpCall("matmul", Tag(acc), (a_buf, *weights), o_buf, origin,
-                                                        epilogue=fused, prologue=prologue)])]
-    return body, matmul_schedule(target, grid)
+    call = OpCall("matmul", Tag(acc), (a_buf, *weights), o_buf, origin, workspace=ring, epilogue=fused,
+                  prologue=prologue)
+    body: list[Stmt] = [RowLoop("row", [*([Alloc(ring)] if ring is not None else []), *views, call])]
+    return body, matmul_schedule(target, grid, threads)
 
 
 def _epilogue(mm: Op, ops: list[Op], buffers: dict[int, Buffer], result: Val, second: Op | None = None) -> Epilogue:

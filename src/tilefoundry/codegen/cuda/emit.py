@@ -42,7 +42,7 @@ from ...ir.types.dim import Dim, dimvars_of, floordiv
 from ...ir.types.storage import Storage
 from ...tir.buffer import Buffer
 from ...tir.function import KernelParam, PrimFunc, TirModule
-from ...tir.stmt import GmemView, MeshScope, OpCall, RowGuard, RowLoop, Stmt
+from ...tir.stmt import Alloc, GmemView, MeshScope, OpCall, RowGuard, RowLoop, Stmt
 from .. import cxx
 from ..host import HostEmitter
 from ..kernel import KernelEmitter, allocations, meshes_of
@@ -89,7 +89,10 @@ def _round_up(n: Dim) -> Dim:
 
 
 def _dynamic_buffers(fn: PrimFunc) -> list[Buffer]:
-    return [b for b in allocations(fn.body) if not isinstance(b.local_size(), int)]
+    """The buffers in the dynamic shared memory: those of launch-time size, and a matmul's ring (a constant size,
+    but more than a kernel's static shared memory may hold: 48 KiB)."""
+    rings = {k for k, family in _workspaces(fn.body).items() if family == "matmul"}
+    return [b for b in allocations(fn.body) if not isinstance(b.local_size(), int) or id(b) in rings]
 
 
 # Op families whose CUDA entries wait for the earlier kernel themselves, after asking L2 for what it does not
@@ -115,18 +118,24 @@ def _op_waits(body: list[Stmt]) -> bool:
         elif isinstance(s, GmemView):
             if s.offset.gathers:
                 return False
-        else:
+        elif not (isinstance(s, Alloc) and s.buffer.storage is Storage.smem):  # a matmul's ring reads nothing
             return False
     return calls > 0
 
 
-def _workspaces(body: list[Stmt]) -> set[int]:
-    found: set[int] = set()
+# The runtime's wrapper of an op family's shared-memory workspace: a reduction's double-buffered partials, a
+# matmul's ring of streamed weight rows (cuda/ops/matmul_stream.cuh).
+WORKSPACE_MAKERS = {"reduce": "ops::make_reduce_workspace", "matmul": "ops::make_matmul_ring"}
+
+
+def _workspaces(body: list[Stmt]) -> dict[int, str]:
+    """The workspaces of the calls in ``body``, each with the family of the call it serves."""
+    found: dict[int, str] = {}
     for s in body:
         if isinstance(s, OpCall) and s.workspace is not None:
-            found.add(id(s.workspace))
+            found[id(s.workspace)] = s.family
         elif isinstance(s, (MeshScope, RowLoop, RowGuard)):
-            found |= _workspaces(s.body)
+            found.update(_workspaces(s.body))
     return found
 
 
@@ -217,12 +226,21 @@ class CudaKernel(KernelEmitter):
         return [decl, f"auto {name} = {self.view_over(pointer, b, ind)};"]
 
     def _workspace(self, b: Buffer, ind: str) -> list[str]:
-        """The reductions' double-buffered workspace: a ``__shared__`` array behind ``make_reduce_workspace``."""
+        """An op's shared-memory workspace behind its family's maker (WORKSPACE_MAKERS): a reduction's a
+        ``__shared__`` array, a matmul's ring carved out of the dynamic shared memory."""
         name = self.buffer(b)
         storage = self.names(("storage", id(b)), f"{name}_storage")
         layout = self.layout(b.layout, b.storage, ind)
-        return [f"__shared__ alignas({SMEM_ALIGN}) {cxx.cxx_type(b.dtype)} {storage}[{b.local_size()}];",
-                f"auto {name} = ops::make_reduce_workspace(cute::make_tensor(cute::make_smem_ptr({storage}), "
+        family = self.workspaces[id(b)]
+        ctype = cxx.cxx_type(b.dtype)
+        if family == "matmul":
+            offset = cxx.dim_expr(self.dynamic_offset, self.dims)
+            at = f"{DYNAMIC_SMEM} + {offset}" if offset != "0" else DYNAMIC_SMEM
+            self.dynamic_offset = self.dynamic_offset + _slice_bytes(b, self.fn)
+            declare = f"{ctype}* const {storage} = reinterpret_cast<{ctype}*>({at});"
+        else:
+            declare = f"__shared__ alignas({SMEM_ALIGN}) {ctype} {storage}[{b.local_size()}];"
+        return [declare, f"auto {name} = {WORKSPACE_MAKERS[family]}(cute::make_tensor(cute::make_smem_ptr({storage}), "
                 f"{layout}));"]
 
     def _dynamic(self, b: Buffer, ind: str) -> list[str]:
@@ -343,7 +361,7 @@ def _dynamic_what(fn: PrimFunc) -> str:
     buffers = _dynamic_buffers(fn)
     names = ", ".join(b.name for b in buffers)
     sizes = sorted(d.name for d in dimvars_of(b.local_size() for b in buffers))
-    return f"buffers {names}, sized by {', '.join(sizes)}"
+    return f"buffers {names}, sized by {', '.join(sizes)}" if sizes else f"buffers {names}"
 
 
 def program_shapes(fns: list[PrimFunc]) -> list[str]:

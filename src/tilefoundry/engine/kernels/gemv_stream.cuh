@@ -1,7 +1,7 @@
 // The streamed batch-1 GEMV (gemv_common.cuh says what it computes), for steps of one or two
 // tokens: each CTA streams one contiguous region of the weight through a ring of shared-memory
-// stages filled by bulk copies (bulk.cuh), so that its loads stay in flight from the first
-// instruction to the last instead of draining at every row block.
+// stages filled by bulk copies (the runtime's cuda/bulk_copy.cuh), so that its loads stay in
+// flight from the first instruction to the last instead of draining at every row block.
 //
 // Rows. With P = ceil(N / 2) row pairs, CTA c of G takes the rows [2 floor(P c / G),
 // 2 floor(P (c + 1) / G)) (a SwiGLU pair never splits), contiguous in nn.Linear's layout. A stage
@@ -21,7 +21,8 @@
 #pragma once
 
 #include "gemv_common.cuh"
-#include "bulk.cuh"
+
+#include <tilefoundry/runtime/cuda/bulk_copy.cuh>
 
 namespace tilefoundry {
 namespace engine {

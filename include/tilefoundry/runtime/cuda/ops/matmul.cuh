@@ -15,6 +15,7 @@
 #include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/ops/matmul_impl.h>
 #include <tilefoundry/runtime/cuda/dependent_launch.cuh>
+#include <tilefoundry/runtime/cuda/ops/matmul_stream.cuh>
 
 #include <cstdint>
 
@@ -95,6 +96,29 @@ __device__ void matmul(A const& a, B const& b, Out&& out, Epi const& epilogue,
 template <class Acc, class A, class B, class B1, class Out, class Epi, class Pro>
 __device__ void matmul(A const& a, B const& b, B1 const& b1, Out&& out, Epi const& epilogue,
                        Pro const& prologue) {
+  matmul_cuda::before_reads<A>(b, b1);
+  matmul_impl::apply_pair<Acc>(a, b, b1, out, epilogue, prologue);
+}
+
+/// ... given first a ring of shared memory (the streamed schedule's, lower/matmul.py): a tile of
+/// one or two rows streams b's rows through it (matmul_stream.cuh); any other takes the tiers
+/// above.
+template <class Acc, class Ring, class A, class B, class Out, class Epi, class Pro>
+__device__ void matmul(matmul_ring<Ring> const& ring, A const& a, B const& b, Out&& out,
+                       Epi const& epilogue, Pro const& prologue) {
+  if (matmul_stream::apply<Acc>(a, b, matmul_impl::no_second{}, out, epilogue, prologue,
+                                ring.smem)) {
+    return;
+  }
+  matmul_cuda::before_reads<A>(b);
+  matmul_impl::apply<Acc>(a, b, out, epilogue, prologue);
+}
+
+/// ... of a pair, given a ring: b's and b1's rows of each column streamed through it in turn.
+template <class Acc, class Ring, class A, class B, class B1, class Out, class Epi, class Pro>
+__device__ void matmul(matmul_ring<Ring> const& ring, A const& a, B const& b, B1 const& b1,
+                       Out&& out, Epi const& epilogue, Pro const& prologue) {
+  if (matmul_stream::apply<Acc>(a, b, b1, out, epilogue, prologue, ring.smem)) return;
   matmul_cuda::before_reads<A>(b, b1);
   matmul_impl::apply_pair<Acc>(a, b, b1, out, epilogue, prologue);
 }
