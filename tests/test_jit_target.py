@@ -70,6 +70,8 @@ def test_an_architecture_or_a_device_is_named_after_cuda() -> None:
     assert generate(lower(K.rms_norm, "cuda:sm_90a")).source == cuda_unit.source_of(K.rms_norm)
     assert resolve_target("cuda:nvidia.a100") == CudaTarget("nvidia.a100") == CudaTarget("sm_80")
     assert resolve_target("cuda:sm_86").arch == "sm_86" and str(resolve_target("cuda:sm_120")) == "cuda:sm_120"
+    # the architecture's number, which a generation's features are asked by (clusters, bulk copies from 90)
+    assert [CudaTarget(arch).sm for arch in ("sm_90a", "sm_86", "sm_100a", "sm_120")] == [90, 86, 100, 120]
     with pytest.raises(ValueError, match=r"unknown CUDA device 'sm_9'.*an architecture such as 'sm_86'"):
         resolve_target("cuda:sm_9")
     with pytest.raises(ValueError, match=r"unknown target 'gpu'; use 'cuda' \(this machine's GPU\), 'cuda:sm_90a'"):

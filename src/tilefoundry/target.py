@@ -62,6 +62,12 @@ class CudaTarget:
         return _CUDA_DEVICES.get(self.device, self.device)
 
     @property
+    def sm(self) -> int:
+        """The architecture's number, e.g. 90 for ``sm_90a``: what a feature of a generation on asks for (thread-block
+        clusters and bulk copies from 90)."""
+        return int(self.arch.removeprefix("sm_").rstrip("a"))
+
+    @property
     def kind(self) -> str:
         """``"cuda"``."""
         return "cuda"

@@ -54,7 +54,7 @@ def merges_in_clusters(target: Target, splits: int) -> bool:
     clusters (sm_90 and later), and more than one slice, at most ``CUDA_MAX_CLUSTER``."""
     if not isinstance(target, CudaTarget):
         return False
-    return int(target.arch[3:].rstrip("a")) >= 90 and 1 < splits <= CUDA_MAX_CLUSTER
+    return target.sm >= 90 and 1 < splits <= CUDA_MAX_CLUSTER
 
 
 def attention_splits(target: Target, heads: Dim, keys: Dim) -> int:

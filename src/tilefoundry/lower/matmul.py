@@ -118,7 +118,7 @@ def _cuda_stream_tile(n: Dim, k: Dim, batch: Dim, bits: int, pair: bool, target:
     CUDA_STREAM_CTAS tiles (the smallest such tile: the most CTAs)."""
     if not (isinstance(n, int) and isinstance(k, int) and dims_equal(batch, 1)):
         return None
-    if int(target.arch.removeprefix("sm_").rstrip("a")) < 90:
+    if target.sm < 90:
         return None
     row = k * bits // 8
     weight = row * n * (2 if pair else 1)
