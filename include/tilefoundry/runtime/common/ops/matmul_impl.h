@@ -317,6 +317,36 @@ TILEFOUNDRY_HOST_DEVICE constexpr int split_of(int groups, int warps) {
   while (split < 32 && split * 2 * groups <= warps) split *= 2;
   return split;
 }
+
+/// The sum of x over a warp's 32 lanes, in every lane (a butterfly of shuffles).
+template <class T>
+__device__ __forceinline__ T warp_sum(T x) {
+  CUTE_UNROLL
+  for (int mask = 16; mask > 0; mask /= 2) x += __shfl_xor_sync(0xffffffffu, x, mask);
+  return x;
+}
+
+/// A normalizing prologue's scale of the row of `depth` elements at x, by one warp (in every lane):
+/// its sum of squares, 16 bytes (V elements) a lane at a time where `grouped` (a few loads in
+/// flight, not one element per trip), element by element otherwise.
+template <int V, class Pro, class E>
+__device__ __forceinline__ typename Pro::compute_type warp_row_scale(Pro const& pro, E const* x,
+                                                                     int64_t depth, int lane,
+                                                                     bool grouped) {
+  constexpr int kWarp = 32;
+  typename Pro::compute_type sum = 0;
+  if (grouped) {
+    for (int64_t k = int64_t(lane) * V; k < depth; k += kWarp * V) {
+      float xs[V];
+      detail::load_group(x + k, xs);
+      CUTE_UNROLL
+      for (int i = 0; i < V; ++i) sum += pro.square(xs[i]);
+    }
+  } else {
+    for (int64_t k = lane; k < depth; k += kWarp) sum += pro.square(x[k]);
+  }
+  return pro.scale(warp_sum(sum), depth);
+}
 #endif
 
 /// The dot-product tier (the GEMV of a decode step, and more rows): each output element one dot
@@ -385,22 +415,7 @@ TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, B1 const& b1, Out&& out, Epi
       if (active) {
         [[maybe_unused]] typename Pro::compute_type scale = 0;
         if constexpr (Pro::normalizes) {  // the whole row's sum of squares, in every warp
-          typename Pro::compute_type sum = 0;
-          if (grouped) {  // 16 bytes a lane at a time: a few loads in flight, not one element per
-                          // trip
-            for (int64_t k = int64_t(lane) * V; k < depth; k += kWarp * V) {
-              float xs[V];
-              detail::load_group(x + k, xs);
-              CUTE_UNROLL
-              for (int i = 0; i < V; ++i) sum += pro.square(xs[i]);
-            }
-          } else {
-            for (int64_t k = lane; k < depth; k += kWarp) sum += pro.square(x[k]);
-          }
-          CUTE_UNROLL
-          for (int mask = kWarp / 2; mask > 0; mask /= 2)
-            sum += __shfl_xor_sync(0xffffffffu, sum, mask);
-          scale = pro.scale(sum, depth);
+          scale = warp_row_scale<V>(pro, x, depth, lane, grouped);
         }
         int64_t const run = int64_t(slice) * kWarp + lane;  // this lane's first run of K
         // The schedule's own CTA and a static tile width: the split a constant. Any other: the
@@ -423,12 +438,7 @@ TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, B1 const& b1, Out&& out, Epi
         }
       }
       CUTE_UNROLL
-      for (int c = 0; c < C; ++c) {
-        CUTE_UNROLL
-        for (int mask = kWarp / 2; mask > 0; mask /= 2) {
-          acc[c] += __shfl_xor_sync(0xffffffffu, acc[c], mask);
-        }
-      }
+      for (int c = 0; c < C; ++c) acc[c] = warp_sum(acc[c]);
       if (split > 1) {  // the group's slices added in slice order, by its first warp
         if (lane == 0) {
           CUTE_UNROLL

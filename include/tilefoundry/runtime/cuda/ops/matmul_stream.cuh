@@ -184,19 +184,7 @@ __device__ __forceinline__ bool run(A const& a, B const& b, B1 const& b1, Out&& 
     E const* const x = pa + int64_t(m) * sa;
     [[maybe_unused]] typename Pro::compute_type scale = 0;
     if constexpr (Pro::normalizes) {  // the whole row's sum of squares, in every warp
-      typename Pro::compute_type sum = 0;
-      if (m < rows) {
-        for (int k = lane * V; k < P::kK; k += kWarp * V) {
-          float g[V];
-          detail::load_group(x + k, g);
-          CUTE_UNROLL
-          for (int e = 0; e < V; ++e) sum += pro.square(g[e]);
-        }
-      }
-      CUTE_UNROLL
-      for (int mask = kWarp / 2; mask > 0; mask /= 2)
-        sum += __shfl_xor_sync(0xffffffffu, sum, mask);
-      scale = pro.scale(sum, P::kK);
+      if (m < rows) scale = matmul_impl::warp_row_scale<V>(pro, x, P::kK, lane, true);
     }
     CUTE_UNROLL
     for (int j = 0; j < P::kPerLane; ++j) {
@@ -242,9 +230,7 @@ __device__ __forceinline__ bool run(A const& a, B const& b, B1 const& b1, Out&& 
       Acc sum = Acc(0);
       CUTE_UNROLL
       for (int j = 0; j < P::kPerLane; ++j) sum += acc[m][j];
-      CUTE_UNROLL
-      for (int mask = kWarp / 2; mask > 0; mask /= 2)
-        sum += __shfl_xor_sync(0xffffffffu, sum, mask);
+      sum = matmul_impl::warp_sum(sum);
       if (lane == 0) partial[i % (2 * P::kRing)][warp][m] = sum;
     }
     __syncwarp();
