@@ -52,6 +52,9 @@ inline Block fma_lanes(float x, Block const& y, Block const& acc) {
 
 /// The largest of N values (N a power of two), NaN if one is: halves folded onto each other, so
 /// that the compares run side by side (a chain of N compares otherwise, each waiting on the last).
+/// Its own select rather than detail::nan_max's (the same value): SmolLM2-135M's attention at 500
+/// tokens took 5.8-6.1 ms with it, 6.1-6.3 with nan_max, and as much with this and sum_of() one
+/// fold over a function object (2 threads, this project's CPU machine).
 template <int N>
 inline float largest(float const (&x)[N]) {
   float t[N];
