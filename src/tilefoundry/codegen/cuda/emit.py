@@ -234,10 +234,7 @@ class CudaKernel(KernelEmitter):
         family = self.workspaces[id(b)]
         ctype = cxx.cxx_type(b.dtype)
         if family == "matmul":
-            offset = cxx.dim_expr(self.dynamic_offset, self.dims)
-            at = f"{DYNAMIC_SMEM} + {offset}" if offset != "0" else DYNAMIC_SMEM
-            self.dynamic_offset = self.dynamic_offset + _slice_bytes(b, self.fn)
-            declare = f"{ctype}* const {storage} = reinterpret_cast<{ctype}*>({at});"
+            declare = self._carve(b, storage)
         else:
             declare = f"__shared__ alignas({SMEM_ALIGN}) {ctype} {storage}[{b.local_size()}];"
         return [declare, f"auto {name} = {WORKSPACE_MAKERS[family]}(cute::make_tensor(cute::make_smem_ptr({storage}), "
@@ -248,16 +245,22 @@ class CudaKernel(KernelEmitter):
         name = self.buffer(b)
         storage = self.names(("storage", id(b)), f"{name}_storage")
         ctype = cxx.cxx_type(b.dtype)
-        offset = cxx.dim_expr(self.dynamic_offset, self.dims)
-        at = f"{DYNAMIC_SMEM} + {offset}" if offset != "0" else DYNAMIC_SMEM
-        lines = [f"{ctype}* const {storage} = reinterpret_cast<{ctype}*>({at});"]
+        lines = [self._carve(b, storage)]
         pointer = f"cute::make_smem_ptr({storage})"
         if b.storage is Storage.rmem and self.launch.block > 1:
             per = cxx.dim_expr(_round_up(b.local_size() * (b.dtype.bits // 8)), self.dims)
             pointer = (f"cute::make_smem_ptr({storage} + program_id<TopologyScope::thread>() * (({per}) / "
                        f"sizeof({ctype})))")
-        self.dynamic_offset = self.dynamic_offset + _slice_bytes(b, self.fn)
         return lines + [f"auto {name} = {self.view_over(pointer, b, ind)};"]
+
+    def _carve(self, b: Buffer, storage: str) -> str:
+        """Declares ``storage``, a pointer to ``b``'s slice of the dynamic shared memory (the next one), and moves
+        the next slice's offset past it."""
+        ctype = cxx.cxx_type(b.dtype)
+        offset = cxx.dim_expr(self.dynamic_offset, self.dims)
+        at = f"{DYNAMIC_SMEM} + {offset}" if offset != "0" else DYNAMIC_SMEM
+        self.dynamic_offset = self.dynamic_offset + _slice_bytes(b, self.fn)
+        return f"{ctype}* const {storage} = reinterpret_cast<{ctype}*>({at});"
 
 
 class CudaHost(HostEmitter):
