@@ -201,17 +201,23 @@ print("NOT STOPPED")
 """
 
 
-def test_a_position_outside_its_table_stops_the_kernel_saying_which() -> None:
-    """A CUDA kernel cannot raise: a position outside the table it indexes (here the embedding's rows) stops it,
-    printing the argument, the position and the table, where a clamp would read another row in silence. The
-    context is lost after it, as after a device-side assert in torch, so the call runs in a process of its own."""
+def _stopped(script: str) -> str:
+    """What ``script`` printed, run in a process of its own (a kernel that stops loses the CUDA context, as a
+    device-side assert in torch does), after checking that it failed before its last line ("NOT STOPPED")."""
     import subprocess
 
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    run = subprocess.run([sys.executable, "-c", _OUT_OF_RANGE], capture_output=True, text=True, env=env, timeout=300)
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
     said = run.stdout + run.stderr
     assert run.returncode != 0, said
     assert "NOT STOPPED" not in said
+    return said
+
+
+def test_a_position_outside_its_table_stops_the_kernel_saying_which() -> None:
+    """A CUDA kernel cannot raise: a position outside the table it indexes (here the embedding's rows) stops it,
+    printing the argument, the position and the table, where a clamp would read another row in silence."""
+    said = _stopped(_OUT_OF_RANGE)
     assert "argument ids holds the position 1000, outside the 1000 rows of table it indexes" in said, said
 
 
@@ -245,12 +251,6 @@ print("NOT STOPPED")
 def test_a_cache_write_past_the_caches_end_stops_the_kernel_saying_so() -> None:
     """The entry cannot read cur_pos on the device; a row the update would write past the cache's end stops the
     kernel (detail::row_within) instead of being skipped, naming the update and the row. Rows that fit, and rows
-    past n_new (none of the update's), are no stop. In a process of its own: the context is lost after it."""
-    import subprocess
-
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    run = subprocess.run([sys.executable, "-c", _PAST_THE_END], capture_output=True, text=True, env=env, timeout=300)
-    said = run.stdout + run.stderr
-    assert run.returncode != 0, said
-    assert "NOT STOPPED" not in said
+    past n_new (none of the update's), are no stop."""
+    said = _stopped(_PAST_THE_END)
     assert "writing n_new rows at cur_pos passes the end of cache (a row at 8; its last row is 7)" in said, said
