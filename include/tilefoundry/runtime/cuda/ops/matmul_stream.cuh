@@ -95,9 +95,11 @@ TILEFOUNDRY_HOST_DEVICE constexpr int static_extent() {
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 /// The tier's work on a tile it takes (P: its plan), once the operands' run-time extents and
-/// addresses allow it; false, computing nothing, where they do not.
-template <class Acc, class P, bool kPair, class A, class B, class B1, class Out, class Epi,
-          class Pro>
+/// addresses allow it; false, computing nothing, where they do not. kRows: the activation rows its
+/// registers hold (apply() instantiates 1 for a call of one row, so a one-token step multiplies no
+/// row of zeros, and kMaxRows for the others).
+template <class Acc, class P, bool kPair, int kRows, class A, class B, class B1, class Out,
+          class Epi, class Pro>
 __device__ __forceinline__ bool run(A const& a, B const& b, B1 const& b1, Out&& out, Epi const& epi,
                                     Pro const& pro, unsigned char* ring) {
   using E = matmul_impl::element_t<A>;
@@ -118,14 +120,14 @@ __device__ __forceinline__ bool run(A const& a, B const& b, B1 const& b1, Out&& 
     sb1 = int64_t(cute::stride<1>(b1));
   }
   auto const aligned = [](void const* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
-  if (rows < 1 || rows > kMaxRows || threads != kWarps * kWarp || !aligned(ring) || !aligned(pa) ||
+  if (rows < 1 || rows > kRows || threads != kWarps * kWarp || !aligned(ring) || !aligned(pa) ||
       !aligned(pb) || !aligned(pb1) || (rows > 1 && sa % V != 0) || sb % V != 0 || sb1 % V != 0) {
     return false;
   }
 
   __shared__ __align__(8) uint64_t full[P::kRing];
   __shared__ __align__(8) uint64_t empty[P::kRing];
-  __shared__ Acc partial[2 * P::kRing][kWarps][kMaxRows];  // by stage, two rings' worth
+  __shared__ Acc partial[2 * P::kRing][kWarps][kRows];  // by stage, two rings' worth
   int const warp = tid / kWarp, lane = tid % kWarp;
   // Weight row r of the tile: column r of b, or of a pair column r / 2 of b (r even) or b1 (odd).
   auto const row_of = [&](int r) -> E const* {
@@ -176,11 +178,11 @@ __device__ __forceinline__ bool run(A const& a, B const& b, B1 const& b1, Out&& 
   int const rr = warp / P::kWarpsPerRow, part = warp % P::kWarpsPerRow;
   int const kb = part * P::kSlice;
   int const ke = kb + P::kSlice < P::kWords ? kb + P::kSlice : P::kWords;
-  float xs[kMaxRows][P::kPerLane][V];
+  float xs[kRows][P::kPerLane][V];
   [[maybe_unused]] bool g_aligned = false;
   if constexpr (Pro::normalizes) g_aligned = pro.template groups_aligned<V>();
   CUTE_UNROLL
-  for (int m = 0; m < kMaxRows; ++m) {
+  for (int m = 0; m < kRows; ++m) {
     E const* const x = pa + int64_t(m) * sa;
     [[maybe_unused]] typename Pro::compute_type scale = 0;
     if constexpr (Pro::normalizes) {  // the whole row's sum of squares, in every warp
@@ -199,15 +201,15 @@ __device__ __forceinline__ bool run(A const& a, B const& b, B1 const& b1, Out&& 
   }
 
   // Warp 0's lanes in the epilogue: row er of a stage, activation row em.
-  int const er = lane / kMaxRows, em = lane % kMaxRows;
+  int const er = lane / kRows, em = lane % kRows;
   [[maybe_unused]] Acc first =
       Acc(0);  // a pair over one-row stages: the first row's sum until its second's
   for (int i = 0; i < P::kStages; ++i) {
     int const s = i % P::kRing;
     bulk::wait(&full[s], uint32_t(i / P::kRing) & 1u);
-    Acc acc[kMaxRows][P::kPerLane];  // a chain per word: short dependent chains
+    Acc acc[kRows][P::kPerLane];  // a chain per word: short dependent chains
     CUTE_UNROLL
-    for (int m = 0; m < kMaxRows; ++m) {
+    for (int m = 0; m < kRows; ++m) {
       CUTE_UNROLL
       for (int j = 0; j < P::kPerLane; ++j) acc[m][j] = Acc(0);
     }
@@ -219,14 +221,14 @@ __device__ __forceinline__ bool run(A const& a, B const& b, B1 const& b1, Out&& 
         float ws[V];
         detail::unpack_word<E>(detail::load_word(stage_row + v * 16), ws);
         CUTE_UNROLL
-        for (int m = 0; m < kMaxRows; ++m) {
+        for (int m = 0; m < kRows; ++m) {
           CUTE_UNROLL
           for (int e = 0; e < V; ++e) acc[m][j] += Acc(xs[m][j][e]) * Acc(ws[e]);
         }
       }
     }
     CUTE_UNROLL
-    for (int m = 0; m < kMaxRows; ++m) {
+    for (int m = 0; m < kRows; ++m) {
       Acc sum = Acc(0);
       CUTE_UNROLL
       for (int j = 0; j < P::kPerLane; ++j) sum += acc[m][j];
@@ -243,7 +245,7 @@ __device__ __forceinline__ bool run(A const& a, B const& b, B1 const& b1, Out&& 
     bool const live = er < P::kStageRows && em < rows;
     Acc sum = Acc(0);
     if (live) {
-      Acc const(&sums)[kWarps][kMaxRows] = partial[i % (2 * P::kRing)];
+      Acc const(&sums)[kWarps][kRows] = partial[i % (2 * P::kRing)];
       for (int q = 0; q < P::kWarpsPerRow; ++q) sum += sums[er * P::kWarpsPerRow + q][em];
     }
     int const r = i * P::kStageRows + er;  // the tile's weight row
@@ -256,7 +258,7 @@ __device__ __forceinline__ bool run(A const& a, B const& b, B1 const& b1, Out&& 
         matmul_impl::store<T>(out, epi, em, r / 2, first, sum);
       }
     } else {
-      Acc const second = __shfl_down_sync(0xffffffffu, sum, kMaxRows);  // row er + 1's
+      Acc const second = __shfl_down_sync(0xffffffffu, sum, kRows);  // row er + 1's
       if (live && er % 2 == 0) matmul_impl::store<T>(out, epi, em, r / 2, sum, second);
     }
   }
@@ -296,8 +298,9 @@ __device__ bool apply(A const& a, B const& b, B1 const& b1, Out&& out, Epi const
     if constexpr (!P::kFits) {
       return false;
     } else {
-      return run<Acc, P, kPair>(a, b, b1, out, epi, pro,
-                                reinterpret_cast<unsigned char*>(&ring(0)));
+      unsigned char* const r = reinterpret_cast<unsigned char*>(&ring(0));
+      if (int(cute::size<0>(out)) == 1) return run<Acc, P, kPair, 1>(a, b, b1, out, epi, pro, r);
+      return run<Acc, P, kPair, kMaxRows>(a, b, b1, out, epi, pro, r);
     }
   }
 #else
