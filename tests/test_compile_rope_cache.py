@@ -183,6 +183,26 @@ def test_a_cuda_kernel_stops_at_a_row_past_the_caches_end_rather_than_skipping_i
     assert guards and all("detail::row_within(" in line for line in guards)
 
 
+def test_a_cuda_rope_of_whole_words_promises_aligned_rows_which_its_entry_checks() -> None:
+    """On CUDA a rope whose halves are whole 16-byte words (heads of 64 and 48 bf16 elements) is scheduled with a
+    vector of 8: the entry checks that q, k, the tables, the norms' weights and the caches start at 16 bytes (a
+    misaligned tensor is refused by name, ValueError, before anything runs), so every row's iterator promises it
+    and ops::rope reads words without testing addresses (no element-by-element path in the kernel). A head of 8
+    (halves of 4 elements) keeps a vector of 1; the CPU's ropes are unchanged."""
+    tir = lower(RopeCache, CudaTarget())
+    for name, vector in (("d64", 8), ("d48", 8), ("d8", 1)):
+        ropes = [s.fn for s in tir.functions[name].stages if s.fn.schedule.placement == "rope"]
+        assert len(ropes) == 2 and all(fn.schedule.vector_width == vector for fn in ropes), name
+    cpu = lower(RopeCache, "cpu")
+    assert all(s.fn.schedule.vector_width == 1 for s in cpu.functions["d64"].stages
+               if s.fn.schedule.placement == "rope")
+    source = generate(tir).source
+    entry = source[source.index("void d64_entry("):source.index("void d48_entry(")]
+    for param in ("qkv", "gq", "gk", "cos", "sin", "cache_k", "out0"):
+        assert f'check.aligned({param}, "{param}", 16);' in entry, param
+    assert "cute::make_tensor(make_aligned_gmem_ptr<16>(cos_ptr + detail::index_in(" in source
+
+
 @pytest.mark.parametrize("name", sorted(NotFused.functions))
 def test_what_the_rope_cannot_take_is_lowered_as_written_and_matches_the_evaluator(name: str) -> None:
     stages = [s.fn.name.removeprefix(f"{name}_") for s in lower(NotFused, "cpu").functions[name].stages]

@@ -3,6 +3,7 @@
 // normed rows never go to memory (the RMSNorm before a projection, fused into it).
 #pragma once
 
+#include <tilefoundry/runtime/common/aligned_ptr.h>
 #include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/numeric.h>
 #include <tilefoundry/runtime/common/ops/binary_ops.h>
@@ -61,7 +62,8 @@ struct rms_norm_rows {
     if constexpr (detail::is_packed_v<W> && (N * sizeof(W)) % 16 == 0 &&
                   cute::is_constant<1, decltype(cute::stride<0>(
                                            std::declval<G const&>().layout()))>::value) {
-      return reinterpret_cast<std::uintptr_t>(&g(0)) % 16 == 0;
+      // known from the type where g's iterator promises it (generated code's aligned rows)
+      return detail::aligned_to<16>(g.data());
     } else {
       return false;
     }

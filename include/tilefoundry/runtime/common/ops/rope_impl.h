@@ -11,6 +11,7 @@
 // CTA's threads add up together (sum_over_row), so the normed row never goes to memory.
 #pragma once
 
+#include <tilefoundry/runtime/common/aligned_ptr.h>
 #include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/numeric.h>
 #include <tilefoundry/runtime/common/ops/matmul_prologue.h>
@@ -54,6 +55,12 @@ constexpr bool words_v = std::is_same_v<Compute, float>&& detail::is_packed_v<de
                 detail::unit_stride_v<0, C>&& detail::unit_stride_v<0, S>&&
                     detail::unit_stride_v<0, Out>;
 
+/// A thread's words of one group of a row (elements j .. j + V - 1 and j + half ..), as floats.
+template <int V>
+struct word_group {
+  float x1[V], x2[V], c1[V], c2[V], s1[V], s2[V];
+};
+
 /// apply() a 16-byte word at a time: a thread takes the words of V elements from j and from
 /// j + half (x, cos, sin: six loads, issued together), so each pair's two elements are its own and
 /// no element crosses threads. Each element computed and rounded as apply()'s scalar loop does.
@@ -62,53 +69,69 @@ TILEFOUNDRY_DEVICE void apply_words(X const& x, C const& cos, S const& sin, Out&
                                     Pro const& pro, int64_t half, int64_t threads, int64_t first) {
   using E = detail::value_t<X>;
   constexpr int V = int(16 / sizeof(E));
+  using Cd = typename Pro::compute_type;
   int64_t const groups = half / V;
   auto const word = [](auto const& t, int64_t j) { return detail::load_word(&t(j)); };
-  [[maybe_unused]] typename Pro::compute_type scale = 0;
+  auto const load = [&](int64_t g, word_group<V>& w) {
+    int64_t const j = g * V;
+    detail::unpack_word<E>(word(x, j), w.x1);
+    detail::unpack_word<E>(word(x, j + half), w.x2);
+    detail::unpack_word<E>(word(cos, j), w.c1);
+    detail::unpack_word<E>(word(cos, j + half), w.c2);
+    detail::unpack_word<E>(word(sin, j), w.s1);
+    detail::unpack_word<E>(word(sin, j + half), w.s2);
+  };
   [[maybe_unused]] bool g_aligned = false;
+  if constexpr (Pro::normalizes) g_aligned = pro.template groups_aligned<V>();
+  auto const rotate = [&](int64_t g, word_group<V>& w, [[maybe_unused]] Cd scale) {
+    int64_t const j = g * V;
+    if constexpr (Pro::normalizes) {
+      pro.group(w.x1, scale, j, g_aligned);
+      pro.group(w.x2, scale, j + half, g_aligned);
+    }
+    float o1[V], o2[V];
+    CUTE_UNROLL
+    for (int i = 0; i < V; ++i) {
+      float const f1 = w.x1[i] * w.c1[i];
+      float const f2 = w.x2[i] * w.c2[i];
+      o1[i] = f1 - w.x2[i] * w.s1[i];
+      o2[i] = f2 + w.x1[i] * w.s2[i];
+    }
+    detail::store_group(&out(j), o1);
+    detail::store_group(&out(j + half), o2);
+  };
+  // The thread's first group read up front, before the row's sum of squares, so that the loads of
+  // cos and sin overlap those of x and the norm's shuffles instead of following them (a head of 128
+  // bf16 elements has 8 groups: one a thread, and no other read).
+  word_group<V> w{};
+  bool const mine = first < groups;
+  if (mine) load(first, w);
+  Cd scale = 0;
   if constexpr (Pro::normalizes) {  // the row's scale, from the sum of its squares
-    using Cd = typename Pro::compute_type;
-    auto const squares = [&](int64_t g) {
-      float a[V], b[V];
-      detail::unpack_word<E>(word(x, g * V), a);
-      detail::unpack_word<E>(word(x, half + g * V), b);
+    auto const squares = [&](float const(&a)[V], float const(&b)[V]) {
       Cd sum = 0;
       CUTE_UNROLL
       for (int i = 0; i < V; ++i) sum += pro.square(a[i]) + pro.square(b[i]);
       return sum;
     };
-    Cd part = 0;
-    for (int64_t g = first; g < groups; g += threads) part += squares(g);
+    auto const squares_at = [&](int64_t g) {
+      float a[V], b[V];
+      detail::unpack_word<E>(word(x, g * V), a);
+      detail::unpack_word<E>(word(x, half + g * V), b);
+      return squares(a, b);
+    };
+    Cd part = mine ? squares(w.x1, w.x2) : Cd(0);
+    for (int64_t g = first + threads; g < groups; g += threads) part += squares_at(g);
     Cd const sum = sum_over_row(part, threads, [&] {
       Cd all = 0;
-      for (int64_t g = 0; g < groups; ++g) all += squares(g);
+      for (int64_t g = 0; g < groups; ++g) all += squares_at(g);
       return all;
     });
     scale = pro.scale(sum, 2 * half);
-    g_aligned = pro.template groups_aligned<V>();
   }
   for (int64_t g = first; g < groups; g += threads) {
-    int64_t const j = g * V;
-    float x1[V], x2[V], c1[V], c2[V], s1[V], s2[V], o1[V], o2[V];
-    detail::unpack_word<E>(word(x, j), x1);
-    detail::unpack_word<E>(word(x, j + half), x2);
-    detail::unpack_word<E>(word(cos, j), c1);
-    detail::unpack_word<E>(word(cos, j + half), c2);
-    detail::unpack_word<E>(word(sin, j), s1);
-    detail::unpack_word<E>(word(sin, j + half), s2);
-    if constexpr (Pro::normalizes) {
-      pro.group(x1, scale, j, g_aligned);
-      pro.group(x2, scale, j + half, g_aligned);
-    }
-    CUTE_UNROLL
-    for (int i = 0; i < V; ++i) {
-      float const f1 = x1[i] * c1[i];
-      float const f2 = x2[i] * c2[i];
-      o1[i] = f1 - x2[i] * s1[i];
-      o2[i] = f2 + x1[i] * s2[i];
-    }
-    detail::store_group(&out(j), o1);
-    detail::store_group(&out(j + half), o2);
+    if (g != first) load(g, w);
+    rotate(g, w, scale);
   }
 }
 
@@ -127,9 +150,9 @@ TILEFOUNDRY_DEVICE void apply(X const& x, C const& cos, S const& sin, Out&& out,
   int64_t const first = int64_t(program_id<detail::dependent_level<TopologyScope::thread, Out>>());
   if constexpr (words_v<Compute, X, C, S, Out>) {
     constexpr int64_t V = int64_t(16 / sizeof(detail::value_t<X>));
-    auto const at16 = [](auto const& t) {
-      return reinterpret_cast<std::uintptr_t>(&t(0)) % 16 == 0;
-    };
+    // known from the iterators' types where generated code promises it (lower/rope.py's vector
+    // width): the element-by-element path below then is dead code, and the compiler drops it
+    auto const at16 = [](auto const& t) { return detail::aligned_to<16>(t.data()); };
     if (half % V == 0 && at16(x) && at16(cos) && at16(sin) && at16(out)) {
       apply_words<Compute>(x, cos, sin, out, pro, half, threads, first);
       return;
