@@ -271,34 +271,3 @@ def test_a_moe_slot_refuses_a_top_k_it_was_not_built_for() -> None:
                                          r"\(normalize=True\) its moe slot was built for"):
         kernels.moe(x, torch.ones(32), torch.zeros(4, 32), torch.zeros(4, 16, 32), torch.zeros(4, 16, 32),
                     torch.zeros(4, 32, 16), x, 1e-6, 3, True)
-
-
-@pytest.mark.parametrize("poison", [None, float("nan"), float("inf"), float("-inf")])
-def test_the_compiled_greedy_head_picks_the_first_largest_logit_on_the_device(family, poison: float | None) -> None:
-    """CompiledKernels.greedy_head (the engine's greedy graphs on CUDA): the head's logits, then the ``pick`` slot's
-    (first largest logit, every logit finite) in ``result`` and the next step's token / position + 1 / context + 1
-    in column 0 of ``step``, as the KernelSet default computes them with torch."""
-    name, opened = family
-    twin = build_twin(opened.module, opened.config)
-    twin.load(opened.resource("cpu"))
-    engine = DecodeEngine(twin, CAPACITY, kernels=CompiledKernels())
-    assert engine.kernels.name == "compiled" and "pick" in engine.kernels._fns
-    spec = engine.kernels._spec()
-    gen = torch.Generator().manual_seed(3)
-    x, norm = torch.randn(1, spec.hidden, generator=gen), torch.rand(spec.hidden, generator=gen) + 0.5
-    weight = torch.randn(spec.vocab, spec.hidden, generator=gen)
-    weight[11] = x[0] * 4  # far above the rest, and tied with row 29: the first index wins
-    weight[29] = weight[11]
-    if poison is not None:
-        weight[3] = poison
-    results = []
-    for kernels in (engine.kernels, TorchKernels()):
-        logits, result = torch.empty(1, spec.vocab), torch.full((2,), -1, dtype=torch.int64)
-        step = torch.tensor([[5, 9], [17, 9], [18, 9]], dtype=torch.int32)
-        kernels.greedy_head(x, norm, weight, logits, result, step, spec.eps)
-        results.append((result.tolist(), step.tolist()))
-    (got, got_step), (want, want_step) = results
-    assert got == want and got_step == want_step, name
-    assert got[1] == (1 if poison is None else 0)
-    if poison is None:
-        assert got[0] == 11 and got_step == [[11, 9], [18, 9], [19, 9]]

@@ -185,16 +185,8 @@ def slot_functions(shapes: SlotShapes) -> dict[str, Function]:
     def head(x: Tensor[(seq, HID), dt], norm: ConstTensor[(HID,), dt], weight: ConstTensor[(V, HID), dt]):
         return _linear(tf.rms_norm(x, norm, eps), weight)
 
-    @func
-    def pick(logits: Tensor[(1, V), dt]):
-        # greedy decoding's choice, on the device: the first largest logit's index, and 1 where every logit is
-        # finite (x - x is 0 exactly there, NaN at NaN and +-inf, and a sum of them 0 or NaN), one kernel reading
-        # the logits once
-        zero = tf.reduce(logits - logits, (-1,), keepdim=False, kind="sum")
-        return tf.argmax(logits, axis=-1), tf.cast(tf.eq(zero, 0.0), "i64")
-
     fns.update(embed=embed, norm_linear=norm_linear, rope_cache=rope_cache, attention=attention,
-               o_proj=linear_residual(H * D), head=head, pick=pick)
+               o_proj=linear_residual(H * D), head=head)
     if INTER:
         @func
         def norm_swiglu(x: Tensor[(seq, HID), dt], norm: ConstTensor[(HID,), dt],
@@ -390,13 +382,3 @@ class CompiledKernels(KernelSet):
         if self._prefill_on_gpu(x):
             return self._torch.head(x, norm, weight, out, eps)
         self._fn("head")(x, norm, weight, out)
-
-    def greedy_head(self, x: torch.Tensor, norm: torch.Tensor, weight: torch.Tensor, logits: torch.Tensor,
-                    result: torch.Tensor, step: torch.Tensor, eps: float) -> None:
-        """The head, then the ``pick`` slot writing (first largest logit, all finite) into ``result`` on the device
-        (one kernel in place of torch's argmax, finiteness test, its reduction and the stack of the two), then the
-        next step's token and position + 1 / context + 1 (two small copies)."""
-        self.head(x, norm, weight, logits, eps)
-        self._fn("pick")(logits[-1:], result[:1], result[1:])
-        step[0, 0].copy_(result[0])
-        step[1:, 0].add_(1)
