@@ -3,16 +3,16 @@
 // decode attention over the in-place cache, the fused q/k norm + RoPE + cache write, residual +
 // RMSNorm, and SwiGLU. Every slot they serve also compiles from the DSL
 // (engine/compiled_kernels.py, CompiledKernels); they stay, as the GPU's default set (CudaKernels),
-// for speed alone. Measured on the H200 at Qwen3-1.7B's decode shape (commit 20bf6cf:
-// bench/engine_kernels.py, CUDA-graph medians, us, hand-written / compiled): gate/up + SwiGLU 15.16
-// / 19.04 (this file's streamed GEMV, a ring of bulk copies in shared memory started before the PDL
+// for speed alone. Measured on the H200 at Qwen3-1.7B's decode shape (2026-12-03, 345de3d:
+// bench/engine_kernels.py, CUDA-graph medians, us, hand-written / compiled): gate/up + SwiGLU 14.77
+// / 16.23 (this file's streamed GEMV, a ring of bulk copies in shared memory started before the PDL
 // wait, two CTAs an SM; the compiled set's streamed tier, cuda/ops/matmul_stream.cuh, has that
-// ring too, its copies after the wait: 17.98 against 14.88 in a later run), lm_head + the next
-// token 153.5 / 159.0 (the compiled head has no greedy epilogue across CTAs: torch's argmax follows
-// it), attention at context 4096 14.92 / 16.91, q/k norm + RoPE + cache 1.50 / 2.65; q/k/v 7.68
-// / 7.30, o_proj 5.14 / 4.82 and down 11.71 / 9.27 are faster compiled. The whole step:
-// bench/decode.py 629.5 tokens/s hand-written, 579.3 compiled (0.92x; issue 22 asks 0.97x before
-// the compiled set becomes the default).
+// ring too, its copies after the wait), q/k norm + RoPE + cache 1.44 / 2.60, lm_head + the next
+// token 153.5 / 159.0 (20bf6cf; the compiled head has no greedy epilogue across CTAs: torch's
+// argmax follows it), attention at context 4096 14.82 / 16.85 (36b0d2f); q/k/v, o_proj and down are
+// faster compiled. The whole step at context 1024: 1561 hand-written, 1605 compiled (0.97x);
+// bench/decode.py's greedy decode 629.3 tokens/s hand-written, 579.1 compiled (0.92x; issue 22
+// asks 0.97x before the compiled set becomes the default).
 //
 // Every entry checks its arguments (names, dtypes, shapes, layouts, one CUDA device) before it
 // launches on the caller's current stream (what tvm-ffi takes from torch's current stream, also

@@ -27,7 +27,14 @@
 // of 16 KiB in a ring of 64 (96: 19.36); the engine's hand-written GEMV 14.88. q/k/v (16 MiB) and
 // down (24 MiB) measured slower here than in the dot-product tier (9.78 against 7.19, 11.59
 // against 9.19; o_proj, 8 MiB, faster in one run: 4.39 against 4.83), so the schedule streams
-// weights of 32 MiB on.
+// weights of 32 MiB on. Inside the whole step (bench/engine_kernels.py's split, one run each): an
+// L2 prefetch of the ring's first stages before the PDL wait, the copies started before the wait,
+// and both moved the compiled step by less than the runs' spread (1636, 1654, 1644 us against
+// 1645); one activation row held in registers where the call has one (kRows, below: no second row
+// of zeros multiplied) took gate/up's cost against the hand-written GEMV's from +87 to +18 us a
+// step, and the kernel alone to 16.2 us (hand-written 14.8); summing the norm's squares from the
+// words each lane holds instead of a warp's pass over the row was slower with two rows held (+140
+// us a step) and no faster with one.
 #pragma once
 
 #include <tilefoundry/runtime/common/config.h>
