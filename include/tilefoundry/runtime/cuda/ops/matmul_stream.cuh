@@ -37,6 +37,7 @@
 // us a step) and no faster with one.
 #pragma once
 
+#include <tilefoundry/runtime/common/aligned_ptr.h>
 #include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/ops/matmul_impl.h>
 #include <tilefoundry/runtime/common/ops/packed.h>
@@ -126,7 +127,7 @@ __device__ __forceinline__ bool run(A const& a, B const& b, B1 const& b1, Out&& 
     pb1 = &b1(0, 0);
     sb1 = int64_t(cute::stride<1>(b1));
   }
-  auto const aligned = [](void const* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  auto const aligned = [](auto const* p) { return detail::aligned_to<16>(p); };
   if (rows < 1 || rows > kRows || threads != kWarps * kWarp || !aligned(ring) || !aligned(pa) ||
       !aligned(pb) || !aligned(pb1) || (rows > 1 && sa % V != 0) || sb % V != 0 || sb1 % V != 0) {
     return false;
