@@ -108,6 +108,25 @@ __global__ void reduce_kernels(float const* xf, bf16 const* xb, float* y) {
   every_tier<ops::absmax_op>(xb, y, ws);
 }
 
+// The arg-reduction's split form: a CTA's part of its tile of two bf16 rows, then the merge of
+// every CTA's parts.
+__global__ void arg_split_kernels(bf16 const* x, float* values, int64_t* positions, int64_t* out) {
+  auto const tile = cute::make_tensor(
+      cute::make_gmem_ptr(x + blockIdx.x * 512),
+      cute::make_layout(cute::make_shape(Int<2>{}, Int<512>{}), cute::make_stride(4096, Int<1>{})));
+  ops::arg_reduce_part<ops::argmax_op>(
+      tile, int64_t(blockIdx.x) * 512,
+      cute::make_tensor(cute::make_gmem_ptr(values + 2 * blockIdx.x), cute::make_shape(Int<2>{})),
+      cute::make_tensor(cute::make_gmem_ptr(positions + 2 * blockIdx.x),
+                        cute::make_shape(Int<2>{})));
+  auto const parts =
+      cute::make_layout(cute::make_shape(8, Int<2>{}), cute::make_stride(Int<2>{}, Int<1>{}));
+  ops::arg_reduce_merge<ops::argmax_op>(
+      cute::make_tensor(cute::make_gmem_ptr(values), parts),
+      cute::make_tensor(cute::make_gmem_ptr(positions), parts),
+      cute::make_tensor(cute::make_gmem_ptr(out), cute::make_shape(Int<2>{})));
+}
+
 // 128 threads as one mesh axis: lanes within each warp, then the 4 warps; a bf16 row of 1024 in
 // strips of 8 per thread, reduced from gmem through the vector path into registers.
 __global__ void one_thread_axis_kernel(bf16 const* x, float* y) {

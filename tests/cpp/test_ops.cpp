@@ -366,6 +366,39 @@ TEST(ReducePlain, MaxPropagatesNan) {
   EXPECT_TRUE(std::isnan(out));
 }
 
+// The split form: three CTAs' tiles of two rows (4 columns each, the columns from 4 c), each
+// CTA's part, then the merge: the first largest of each row across the tiles, NaN the largest.
+TEST(ArgReduceSplit, PartsThenMergeGiveTorchArgmax) {
+  float const nan = std::numeric_limits<float>::quiet_NaN();
+  // row 0: 7 at columns 2, 5 and 9 (the first, in the first tile); row 1: NaN at 6 and 10
+  std::vector<bf16> row0 = cast_all<bf16>({1, 0, 7, 3, -2, 7, 7, 1, 0, 7, -9, 6});
+  std::vector<bf16> row1 = cast_all<bf16>({1, 2, 3, 4, 5, 6, nan, 8, 9, 0, nan, 1});
+  std::vector<float> values(3 * 2);
+  std::vector<std::int64_t> positions(3 * 2);
+  for (int c = 0; c < 3; ++c) {
+    std::vector<bf16> tile(2 * 4);
+    for (int n = 0; n < 4; ++n) {
+      tile[n] = row0[4 * c + n];
+      tile[4 + n] = row1[4 * c + n];
+    }
+    ops::arg_reduce_part<ops::argmax_op>(
+        cute::make_tensor(tile.data(),
+                          cute::make_layout(cute::make_shape(2, 4), cute::make_stride(4, 1))),
+        int64_t(4 * c), cute::make_tensor(values.data() + 2 * c, cute::make_shape(2)),
+        cute::make_tensor(positions.data() + 2 * c, cute::make_shape(2)));
+  }
+  EXPECT_EQ(positions[0], 2);          // the first tile's part of row 0: its 7 at column 2
+  EXPECT_EQ(positions[2 * 1 + 0], 5);  // the second's: the first of its two 7s
+  EXPECT_EQ(positions[2 * 1 + 1], 6);  // row 1 in the second tile: its NaN
+  std::vector<std::int64_t> out(2, -1);
+  auto const parts = cute::make_layout(cute::make_shape(3, 2), cute::make_stride(2, 1));
+  ops::arg_reduce_merge<ops::argmax_op>(cute::make_tensor(values.data(), parts),
+                                        cute::make_tensor(positions.data(), parts),
+                                        cute::make_tensor(out.data(), cute::make_shape(2)));
+  EXPECT_EQ(out[0], 2);
+  EXPECT_EQ(out[1], 6);
+}
+
 // Rows split across CTAs; each CTA reduces its row: the sharded operands resolve to the plain
 // tier, and the gmem dst is written by its owner.
 TEST(ReduceSharded, RowsAcrossCtasIsPlain) {

@@ -21,6 +21,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root, for tests.*
 
 from tests.compile_kernels import caches_in_place, compiled_only, evaluator_refuses  # noqa: E402
+from tests.test_compile_argmax_epilogue import Argmaxes, _exact_case, _planted, _torch_choice  # noqa: E402
 from tests.test_compile_attention import CASES as ATTENTION_CASES  # noqa: E402
 from tests.test_compile_attention import Attention  # noqa: E402
 from tests.test_compile_attention import _inputs as attention_inputs  # noqa: E402
@@ -52,7 +53,7 @@ def built() -> None:
     from tilefoundry.lower import lower
     from tilefoundry.target import CudaTarget
 
-    fns = [Matmuls, Streamed, Attention, Epilogues, RopeCache,
+    fns = [Matmuls, Streamed, Attention, Epilogues, RopeCache, Argmaxes,
            *(fn for fam, dt in FAMILIES for fn in _functions(_family(fam, dt)).values())]
     linkables = [generate(lower(f, CudaTarget())) for f in fns]
     with ThreadPoolExecutor(max_workers=max(1, min(len(linkables), os.cpu_count() or 1))) as pool:
@@ -90,6 +91,34 @@ def test_a_matmul_epilogue_matches_the_evaluator_on_cuda(name: str) -> None:
     for m in (1, 3, 17, 64, 256):
         report = check(compiled_only(compiled), fn, _cuda(epilogue_inputs(name, m)), expect=expect)
         assert report.passed, f"{name} at M = {m}:\n{report}"
+
+
+@pytest.mark.parametrize("name", ["choose_f32", "choose_bf16"])
+def test_an_argmax_fused_after_its_matmul_chooses_as_torch_on_cuda(name: str) -> None:
+    """Exact sums of small integers (ties across the CTAs' tiles), then NaN columns: the first largest, the first
+    NaN, as torch.argmax on the CPU."""
+    compiled = jit(Argmaxes).functions[name]
+    for seed in range(4):
+        x, w = _exact_case(name, 3, seed)
+        if seed == 3:
+            w[870, 5] = float("nan")
+            w[333, 9] = float("nan")
+        want = torch.argmax(x.float() @ w.float().t(), dim=-1) if seed == 3 else _torch_choice(x, w)
+        out = torch.full((3,), -7, dtype=torch.int64, device="cuda")
+        compiled(x.cuda(), w.cuda(), out)
+        assert torch.equal(out.cpu(), want), (seed, out, want)
+
+
+@pytest.mark.parametrize("name", ["normed_head", "scaled", "logits_too", "vocab_head"])
+def test_an_argmax_after_a_norm_an_epilogue_or_a_streamed_matmul_matches_the_evaluator_on_cuda(name: str) -> None:
+    compiled = jit(Argmaxes).functions[name]
+    fn = Argmaxes.functions[name]
+    expect = {"output": [equal()]}
+    if name == "logits_too":
+        expect = {"output[0]": [EPILOGUE_BF16], "output[1]": [equal()]}
+    for seed in range(3):
+        report = check(compiled_only(compiled), fn, _cuda(_planted(name, seed)), expect=expect)
+        assert report.passed, f"{name}, seed {seed}:\n{report}"
 
 
 @pytest.mark.parametrize("name", sorted(RopeCache.functions))

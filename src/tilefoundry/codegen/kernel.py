@@ -250,6 +250,12 @@ class KernelEmitter:
         elif s.family == "arg_reduce":
             axes = ", ".join(str(a) for a in s.axes)
             line = f"ops::arg_reduce<ops::{s.tag.name}, cute::seq<{axes}>>({args[0]}, {out});"
+        elif s.family == "arg_reduce_part":  # ops::arg_reduce_part<Op>(tile, col0, values, positions)
+            col0 = f"int64_t({self.row_offset(s.indices[0])})"
+            positions = self.buffer(s.more_out[0])
+            line = f"ops::arg_reduce_part<ops::{s.tag.name}>({args[0]}, {col0}, {out}, {positions});"
+        elif s.family == "arg_reduce_merge":  # ops::arg_reduce_merge<Op>(values, positions, out)
+            line = f"ops::arg_reduce_merge<ops::{s.tag.name}>({args[0]}, {args[1]}, {out});"
         elif s.family == "topk":
             axes = ", ".join(str(a) for a in s.axes)
             indices = self.buffer(s.more_out[0])

@@ -34,15 +34,20 @@ EPILOGUE_OPS = ELEMENTWISE_OPS - {"full_like", "reshard", "local"}
 def fuse_epilogues(staged: StagedProgram) -> StagedProgram:
     """``staged`` with each fusable row-wise stage merged into the matmul stage before it."""
     stages: list[Stage] = []
-    for k, stage in enumerate(staged.stages):
+    for stage in staged.stages:
         last = stages[-1] if stages else None
         if (last is not None and last.kind == "matmul" and len(last.ops) == 1 and stage.kind == "rows"
-                and _fusable(staged, last.ops[0], stage, k)):
+                and _fusable(staged, last.ops[0], stage)):
             last.ops.extend(stage.ops)
             continue
         stages.append(Stage(stage.kind, list(stage.ops)))
     staged.stages = stages
     return staged
+
+
+def fusable_epilogue(staged: StagedProgram, mm: Op, ops: list[Op]) -> bool:
+    """Whether ``ops``, row-wise ops after the matmul ``mm``, may run as its epilogue (the conditions above)."""
+    return _fusable(staged, mm, Stage("rows", list(ops)))
 
 
 def epilogue_inputs(staged: StagedProgram, ops: list[Op]) -> list[Val]:
@@ -81,7 +86,7 @@ def _results(staged: StagedProgram, ops: list[Op]) -> list[Val]:
     return out
 
 
-def _fusable(staged: StagedProgram, mm: Op, stage: Stage, k: int) -> bool:
+def _fusable(staged: StagedProgram, mm: Op, stage: Stage) -> bool:
     result = mm.outputs[0]
     a, b = (staged.view(v) for v in mm.inputs[:2])  # a third: the norm weight of a prologue (prologue.py)
     if len(a.shape) != 2 or len(b.shape) != 2 or id(result) in staged.storage or id(result) in staged.views:

@@ -16,11 +16,12 @@ when the caller updates the cache in place) then runs before every other stage.
 from __future__ import annotations
 
 from ..ir.types.dim import Dim, dims_equal, dimvars_of, product, total
-from ..ir.types.dtype import f32
+from ..ir.types.dtype import f32, i64
 from ..ir.types.tensor_type import TensorType
 from ..target import Target
 from ..tir.function import CacheWrite, DimBinding, KernelParam, PrimFunc, Schedule, StageCall
 from ..tir.stmt import Bound, Gather, GmemView, RowGuard, RowOffset, Stmt
+from .arg_epilogue import argmax_merge, fuse_argmax_epilogues, split_argmax
 from .attention import attention_bodies, attention_part_shape
 from .epilogue import epilogue_inputs, epilogue_result, fuse_epilogues
 from .errors import LoweringError
@@ -39,7 +40,7 @@ from .views import GatheredAxis, Strided, View, rows_contiguous
 
 def lower_staged(prog: Program, target: Target, declared: Declared) -> PrimFunc:
     """The PrimFunction of ``prog`` run as stages (see the module docstring)."""
-    staged = fuse_matmul_pairs(fuse_epilogues(split_stages(prog)))
+    staged = fuse_argmax_epilogues(fuse_matmul_pairs(fuse_epilogues(split_stages(prog))))
     outs = output_params(prog)
     homes: dict[int, str] = {id(p): p.name for p in prog.params}
     stage_of: dict[int, int] = {}
@@ -169,7 +170,7 @@ class _Stages:
                     v.producer = op
             return [self.rows(name, sub, outside, [self.homes[id(v)] for v in sub.outputs])]
         if stage.kind in ("matmul", "matmul_pair"):
-            return [self.matmul(name, stage.ops, stage.kind == "matmul_pair")]
+            return self.matmul(name, stage.ops, stage.kind == "matmul_pair")
         (op,) = stage.ops
         views = [self.staged.view(v) for v in op.inputs]
         outs = [self.staged.view(v) for v in op.outputs]
@@ -214,9 +215,12 @@ class _Stages:
             calls.append(call)
         return calls
 
-    def matmul(self, name: str, ops: list[Op], pair: bool = False) -> StageCall:
+    def matmul(self, name: str, ops: list[Op], pair: bool = False) -> list[StageCall]:
         """A matmul's kernel, the elementwise ops fused after it (``epilogue.py``) applied to each result; of a
-        pair (``pairs.py``), both matmuls in one kernel, the epilogue taking their two results."""
+        pair (``pairs.py``), both matmuls in one kernel, the epilogue taking their two results; with an argmax
+        fused after it (``arg_epilogue.py``), each CTA's part of the argmax's rows found in the same kernel, then
+        merged by a second."""
+        ops, arg = split_argmax(ops)
         op = ops[0]
         a, b, *weight = (self.staged.view(v) for v in op.inputs)  # a prologue's norm weight third (prologue.py)
         second = ops[pair_split(ops)] if pair else None
@@ -232,12 +236,43 @@ class _Stages:
         for _, v in read:
             self.home(v.root, op)
         pair_of = (second, b1[0]) if second is not None else None
+        names = self.argmax_names(arg, out) if arg is not None else None
         body, sched = matmul_body(self.prog.name, op, a, b, out, self.homes, self.target, (steps, read, result),
-                                  weight[0] if weight else None, pair_of)
+                                  weight[0] if weight else None, pair_of,
+                                  (arg, names) if arg is not None and names is not None else None)
         for _, v in read:
             if self.read_in_place(v, out, ops):
                 self.aliases.append((self.homes[id(out.root)], self.homes[id(v.root)]))
-        return self.kernel(name, [a, b, *b1, *weight, *picks, *(v for _, v in read), out], body, sched, op)
+        call = self.kernel(name, [a, b, *b1, *weight, *picks, *(v for _, v in read), out], body, sched, op)
+        if arg is None or names is None:
+            return [call]
+        rows = out.root.type.shape[0]
+        parts = (KernelParam(names[0], TensorType((sched.grid, rows), f32), False),
+                 KernelParam(names[1], TensorType((sched.grid, rows), i64), False))
+        self.temps += parts
+        call.fn.params = (*call.fn.params, *(KernelParam(p.name, p.type, True) for p in parts))
+        call.fn.output_count += len(parts)
+        call.args = (*call.args, *names)
+        index = self.staged.view(arg.outputs[0])
+        merge_body, merge_sched = argmax_merge(arg, names, sched.grid, index, self.home(index.root, arg),
+                                               self.target)
+        merge = self.kernel(f"{name}_argmax", [index], merge_body, merge_sched, arg)
+        merge.fn.params = (*parts, *merge.fn.params)
+        merge.args = (*names, *merge.args)
+        return [call, merge]
+
+    def argmax_names(self, arg: Op, out: View) -> tuple[str, str]:
+        """The names of the temporaries of an argmax's parts (``arg_epilogue.py``: one row of values and one of
+        positions a CTA of the matmul); and a home for the matmul's result where it has none (read by the argmax
+        alone)."""
+        root = out.root
+        if id(root) not in self.homes:
+            temp = KernelParam(self.prog.namer.unique(f"{root.name}_tmp"), TensorType(root.type.shape,
+                                                                                     root.type.dtype), False)
+            self.temps.append(temp)
+            self.homes[id(root)] = temp.name
+        name = arg.outputs[0].name
+        return self.prog.namer.unique(f"{name}_part_max"), self.prog.namer.unique(f"{name}_part_at")
 
     def read_in_place(self, view: View, out: View, ops: list[Op]) -> bool:
         """Whether the caller may pass an input an epilogue reads as the matmul's output too (the residual stream

@@ -1,0 +1,219 @@
+"""An argmax after a matmul runs inside it: each CTA's part of every row found in the matmul's kernel, the parts
+merged by a second kernel of one CTA (``lower/arg_epilogue.py``), jitted for the CPU against torch and the
+evaluator, built with nvcc (tests/test_compile_cuda_build.py), run on the H200 in tests/gpu/test_compile_stages.py.
+
+The result is torch.argmax's: the first largest element of each row, a NaN counting as larger than any number
+(the first NaN wins). Weights and activations of small integers make every sum exact in f32 and bf16 (so the
+compiled kernel and torch compare whole rows of exact ties, across the CTAs' column tiles); where a norm or an
+epilogue makes values inexact, each row's largest logit is planted well clear of the rest, and the compiled
+function is checked against the evaluator (outputs poisoned with NaN, the evaluator refusing to run inside the
+compiled call).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.compile_kernels import compiled_only
+from tilefoundry import func, jit, lower, module
+from tilefoundry.dsl import ConstTensor, DimVar, Tensor, tf
+from tilefoundry.runtime.check import allclose, check, equal
+from tilefoundry.target import CudaTarget
+
+pytestmark = pytest.mark.usefixtures("compile_cache")
+
+VOCAB = 1000  # on the CPU, 8 CTAs of 125 columns
+K = 40
+M = DimVar("m", 1, 64)
+
+
+def _linear(x, w):
+    return tf.matmul(x, tf.transpose(w, (1, 0)))
+
+
+@module(entry="choose_f32")
+class Argmaxes:
+    @func
+    def choose_f32(x: Tensor[(3, K), "f32"], w: ConstTensor[(VOCAB, K), "f32"]):
+        return tf.argmax(_linear(x, w), axis=-1)
+
+    @func
+    def choose_bf16(x: Tensor[(3, K), "bf16"], wh: ConstTensor[(VOCAB, K), "bf16"]):
+        return tf.argmax(_linear(x, wh), axis=-1)
+
+    @func
+    def normed_head(x: Tensor[(1, K), "bf16"], norm: ConstTensor[(K,), "bf16"], wh: ConstTensor[(VOCAB, K), "bf16"]):
+        """Greedy decoding's head: the final norm as the matmul's prologue, the choice as its epilogue."""
+        return tf.argmax(_linear(tf.rms_norm(x, norm, 1e-6), wh), axis=-1)
+
+    @func
+    def scaled(x: Tensor[(2, K), "f32"], w: ConstTensor[(VOCAB, K), "f32"], b: ConstTensor[(VOCAB,), "f32"]):
+        """Elementwise ops between the matmul and the argmax: its epilogue, then the choice."""
+        return tf.argmax((_linear(x, w) + b) * 0.5, axis=-1)
+
+    @func
+    def logits_too(x: Tensor[(2, K), "bf16"], wh: ConstTensor[(VOCAB, K), "bf16"]):
+        """The logits returned as well: stored to the caller's output, the choice read from them."""
+        logits = _linear(x, wh)
+        return logits, tf.argmax(logits, axis=-1)
+
+    @func
+    def vocab_head(x: Tensor[(1, 128), "bf16"], wv: ConstTensor[(131072, 128), "bf16"]):
+        """A head whose weight (32 MiB) takes CUDA's streamed schedule: the parts follow the ring's matmul."""
+        return tf.argmax(_linear(x, wv), axis=-1)
+
+    @func
+    def any_rows(x: Tensor[(M, K), "f32"], w: ConstTensor[(VOCAB, K), "f32"]):
+        """A row count known only at launch: the argmax stays a row-wise stage of its own."""
+        return tf.argmax(_linear(x, w), axis=-1)
+
+    @func
+    def many_rows(x: Tensor[(17, K), "f32"], w: ConstTensor[(VOCAB, K), "f32"]):
+        """More rows than a fused argmax takes (16): a row-wise stage of its own."""
+        return tf.argmax(_linear(x, w), axis=-1)
+
+
+def _small_integers(shape: tuple[int, ...], g: torch.Generator, dtype: torch.dtype) -> torch.Tensor:
+    return torch.randint(-1, 2, shape, generator=g).to(dtype)
+
+
+def _exact_case(name: str, rows: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    dtype = torch.bfloat16 if "bf16" in name else torch.float32
+    g = torch.Generator().manual_seed(seed)
+    return _small_integers((rows, K), g, dtype), _small_integers((VOCAB, K), g, dtype)
+
+
+def _torch_choice(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return torch.argmax(x.double() @ w.double().t(), dim=-1)
+
+
+def test_the_argmax_runs_in_the_matmuls_kernel_and_a_merge() -> None:
+    tir = lower(Argmaxes, "cpu")
+    for name in ("choose_f32", "choose_bf16", "normed_head", "scaled", "logits_too", "vocab_head"):
+        fn = tir.functions[name]
+        assert [s.fn.schedule.placement for s in fn.stages] == ["matmul", "argmax"], name
+        text = str(fn)
+        assert "arg_reduce_part" in text and "arg_reduce_merge" in text, name
+    # each CTA writes one pair a row: 8 CTAs of 125 columns here
+    parts = {t.name: tuple(t.type.shape) for t in tir.functions["choose_f32"].temps}
+    assert sorted(parts.values()) == [(3, VOCAB), (8, 3), (8, 3)], parts
+    # the logits returned: stored to the caller's output, no temporary for them
+    assert {tuple(t.type.shape) for t in tir.functions["logits_too"].temps} == {(8, 2)}
+    for name in ("any_rows", "many_rows"):
+        assert [s.fn.schedule.placement for s in tir.functions[name].stages] == ["matmul", "rows"], name
+
+
+def test_on_cuda_the_parts_follow_the_streamed_matmul_without_a_wait_of_their_own() -> None:
+    """CUDA's streamed schedule (a ring of bulk copies, 256 CTAs of 512 columns here) then each CTA's part; the
+    kernel waits for the one before it inside ops::matmul (after its weights' prefetch) only, the part reading
+    what the CTA's matmul wrote."""
+    from tilefoundry.codegen import generate
+
+    fn = lower(Argmaxes.functions["vocab_head"], CudaTarget()).functions["vocab_head"]
+    mm, merge = (s.fn for s in fn.stages)
+    assert (mm.schedule.grid, merge.schedule.grid) == (256, 1)
+    assert "ring" in str(mm) and "arg_reduce_part" in str(mm) and "arg_reduce_merge" in str(merge)
+    source = generate(lower(Argmaxes.functions["vocab_head"], CudaTarget())).source
+    kernel = source[source.index("vocab_head_stage0_kernel("):source.index("vocab_head_stage0_argmax_kernel(")]
+    assert "wait_for_earlier_kernels();" not in kernel
+    assert "ops::arg_reduce_part<ops::argmax_op>(wv_tile" not in kernel  # the part reads the result's tile
+    assert "ops::arg_reduce_part<ops::argmax_op>(" in kernel
+
+
+@pytest.mark.parametrize("name", ["choose_f32", "choose_bf16"])
+def test_exact_ties_choose_the_first_largest_across_the_ctas(name: str) -> None:
+    compiled = jit(Argmaxes, target="cpu").functions[name]
+    ties = 0
+    for seed in range(6):
+        x, w = _exact_case(name, 3, seed)
+        want = _torch_choice(x, w)
+        out = torch.full((3,), -7, dtype=torch.int64)
+        compiled(x, w, out)
+        assert torch.equal(out, want), (seed, out, want)
+        logits = x.double() @ w.double().t()
+        ties += int((logits == logits.max(dim=-1, keepdim=True).values).sum() - 3)
+    assert ties > 0  # rows whose largest value is found in several columns, so the first one was chosen
+
+
+def test_a_row_whose_largest_repeats_in_every_cta_takes_the_first() -> None:
+    compiled = jit(Argmaxes, target="cpu").functions["choose_f32"]
+    x = torch.ones(3, K)
+    w = torch.zeros(VOCAB, K)
+    for col in (997, 130, 612, 131, 250):  # the largest value in several CTAs' tiles, the first in the second
+        w[col] = 1.0
+    out = torch.empty(3, dtype=torch.int64)
+    compiled(x, w, out)
+    assert out.tolist() == [130, 130, 130]
+
+
+@pytest.mark.parametrize("name", ["choose_f32", "choose_bf16"])
+def test_nan_counts_as_the_largest_and_the_first_nan_wins(name: str) -> None:
+    compiled = jit(Argmaxes, target="cpu").functions[name]
+    x, w = _exact_case(name, 3, 11)
+    w[870, 5] = float("nan")  # columns 870 and 333 are NaN in every row (NaN times 0 is NaN)
+    w[333, 9] = float("nan")
+    x[1, 2] = float("nan")  # row 1 is NaN everywhere: its first column
+    out = torch.empty(3, dtype=torch.int64)
+    compiled(x, w, out)
+    assert out.tolist() == [333, 0, 333]
+    assert torch.equal(out, torch.argmax(x.float() @ w.float().t(), dim=-1))
+
+
+def test_infinite_logits_are_ordered_as_numbers() -> None:
+    compiled = jit(Argmaxes, target="cpu").functions["choose_f32"]
+    x, w = _exact_case("choose_f32", 3, 5)
+    w[:, 0], x[:, 0] = float("-inf"), 1.0  # every logit -inf ...
+    w[400, 0] = float("inf")  # ... but column 400's, +inf
+    x[2, 0] = -1.0  # row 2 negated: column 400 the one -inf, every other +inf
+    out = torch.empty(3, dtype=torch.int64)
+    compiled(x, w, out)
+    assert out.tolist() == [400, 400, 0]
+    assert torch.equal(out, torch.argmax(x @ w.t(), dim=-1))
+
+
+def _planted(name: str, seed: int) -> tuple[torch.Tensor, ...]:
+    """Inputs whose every row has one logit well clear of the rest, each in a different CTA's columns."""
+    fn = Argmaxes.functions[name]
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for p in fn.params:
+        shape = tuple(p.type.shape)
+        t = torch.randn(shape, generator=g)
+        if p.name == "norm":
+            t = 0.75 + 0.5 * torch.rand(shape, generator=g)  # positive: the planted sign pattern survives it
+        out.append(t)
+    x = out[0]
+    w = next(t for t, p in zip(out, fn.params) if p.name in ("w", "wh", "wv"))
+    w.div_(w.shape[-1] ** 0.5)
+    middle = (w.shape[0] - VOCAB) // 2  # vocab_head's planted columns in its middle CTAs
+    for r in range(x.shape[0]):  # a logit of about 2 * |x|_1 (an rms-normed x: about 1.6 K), the others about N(0, 1)
+        w[middle + 150 * r + 77] = torch.sign(x[r]) * 2.0
+    return tuple(t.to(p.type.dtype.torch_dtype) for t, p in zip(out, fn.params))
+
+
+@pytest.mark.parametrize("name", ["normed_head", "scaled", "logits_too", "vocab_head"])
+def test_a_choice_after_a_norm_or_an_epilogue_matches_the_evaluator(name: str) -> None:
+    compiled = jit(Argmaxes, target="cpu").functions[name]
+    fn = Argmaxes.functions[name]
+    expect = {"output": [equal()]}
+    if name == "logits_too":
+        expect = {"output[0]": [allclose(atol=2**-6, rtol=2**-6)], "output[1]": [equal()]}
+    for seed in range(3):
+        inputs = _planted(name, seed)
+        report = check(compiled_only(compiled), fn, inputs, expect=expect)
+        assert report.passed, f"{name}, seed {seed}:\n{report}"
+
+
+@pytest.mark.parametrize("rows", [1, 5, 16, 17, 40])
+def test_an_argmax_not_fused_is_as_correct(rows: int) -> None:
+    compiled = jit(Argmaxes, target="cpu").functions["any_rows"]
+    x, w = _exact_case("choose_f32", rows, rows)
+    out = torch.empty(rows, dtype=torch.int64)
+    compiled(x, w, out)
+    assert torch.equal(out, _torch_choice(x, w))
+    if rows == 17:
+        fixed = jit(Argmaxes, target="cpu").functions["many_rows"]
+        again = torch.empty(rows, dtype=torch.int64)
+        fixed(x, w, again)
+        assert torch.equal(again, out)
