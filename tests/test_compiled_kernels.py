@@ -271,3 +271,38 @@ def test_a_moe_slot_refuses_a_top_k_it_was_not_built_for() -> None:
                                          r"\(normalize=True\) its moe slot was built for"):
         kernels.moe(x, torch.ones(32), torch.zeros(4, 32), torch.zeros(4, 16, 32), torch.zeros(4, 16, 32),
                     torch.zeros(4, 32, 16), x, 1e-6, 3, True)
+
+
+@pytest.mark.parametrize("poison", [None, float("nan"), float("inf")])
+def test_the_choose_slot_finds_the_first_largest_logit_in_the_heads_kernel(poison: float | None) -> None:
+    """CompiledKernels.greedy_head (the engine's greedy graphs on CUDA) through the ``choose`` slot: the head's logits
+    and their argmax fused in its matmul (each CTA's part, then a merge), the finiteness flag and the next step's
+    token / position + 1 / context + 1, as the KernelSet default computes them with torch. Built for the CPU here
+    (an engine on a CPU leaves the slot out: its greedy decoding reads the logits)."""
+    from tilefoundry import jit, lower
+
+    spec = DecoderSpec(hidden=64, heads=4, kv_heads=2, head_dim=16, vocab=1000, eps=1e-6, max_positions=128)
+    shapes = SlotShapes(spec, "f32", 0, False, False)
+    fn = slot_functions(shapes)["choose"]
+    assert [s.fn.schedule.placement for s in lower(fn, "cpu").functions[fn.name].stages] == ["matmul", "argmax"]
+    kernels = CompiledKernels()
+    kernels._shapes, kernels._fns = shapes, {"choose": jit(fn, target="cpu")}
+    gen = torch.Generator().manual_seed(3)
+    x, norm = torch.randn(1, spec.hidden, generator=gen), torch.rand(spec.hidden, generator=gen) + 0.5
+    weight = torch.randn(spec.vocab, spec.hidden, generator=gen) / spec.hidden**0.5
+    weight[611] = x[0] * 4  # far above the rest, and tied with row 937 (another CTA's): the first index wins
+    weight[937] = weight[611]
+    if poison is not None:
+        weight[803] = poison
+    results = []
+    for ks in (kernels, TorchKernels()):
+        logits, result = torch.full((1, spec.vocab), float("nan")), torch.full((2,), -1, dtype=torch.int64)
+        step = torch.tensor([[5, 9], [17, 9], [18, 9]], dtype=torch.int32)
+        ks.greedy_head(x, norm, weight, logits, result, step, spec.eps)
+        results.append((result.tolist(), step.tolist(), logits))
+    (got, got_step, got_logits), (want, want_step, want_logits) = results
+    assert got == want and got_step == want_step
+    torch.testing.assert_close(got_logits, want_logits, rtol=1e-5, atol=1e-5, equal_nan=True)
+    assert got[1] == (1 if poison is None else 0)
+    if poison is None:
+        assert got[0] == 611 and got_step == [[611, 9], [18, 9], [19, 9]]

@@ -9,7 +9,9 @@ layer's cache as the output too), the residual stream updated in place (an epilo
 the residual it writes). The compiler fuses what the hand-written kernels fuse: the RMSNorm before a projection
 runs in the matmul's prologue, the residual add and the bias in its epilogue, gate and up one kernel reading
 the normed input once against both (a pair: ``silu(gate) * up`` its epilogue), attention one fused kernel and
-its combine. ``tests/test_compiled_kernels.py`` checks the engine's step through them
+its combine, and greedy decoding's choice of the next token runs in the head's matmul (the ``choose`` slot: each
+CTA's part of the argmax, then a merge; built for a GPU only, whose greedy CUDA graphs call it: a CPU's greedy
+decoding reads the logits). ``tests/test_compiled_kernels.py`` checks the engine's step through them
 against the semantic Module's step (the families' functions), for every family.
 
 The routed experts (``moe``) of a one-token step run compiled, reading only the chosen experts: the router's
@@ -185,8 +187,15 @@ def slot_functions(shapes: SlotShapes) -> dict[str, Function]:
     def head(x: Tensor[(seq, HID), dt], norm: ConstTensor[(HID,), dt], weight: ConstTensor[(V, HID), dt]):
         return _linear(tf.rms_norm(x, norm, eps), weight)
 
+    @func
+    def choose(x: Tensor[(1, HID), dt], norm: ConstTensor[(HID,), dt], weight: ConstTensor[(V, HID), dt]):
+        # greedy decoding's head: the logits, and the first largest one's index found in the head's matmul (each
+        # CTA's part of the row, then one merge: lower/arg_epilogue.py)
+        logits = _linear(tf.rms_norm(x, norm, eps), weight)
+        return logits, tf.argmax(logits, axis=-1)
+
     fns.update(embed=embed, norm_linear=norm_linear, rope_cache=rope_cache, attention=attention,
-               o_proj=linear_residual(H * D), head=head)
+               o_proj=linear_residual(H * D), head=head, choose=choose)
     if INTER:
         @func
         def norm_swiglu(x: Tensor[(seq, HID), dt], norm: ConstTensor[(HID,), dt],
@@ -249,7 +258,8 @@ class CompiledKernels(KernelSet):
         if shapes == self._shapes:
             return
         target = "cuda" if device.type == "cuda" else "cpu"
-        fns = slot_functions(shapes)
+        # greedy_head runs in the engine's greedy CUDA graphs only: no build of its slot on a CPU
+        fns = {n: fn for n, fn in slot_functions(shapes).items() if target == "cuda" or n != "choose"}
         start = time.monotonic()
         # each build's progress on a terminal only, as this set's own line: a command's stderr stays its own
         with build_progress("terminal"), ThreadPoolExecutor(self.jobs) as pool:
@@ -382,3 +392,17 @@ class CompiledKernels(KernelSet):
         if self._prefill_on_gpu(x):
             return self._torch.head(x, norm, weight, out, eps)
         self._fn("head")(x, norm, weight, out)
+
+    def greedy_head(self, x: torch.Tensor, norm: torch.Tensor, weight: torch.Tensor, logits: torch.Tensor,
+                    result: torch.Tensor, step: torch.Tensor, eps: float) -> None:
+        """The ``choose`` slot: the last token's logits and their first largest index, written into ``result[0]``
+        by the head's own kernel and a merge (in place of torch's argmax after the head); then torch's finiteness
+        test of the logits into ``result[1]``, and the next step's token and position + 1 / context + 1."""
+        self._eps(eps)
+        if "choose" not in self._fns:  # built for a CPU (prepare): torch's choice after the compiled head
+            return super().greedy_head(x, norm, weight, logits, result, step, eps)
+        row = logits[-1:]
+        self._fn("choose")(x[-1:], norm, weight, row, result[:1])
+        result[1:].copy_(torch.isfinite(row).all())
+        step[0, 0].copy_(result[0])
+        step[1:, 0].add_(1)
