@@ -236,16 +236,16 @@ class _Stages:
         for _, v in read:
             self.home(v.root, op)
         pair_of = (second, b1[0]) if second is not None else None
-        names = self.argmax_names(arg, out) if arg is not None else None
+        fused = (arg, self.argmax_names(arg, out)) if arg is not None else None
         body, sched = matmul_body(self.prog.name, op, a, b, out, self.homes, self.target, (steps, read, result),
-                                  weight[0] if weight else None, pair_of,
-                                  (arg, names) if arg is not None and names is not None else None)
+                                  weight[0] if weight else None, pair_of, fused)
         for _, v in read:
             if self.read_in_place(v, out, ops):
                 self.aliases.append((self.homes[id(out.root)], self.homes[id(v.root)]))
         call = self.kernel(name, [a, b, *b1, *weight, *picks, *(v for _, v in read), out], body, sched, op)
-        if arg is None or names is None:
+        if fused is None:
             return [call]
+        arg, names = fused
         rows = out.root.type.shape[0]
         parts = (KernelParam(names[0], TensorType((sched.grid, rows), f32), False),
                  KernelParam(names[1], TensorType((sched.grid, rows), i64), False))
