@@ -7,7 +7,8 @@ replays interleaved between the variants. GB/s counts the bytes a launch must mo
 the activations it reads and writes); a device-to-device copy measured in the same run is the ceiling.
 "ours, no PDL" is the same kernel with Programmatic Dependent Launch off, so back-to-back launches do not
 overlap. "compiled" is the compiled kernel set's slot for the same job (``slot_functions``, jitted for CUDA),
-timed the same way (for lm_head the ``head`` slot: the logits, without the hand-written kernel's argmax).
+timed the same way (for lm_head the ``choose`` slot: the logits and their argmax, found in the head's matmul and
+one merge, as the hand-written kernel's epilogue finds it).
 Every variant's output is checked against torch's before it is timed; ``--only attention rope`` times those
 kernels alone.
 
@@ -120,7 +121,7 @@ def with_pdl(lib, on: bool, launch: Launch) -> Launch:
 def gemv_case(lib, name: str, n: int, k: int, epilogue: str, norm: bool, slot: str | None = None) -> Case:
     """A GEMV of the hand-written set (``epilogue``: store, residual, swiglu or argmax; ``norm``: its rms_norm
     prologue) beside torch's ops for the same job, cuBLAS's bare GEMV and, where ``slot`` names one, the compiled
-    set's slot of that job (``head``: logits only, no argmax)."""
+    set's slot of that job (``choose``: the logits and their argmax)."""
     n_out = n // 2 if epilogue == "swiglu" else n
     nbytes = n * k * 2 + k * 2 + n_out * 2 + (k * 2 if norm else 0) + (n * 2 if epilogue == "residual" else 0)
     copies = copies_for(n * k * 2)
@@ -158,13 +159,16 @@ def gemv_case(lib, name: str, n: int, k: int, epilogue: str, norm: bool, slot: s
 
     runners = {"ours": ours, "ours, no PDL": with_pdl(lib, False, ours), "torch ops": lambda i: torch_ops(i),
                "cuBLAS GEMV": cublas}
-    compiled_out = torch.empty(1, VOCAB if slot == "head" else n_out, dtype=BF16, device="cuda")
+    compiled_out = torch.empty(1, VOCAB if slot in ("head", "choose") else n_out, dtype=BF16, device="cuda")
+    compiled_token = torch.empty(1, dtype=torch.int64, device="cuda")
     if slot is not None:
         compiled = compiled_slot(slot)
 
         def ours_compiled(i: int) -> None:
             if slot in ("o_proj", "down"):
                 compiled(x, ws[i], res, compiled_out)
+            elif slot == "choose":
+                compiled(x, g, ws[i], compiled_out, compiled_token)
             else:
                 compiled(x, g, ws[i], compiled_out)
 
@@ -175,9 +179,13 @@ def gemv_case(lib, name: str, n: int, k: int, epilogue: str, norm: bool, slot: s
         want = torch_ops(0)
         got = res_out if epilogue == "residual" else out
         err = rel_l2(got, want)
-        if slot is not None and epilogue != "argmax":
+        if slot is not None:
             runners["compiled"](0)
             err = max(err, rel_l2(compiled_out, want))
+        if epilogue == "argmax":  # each token's logit the largest, to bf16's rounding (near-ties may differ)
+            top = want.float().max()
+            for chosen in (token, *((compiled_token,) if slot == "choose" else ())):
+                err = max(err, ((top - want.float()[0, chosen]) / top.abs()).item())
         return err
 
     shape = f"{n}x{k}" + (" +norm" if norm else "") + ("" if epilogue == "store" else f" +{epilogue}")
@@ -504,7 +512,7 @@ def main() -> int:
         ("gate/up", lambda: gemv_case(lib, "gate/up (norm, swiglu)", 2 * INTER, HIDDEN, "swiglu", True,
                                       "norm_swiglu")),
         ("down", lambda: gemv_case(lib, "down (+residual)", HIDDEN, INTER, "residual", False, "down")),
-        ("lm_head", lambda: gemv_case(lib, "lm_head (norm, argmax)", VOCAB, HIDDEN, "argmax", True, "head")),
+        ("lm_head", lambda: gemv_case(lib, "lm_head (norm, argmax)", VOCAB, HIDDEN, "argmax", True, "choose")),
         ("attention ctx 1024", lambda: attention_case(lib, 1024)),
         ("attention ctx 4096", lambda: attention_case(lib, 4096)),
         ("rope", lambda: rope_case(lib)),
