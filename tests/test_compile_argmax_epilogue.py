@@ -217,3 +217,38 @@ def test_an_argmax_not_fused_is_as_correct(rows: int) -> None:
         again = torch.empty(rows, dtype=torch.int64)
         fixed(x, w, again)
         assert torch.equal(again, out)
+
+
+@func
+def vocab_any(x: Tensor[(2, K), "f32"], w: Tensor[(DimVar("v", 1, 100000), K), "f32"]):
+    return tf.argmax(_linear(x, w), axis=-1)
+
+
+@func
+def integer_logits(x: Tensor[(2, K), "i32"], w: ConstTensor[(300, K), "i32"]):
+    return tf.argmax(_linear(x, w), axis=-1)
+
+
+def test_a_vocabulary_known_at_launch_is_one_tile_and_integer_results_stay_unfused() -> None:
+    """A DimVar N: one CTA's tile, one part a row. An integer result keeps the argmax a row-wise stage (the parts
+    fold values as float, which not every integer survives)."""
+    assert [s.fn.schedule.placement for s in lower(vocab_any, "cpu").functions["vocab_any"].stages] == [
+        "matmul", "argmax"]
+    assert [s.fn.schedule.placement for s in lower(integer_logits, "cpu").functions["integer_logits"].stages] == [
+        "matmul", "rows"]
+    compiled = jit(vocab_any, target="cpu")
+    g = torch.Generator().manual_seed(4)
+    for vocab in (1, 7, 5000):
+        x, w = _small_integers((2, K), g, torch.float32), _small_integers((vocab, K), g, torch.float32)
+        out = torch.empty(2, dtype=torch.int64)
+        compiled(x, w, out)
+        assert torch.equal(out, _torch_choice(x, w)), vocab
+    big = jit(integer_logits, target="cpu")
+    x = torch.zeros(2, K, dtype=torch.int32)
+    x[:, 0], x[:, 1] = 1 << 12, 1
+    w = torch.zeros(300, K, dtype=torch.int32)
+    w[2, 0] = w[205, 0] = 1 << 12  # column 2: 2**24; column 205: 2**24 + 1, the same float
+    w[205, 1] = 1
+    out = torch.empty(2, dtype=torch.int64)
+    big(x, w, out)
+    assert out.tolist() == [205, 205]

@@ -17,8 +17,9 @@ stores its result: to the caller's output where the function returns it, else to
 The stages merge where every condition holds:
 
 * the matmul is of two 2-D operands, its weight's rows not picked by positions, not a pair (``pairs.py``);
-* its stage's result is 2-D, (M, N), with M a static row count of at most ``ARGMAX_MAX_ROWS`` (a decode step's
-  token, a few sequences): each CTA's part is M pairs;
+* its stage's result is 2-D, (M, N), of a float type (the parts fold values as float, exact for f32, bf16 and f16,
+  not for every integer), with M a static row count of at most ``ARGMAX_MAX_ROWS`` (a decode step's token, a few
+  sequences): each CTA's part is M pairs;
 * the row-wise stage is one argmax of that result, read as it is stored (no view), along its last axis; or
   elementwise ops that may run as the matmul's epilogue (``epilogue.py``: they then do) and the argmax of their
   result (greedy decoding after a logit scale or soft-capping).
@@ -88,6 +89,8 @@ def _fusable(staged: StagedProgram, mm_stage: Stage, stage: Stage) -> bool:
     result = epilogue_result(staged, ops) if len(ops) > 1 else mm.outputs[0]
     (x,) = arg.inputs
     if x is not result or id(x) in staged.views or x.type.rank != 2 or arg.attrs["axis"] != 1:
+        return False
+    if not x.type.dtype.is_float:
         return False
     rows = x.type.shape[0]
     return isinstance(rows, int) and 1 <= rows <= ARGMAX_MAX_ROWS
