@@ -54,27 +54,34 @@ __device__ Pair cta_fold(Pair mine) {
 }
 #endif
 
-/// Row m's pair of a tile: its elements (m, n) at positions col0 + n, folded by Op.
-template <class Op, class Tile>
-TILEFOUNDRY_DEVICE Pair row_pair(Tile const& tile, int64_t m, int64_t col0) {
-  int64_t const cols = int64_t(cute::size<1>(tile));
+/// The pair Op picks among at(i) for i in [0, count): on CUDA each thread folds every blockDim.x-th
+/// i from its own, then the CTA's pairs meet (cta_fold: valid in thread 0).
+template <class Op, class At>
+TILEFOUNDRY_DEVICE Pair fold(int64_t count, At const& at) {
   Pair mine = detail::arg_traits<Op>::template identity<float>();
 #if defined(__CUDA_ARCH__)
-  for (int64_t n = threadIdx.x; n < cols; n += blockDim.x) {
-#else
-  for (int64_t n = 0; n < cols; ++n) {
-#endif
-    mine = detail::arg_combine<Op>(mine, Pair{detail::convert<float>(tile(m, n)), col0 + n});
-  }
-#if defined(__CUDA_ARCH__)
+  for (int64_t i = threadIdx.x; i < count; i += blockDim.x)
+    mine = detail::arg_combine<Op>(mine, at(i));
   mine = cta_fold<Op>(mine);
+#else
+  for (int64_t i = 0; i < count; ++i) mine = detail::arg_combine<Op>(mine, at(i));
 #endif
   return mine;
 }
 
+/// Whether this thread writes what fold() returns: the CTA's thread 0 (the CPU's one thread).
+TILEFOUNDRY_DEVICE bool writes() {
+#if defined(__CUDA_ARCH__)
+  return threadIdx.x == 0;
+#else
+  return true;
+#endif
+}
+
 /// Each row's part of a CTA's tile (M x T, the columns from col0): part_value(m) and
-/// part_position(m) the pair Op picks among the row's T elements. On CUDA the tile is read after a
-/// barrier, so that what every thread of the CTA wrote to it (the matmul before) is there.
+/// part_position(m) the pair Op picks among the row's T elements, at positions col0 + n. On CUDA
+/// the tile is read after a barrier, so that what every thread of the CTA wrote to it (the matmul
+/// before) is there.
 template <class Op, class Tile, class Values, class Positions>
 TILEFOUNDRY_DEVICE void part(Tile const& tile, int64_t col0, Values&& part_value,
                              Positions&& part_position) {
@@ -82,13 +89,15 @@ TILEFOUNDRY_DEVICE void part(Tile const& tile, int64_t col0, Values&& part_value
   __syncthreads();
 #endif
   int64_t const rows = int64_t(cute::size<0>(tile));
+  int64_t const cols = int64_t(cute::size<1>(tile));
   for (int64_t m = 0; m < rows; ++m) {
-    Pair const p = row_pair<Op>(tile, m, col0);
-#if defined(__CUDA_ARCH__)
-    if (threadIdx.x != 0) continue;
-#endif
-    part_value(m) = p.value;
-    part_position(m) = p.index;
+    Pair const p = fold<Op>(cols, [&](int64_t n) {
+      return Pair{detail::convert<float>(tile(m, n)), col0 + n};
+    });
+    if (writes()) {
+      part_value(m) = p.value;
+      part_position(m) = p.index;
+    }
   }
 }
 
@@ -99,19 +108,10 @@ TILEFOUNDRY_DEVICE void merge(Values const& values, Positions const& positions, 
   int64_t const parts = int64_t(cute::size<0>(values));
   int64_t const rows = int64_t(cute::size<1>(values));
   for (int64_t m = 0; m < rows; ++m) {
-    Pair mine = detail::arg_traits<Op>::template identity<float>();
-#if defined(__CUDA_ARCH__)
-    for (int64_t s = threadIdx.x; s < parts; s += blockDim.x) {
-#else
-    for (int64_t s = 0; s < parts; ++s) {
-#endif
-      mine = detail::arg_combine<Op>(mine, Pair{values(s, m), int64_t(positions(s, m))});
-    }
-#if defined(__CUDA_ARCH__)
-    mine = cta_fold<Op>(mine);
-    if (threadIdx.x != 0) continue;
-#endif
-    out(m) = mine.index == INT64_MAX ? 0 : mine.index;
+    Pair const p = fold<Op>(parts, [&](int64_t s) {
+      return Pair{values(s, m), int64_t(positions(s, m))};
+    });
+    if (writes()) out(m) = p.index == INT64_MAX ? 0 : p.index;
   }
 }
 
