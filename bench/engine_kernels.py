@@ -429,7 +429,21 @@ def whole_step(lib, twin: Any, params: int, reps: int, ctx: int, profile: bool,
         result["profile_us"] = kernel_profile(graphs["ours"])
         if "compiled" in graphs:
             result["profile_us_compiled"] = kernel_profile(graphs["compiled"])
-    del graphs, engines
+    # greedy decoding's step (the head also choosing the next token on the device: bench/decode.py's), after the
+    # decode graphs. Each replay decodes at the next position, so they start below the context and end at it: past
+    # it the attention's CTAs would no longer be the decode step's (at 1024, one more entry is another wave)
+    greedy: dict[str, torch.cuda.CUDAGraph] = {}
+    replays = 1 + reps + (6 if profile else 0)
+    for name in ("ours", "compiled"):
+        if name in engines:
+            engines[name].load_caches(engines[name].caches, max(0, ctx - 1 - replays))
+            list(engines[name].greedy(0, 1))
+            greedy[f"{name}, greedy"] = engines[name].greedy_graph
+    result["greedy_contexts"] = [max(1, ctx - replays), ctx]
+    result["greedy_step_us"] = time_graphs(greedy, 1, reps)
+    if profile and "compiled, greedy" in greedy:
+        result["profile_us_compiled_greedy"] = kernel_profile(greedy["compiled, greedy"])
+    del graphs, greedy, engines
     torch.cuda.empty_cache()
     return result
 
@@ -552,10 +566,11 @@ def main() -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
 
-    for key, which in (("profile_us", "hand-written"), ("profile_us_compiled", "compiled")):
+    for key, which in (("profile_us", "hand-written"), ("profile_us_compiled", "compiled"),
+                       ("profile_us_compiled_greedy", "compiled, greedy decoding's step")):
         if step and step.get(key):
             print(f"\nper-kernel time in one step, {which} set (profiler, us):")
-            for name, t in list(step[key].items())[:12]:
+            for name, t in list(step[key].items())[:24]:
                 print(f"  {t:9.1f}  {name[:150]}")
     print(f"\n=== engine kernels vs torch on Qwen3-1.7B decode shapes, {device}, copy {copy_tbps:.2f} TB/s")
     print(f"{'kernel':<24}{'shape':<28}{'ours us':>8}{'GB/s':>7}{'%copy':>6}{'noPDL us':>9}"
@@ -576,6 +591,9 @@ def main() -> int:
             print(f"whole step ({k}): {us:.0f} us = {1e6 / us:.0f} tokens/s; bound at copy bandwidth "
                   f"{bound:.0f} tokens/s ({100 * 1e6 / us / bound:.0f}%), {st['parameters'] / 1e9:.2f}e9 params, "
                   f"context {st['context']}")
+        for k, us in st.get("greedy_step_us", {}).items():
+            lo, hi = st["greedy_contexts"]
+            print(f"greedy decoding's step ({k}): {us:.0f} us = {1e6 / us:.0f} tokens/s, contexts {lo}-{hi}")
         compiled = st["step_us"].get("compiled")
         for k, us in st["step_us"].items():
             if compiled is not None and k.startswith("compiled, hand-written"):

@@ -42,6 +42,7 @@ def test_the_engine_step_passes_check_against_the_semantic_module(qwen3, context
     assert all(torch.equal(k, k0) and torch.equal(v, v0) for (k, v), (k0, v0) in zip(inputs[-1], given)), \
         "the caches given to the step are read, never changed"
     assert engine.length == context + tokens and engine.graph_status == "off" and engine.decode_graph is None
+    assert engine.greedy_graph is None
     assert engine.stats.eager_steps + engine.stats.prefills == 1
 
 

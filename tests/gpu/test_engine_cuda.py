@@ -125,6 +125,7 @@ def test_64_greedy_tokens_equal_the_references(qwen3) -> None:
     replays = engine.stats.replays
     again = generate(twin, PROMPT[:3], 64, device="cuda")  # another prompt: the same graph, replayed
     assert engine.stats.replays == replays + 63 and engine.stats.captures == 2, "greedy: two graphs, replayed"
+    assert isinstance(engine.greedy_graph, torch.cuda.CUDAGraph)
     assert again.tokens == generate(reference, PROMPT[:3], 64, device="cuda").tokens
 
 

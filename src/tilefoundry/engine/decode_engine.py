@@ -215,6 +215,18 @@ class DecodeEngine:
         """
         return self._graph
 
+    @property
+    def greedy_graph(self) -> torch.cuda.CUDAGraph | None:
+        """The CUDA graph of :meth:`greedy`'s step (the one copying its result to host row 0; captured by the first
+        greedy decoding on a CUDA device), to time or profile it alone; None before that, and where steps run
+        eagerly.
+
+        Each replay decodes the token its last step chose at the next position, as greedy's own replays do: it
+        advances the engine's device inputs (position and context + 1, so at most the capacity's spare positions
+        of replays) but not ``length`` or ``stats``. Replay it only while the engine lives and until a ``resize``.
+        """
+        return self._greedy_graphs[0] if self._greedy_graphs is not None else None
+
     def resize(self, capacity: int) -> None:
         """Hold ``capacity`` positions from now on: a new, empty cache (``length`` 0); the graph is captured again."""
         if isinstance(capacity, bool) or not isinstance(capacity, int):
