@@ -7,8 +7,9 @@ replays interleaved between the variants. GB/s counts the bytes a launch must mo
 the activations it reads and writes); a device-to-device copy measured in the same run is the ceiling.
 "ours, no PDL" is the same kernel with Programmatic Dependent Launch off, so back-to-back launches do not
 overlap. "compiled" is the compiled kernel set's slot for the same job (``slot_functions``, jitted for CUDA),
-timed the same way (for lm_head the ``choose`` slot: the logits and their argmax, found in the head's matmul and
-one merge, as the hand-written kernel's epilogue finds it).
+timed the same way (for lm_head greedy decoding's head as the engine runs it: the ``choose`` slot - the logits, their
+argmax and finiteness, found in the head's matmul, one merge and one small kernel - and the step's two torch ops,
+against the hand-written greedy kernel, whose epilogue does all of it).
 Every variant's output is checked against torch's before it is timed; ``--only attention rope`` times those
 kernels alone.
 
@@ -119,18 +120,21 @@ def with_pdl(lib, on: bool, launch: Launch) -> Launch:
 
 
 def gemv_case(lib, name: str, n: int, k: int, epilogue: str, norm: bool, slot: str | None = None) -> Case:
-    """A GEMV of the hand-written set (``epilogue``: store, residual, swiglu or argmax; ``norm``: its rms_norm
+    """A GEMV of the hand-written set (``epilogue``: store, residual, swiglu or greedy; ``norm``: its rms_norm
     prologue) beside torch's ops for the same job, cuBLAS's bare GEMV and, where ``slot`` names one, the compiled
-    set's slot of that job (``choose``: the logits and their argmax)."""
+    set's slot of that job. ``greedy`` is greedy decoding's head as the engine runs it: the logits, their argmax,
+    whether all are finite, and the next step's token, position and context on the device (hand-written: one
+    kernel; compiled: ``CompiledKernels.greedy_head``, the ``choose`` slot and torch's two small ops after it)."""
     n_out = n // 2 if epilogue == "swiglu" else n
     nbytes = n * k * 2 + k * 2 + n_out * 2 + (k * 2 if norm else 0) + (n * 2 if epilogue == "residual" else 0)
     copies = copies_for(n * k * 2)
     ws = [rand(n, k, scale=k**-0.5) for _ in range(copies)]
     x, g, res = rand(1, k), rand(k, scale=0.1) + 1, rand(1, n)
     out, res_out = torch.empty(1, n_out, dtype=BF16, device="cuda"), torch.empty(1, n, dtype=BF16, device="cuda")
-    token, aws = torch.empty(1, dtype=torch.int64, device="cuda"), argmax_workspace(1, "cuda")
+    result, aws = torch.zeros(2, dtype=torch.int64, device="cuda"), argmax_workspace(1, "cuda")
+    step = torch.zeros(3, 1, dtype=torch.int32, device="cuda")  # the next step's inputs, advanced by every launch
     entry = ("rmsnorm_" if norm else "") + {"store": "gemv", "residual": "gemv_residual", "swiglu": "gemv_swiglu",
-                                            "argmax": "gemv_argmax"}[epilogue]
+                                            "greedy": "gemv_greedy"}[epilogue]
     fn = getattr(lib, entry)
 
     def ours(i: int) -> None:
@@ -138,8 +142,8 @@ def gemv_case(lib, name: str, n: int, k: int, epilogue: str, norm: bool, slot: s
         eps = (EPS,) if norm else ()
         if epilogue == "residual":
             fn(*head, ws[i], res, res_out, *eps, 0)
-        elif epilogue == "argmax":
-            fn(*head, ws[i], out, token, aws, *eps, 0)
+        elif epilogue == "greedy":
+            fn(*head, ws[i], out, result, step, aws, *eps)
         else:
             fn(*head, ws[i], out, *eps, 0)
 
@@ -150,8 +154,9 @@ def gemv_case(lib, name: str, n: int, k: int, epilogue: str, norm: bool, slot: s
             return res + y
         if epilogue == "swiglu":
             return F.silu(y[:, 0::2]) * y[:, 1::2]
-        if epilogue == "argmax":
-            y.argmax(-1)
+        if epilogue == "greedy":
+            row = y[-1]
+            torch.stack((row.argmax(), torch.isfinite(row).all().long()))
         return y
 
     def cublas(i: int) -> None:
@@ -160,15 +165,17 @@ def gemv_case(lib, name: str, n: int, k: int, epilogue: str, norm: bool, slot: s
     runners = {"ours": ours, "ours, no PDL": with_pdl(lib, False, ours), "torch ops": lambda i: torch_ops(i),
                "cuBLAS GEMV": cublas}
     compiled_out = torch.empty(1, VOCAB if slot in ("head", "choose") else n_out, dtype=BF16, device="cuda")
-    compiled_token = torch.empty(1, dtype=torch.int64, device="cuda")
+    compiled_result = torch.zeros(2, dtype=torch.int64, device="cuda")
     if slot is not None:
         compiled = compiled_slot(slot)
 
         def ours_compiled(i: int) -> None:
             if slot in ("o_proj", "down"):
                 compiled(x, ws[i], res, compiled_out)
-            elif slot == "choose":
-                compiled(x, g, ws[i], compiled_out, compiled_token)
+            elif slot == "choose":  # CompiledKernels.greedy_head
+                compiled(x, g, ws[i], compiled_out, compiled_result[:1], compiled_result[1:])
+                step[0, 0].copy_(compiled_result[0])
+                step[1:, 0].add_(1)
             else:
                 compiled(x, g, ws[i], compiled_out)
 
@@ -182,10 +189,11 @@ def gemv_case(lib, name: str, n: int, k: int, epilogue: str, norm: bool, slot: s
         if slot is not None:
             runners["compiled"](0)
             err = max(err, rel_l2(compiled_out, want))
-        if epilogue == "argmax":  # each token's logit the largest, to bf16's rounding (near-ties may differ)
+        if epilogue == "greedy":  # each token's logit the largest, to bf16's rounding (near-ties may differ)
             top = want.float().max()
-            for chosen in (token, *((compiled_token,) if slot == "choose" else ())):
-                err = max(err, ((top - want.float()[0, chosen]) / top.abs()).item())
+            for chosen in (result, *((compiled_result,) if slot == "choose" else ())):
+                err = max(err, ((top - want.float()[0, chosen[0]]) / top.abs()).item())
+                assert int(chosen[1]) == 1, "finite logits flagged as not finite"
         return err
 
     shape = f"{n}x{k}" + (" +norm" if norm else "") + ("" if epilogue == "store" else f" +{epilogue}")
@@ -526,7 +534,7 @@ def main() -> int:
         ("gate/up", lambda: gemv_case(lib, "gate/up (norm, swiglu)", 2 * INTER, HIDDEN, "swiglu", True,
                                       "norm_swiglu")),
         ("down", lambda: gemv_case(lib, "down (+residual)", HIDDEN, INTER, "residual", False, "down")),
-        ("lm_head", lambda: gemv_case(lib, "lm_head (norm, argmax)", VOCAB, HIDDEN, "argmax", True, "choose")),
+        ("lm_head", lambda: gemv_case(lib, "lm_head (norm, greedy)", VOCAB, HIDDEN, "greedy", True, "choose")),
         ("attention ctx 1024", lambda: attention_case(lib, 1024)),
         ("attention ctx 4096", lambda: attention_case(lib, 4096)),
         ("rope", lambda: rope_case(lib)),

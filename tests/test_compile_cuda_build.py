@@ -3,7 +3,7 @@
 The families' decoder-layer functions (Qwen3 in bf16: q/k/v with its norm, q/k norms, attention with RoPE and the
 cache writes, the MLP, embedding, head), and the modules of tests/test_compile_prologue.py, test_compile_pairs.py,
 test_compile_epilogue.py, test_compile_matmul.py (its matmuls, and those of the streamed schedule),
-test_compile_rope_cache.py and test_compile_argmax_epilogue.py, and the engine's routed MoE slot,
+test_compile_rope_cache.py and test_compile_reduce_epilogue.py, and the engine's routed MoE slot,
 lowered for CUDA into one Module: one nvcc run (about 15 s of every nvcc run here is the runtime's headers, paid
 once) that must print no warning, and whose library exports every function's entry. What each module computes is
 checked on the CPU in its own file, and on the H200 in tests/gpu.
@@ -16,12 +16,12 @@ import shutil
 
 import pytest
 
-from tests.test_compile_argmax_epilogue import Argmaxes
 from tests.test_compile_epilogue import Epilogues
 from tests.test_compile_families import _family, _functions
 from tests.test_compile_matmul import Matmuls, Streamed
 from tests.test_compile_pairs import Pairs
 from tests.test_compile_prologue import Prologues
+from tests.test_compile_reduce_epilogue import Argmaxes, Reductions
 from tests.test_compile_rope_cache import RopeCache
 from tilefoundry import lower
 from tilefoundry.codegen import generate, link
@@ -58,7 +58,8 @@ def _everything() -> TirModule:
     groups = {"family": _functions(_family("qwen3", "bfloat16")), "prologue": dict(Prologues.functions),
               "pairs": dict(Pairs.functions), "epilogue": dict(Epilogues.functions),
               "matmul": dict(Matmuls.functions), "streamed": dict(Streamed.functions),
-              "rope": dict(RopeCache.functions), "argmax": dict(Argmaxes.functions), "moe": {"moe": _moe_slot()}}
+              "rope": dict(RopeCache.functions), "argmax": dict(Argmaxes.functions),
+              "reductions": dict(Reductions.functions), "moe": {"moe": _moe_slot()}}
     seen: dict[str, int] = {}
     for fns in groups.values():
         for name in fns:

@@ -273,18 +273,20 @@ def test_a_moe_slot_refuses_a_top_k_it_was_not_built_for() -> None:
                     torch.zeros(4, 32, 16), x, 1e-6, 3, True)
 
 
-@pytest.mark.parametrize("poison", [None, float("nan"), float("inf")])
+@pytest.mark.parametrize("poison", [None, float("nan"), float("inf"), float("-inf")])
 def test_the_choose_slot_finds_the_first_largest_logit_in_the_heads_kernel(poison: float | None) -> None:
     """CompiledKernels.greedy_head (the engine's greedy graphs on CUDA) through the ``choose`` slot: the head's logits
-    and their argmax fused in its matmul (each CTA's part, then a merge), the finiteness flag and the next step's
-    token / position + 1 / context + 1, as the KernelSet default computes them with torch. Built for the CPU here
+    and their argmax, largest and smallest fused in its matmul (each CTA's parts, then a merge), the finiteness flag
+    from those two (a row-wise stage after the merge) and the next step's token / position + 1 / context + 1, as
+    the KernelSet default computes them with torch: a +inf, a -inf or a NaN logit clears the flag. Built for the CPU here
     (an engine on a CPU leaves the slot out: its greedy decoding reads the logits)."""
     from tilefoundry import jit, lower
 
     spec = DecoderSpec(hidden=64, heads=4, kv_heads=2, head_dim=16, vocab=1000, eps=1e-6, max_positions=128)
     shapes = SlotShapes(spec, "f32", 0, False, False)
     fn = slot_functions(shapes)["choose"]
-    assert [s.fn.schedule.placement for s in lower(fn, "cpu").functions[fn.name].stages] == ["matmul", "argmax"]
+    assert [s.fn.schedule.placement for s in lower(fn, "cpu").functions[fn.name].stages] == [
+        "matmul", "reductions", "rows"]
     kernels = CompiledKernels()
     kernels._shapes, kernels._fns = shapes, {"choose": jit(fn, target="cpu")}
     gen = torch.Generator().manual_seed(3)

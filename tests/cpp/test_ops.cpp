@@ -399,6 +399,43 @@ TEST(ArgReduceSplit, PartsThenMergeGiveTorchArgmax) {
   EXPECT_EQ(out[1], 6);
 }
 
+// The reduce family's split form: three CTAs' bf16 tiles of two rows, each CTA's part, then the
+// merge: sum, mean (of the 12), maximum and minimum (NaN wins either), largest magnitude.
+TEST(ReduceSplit, PartsThenMergeGiveTorchReductions) {
+  float const nan = std::numeric_limits<float>::quiet_NaN();
+  float const inf = std::numeric_limits<float>::infinity();
+  std::vector<bf16> row0 = cast_all<bf16>({1, 0, 7, 3, -2, 7, 7, 1, 0, 7, -9, 6});
+  std::vector<bf16> row1 = cast_all<bf16>({1, 2, 3, 4, 5, -inf, nan, 8, 9, 0, 2, 1});
+  auto const run = [&](auto op) {
+    using Op = decltype(op);
+    std::vector<float> values(3 * 2);
+    for (int c = 0; c < 3; ++c) {
+      std::vector<bf16> tile(2 * 4);
+      for (int n = 0; n < 4; ++n) {
+        tile[n] = row0[4 * c + n];
+        tile[4 + n] = row1[4 * c + n];
+      }
+      ops::reduce_part<Op>(
+          cute::make_tensor(tile.data(),
+                            cute::make_layout(cute::make_shape(2, 4), cute::make_stride(4, 1))),
+          cute::make_tensor(values.data() + 2 * c, cute::make_shape(2)));
+    }
+    std::vector<float> out(2, -1.0f);
+    auto const parts = cute::make_layout(cute::make_shape(3, 2), cute::make_stride(2, 1));
+    ops::reduce_merge<Op>(cute::make_tensor(values.data(), parts), int64_t(12),
+                          cute::make_tensor(out.data(), cute::make_shape(2)));
+    return out;
+  };
+  EXPECT_EQ(run(ops::sum_op{})[0], 28.0f);
+  EXPECT_FLOAT_EQ(run(ops::mean_op{})[0], 28.0f / 12.0f);
+  EXPECT_EQ(run(ops::max_op{})[0], 7.0f);
+  EXPECT_EQ(run(ops::min_op{})[0], -9.0f);
+  EXPECT_EQ(run(ops::absmax_op{})[0], 9.0f);
+  EXPECT_TRUE(std::isnan(run(ops::sum_op{})[1]));  // -inf + NaN
+  EXPECT_TRUE(std::isnan(run(ops::max_op{})[1]));
+  EXPECT_TRUE(std::isnan(run(ops::min_op{})[1]));
+}
+
 // Rows split across CTAs; each CTA reduces its row: the sharded operands resolve to the plain
 // tier, and the gmem dst is written by its owner.
 TEST(ReduceSharded, RowsAcrossCtasIsPlain) {

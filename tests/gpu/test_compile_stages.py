@@ -21,7 +21,6 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root, for tests.*
 
 from tests.compile_kernels import caches_in_place, compiled_only, evaluator_refuses  # noqa: E402
-from tests.test_compile_argmax_epilogue import Argmaxes, _exact_case, _planted, _torch_choice  # noqa: E402
 from tests.test_compile_attention import CASES as ATTENTION_CASES  # noqa: E402
 from tests.test_compile_attention import Attention  # noqa: E402
 from tests.test_compile_attention import _inputs as attention_inputs  # noqa: E402
@@ -32,13 +31,15 @@ from tests.test_compile_epilogue import _inputs as epilogue_inputs  # noqa: E402
 from tests.test_compile_families import BF16, F32, _expect, _family, _functions, _inputs  # noqa: E402
 from tests.test_compile_matmul import Matmuls, Streamed, streamed_inputs  # noqa: E402
 from tests.test_compile_matmul import _inputs as matmul_inputs  # noqa: E402
+from tests.test_compile_reduce_epilogue import Argmaxes, Reductions, _exact_case, _planted, _torch_choice  # noqa: E402
+from tests.test_compile_reduce_epilogue import _inputs as reduction_inputs  # noqa: E402
 from tests.test_compile_rope_cache import BF16 as ROPE_BF16  # noqa: E402
 from tests.test_compile_rope_cache import CASES as ROPE_CASES  # noqa: E402
 from tests.test_compile_rope_cache import RopeCache  # noqa: E402
 from tests.test_compile_rope_cache import _inputs as rope_inputs  # noqa: E402
 
 from tilefoundry import jit  # noqa: E402
-from tilefoundry.runtime.check import check, equal  # noqa: E402
+from tilefoundry.runtime.check import allclose, check, equal  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -53,7 +54,7 @@ def built() -> None:
     from tilefoundry.lower import lower
     from tilefoundry.target import CudaTarget
 
-    fns = [Matmuls, Streamed, Attention, Epilogues, RopeCache, Argmaxes,
+    fns = [Matmuls, Streamed, Attention, Epilogues, RopeCache, Argmaxes, Reductions,
            *(fn for fam, dt in FAMILIES for fn in _functions(_family(fam, dt)).values())]
     linkables = [generate(lower(f, CudaTarget())) for f in fns]
     with ThreadPoolExecutor(max_workers=max(1, min(len(linkables), os.cpu_count() or 1))) as pool:
@@ -119,6 +120,34 @@ def test_an_argmax_after_a_norm_an_epilogue_or_a_streamed_matmul_matches_the_eva
     for seed in range(3):
         report = check(compiled_only(compiled), fn, _cuda(_planted(name, seed)), expect=expect)
         assert report.passed, f"{name}, seed {seed}:\n{report}"
+
+
+@pytest.mark.parametrize("name", ["stats", "greedy"])
+def test_reductions_fused_after_their_matmul_match_the_evaluator_on_cuda(name: str) -> None:
+    """Every reduce kind of one matmul's rows (each CTA's part, then one CTA's merge: 1024 threads over the parts);
+    greedy decoding's token and finiteness, then a logit made +inf, -inf and NaN."""
+    compiled = jit(Reductions).functions[name]
+    fn = Reductions.functions[name]
+    inputs = list(reduction_inputs(fn, 5))
+    if name == "stats":
+        expect = {f"output[{i}]": [allclose(atol=1e-3, rtol=1e-4)] for i in range(5)}
+    else:
+        inputs[2][411] = torch.sign(inputs[0][0]).to(torch.bfloat16) * 2  # the token, well clear of the rest
+        expect = {"output[0]": [EPILOGUE_BF16], "output[1]": [equal()], "output[2]": [equal()]}
+    report = check(compiled_only(compiled), fn, _cuda(tuple(inputs)), expect=expect)
+    assert report.passed, f"{name}:\n{report}"
+    if name != "greedy":
+        return
+    x, norm, wh = _cuda(tuple(inputs))
+    for value, token in ((float("inf"), 250), (float("-inf"), 411), (float("nan"), 250)):
+        bad = wh.clone()
+        bad[250] = 0
+        bad[250, 3] = value * torch.sign(x[0, 3].float()).item() if value == value else value
+        logits = torch.empty(1, bad.shape[0], dtype=torch.bfloat16, device="cuda")
+        chosen = torch.empty(1, dtype=torch.int64, device="cuda")
+        finite = torch.full((1,), 7, dtype=torch.int64, device="cuda")
+        compiled(x, norm, bad, logits, chosen, finite)
+        assert (int(chosen), int(finite)) == (token, 0), value
 
 
 @pytest.mark.parametrize("name", sorted(RopeCache.functions))

@@ -256,6 +256,11 @@ class KernelEmitter:
             line = f"ops::arg_reduce_part<ops::{s.tag.name}>({args[0]}, {col0}, {out}, {positions});"
         elif s.family == "arg_reduce_merge":  # ops::arg_reduce_merge<Op>(values, positions, out)
             line = f"ops::arg_reduce_merge<ops::{s.tag.name}>({args[0]}, {args[1]}, {out});"
+        elif s.family == "reduce_part":  # ops::reduce_part<Op>(tile, values)
+            line = f"ops::reduce_part<ops::{s.tag.name}>({args[0]}, {out});"
+        elif s.family == "reduce_merge":  # ops::reduce_merge<Op>(values, row length, out)
+            count = f"int64_t({self.row_offset(s.indices[0])})"
+            line = f"ops::reduce_merge<ops::{s.tag.name}>({args[0]}, {count}, {out});"
         elif s.family == "topk":
             axes = ", ".join(str(a) for a in s.axes)
             indices = self.buffer(s.more_out[0])

@@ -189,10 +189,14 @@ def slot_functions(shapes: SlotShapes) -> dict[str, Function]:
 
     @func
     def choose(x: Tensor[(1, HID), dt], norm: ConstTensor[(HID,), dt], weight: ConstTensor[(V, HID), dt]):
-        # greedy decoding's head: the logits, and the first largest one's index found in the head's matmul (each
-        # CTA's part of the row, then one merge: lower/arg_epilogue.py)
+        # greedy decoding's head: the logits, the first largest one's index, and whether every logit is finite (the
+        # row's largest and smallest are: a NaN wins both), the three reductions found in the head's matmul (each
+        # CTA's parts of the row, then one merge: lower/reduce_epilogue.py), the finiteness test after them
         logits = _linear(tf.rms_norm(x, norm, eps), weight)
-        return logits, tf.argmax(logits, axis=-1)
+        hi = tf.reduce(logits, axes=(-1,), keepdim=False, kind="max")
+        lo = tf.reduce(logits, axes=(-1,), keepdim=False, kind="min")
+        finite = tf.cast(tf.eq((hi - hi) + (lo - lo), 0.0), "i64")  # x - x is 0 for a finite x only
+        return logits, tf.argmax(logits, axis=-1), finite
 
     fns.update(embed=embed, norm_linear=norm_linear, rope_cache=rope_cache, attention=attention,
                o_proj=linear_residual(H * D), head=head, choose=choose)
@@ -395,14 +399,13 @@ class CompiledKernels(KernelSet):
 
     def greedy_head(self, x: torch.Tensor, norm: torch.Tensor, weight: torch.Tensor, logits: torch.Tensor,
                     result: torch.Tensor, step: torch.Tensor, eps: float) -> None:
-        """The ``choose`` slot: the last token's logits and their first largest index, written into ``result[0]``
-        by the head's own kernel and a merge (in place of torch's argmax after the head); then torch's finiteness
-        test of the logits into ``result[1]``, and the next step's token and position + 1 / context + 1."""
+        """The ``choose`` slot: the last token's logits, their first largest index into ``result[0]`` and whether
+        every one is finite into ``result[1]``, found by the head's own kernel, a merge and one small kernel (in
+        place of torch's argmax and finiteness test after the head); then torch's copy of the token and + 1 to the
+        position and context, the next step's inputs."""
         self._eps(eps)
         if "choose" not in self._fns:  # built for a CPU (prepare): torch's choice after the compiled head
             return super().greedy_head(x, norm, weight, logits, result, step, eps)
-        row = logits[-1:]
-        self._fn("choose")(x[-1:], norm, weight, row, result[:1])
-        result[1:].copy_(torch.isfinite(row).all())
+        self._fn("choose")(x[-1:], norm, weight, logits[-1:], result[:1], result[1:])
         step[0, 0].copy_(result[0])
         step[1:, 0].add_(1)

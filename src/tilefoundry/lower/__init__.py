@@ -9,8 +9,8 @@ The passes, in order (each a small function over a printable form):
 3. staging: a function with a matmul or a view op is cut into stages, kernels run one after another
    (``stages.py``; views as strides, ``views.py``), the elementwise ops after a matmul moved into its epilogue
    (``epilogue.py``), two matmuls of one input whose results meet merged into one stage (``pairs.py``), an argmax
-   of a matmul's rows into the matmul's stage as each CTA's part and a merge (``arg_epilogue.py``), each stage
-   lowered on its own below (``staged.py``; a matmul stage by ``matmul.py``);
+   or reduction of a matmul's rows into the matmul's stage as each CTA's part and a merge (``reduce_epilogue.py``),
+   each stage lowered on its own below (``staged.py``; a matmul stage by ``matmul.py``);
 4. placement: the function's own ``with Mesh(...)`` placement when it has one (``meshwise.py``), else
    the automatic row-wise placement (``rows.py``, ``schedule.py``, ``layouts.py``);
 5. materialisation: buffers, views and runtime-op calls (``rowwise.py`` / ``meshwise.py``);

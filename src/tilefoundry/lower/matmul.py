@@ -41,10 +41,10 @@ from ..tir.stmt import (
     Stmt,
     Tag,
 )
-from .arg_epilogue import argmax_part
 from .epilogue import constant_literal, operand_strides, step_of
 from .errors import LoweringError
 from .program import Op, Val
+from .reduce_epilogue import reduction_parts
 from .views import View
 
 # Output columns one CTA computes (at most; the largest divisor of N up to this).
@@ -132,15 +132,15 @@ def _cuda_stream_tile(n: Dim, k: Dim, batch: Dim, bits: int, pair: bool, target:
 def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int, str], target: Target,
                 epilogue: tuple[list[Op], list[tuple[Val, View]], Val] | None = None,
                 norm_weight: View | None = None, pair: tuple[Op, View] | None = None,
-                argmax: tuple[Op, tuple[str, str]] | None = None) -> tuple[list[Stmt], Schedule]:
+                reductions: list[tuple[Op, tuple[str, ...]]] = ()) -> tuple[list[Stmt], Schedule]:
     """The statements and schedule of the matmul stage computing ``op``
     (``name``: the function, as refusals name it; ``homes``: the parameter name each
     view's root is read from or written to; ``epilogue``: the elementwise ops fused after it, the outside values
     they read with their views, and the value stored, ``out``'s, as ``epilogue.py`` found them; ``norm_weight``:
     the weight of the rms_norm a prologue applies to ``a``'s rows, as ``prologue.py`` moved it in; ``pair``: the
     second matmul of a pair (``pairs.py``) and the view of its second operand, of ``b``'s shape, whose result the
-    epilogue reads too; ``argmax``: the argmax fused after it (``arg_epilogue.py``) and the temporaries its CTAs'
-    parts of each row go to, values and positions, one row of them a CTA)."""
+    epilogue reads too; ``reductions``: the reductions fused after it (``reduce_epilogue.py``), each with the
+    temporaries its CTAs' parts of each row go to, one row of them a CTA)."""
     second = [("the second weight", pair[1])] if pair is not None else []
     for what, v in (("a", a), ("b", b), *second, ("out", out)):
         if any(axis >= len(v.shape) - 2 for axis, _, _ in v.gathers) or (v.gathers and what != "b"):
@@ -244,7 +244,7 @@ def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int,
         fused = _epilogue(op, ops, buffers, result, pair[0] if pair is not None else None)
     call = OpCall("matmul", Tag(acc), (a_buf, *weights), o_buf, origin, workspace=ring, epilogue=fused,
                   prologue=prologue)
-    after = argmax_part(argmax[0], o_buf, tile, tiles, argmax[1]) if argmax is not None else []
+    after = reduction_parts(list(reductions), o_buf, tile, tiles) if reductions else []
     body: list[Stmt] = [RowLoop("row", [*([Alloc(ring)] if ring is not None else []), *views, call, *after])]
     return body, matmul_schedule(target, grid, threads)
 

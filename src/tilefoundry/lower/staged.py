@@ -16,12 +16,11 @@ when the caller updates the cache in place) then runs before every other stage.
 from __future__ import annotations
 
 from ..ir.types.dim import Dim, dims_equal, dimvars_of, product, total
-from ..ir.types.dtype import f32, i64
+from ..ir.types.dtype import f32
 from ..ir.types.tensor_type import TensorType
 from ..target import Target
 from ..tir.function import CacheWrite, DimBinding, KernelParam, PrimFunc, Schedule, StageCall
 from ..tir.stmt import Bound, Gather, GmemView, RowGuard, RowOffset, Stmt
-from .arg_epilogue import argmax_merge, fuse_argmax_epilogues, split_argmax
 from .attention import attention_bodies, attention_part_shape
 from .epilogue import epilogue_inputs, epilogue_result, fuse_epilogues
 from .errors import LoweringError
@@ -31,6 +30,7 @@ from .params import bind_dimvars, output_params
 from .program import Op, Program, Val
 from .prologue import rope_prologues
 from .reduce_axis import reduce_axis_body
+from .reduce_epilogue import fuse_reduction_epilogues, part_names, part_types, reduction_merge, split_reductions
 from .rope import RowsInto, rope_bodies
 from .rowwise import lower_rows
 from .schedule import Declared
@@ -40,7 +40,7 @@ from .views import GatheredAxis, Strided, View, rows_contiguous
 
 def lower_staged(prog: Program, target: Target, declared: Declared) -> PrimFunc:
     """The PrimFunction of ``prog`` run as stages (see the module docstring)."""
-    staged = fuse_argmax_epilogues(fuse_matmul_pairs(fuse_epilogues(split_stages(prog))))
+    staged = fuse_reduction_epilogues(fuse_matmul_pairs(fuse_epilogues(split_stages(prog))))
     outs = output_params(prog)
     homes: dict[int, str] = {id(p): p.name for p in prog.params}
     stage_of: dict[int, int] = {}
@@ -217,10 +217,10 @@ class _Stages:
 
     def matmul(self, name: str, ops: list[Op], pair: bool = False) -> list[StageCall]:
         """A matmul's kernel, the elementwise ops fused after it (``epilogue.py``) applied to each result; of a
-        pair (``pairs.py``), both matmuls in one kernel, the epilogue taking their two results; with an argmax
-        fused after it (``arg_epilogue.py``), each CTA's part of the argmax's rows found in the same kernel, then
+        pair (``pairs.py``), both matmuls in one kernel, the epilogue taking their two results; with reductions of
+        its rows fused after it (``reduce_epilogue.py``), each CTA's parts of them found in the same kernel, then
         merged by a second."""
-        ops, arg = split_argmax(ops)
+        ops, reductions = split_reductions(ops)
         op = ops[0]
         a, b, *weight = (self.staged.view(v) for v in op.inputs)  # a prologue's norm weight third (prologue.py)
         second = ops[pair_split(ops)] if pair else None
@@ -236,43 +236,44 @@ class _Stages:
         for _, v in read:
             self.home(v.root, op)
         pair_of = (second, b1[0]) if second is not None else None
-        fused = (arg, self.argmax_names(arg, out)) if arg is not None else None
+        named = [(r, self.part_names(r, out)) for r in reductions]
         body, sched = matmul_body(self.prog.name, op, a, b, out, self.homes, self.target, (steps, read, result),
-                                  weight[0] if weight else None, pair_of, fused)
+                                  weight[0] if weight else None, pair_of, named)
         for _, v in read:
             if self.read_in_place(v, out, ops):
                 self.aliases.append((self.homes[id(out.root)], self.homes[id(v.root)]))
         call = self.kernel(name, [a, b, *b1, *weight, *picks, *(v for _, v in read), out], body, sched, op)
-        if fused is None:
+        if not reductions:
             return [call]
-        arg, names = fused
         rows = out.root.type.shape[0]
-        parts = (KernelParam(names[0], TensorType((sched.grid, rows), f32), False),
-                 KernelParam(names[1], TensorType((sched.grid, rows), i64), False))
+        parts = tuple(KernelParam(n, TensorType((sched.grid, rows), dtype), False)
+                      for r, names in named for n, dtype in zip(names, part_types(r)))
         self.temps += parts
         call.fn.params = (*call.fn.params, *(KernelParam(p.name, p.type, True) for p in parts))
         call.fn.output_count += len(parts)
-        call.args = (*call.args, *names)
-        index = self.staged.view(arg.outputs[0])
-        merge_body, merge_sched = argmax_merge(arg, names, sched.grid, index, self.home(index.root, arg),
-                                               self.target)
-        merge = self.kernel(f"{name}_argmax", [index], merge_body, merge_sched, arg)
-        merge.fn.params = (*parts, *merge.fn.params)
-        merge.args = (*names, *merge.args)
-        return [call, merge]
+        call.args = (*call.args, *(p.name for p in parts))
+        results = [self.staged.view(r.outputs[0]) for r in reductions]
+        merging = [(r, names, v, self.home(v.root, r)) for (r, names), v in zip(named, results)]
+        merge_body, merge_sched = reduction_merge(merging, sched.grid, out.shape[-1], self.target)
+        roots = _distinct([v.root for v in results])
+        written = tuple(KernelParam(self.homes[id(r)], TensorType(r.type.shape, r.type.dtype), True) for r in roots)
+        fn = PrimFunc(f"{name}_{reductions[0].op}", (*parts, *written), len(written), (), merge_sched, merge_body,
+                      reductions[0].loc)
+        fn.dimvars = self.dimvars(fn)
+        return [call, StageCall(fn, tuple(p.name for p in fn.params))]
 
-    def argmax_names(self, arg: Op, out: View) -> tuple[str, str]:
-        """The names of the temporaries of an argmax's parts (``arg_epilogue.py``: one row of values and one of
-        positions a CTA of the matmul); and a home for the matmul's result where it has none (read by the argmax
-        alone)."""
+    def part_names(self, op: Op, out: View) -> tuple[str, ...]:
+        """The names of the temporaries of a reduction's parts (``reduce_epilogue.py``: one row of values, and of an
+        argmax one of positions, a CTA of the matmul); and a home for the matmul's result where it has none (read
+        by the reductions alone)."""
         root = out.root
         if id(root) not in self.homes:
             temp = KernelParam(self.prog.namer.unique(f"{root.name}_tmp"), TensorType(root.type.shape,
                                                                                      root.type.dtype), False)
             self.temps.append(temp)
             self.homes[id(root)] = temp.name
-        name = arg.outputs[0].name
-        return self.prog.namer.unique(f"{name}_part_max"), self.prog.namer.unique(f"{name}_part_at")
+        name = op.outputs[0].name
+        return tuple(self.prog.namer.unique(f"{name}_{what}") for what in part_names(op))
 
     def read_in_place(self, view: View, out: View, ops: list[Op]) -> bool:
         """Whether the caller may pass an input an epilogue reads as the matmul's output too (the residual stream
@@ -457,7 +458,8 @@ class _Stages:
 
 
 def _dims(fn: PrimFunc) -> list[Dim]:
-    """Every extent a kernel mentions: its parameters' shapes, its schedule, its buffers, offsets and guards."""
+    """Every extent a kernel mentions: its parameters' shapes, its schedule, its buffers, offsets, guards and its
+    ops' indices."""
     out: list[Dim] = [d for p in fn.params for d in p.type.shape]
     out += [fn.schedule.grid, fn.schedule.rows, fn.schedule.rows_per_cta]
 
@@ -480,6 +482,8 @@ def _dims(fn: PrimFunc) -> list[Dim]:
                 for a, b in st.conds:
                     offset(a)
                     offset(b)
+            for index in getattr(st, "indices", ()):  # an op's offsets and extents (a mean's row length)
+                offset(index)
             walk(getattr(st, "body", []))
 
     walk(fn.body)

@@ -129,7 +129,7 @@ def _split(prog: Program, storage: dict[int, tuple[Dim, ...]]) -> StagedProgram:
             stages.append(Stage("reduce_axis", [op]))
             continue
         last = stages[-1] if stages else None
-        if last is not None and last.kind == "rows" and not _reads_own_view(last, op, views) and _rows_accept(
+        if last is not None and last.kind == "rows" and not _reads_own_view(last, op, views) and rows_accept(
                 prog, views, [*last.ops, op]):
             last.ops.append(op)
         else:
@@ -144,7 +144,7 @@ def _reads_own_view(stage: Stage, op: Op, views: dict[int, View]) -> bool:
     return any(id(v) in views and id(views[id(v)].root) in made for v in op.inputs)
 
 
-def _rows_accept(prog: Program, views: dict[int, View], ops: list[Op]) -> bool:
+def rows_accept(prog: Program, views: dict[int, View], ops: list[Op]) -> bool:
     """Whether the row-wise analysis accepts ``ops`` as one program."""
     try:
         analyze_rows(sub_program(prog, views, ops, "probe")[0])

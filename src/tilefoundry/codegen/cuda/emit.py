@@ -100,9 +100,9 @@ def _dynamic_buffers(fn: PrimFunc) -> list[Buffer]:
 # compiled slots (CUDA-graph replays): 16 KiB of weight a CTA 2143 -> 2117 us at context 128 (32 KiB 2133, 64 KiB
 # 2182); attention's first 32 KiB of its slice's keys and values before its wait made the step slower (+70 us).
 WAITING_FAMILIES = frozenset({"matmul"})
-# ... and families that read only what an earlier call of the same kernel wrote (an argmax's part of the matmul's
-# tile before it: lower/arg_epilogue.py), which need no wait of their own.
-OWN_READS_FAMILIES = frozenset({"arg_reduce_part"})
+# ... and families that read only what an earlier call of the same kernel wrote (a reduction's part of the matmul's
+# tile before it: lower/reduce_epilogue.py), which need no wait of their own.
+OWN_READS_FAMILIES = frozenset({"arg_reduce_part", "reduce_part"})
 
 
 def _op_waits(body: list[Stmt]) -> bool:

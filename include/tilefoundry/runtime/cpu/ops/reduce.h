@@ -3,6 +3,7 @@
 #pragma once
 
 #include <tilefoundry/runtime/common/config.h>
+#include <tilefoundry/runtime/common/ops/reduce_split.h>
 #include <tilefoundry/runtime/common/ops/reduce_thread.h>
 
 namespace tilefoundry {
@@ -21,6 +22,21 @@ inline void reduce(Src const& src, Dst&& dst, Ws&& ws = {}) {
                 "ops::reduce: the CPU target's thread level has extent 1");
   (void)ws;
   detail::reduce_plain_tier<Op, Axes>(src, dst);
+}
+
+/// The split form, first step: each row's part of one CTA's tile of rows too long for a CTA (a
+/// reduction fused after the matmul computing the tile): part_value(m) = Op over row m's elements
+/// (reduce_split.h).
+template <class Op, class Tile, class Values>
+inline void reduce_part(Tile const& tile, Values&& part_value) {
+  reduce_split::part<Op>(tile, part_value);
+}
+
+/// The split form, second step: out(m) = Op over row m's parts (S x M, one part a CTA of the first
+/// step), of a row of `count` elements (a mean divides by it).
+template <class Op, class Values, class Out>
+inline void reduce_merge(Values const& values, int64_t count, Out&& out) {
+  reduce_split::merge<Op>(values, count, out);
 }
 
 }  // namespace ops

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <tilefoundry/runtime/common/config.h>
+#include <tilefoundry/runtime/common/ops/reduce_split.h>
 #include <tilefoundry/runtime/common/ops/reduce_thread.h>
 #include <tilefoundry/runtime/common/ops/reduce_workspace.h>
 #include <tilefoundry/runtime/common/ops/unary_impl.h>
@@ -182,6 +183,21 @@ __device__ void reduce(Src const& src, Dst&& dst, Ws&& ws = {}) {
   } else {
     detail::reduce_smem_tier<Op, Axes>(src, dst, ws);
   }
+}
+
+/// The split form, first step: each row's part of one CTA's tile of rows too long for a CTA (a
+/// reduction fused after the matmul computing the tile): part_value(m) = Op over row m's elements
+/// (reduce_split.h).
+template <class Op, class Tile, class Values>
+__device__ void reduce_part(Tile const& tile, Values&& part_value) {
+  reduce_split::part<Op>(tile, part_value);
+}
+
+/// The split form, second step: out(m) = Op over row m's parts (S x M, one part a CTA of the first
+/// step), of a row of `count` elements (a mean divides by it).
+template <class Op, class Values, class Out>
+__device__ void reduce_merge(Values const& values, int64_t count, Out&& out) {
+  reduce_split::merge<Op>(values, count, out);
 }
 
 }  // namespace ops

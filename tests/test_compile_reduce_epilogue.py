@@ -1,6 +1,7 @@
-"""An argmax after a matmul runs inside it: each CTA's part of every row found in the matmul's kernel, the parts
-merged by a second kernel of one CTA (``lower/arg_epilogue.py``), jitted for the CPU against torch and the
-evaluator, built with nvcc (tests/test_compile_cuda_build.py), run on the H200 in tests/gpu/test_compile_stages.py.
+"""An argmax, or a sum, mean, maximum, minimum or largest magnitude, of a matmul's rows runs inside the matmul: each
+CTA's part of every row found in the matmul's kernel, the parts merged by a second kernel of one CTA
+(``lower/reduce_epilogue.py``), jitted for the CPU against torch and the evaluator, built with nvcc
+(tests/test_compile_cuda_build.py), run on the H200 in tests/gpu/test_compile_stages.py.
 
 The result is torch.argmax's: the first largest element of each row, a NaN counting as larger than any number
 (the first NaN wins). Weights and activations of small integers make every sum exact in f32 and bf16 (so the
@@ -92,7 +93,7 @@ def test_the_argmax_runs_in_the_matmuls_kernel_and_a_merge() -> None:
     tir = lower(Argmaxes, "cpu")
     for name in ("choose_f32", "choose_bf16", "normed_head", "scaled", "logits_too", "vocab_head"):
         fn = tir.functions[name]
-        assert [s.fn.schedule.placement for s in fn.stages] == ["matmul", "argmax"], name
+        assert [s.fn.schedule.placement for s in fn.stages] == ["matmul", "reductions"], name
         text = str(fn)
         assert "arg_reduce_part" in text and "arg_reduce_merge" in text, name
     # each CTA writes one pair a row: 8 CTAs of 125 columns here
@@ -233,7 +234,7 @@ def test_a_vocabulary_known_at_launch_is_one_tile_and_integer_results_stay_unfus
     """A DimVar N: one CTA's tile, one part a row. An integer result keeps the argmax a row-wise stage (the parts
     fold values as float, which not every integer survives)."""
     assert [s.fn.schedule.placement for s in lower(vocab_any, "cpu").functions["vocab_any"].stages] == [
-        "matmul", "argmax"]
+        "matmul", "reductions"]
     assert [s.fn.schedule.placement for s in lower(integer_logits, "cpu").functions["integer_logits"].stages] == [
         "matmul", "rows"]
     compiled = jit(vocab_any, target="cpu")
@@ -252,3 +253,138 @@ def test_a_vocabulary_known_at_launch_is_one_tile_and_integer_results_stay_unfus
     out = torch.empty(2, dtype=torch.int64)
     big(x, w, out)
     assert out.tolist() == [205, 205]
+
+
+@module(entry="greedy")
+class Reductions:
+    @func
+    def greedy(x: Tensor[(1, K), "bf16"], norm: ConstTensor[(K,), "bf16"], wh: ConstTensor[(VOCAB, K), "bf16"]):
+        """Greedy decoding's whole choice (the engine's choose slot): the logits, the token, and whether every logit
+        is finite, from the row's largest and smallest (a NaN wins both; x - x is 0 for a finite x only), that last
+        test a row-wise stage after the merge."""
+        logits = _linear(tf.rms_norm(x, norm, 1e-6), wh)
+        hi = tf.reduce(logits, axes=(-1,), keepdim=False, kind="max")
+        lo = tf.reduce(logits, axes=(-1,), keepdim=False, kind="min")
+        finite = tf.cast(tf.eq((hi - hi) + (lo - lo), 0.0), "i64")
+        return logits, tf.argmax(logits, axis=-1), finite
+
+    @func
+    def stats(x: Tensor[(3, K), "f32"], w: ConstTensor[(VOCAB, K), "f32"]):
+        """Every kind a reduce has, of one matmul's rows, keeping the reduced axis or not."""
+        y = _linear(x, w)
+        return (tf.reduce(y, axes=(-1,), keepdim=True, kind="sum"), tf.reduce(y, axes=(1,), keepdim=False, kind="mean"),
+                tf.reduce(y, (-1,), False, "max"), tf.reduce(y, (-1,), False, "min"),
+                tf.reduce(y, (-1,), True, "abs_max"))
+
+    @func
+    def capped(x: Tensor[(2, K), "bf16"], wh: ConstTensor[(VOCAB, K), "bf16"]):
+        """Soft-capped logits (the matmul's epilogue), their sum and their argmax fused after it."""
+        y = tf.tanh(_linear(x, wh) * 0.1) * 30.0
+        return tf.reduce(y, (-1,), False, "sum"), tf.argmax(y, axis=-1)
+
+    @func
+    def partly(x: Tensor[(2, K), "f32"], w: ConstTensor[(VOCAB, K), "f32"]):
+        """An argmax of the logits fuses; a sum of twice them reads another value: a row-wise stage after it,
+        reading the logits from memory."""
+        y = _linear(x, w)
+        return tf.argmax(y, axis=-1), tf.reduce(y * 2.0, (-1,), False, "sum")
+
+
+def test_reductions_of_a_matmuls_rows_run_in_its_kernel_and_a_merge() -> None:
+    tir = lower(Reductions, "cpu")
+    stages = {name: [s.fn.schedule.placement for s in fn.stages] for name, fn in tir.functions.items()}
+    assert stages == {"greedy": ["matmul", "reductions", "rows"], "stats": ["matmul", "reductions"],
+                      "capped": ["matmul", "reductions"], "partly": ["matmul", "reductions", "rows"]}, stages
+    text = str(tir.functions["stats"])
+    for kind in ("sum_op", "mean_op", "max_op", "min_op", "absmax_op"):
+        assert text.count(f"reduce_part<{kind}>(matmul_tile)") == 1 and text.count(f"reduce_merge<{kind}>(") == 1, kind
+    # one float a row a CTA for each reduction (8 CTAs of 125 columns), the logits' temporary
+    parts = sorted(tuple(t.type.shape) for t in tir.functions["stats"].temps)
+    assert parts == [(3, VOCAB)] + [(8, 3)] * 5, parts
+
+
+def _inputs(fn, seed: int) -> tuple[torch.Tensor, ...]:
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for p in fn.params:
+        t = torch.randn(tuple(p.type.shape), generator=g)
+        if p.name == "norm":
+            t = 0.75 + 0.5 * t.abs().clamp(max=1)
+        out.append(t.to(p.type.dtype.torch_dtype))
+    return tuple(out)
+
+
+@pytest.mark.parametrize("name", ["stats", "capped", "partly"])
+def test_fused_reductions_match_the_evaluator(name: str) -> None:
+    compiled = jit(Reductions, target="cpu").functions[name]
+    fn = Reductions.functions[name]
+    close = allclose(atol=1e-3, rtol=1e-4) if name != "capped" else allclose(atol=0.5, rtol=2**-6)
+    expect = {f"output[{i}]": [close] for i in range(5)}
+    if name == "partly":
+        expect = {"output[0]": [equal()], "output[1]": [close]}
+    for seed in range(3):
+        inputs = _inputs(fn, seed)
+        if name == "capped":  # each row's largest logit planted well clear of the rest
+            inputs[1][300 + 7 * seed] = torch.sign(inputs[0][0]).to(torch.bfloat16) * 2
+            inputs[1][700 - 7 * seed] = torch.sign(inputs[0][1]).to(torch.bfloat16) * 2
+            expect["output[1]"] = [equal()]
+        report = check(compiled_only(compiled), fn, inputs, expect={k: v for k, v in expect.items()
+                                                                    if k in _outputs(name)})
+        assert report.passed, f"{name}, seed {seed}:\n{report}"
+
+
+def _outputs(name: str) -> set[str]:
+    count = {"stats": 5, "capped": 2, "partly": 2}[name]
+    return {f"output[{i}]" for i in range(count)}
+
+
+def test_a_nan_wins_the_largest_and_the_smallest_as_in_torch() -> None:
+    compiled = jit(Reductions, target="cpu").functions["stats"]
+    x, w = _exact_case("choose_f32", 3, 2)
+    w[612, 4] = float("nan")  # column 612 NaN in every row ...
+    x[2, 4] = 0.0  # ... but row 2's (0 * NaN is NaN still): every row
+    w[100, 0], x[1, 0] = float("-inf"), 1.0  # row 1: one -inf too
+    outs = [torch.full((3, 1), 5.0), torch.full((3,), 5.0), torch.full((3,), 5.0), torch.full((3,), 5.0),
+            torch.full((3, 1), 5.0)]
+    compiled(x, w, *outs)
+    assert all(bool(o.isnan().all()) for o in outs), outs
+
+
+def test_greedy_choice_token_and_finiteness_on_the_device_path() -> None:
+    compiled = jit(Reductions, target="cpu").functions["greedy"]
+    fn = Reductions.functions["greedy"]
+    expect = {"output[0]": [allclose(atol=2**-6, rtol=2**-6)], "output[1]": [equal()], "output[2]": [equal()]}
+    x, norm, wh = _inputs(fn, 3)
+    wh[411] = torch.sign(x[0]).to(torch.bfloat16) * 2  # the token, well clear of the rest
+    report = check(compiled_only(compiled), fn, (x, norm, wh), expect=expect)
+    assert report.passed, str(report)
+
+    def run(x: torch.Tensor, wh: torch.Tensor) -> tuple[int, int]:
+        logits, token, finite = (torch.empty(1, VOCAB, dtype=torch.bfloat16), torch.empty(1, dtype=torch.int64),
+                                 torch.full((1,), 7, dtype=torch.int64))
+        compiled(x, norm, wh, logits, token, finite)
+        return int(token), int(finite)
+
+    assert run(x, wh) == (411, 1)
+    for value, token in ((float("inf"), 250), (float("-inf"), 411), (float("nan"), 250)):
+        bad = wh.clone()
+        bad[250] = 0
+        bad[250, 3] = value * torch.sign(x[0, 3]).item() if value == value else value
+        assert run(x, bad) == (token, 0), value
+
+
+@func
+def mean_any(x: Tensor[(2, K), "f32"], w: Tensor[(DimVar("v", 1, 100000), K), "f32"]):
+    return tf.reduce(_linear(x, w), (-1,), False, "mean")
+
+
+def test_a_mean_over_a_vocabulary_known_at_launch_divides_by_its_length() -> None:
+    assert [s.fn.schedule.placement for s in lower(mean_any, "cpu").functions["mean_any"].stages] == [
+        "matmul", "reductions"]
+    compiled = jit(mean_any, target="cpu")
+    g = torch.Generator().manual_seed(9)
+    for vocab in (1, 7, 5000):
+        x, w = torch.randn(2, K, generator=g), torch.randn(vocab, K, generator=g)
+        out = torch.full((2,), float("nan"))
+        compiled(x, w, out)
+        torch.testing.assert_close(out, (x.double() @ w.double().t()).mean(-1).float(), atol=1e-4, rtol=1e-4)
