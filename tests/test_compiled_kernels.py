@@ -278,8 +278,8 @@ def test_the_choose_slot_finds_the_first_largest_logit_in_the_heads_kernel(poiso
     """CompiledKernels.greedy_head (the engine's greedy graphs on CUDA) through the ``choose`` slot: the head's logits
     and their argmax, largest and smallest fused in its matmul (each CTA's parts, then a merge), the finiteness flag
     from those two (a row-wise stage after the merge) and the next step's token / position + 1 / context + 1, as
-    the KernelSet default computes them with torch: a +inf, a -inf or a NaN logit clears the flag. Built for the CPU here
-    (an engine on a CPU leaves the slot out: its greedy decoding reads the logits)."""
+    the KernelSet default computes them with torch: a +inf, a -inf or a NaN logit clears the flag. Built for the CPU
+    here (an engine on a CPU leaves the slot out: its greedy decoding reads the logits)."""
     from tilefoundry import jit, lower
 
     spec = DecoderSpec(hidden=64, heads=4, kv_heads=2, head_dim=16, vocab=1000, eps=1e-6, max_positions=128)
