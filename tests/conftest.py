@@ -11,6 +11,22 @@ import torch
 # and turns every small kernel into a wait at an OpenMP barrier.
 torch.set_num_threads(1)
 
+# The modules whose tests take a minute or more on a 2-core machine (nvcc's units, the SmolLM2 command-line runs,
+# the CPU decode bench), collected first and longest first, each module kept whole: pytest-xdist's workers start
+# them early, beside the short tests, so that the run does not end on one of them while the other worker idles.
+SLOW_MODULES = ("tests/test_compile_cuda_build.py", "tests/test_smollm2.py", "tests/test_compile_cuda.py",
+                "tests/test_engine_kernels_build.py", "tests/test_bench_decode.py")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Collect ``SLOW_MODULES``' tests first (in that order), every other test after them in its own order."""
+
+    def rank(item: pytest.Item) -> int:
+        module = item.nodeid.split("::", 1)[0]
+        return SLOW_MODULES.index(module) if module in SLOW_MODULES else len(SLOW_MODULES)
+
+    items.sort(key=rank)
+
 
 @pytest.fixture(scope="session")
 def compile_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
