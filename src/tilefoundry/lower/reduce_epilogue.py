@@ -38,7 +38,7 @@ Anything else keeps its reductions in a row-wise stage.
 from __future__ import annotations
 
 from ..ir.types.dim import Dim, dims_equal
-from ..ir.types.dtype import f32, i64
+from ..ir.types.dtype import DType, f32, i64
 from ..ir.types.storage import Storage
 from ..target import CudaTarget, Target
 from ..tir.buffer import Buffer
@@ -152,7 +152,7 @@ def part_names(op: Op) -> tuple[str, ...]:
     return ("part_max", "part_at") if op.op == "argmax" else (f"part_{op.attrs['kind']}",)
 
 
-def part_types(op: Op) -> tuple:
+def part_types(op: Op) -> tuple[DType, ...]:
     """The element types of ``op``'s parts' temporaries (as ``part_names``)."""
     return (f32, i64) if op.op == "argmax" else (f32,)
 
