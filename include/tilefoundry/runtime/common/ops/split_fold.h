@@ -1,0 +1,89 @@
+// What the split forms of a reduction along rows too long for one CTA share (arg_split.h: an
+// argmax's (value, position) pairs; reduce_split.h: a sum's, mean's, maximum's... floats): a fold
+// of count values by a CTA, and a CTA's pass over the rows of a tile it just wrote.
+//
+// Both targets run these bodies (TILEFOUNDRY_DEVICE). On the CPU a CTA is one thread; on CUDA the
+// CTA's threads stride over the values, fold by shuffles within each warp and by shared memory
+// across warps, and thread 0 holds the result (writes()). Every thread of the CTA must make the
+// call.
+#pragma once
+
+#include <tilefoundry/runtime/common/config.h>
+#include <tilefoundry/runtime/common/ops/reduce_arg.h>
+
+#include <cstdint>
+
+namespace tilefoundry {
+namespace ops {
+namespace split_fold {
+
+#if defined(__CUDA_ARCH__)
+/// The value `offset` lanes down the warp (a float, or an arg-reduction's pair: both its halves).
+__device__ inline float shuffle_down(float v, int offset) {
+  return __shfl_down_sync(0xffffffffu, v, offset);
+}
+__device__ inline detail::arg_pair<float> shuffle_down(detail::arg_pair<float> p, int offset) {
+  return {__shfl_down_sync(0xffffffffu, p.value, offset),
+          static_cast<std::int64_t>(
+              __shfl_down_sync(0xffffffffu, static_cast<long long>(p.index), offset))};
+}
+
+/// The value of the CTA: every thread's `mine` folded by `combine`, valid in thread 0. The CTA's
+/// threads wait at two barriers (the second frees the shared slots for the next fold).
+template <class T, class Combine>
+__device__ T cta_fold(T mine, Combine const& combine) {
+  constexpr int kWarp = 32;
+  __shared__ T slots[32];
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+    mine = combine(mine, shuffle_down(mine, offset));
+  }
+  int const warp = int(threadIdx.x) / kWarp;
+  int const warps = (int(blockDim.x) + kWarp - 1) / kWarp;
+  if (int(threadIdx.x) % kWarp == 0) slots[warp] = mine;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < warps; ++w) mine = combine(mine, slots[w]);
+  }
+  __syncthreads();
+  return mine;
+}
+#endif
+
+/// `identity` and at(i) for i in [0, count) folded by `combine`: on CUDA each thread folds every
+/// blockDim.x-th i from its own, then the CTA's values meet (cta_fold: valid in thread 0).
+template <class T, class Combine, class At>
+TILEFOUNDRY_DEVICE T fold(T identity, int64_t count, Combine const& combine, At const& at) {
+  T mine = identity;
+#if defined(__CUDA_ARCH__)
+  for (int64_t i = threadIdx.x; i < count; i += blockDim.x) mine = combine(mine, at(i));
+  mine = cta_fold(mine, combine);
+#else
+  for (int64_t i = 0; i < count; ++i) mine = combine(mine, at(i));
+#endif
+  return mine;
+}
+
+/// Whether this thread writes what fold() returns: the CTA's thread 0 (the CPU's one thread).
+TILEFOUNDRY_DEVICE bool writes() {
+#if defined(__CUDA_ARCH__)
+  return threadIdx.x == 0;
+#else
+  return true;
+#endif
+}
+
+/// row(m, cols) for each row m of a CTA's tile (M x T, T = cols). On CUDA the tile is read after a
+/// barrier, so that what every thread of the CTA wrote to it (the matmul before) is there.
+template <class Tile, class Row>
+TILEFOUNDRY_DEVICE void each_row(Tile const& tile, Row const& row) {
+#if defined(__CUDA_ARCH__)
+  __syncthreads();
+#endif
+  int64_t const rows = int64_t(cute::size<0>(tile));
+  int64_t const cols = int64_t(cute::size<1>(tile));
+  for (int64_t m = 0; m < rows; ++m) row(m, cols);
+}
+
+}  // namespace split_fold
+}  // namespace ops
+}  // namespace tilefoundry
