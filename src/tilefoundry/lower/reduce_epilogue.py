@@ -66,7 +66,7 @@ def reduces_rows(op: Op) -> bool:
         return False
     if op.op == "argmax":
         return op.attrs["axis"] == 1
-    return op.op == "reduce" and tuple(op.attrs["axes"]) == (1,) and str(op.attrs["kind"]) in REDUCE_TAGS
+    return op.op == "reduce" and tuple(op.attrs["axes"]) == (1,) and op.attrs["kind"] in REDUCE_TAGS
 
 
 def fuse_reduction_epilogues(staged: StagedProgram) -> StagedProgram:
@@ -143,7 +143,7 @@ def _origin(op: Op) -> Origin:
 
 
 def _tag(op: Op) -> Tag:
-    return Tag("argmax_op") if op.op == "argmax" else Tag(REDUCE_TAGS[str(op.attrs["kind"])])
+    return Tag("argmax_op") if op.op == "argmax" else Tag(REDUCE_TAGS[op.attrs["kind"]])
 
 
 def part_names(op: Op) -> tuple[str, ...]:
