@@ -449,32 +449,50 @@ def whole_step(lib, twin: Any, params: int, reps: int, ctx: int, profile: bool,
             greedy[f"{name}, greedy"] = engines[name].greedy_graph
     result["greedy_contexts"] = [max(1, ctx - replays), ctx]
     result["greedy_step_us"] = time_graphs(greedy, 1, reps)
-    if profile and "compiled, greedy" in greedy:
-        result["profile_us_compiled_greedy"] = kernel_profile(greedy["compiled, greedy"])
+    if profile:
+        for name, key in (("ours, greedy", "profile_us_greedy"), ("compiled, greedy", "profile_us_compiled_greedy")):
+            if name in greedy:
+                result[key] = kernel_profile(greedy[name])
     del graphs, greedy, engines
     torch.cuda.empty_cache()
     return result
 
 
-def kernel_profile(graph: torch.cuda.CUDAGraph) -> dict[str, float]:
-    """Microseconds a replay spends in each kernel, summed by kernel name (torch.profiler over 5 replays)."""
+def kernel_profile(graph: torch.cuda.CUDAGraph) -> dict[str, dict[str, float]]:
+    """Microseconds a replay spends in each kernel, summed by kernel name (torch.profiler over 5 replays):
+    ``busy``, each kernel's own start to end (under PDL its start includes the wait for the kernel before), and
+    ``critical``, how much later the replay's last kernel ended because of it (its end minus the end of the
+    kernel before it, the first kernel's whole time): ``critical`` sums to the replay's device time and is where
+    a step's microseconds go."""
+    from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
+    replays = 5
     graph.replay()
     torch.cuda.synchronize()
     try:
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(5):
+            for _ in range(replays):
                 graph.replay()
             torch.cuda.synchronize()
-        totals: dict[str, float] = {}
-        for e in prof.key_averages():
-            if getattr(e, "device_time_total", 0) > 0 and e.key != "cudaGraphLaunch":
-                totals[e.key] = totals.get(e.key, 0.0) + e.device_time_total / 5
+        events = sorted((e for e in prof.events() if e.device_type == DeviceType.CUDA),
+                        key=lambda e: e.time_range.start)
+        busy: dict[str, float] = {}
+        critical: dict[str, float] = {}
+        per = len(events) // replays
+        for r in range(replays):
+            last_end = None
+            for e in events[r * per:(r + 1) * per]:
+                start, end = e.time_range.start, e.time_range.end
+                busy[e.name] = busy.get(e.name, 0.0) + (end - start) / replays
+                added = end - start if last_end is None else max(0.0, end - last_end)
+                critical[e.name] = critical.get(e.name, 0.0) + added / replays
+                last_end = end if last_end is None else max(last_end, end)
     except Exception as e:  # the profiler is a convenience: report why it gave nothing
         print(f"  (no per-kernel profile: {type(e).__name__}: {e})", flush=True)
         return {}
-    return dict(sorted(totals.items(), key=lambda kv: -kv[1]))
+    order = sorted(busy, key=lambda k: -critical[k])
+    return {"busy": {k: busy[k] for k in order}, "critical": {k: critical[k] for k in order}}
 
 
 # ---- main -------------------------------------------------------------------------------------------------------
@@ -574,11 +592,14 @@ def main() -> int:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
 
     for key, which in (("profile_us", "hand-written"), ("profile_us_compiled", "compiled"),
+                       ("profile_us_greedy", "hand-written, greedy decoding's step"),
                        ("profile_us_compiled_greedy", "compiled, greedy decoding's step")):
         if step and step.get(key):
-            print(f"\nper-kernel time in one step, {which} set (profiler, us):")
-            for name, t in list(step[key].items())[:24]:
-                print(f"  {t:9.1f}  {name[:150]}")
+            prof = step[key]
+            print(f"\nper-kernel time in one step, {which} set (profiler, us; critical: how much later the step "
+                  f"ends for it, {sum(prof['critical'].values()):.0f} in all; busy: its own start to end):")
+            for name, t in list(prof["critical"].items())[:32]:
+                print(f"  {t:9.1f} {prof['busy'][name]:9.1f}  {name[:140]}")
     print(f"\n=== engine kernels vs torch on Qwen3-1.7B decode shapes, {device}, copy {copy_tbps:.2f} TB/s")
     print(f"{'kernel':<24}{'shape':<28}{'ours us':>8}{'GB/s':>7}{'%copy':>6}{'noPDL us':>9}"
           f"{'torch us':>9}{'GB/s':>7}{'cuBLAS us':>10}{'x torch':>8}{'err':>8}{'compiled us':>12}")
