@@ -290,3 +290,21 @@ def _calls(body: list[Any]) -> list[OpCall]:
             out.append(s)
         out += _calls(getattr(s, "body", []))
     return out
+
+
+def test_a_streamed_matmul_copies_constant_weights_before_its_wait_and_others_after() -> None:
+    """ConstTensor weights are never a kernel's output, so the streamed tier may start its ring's copies before it
+    waits for the kernel before (weights_constant); a second operand passed as a Tensor may be the kernel before's
+    output, so its copies wait (the ring's default, weights_written)."""
+
+    @func
+    def activation_weights(x: Tensor[(TOKENS, 2048), "bf16"], w: Tensor[(12288, 2048), "bf16"]):
+        return tf.matmul(x, tf.transpose(w, (1, 0)))
+
+    constant = lower(Streamed, CudaTarget())
+    assert "workspace=ring, weights constant" in str(constant.functions["norm_swiglu"])
+    assert "ops::make_matmul_ring<ops::weights_constant>(" in generate(constant).source
+    written = lower(activation_weights, CudaTarget())
+    assert "weights constant" not in str(written)
+    source = generate(written).source
+    assert "ops::make_matmul_ring(" in source and "weights_constant" not in source

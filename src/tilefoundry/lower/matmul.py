@@ -132,7 +132,8 @@ def _cuda_stream_tile(n: Dim, k: Dim, batch: Dim, bits: int, pair: bool, target:
 def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int, str], target: Target,
                 epilogue: tuple[list[Op], list[tuple[Val, View]], Val] | None = None,
                 norm_weight: View | None = None, pair: tuple[Op, View] | None = None,
-                reductions: list[tuple[Op, tuple[str, ...]]] = ()) -> tuple[list[Stmt], Schedule]:
+                reductions: list[tuple[Op, tuple[str, ...]]] = (),
+                weights_constant: bool = False) -> tuple[list[Stmt], Schedule]:
     """The statements and schedule of the matmul stage computing ``op``
     (``name``: the function, as refusals name it; ``homes``: the parameter name each
     view's root is read from or written to; ``epilogue``: the elementwise ops fused after it, the outside values
@@ -140,7 +141,9 @@ def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int,
     the weight of the rms_norm a prologue applies to ``a``'s rows, as ``prologue.py`` moved it in; ``pair``: the
     second matmul of a pair (``pairs.py``) and the view of its second operand, of ``b``'s shape, whose result the
     epilogue reads too; ``reductions``: the reductions fused after it (``reduce_epilogue.py``), each with the
-    temporaries its CTAs' parts of each row go to, one row of them a CTA)."""
+    temporaries its CTAs' parts of each row go to, one row of them a CTA); ``weights_constant``: ``b`` (and the
+    pair's second operand) are ConstTensor parameters, which a streamed CUDA tile copies before its wait: marked on
+    the call where the streamed schedule runs it)."""
     second = [("the second weight", pair[1])] if pair is not None else []
     for what, v in (("a", a), ("b", b), *second, ("out", out)):
         if any(axis >= len(v.shape) - 2 for axis, _, _ in v.gathers) or (v.gathers and what != "b"):
@@ -243,7 +246,8 @@ def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int,
             buffers[id(v)] = buf
         fused = _epilogue(op, ops, buffers, result, pair[0] if pair is not None else None)
     call = OpCall("matmul", Tag(acc), (a_buf, *weights), o_buf, origin, workspace=ring, epilogue=fused,
-                  prologue=prologue)
+                  prologue=prologue,
+                  weights_constant=weights_constant and ring is not None)  # the streamed tier reads before its wait
     after = reduction_parts(list(reductions), o_buf, tile, tiles) if reductions else []
     body: list[Stmt] = [RowLoop("row", [*([Alloc(ring)] if ring is not None else []), *views, call, *after])]
     return body, matmul_schedule(target, grid, threads)

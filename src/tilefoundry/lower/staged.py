@@ -237,8 +237,11 @@ class _Stages:
             self.home(v.root, op)
         pair_of = (second, b1[0]) if second is not None else None
         named = [(r, self.part_names(r, out)) for r in reductions]
+        consts = {p.name for p in self.prog.function.params if p.const}
+        # weights no kernel writes, at addresses no kernel's output picks (not a mixture's chosen experts)
+        constant = all(v.root.param in consts and not v.gathers for v in (b, *b1))
         body, sched = matmul_body(self.prog.name, op, a, b, out, self.homes, self.target, (steps, read, result),
-                                  weight[0] if weight else None, pair_of, named)
+                                  weight[0] if weight else None, pair_of, named, constant)
         for _, v in read:
             if self.read_in_place(v, out, ops):
                 self.aliases.append((self.homes[id(out.root)], self.homes[id(v.root)]))

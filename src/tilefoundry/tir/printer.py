@@ -31,6 +31,7 @@ def _stmt(s: Stmt, indent: str, lines: list[str]) -> None:
         ins = ", ".join([*(str(t) for t in s.functors), *(_operand(o) for o in s.operands),
                          *(f"[{i}]" for i in s.indices)])
         ws = f", workspace={s.workspace.name}" if s.workspace is not None else ""
+        ws += ", weights constant" if s.weights_constant else ""
         outs = ", ".join(b.name for b in (s.out, *s.more_out))
         epi = f", {s.epilogue}" if s.epilogue is not None else ""
         epi += f", {s.prologue}" if s.prologue is not None else ""

@@ -170,6 +170,8 @@ class OpCall(Stmt):
     ``epilogue`` the elementwise ops a matmul applies to each result before storing it; ``prologue`` how a matmul
     reads its first operand (normed rows); ``then`` unary ops an elementwise call applies to each result, in order,
     before storing it (a chain of elementwise ops run as one call: ``codegen/cpu/chains.py``).
+    ``weights_constant``: a streamed matmul's second operands (its weights) are ConstTensor parameters, which no
+    kernel writes, so its CUDA entry copies them before it waits for the kernel before it.
     """
 
     family: str
@@ -185,6 +187,7 @@ class OpCall(Stmt):
     epilogue: Epilogue | None = None
     prologue: Prologue | None = None
     then: tuple[Tag, ...] = ()
+    weights_constant: bool = False
 
 
 @dataclass(eq=False)

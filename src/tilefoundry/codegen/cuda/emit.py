@@ -91,14 +91,16 @@ def _round_up(n: Dim) -> Dim:
 def _dynamic_buffers(fn: PrimFunc) -> list[Buffer]:
     """The buffers in the dynamic shared memory: those of launch-time size, and a matmul's ring (a constant size,
     but more than a kernel's static shared memory may hold: 48 KiB)."""
-    rings = {k for k, family in _workspaces(fn.body).items() if family == "matmul"}
+    rings = {k for k, call in _workspaces(fn.body).items() if call.family == "matmul"}
     return [b for b in allocations(fn.body) if not isinstance(b.local_size(), int) or id(b) in rings]
 
 
 # Op families whose CUDA entries wait for the earlier kernel themselves, after asking L2 for what it does not
 # write: a matmul's weights (cuda/ops/matmul.cuh). Measured on the H200, a Qwen3-1.7B decode step through the
 # compiled slots (CUDA-graph replays): 16 KiB of weight a CTA 2143 -> 2117 us at context 128 (32 KiB 2133, 64 KiB
-# 2182); attention's first 32 KiB of its slice's keys and values before its wait made the step slower (+70 us).
+# 2182); attention's first 32 KiB of its slice's keys and values before its wait made the step slower (+70 us), and
+# so did (+19 us at contexts 300 and 1024) the keys and values of its slice that earlier steps cached, from positions
+# read around L1 before the wait.
 WAITING_FAMILIES = frozenset({"matmul"})
 # ... and families that read only what an earlier call of the same kernel wrote (a reduction's part of the matmul's
 # tile before it: lower/reduce_epilogue.py), which need no wait of their own.
@@ -133,12 +135,12 @@ def _op_waits(body: list[Stmt]) -> bool:
 WORKSPACE_MAKERS = {"reduce": "ops::make_reduce_workspace", "matmul": "ops::make_matmul_ring"}
 
 
-def _workspaces(body: list[Stmt]) -> dict[int, str]:
-    """The workspaces of the calls in ``body``, each with the family of the call it serves."""
-    found: dict[int, str] = {}
+def _workspaces(body: list[Stmt]) -> dict[int, OpCall]:
+    """The workspaces of the calls in ``body``, each with the call it serves."""
+    found: dict[int, OpCall] = {}
     for s in body:
         if isinstance(s, OpCall) and s.workspace is not None:
-            found[id(s.workspace)] = s.family
+            found[id(s.workspace)] = s
         elif isinstance(s, (MeshScope, RowLoop, RowGuard)):
             found.update(_workspaces(s.body))
     return found
@@ -236,14 +238,16 @@ class CudaKernel(KernelEmitter):
         name = self.buffer(b)
         storage = self.names(("storage", id(b)), f"{name}_storage")
         layout = self.layout(b.layout, b.storage, ind)
-        family = self.workspaces[id(b)]
+        call = self.workspaces[id(b)]
         ctype = cxx.cxx_type(b.dtype)
-        if family == "matmul":
+        maker = WORKSPACE_MAKERS[call.family]
+        if call.family == "matmul":
             declare = self._carve(b, storage)
+            if call.weights_constant:  # ConstTensor weights: the ring's first stages copied before the wait
+                maker += "<ops::weights_constant>"
         else:
             declare = f"__shared__ alignas({SMEM_ALIGN}) {ctype} {storage}[{b.local_size()}];"
-        return [declare, f"auto {name} = {WORKSPACE_MAKERS[family]}(cute::make_tensor(cute::make_smem_ptr({storage}), "
-                f"{layout}));"]
+        return [declare, f"auto {name} = {maker}(cute::make_tensor(cute::make_smem_ptr({storage}), {layout}));"]
 
     def _dynamic(self, b: Buffer, ind: str) -> list[str]:
         """A buffer of launch-time size, in the dynamic shared memory (this thread's slice of registers)."""

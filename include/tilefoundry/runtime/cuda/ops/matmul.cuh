@@ -103,11 +103,12 @@ __device__ void matmul(A const& a, B const& b, B1 const& b1, Out&& out, Epi cons
 /// ... given first a ring of shared memory (the streamed schedule's, lower/matmul.py): a tile of
 /// one or two rows streams b's rows through it (matmul_stream.cuh); any other takes the tiers
 /// above.
-template <class Acc, class Ring, class A, class B, class Out, class Epi, class Pro>
-__device__ void matmul(matmul_ring<Ring> const& ring, A const& a, B const& b, Out&& out,
+template <class Acc, class Ring, class W, class A, class B, class Out, class Epi, class Pro>
+__device__ void matmul(matmul_ring<Ring, W> const& ring, A const& a, B const& b, Out&& out,
                        Epi const& epilogue, Pro const& prologue) {
-  if (matmul_stream::apply<Acc>(a, b, matmul_impl::no_second{}, out, epilogue, prologue,
-                                ring.smem)) {
+  constexpr bool kEarly = matmul_ring<Ring, W>::constant_weights;
+  if (matmul_stream::apply<Acc, kEarly>(a, b, matmul_impl::no_second{}, out, epilogue, prologue,
+                                        ring.smem)) {
     return;
   }
   matmul_cuda::before_reads<A>(b);
@@ -115,10 +116,12 @@ __device__ void matmul(matmul_ring<Ring> const& ring, A const& a, B const& b, Ou
 }
 
 /// ... of a pair, given a ring: b's and b1's rows of each column streamed through it in turn.
-template <class Acc, class Ring, class A, class B, class B1, class Out, class Epi, class Pro>
-__device__ void matmul(matmul_ring<Ring> const& ring, A const& a, B const& b, B1 const& b1,
+template <class Acc, class Ring, class W, class A, class B, class B1, class Out, class Epi,
+          class Pro>
+__device__ void matmul(matmul_ring<Ring, W> const& ring, A const& a, B const& b, B1 const& b1,
                        Out&& out, Epi const& epilogue, Pro const& prologue) {
-  if (matmul_stream::apply<Acc>(a, b, b1, out, epilogue, prologue, ring.smem)) return;
+  constexpr bool kEarly = matmul_ring<Ring, W>::constant_weights;
+  if (matmul_stream::apply<Acc, kEarly>(a, b, b1, out, epilogue, prologue, ring.smem)) return;
   matmul_cuda::before_reads<A>(b, b1);
   matmul_impl::apply_pair<Acc>(a, b, b1, out, epilogue, prologue);
 }

@@ -28,9 +28,10 @@
 // down (24 MiB) measured slower here than in the dot-product tier (9.78 against 7.19, 11.59
 // against 9.19; o_proj, 8 MiB, faster in one run: 4.39 against 4.83), so the schedule streams
 // weights of 32 MiB on. Inside the whole step (bench/engine_kernels.py's split, one run each): an
-// L2 prefetch of the ring's first stages before the PDL wait, the copies started before the wait,
-// and both moved the compiled step by less than the runs' spread (1636, 1654, 1644 us against
-// 1645); one activation row held in registers where the call has one (kRows, below: no second row
+// L2 prefetch of the ring's first stages before the PDL wait moved the compiled step by less than
+// the runs' spread (1636, 1654 us against 1645); the copies started before the wait, where the
+// weights are ConstTensors (weights_constant, below), took gate/up's share of the step (the
+// profiler's critical path, bench/engine_kernels.py) from 470 to 450 us; one activation row held in registers where the call has one (kRows, below: no second row
 // of zeros multiplied) took gate/up's cost against the hand-written GEMV's from +87 to +18 us a
 // step, and the kernel alone to 16.2 us (hand-written 14.8); summing the norm's squares from the
 // words each lane holds instead of a warp's pass over the row was slower with two rows held (+140
@@ -105,9 +106,10 @@ TILEFOUNDRY_HOST_DEVICE constexpr int static_extent() {
 /// The tier's work on a tile it takes (P: its plan), once the operands' run-time extents and
 /// addresses allow it; false, computing nothing, where they do not. kRows: the activation rows its
 /// registers hold (apply() instantiates 1 for a call of one row, so a one-token step multiplies no
-/// row of zeros, and kMaxRows for the others).
-template <class Acc, class P, bool kPair, int kRows, class A, class B, class B1, class Out,
-          class Epi, class Pro>
+/// row of zeros, and kMaxRows for the others). kEarly: b (and b1) are weights no kernel writes
+/// (weights_constant), so the ring's first copies start before the wait for the kernel before.
+template <class Acc, class P, bool kPair, int kRows, bool kEarly, class A, class B, class B1,
+          class Out, class Epi, class Pro>
 __device__ __forceinline__ bool run(A const& a, B const& b, B1 const& b1, Out&& out, Epi const& epi,
                                     Pro const& pro, unsigned char* ring) {
   using E = matmul_impl::element_t<A>;
@@ -173,14 +175,16 @@ __device__ __forceinline__ bool run(A const& a, B const& b, B1 const& b1, Out&& 
                  uint32_t(P::kRowBytes), &full[s], policy);
     }
   };
-  // The copies read b (and b1), which the kernel before may have written: they start after the
-  // wait. (Started before it, as the engine's hand-written GEMV does with weights it knows are
-  // never written, gate/up + SwiGLU at Qwen3-1.7B's shape measured 17.98 -> 17.28 us on the H200.)
-  wait_for_earlier_kernels();
+  // The copies read b (and b1), which the kernel before may have written unless they are weights
+  // (kEarly): then they start before the wait, their latency behind the kernel before's tail.
+  // Measured on the H200 (Qwen3-1.7B, a decode step's CUDA graph, compiled slots): gate/up + SwiGLU's
+  // copies so started, 1608 -> 1593 us a step at context 300, 1670 -> 1656 at 1024 (two runs each).
+  if constexpr (!kEarly) wait_for_earlier_kernels();
   if (tid == 0) {
     constexpr int kFirst = P::kRing < P::kStages ? P::kRing : P::kStages;
     for (int i = 0; i < kFirst; ++i) issue(i);
   }
+  if constexpr (kEarly) wait_for_earlier_kernels();
 
   // This lane's words of each activation row (normed where the prologue norms), for the whole tile.
   int const rr = warp / P::kWarpsPerRow, part = warp % P::kWarpsPerRow;
@@ -288,7 +292,8 @@ TILEFOUNDRY_HOST_DEVICE constexpr bool dot_operands() {
 /// and returns true, or returns false, computing nothing, where the tile is not one it takes (the
 /// caller then runs matmul_impl's tiers, which wait for the kernel before themselves). Where it
 /// computes the tile, it waits for the kernel before (wait_for_earlier_kernels) before any read.
-template <class Acc, class A, class B, class B1, class Out, class Epi, class Pro, class Ring>
+template <class Acc, bool kEarly, class A, class B, class B1, class Out, class Epi, class Pro,
+          class Ring>
 __device__ bool apply(A const& a, B const& b, B1 const& b1, Out&& out, Epi const& epi,
                       Pro const& pro, Ring const& ring) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -307,8 +312,10 @@ __device__ bool apply(A const& a, B const& b, B1 const& b1, Out&& out, Epi const
       return false;
     } else {
       unsigned char* const r = reinterpret_cast<unsigned char*>(&ring(0));
-      if (int(cute::size<0>(out)) == 1) return run<Acc, P, kPair, 1>(a, b, b1, out, epi, pro, r);
-      return run<Acc, P, kPair, kMaxRows>(a, b, b1, out, epi, pro, r);
+      if (int(cute::size<0>(out)) == 1) {
+        return run<Acc, P, kPair, 1, kEarly>(a, b, b1, out, epi, pro, r);
+      }
+      return run<Acc, P, kPair, kMaxRows, kEarly>(a, b, b1, out, epi, pro, r);
     }
   }
 #else
@@ -318,16 +325,24 @@ __device__ bool apply(A const& a, B const& b, B1 const& b1, Out&& out, Epi const
 
 }  // namespace matmul_stream
 
+/// What a streamed matmul knows of its weights: that a kernel may write them (weights_written, the
+/// default: its copies start after the wait for the kernel before), or that they are ConstTensor
+/// parameters no kernel writes (weights_constant: the copies start before that wait).
+struct weights_written {};
+struct weights_constant {};
+
 /// The shared memory a matmul of the streamed schedule streams its weight rows through (a static
-/// array of the kernel's, which codegen wraps in this so that the call's overload takes it).
-template <class Tensor>
+/// array of the kernel's, which codegen wraps in this so that the call's overload takes it), and
+/// what the call knows of its weights (weights_written or weights_constant).
+template <class Tensor, class Weights = weights_written>
 struct matmul_ring {
   Tensor smem;
+  static constexpr bool constant_weights = std::is_same<Weights, weights_constant>::value;
 };
 
-template <class Tensor>
-__device__ matmul_ring<Tensor> make_matmul_ring(Tensor const& smem) {
-  return matmul_ring<Tensor>{smem};
+template <class Weights = weights_written, class Tensor>
+__device__ matmul_ring<Tensor, Weights> make_matmul_ring(Tensor const& smem) {
+  return matmul_ring<Tensor, Weights>{smem};
 }
 }  // namespace ops
 }  // namespace tilefoundry
