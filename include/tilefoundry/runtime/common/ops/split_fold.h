@@ -49,13 +49,29 @@ __device__ T cta_fold(T mine, Combine const& combine) {
 }
 #endif
 
+/// Values a CUDA thread of fold() reads before it combines any: their loads in flight together, not
+/// one wait on memory a value. (Merging greedy decoding's 9496 parts a reduction, Qwen3-1.7B's
+/// lm_head on the H200, one at a time took the merge kernel 12.7 us of the step.)
+constexpr int kFoldBatch = 8;
+
 /// `identity` and at(i) for i in [0, count) folded by `combine`: on CUDA each thread folds every
-/// blockDim.x-th i from its own, then the CTA's values meet (cta_fold: valid in thread 0).
+/// blockDim.x-th i from its own, in order, then the CTA's values meet (cta_fold: valid in thread 0).
 template <class T, class Combine, class At>
 TILEFOUNDRY_DEVICE T fold(T identity, int64_t count, Combine const& combine, At const& at) {
   T mine = identity;
 #if defined(__CUDA_ARCH__)
-  for (int64_t i = threadIdx.x; i < count; i += blockDim.x) mine = combine(mine, at(i));
+  int64_t const step = int64_t(blockDim.x);
+  for (int64_t i0 = threadIdx.x; i0 < count; i0 += kFoldBatch * step) {
+    T v[kFoldBatch];
+    CUTE_UNROLL
+    for (int j = 0; j < kFoldBatch; ++j) {
+      v[j] = i0 + j * step < count ? at(i0 + j * step) : identity;
+    }
+    CUTE_UNROLL
+    for (int j = 0; j < kFoldBatch; ++j) {
+      if (i0 + j * step < count) mine = combine(mine, v[j]);
+    }
+  }
   mine = cta_fold(mine, combine);
 #else
   for (int64_t i = 0; i < count; ++i) mine = combine(mine, at(i));
