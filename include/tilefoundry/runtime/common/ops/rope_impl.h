@@ -135,6 +135,63 @@ TILEFOUNDRY_DEVICE void apply_words(X const& x, C const& cos, S const& sin, Out&
   }
 }
 
+/// apply() a 16-byte word a thread where the row's threads are at least its words (a CUDA CTA of
+/// 16 threads over a head of 128 bf16 elements): thread t takes word t of the row and reads its
+/// rotate-half partner's word too (x at t's elements and their partners', cos and sin at t's: four
+/// loads, issued together), so no thread idles and each computes and stores one word instead of
+/// two. Each element computed and rounded as apply_words does; the norm's sum of squares adds each
+/// thread's own word, then the threads' sums (sum_over_row).
+template <class Compute, class X, class C, class S, class Out, class Pro>
+TILEFOUNDRY_DEVICE void apply_word_each(X const& x, C const& cos, S const& sin, Out&& out,
+                                        Pro const& pro, int64_t half, int64_t threads,
+                                        int64_t first) {
+  using E = detail::value_t<X>;
+  constexpr int V = int(16 / sizeof(E));
+  using Cd = typename Pro::compute_type;
+  int64_t const words = 2 * half / V;
+  bool const mine = first < words;
+  int64_t const j = mine ? first * V : 0;        // this thread's elements j .. j + V - 1
+  bool const low = j < half;                     // in the first half: its partners follow it
+  int64_t const p = low ? j + half : j - half;  // the partners' elements
+  auto const word = [](auto const& t, int64_t at) { return detail::load_word(&t(at)); };
+  float xs[V], xp[V], cs[V], ss[V];
+  CUTE_UNROLL
+  for (int i = 0; i < V; ++i) xs[i] = xp[i] = cs[i] = ss[i] = 0.0f;
+  if (mine) {
+    detail::unpack_word<E>(word(x, j), xs);
+    detail::unpack_word<E>(word(x, p), xp);
+    detail::unpack_word<E>(word(cos, j), cs);
+    detail::unpack_word<E>(word(sin, j), ss);
+  }
+  if constexpr (Pro::normalizes) {  // the row's scale, from the sum of its squares
+    Cd part = 0;
+    CUTE_UNROLL
+    for (int i = 0; i < V; ++i) part += pro.square(xs[i]);
+    Cd const sum = sum_over_row(part, threads, [&] {
+      Cd all = 0;
+      for (int64_t w = 0; w < words; ++w) {
+        float a[V];
+        detail::unpack_word<E>(word(x, w * V), a);
+        CUTE_UNROLL
+        for (int i = 0; i < V; ++i) all += pro.square(a[i]);
+      }
+      return all;
+    });
+    Cd const scale = pro.scale(sum, 2 * half);
+    bool const g_aligned = pro.template groups_aligned<V>();
+    pro.group(xs, scale, j, g_aligned);
+    pro.group(xp, scale, p, g_aligned);
+  }
+  if (!mine) return;
+  float o[V];
+  CUTE_UNROLL
+  for (int i = 0; i < V; ++i) {
+    float const f = xs[i] * cs[i];
+    o[i] = low ? f - xp[i] * ss[i] : f + xp[i] * ss[i];
+  }
+  detail::store_group(&out(j), o);
+}
+
 /// out(j) = x(j) * cos(j) - x(j + half) * sin(j) and out(j + half) = x(j + half) * cos(j + half)
 /// + x(j) * sin(j + half) for j < half = size(x) / 2, in Compute, rounded once into out's type;
 /// x's elements read through `pro` (plain_rows: as stored; rms_norm_rows: its row normed). Rows
@@ -154,7 +211,11 @@ TILEFOUNDRY_DEVICE void apply(X const& x, C const& cos, S const& sin, Out&& out,
     // width): the element-by-element path below then is dead code, and the compiler drops it
     auto const at16 = [](auto const& t) { return detail::aligned_to<16>(t.data()); };
     if (half % V == 0 && at16(x) && at16(cos) && at16(sin) && at16(out)) {
-      apply_words<Compute>(x, cos, sin, out, pro, half, threads, first);
+      if (threads >= 2 * half / V) {
+        apply_word_each<Compute>(x, cos, sin, out, pro, half, threads, first);
+      } else {
+        apply_words<Compute>(x, cos, sin, out, pro, half, threads, first);
+      }
       return;
     }
   }
