@@ -149,6 +149,7 @@ class _Stages:
         self.outputs = outputs
         self.aliases: list[tuple[str, str]] = []  # (output, input) the caller may pass as one tensor
         self.temps: list[KernelParam] = []  # temporaries of a stage's own (attention's slices)
+        self.weights = {p.name for p in self.prog.function.params if p.const}  # the ConstTensor parameters
         function_params = tuple(KernelParam(p.name, p.type, False) for p in self.prog.params)
         self.bindings = bind_dimvars(self.prog, function_params)  # where the entry reads each DimVar
 
@@ -237,9 +238,8 @@ class _Stages:
             self.home(v.root, op)
         pair_of = (second, b1[0]) if second is not None else None
         named = [(r, self.part_names(r, out)) for r in reductions]
-        consts = {p.name for p in self.prog.function.params if p.const}
         # weights no kernel writes, at addresses no kernel's output picks (not a mixture's chosen experts)
-        constant = all(v.root.param in consts and not v.gathers for v in (b, *b1))
+        constant = all(v.root.param in self.weights and not v.gathers for v in (b, *b1))
         body, sched = matmul_body(self.prog.name, op, a, b, out, self.homes, self.target, (steps, read, result),
                                   weight[0] if weight else None, pair_of, named, constant)
         for _, v in read:
