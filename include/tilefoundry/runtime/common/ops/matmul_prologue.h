@@ -69,21 +69,37 @@ struct rms_norm_rows {
     }
   }
 
-  /// Elements k .. k + N - 1 of the normed row, in place of xs (the row's elements, as floats, each
-  /// computed as operator() computes it); g's elements read in one 16-byte load per word where
-  /// `aligned` (groups_aligned<N>(), k a multiple of N), one at a time otherwise.
+  /// g's elements k .. k + N - 1, as floats, for group(): one 16-byte load per word where
+  /// `aligned` (groups_aligned<N>(), k a multiple of N); nothing where not (group() then reads
+  /// them one at a time). A caller may issue it with its other loads, before the row's scale is
+  /// known, so that the weights do not make a round trip of their own after it.
   template <int N>
-  TILEFOUNDRY_DEVICE void group(float (&xs)[N], Cd scale, int64_t k, bool aligned) const {
-    [[maybe_unused]] float gs[N];
+  TILEFOUNDRY_DEVICE void weights(float (&gs)[N], int64_t k, bool aligned) const {
     if constexpr (detail::is_packed_v<W> && (N * sizeof(W)) % 16 == 0) {
       if (aligned) detail::load_group(&g(k), gs);
     }
+  }
+
+  /// Elements k .. k + N - 1 of the normed row, in place of xs (the row's elements, as floats, each
+  /// computed as operator() computes it), g's elements taken from gs (weights()) where `aligned`
+  /// and read one at a time otherwise.
+  template <int N>
+  TILEFOUNDRY_DEVICE void group(float (&xs)[N], float const (&gs)[N], Cd scale, int64_t k,
+                                bool aligned) const {
     CUTE_UNROLL
     for (int i = 0; i < N; ++i) {
       W const gk = aligned ? detail::convert<W>(gs[i]) : W(g(k + i));
       W const rounded = detail::convert<W>(detail::convert<Cd>(xs[i]) * scale);
       xs[i] = detail::convert<float>(detail::convert<H>(scalar::binary<W>(mul_op{}, rounded, gk)));
     }
+  }
+
+  /// ... g's elements read here.
+  template <int N>
+  TILEFOUNDRY_DEVICE void group(float (&xs)[N], Cd scale, int64_t k, bool aligned) const {
+    float gs[N] = {};
+    weights(gs, k, aligned);
+    group(xs, gs, scale, k, aligned);
   }
 };
 

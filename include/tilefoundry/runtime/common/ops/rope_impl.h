@@ -37,13 +37,20 @@ TILEFOUNDRY_DEVICE T sum_over_row(T part, int64_t threads, Whole const& whole) {
 #if defined(__CUDA_ARCH__)
   if (threads <= 32 && (threads & (threads - 1)) == 0) {
     unsigned const lanes = threads == 32 ? 0xffffffffu : (1u << threads) - 1u;
-    for (int mask = int(threads) / 2; mask > 0; mask /= 2)
-      part += __shfl_xor_sync(lanes, part, mask);
+    CUTE_UNROLL
+    for (int mask = 16; mask > 0; mask /= 2) {  // unrolled: no loop between the loads and the sum
+      if (mask < threads) part += __shfl_xor_sync(lanes, part, mask);
+    }
     return part;
   }
 #endif
   return whole();
 }
+
+/// Whether `Out` is a view of global memory: its words then go out as one 16-byte store each.
+template <class Out>
+constexpr bool in_gmem =
+    cute::is_gmem<cute::remove_cvref_t<decltype(std::declval<Out&>().data())>>::value;
 
 /// Whether rows of these operands can be read and written in 16-byte words: one packed element
 /// type (bf16, f16, f32), each a row of unit stride known at compile time, computed in float.
@@ -58,12 +65,13 @@ constexpr bool words_v = std::is_same_v<Compute, float>&& detail::is_packed_v<de
 /// A thread's words of one group of a row (elements j .. j + V - 1 and j + half ..), as floats.
 template <int V>
 struct word_group {
-  float x1[V], x2[V], c1[V], c2[V], s1[V], s2[V];
+  float x1[V], x2[V], c1[V], c2[V], s1[V], s2[V], g1[V], g2[V];  // g: a norm's weights
 };
 
 /// apply() a 16-byte word at a time: a thread takes the words of V elements from j and from
-/// j + half (x, cos, sin: six loads, issued together), so each pair's two elements are its own and
-/// no element crosses threads. Each element computed and rounded as apply()'s scalar loop does.
+/// j + half (x, cos, sin, and a norm's weights: issued together), so each pair's two elements are
+/// its own and no element crosses threads. Each element computed and rounded as apply()'s scalar
+/// loop does.
 template <class Compute, class X, class C, class S, class Out, class Pro>
 TILEFOUNDRY_DEVICE void apply_words(X const& x, C const& cos, S const& sin, Out&& out,
                                     Pro const& pro, int64_t half, int64_t threads, int64_t first) {
@@ -72,6 +80,8 @@ TILEFOUNDRY_DEVICE void apply_words(X const& x, C const& cos, S const& sin, Out&
   using Cd = typename Pro::compute_type;
   int64_t const groups = half / V;
   auto const word = [](auto const& t, int64_t j) { return detail::load_word(&t(j)); };
+  [[maybe_unused]] bool g_aligned = false;
+  if constexpr (Pro::normalizes) g_aligned = pro.template groups_aligned<V>();
   auto const load = [&](int64_t g, word_group<V>& w) {
     int64_t const j = g * V;
     detail::unpack_word<E>(word(x, j), w.x1);
@@ -80,14 +90,16 @@ TILEFOUNDRY_DEVICE void apply_words(X const& x, C const& cos, S const& sin, Out&
     detail::unpack_word<E>(word(cos, j + half), w.c2);
     detail::unpack_word<E>(word(sin, j), w.s1);
     detail::unpack_word<E>(word(sin, j + half), w.s2);
+    if constexpr (Pro::normalizes) {  // the norm's weights with them: no round trip after the sum
+      pro.weights(w.g1, j, g_aligned);
+      pro.weights(w.g2, j + half, g_aligned);
+    }
   };
-  [[maybe_unused]] bool g_aligned = false;
-  if constexpr (Pro::normalizes) g_aligned = pro.template groups_aligned<V>();
   auto const rotate = [&](int64_t g, word_group<V>& w, [[maybe_unused]] Cd scale) {
     int64_t const j = g * V;
     if constexpr (Pro::normalizes) {
-      pro.group(w.x1, scale, j, g_aligned);
-      pro.group(w.x2, scale, j + half, g_aligned);
+      pro.group(w.x1, w.g1, scale, j, g_aligned);
+      pro.group(w.x2, w.g2, scale, j + half, g_aligned);
     }
     float o1[V], o2[V];
     CUTE_UNROLL
@@ -97,8 +109,8 @@ TILEFOUNDRY_DEVICE void apply_words(X const& x, C const& cos, S const& sin, Out&
       o1[i] = f1 - w.x2[i] * w.s1[i];
       o2[i] = f2 + w.x1[i] * w.s2[i];
     }
-    detail::store_group(&out(j), o1);
-    detail::store_group(&out(j + half), o2);
+    detail::store_group<in_gmem<Out>>(&out(j), o1);
+    detail::store_group<in_gmem<Out>>(&out(j + half), o2);
   };
   // The thread's first group read up front, before the row's sum of squares, so that the loads of
   // cos and sin overlap those of x and the norm's shuffles instead of following them (a head of 128
@@ -150,18 +162,24 @@ TILEFOUNDRY_DEVICE void apply_word_each(X const& x, C const& cos, S const& sin, 
   using Cd = typename Pro::compute_type;
   int64_t const words = 2 * half / V;
   bool const mine = first < words;
-  int64_t const j = mine ? first * V : 0;        // this thread's elements j .. j + V - 1
-  bool const low = j < half;                     // in the first half: its partners follow it
+  int64_t const j = mine ? first * V : 0;       // this thread's elements j .. j + V - 1
+  bool const low = j < half;                    // in the first half: its partners follow it
   int64_t const p = low ? j + half : j - half;  // the partners' elements
   auto const word = [](auto const& t, int64_t at) { return detail::load_word(&t(at)); };
-  float xs[V], xp[V], cs[V], ss[V];
+  float xs[V], xp[V], cs[V], ss[V], gs[V], gp[V];  // gs, gp: a norm's weights at j and at p
   CUTE_UNROLL
-  for (int i = 0; i < V; ++i) xs[i] = xp[i] = cs[i] = ss[i] = 0.0f;
+  for (int i = 0; i < V; ++i) xs[i] = xp[i] = cs[i] = ss[i] = gs[i] = gp[i] = 0.0f;
+  [[maybe_unused]] bool g_aligned = false;
+  if constexpr (Pro::normalizes) g_aligned = pro.template groups_aligned<V>();
   if (mine) {
     detail::unpack_word<E>(word(x, j), xs);
     detail::unpack_word<E>(word(x, p), xp);
     detail::unpack_word<E>(word(cos, j), cs);
     detail::unpack_word<E>(word(sin, j), ss);
+    if constexpr (Pro::normalizes) {  // issued with the others: no round trip after the row's sum
+      pro.weights(gs, j, g_aligned);
+      pro.weights(gp, p, g_aligned);
+    }
   }
   if constexpr (Pro::normalizes) {  // the row's scale, from the sum of its squares
     Cd part = 0;
@@ -178,9 +196,8 @@ TILEFOUNDRY_DEVICE void apply_word_each(X const& x, C const& cos, S const& sin, 
       return all;
     });
     Cd const scale = pro.scale(sum, 2 * half);
-    bool const g_aligned = pro.template groups_aligned<V>();
-    pro.group(xs, scale, j, g_aligned);
-    pro.group(xp, scale, p, g_aligned);
+    pro.group(xs, gs, scale, j, g_aligned);
+    pro.group(xp, gp, scale, p, g_aligned);
   }
   if (!mine) return;
   float o[V];
@@ -189,7 +206,7 @@ TILEFOUNDRY_DEVICE void apply_word_each(X const& x, C const& cos, S const& sin, 
     float const f = xs[i] * cs[i];
     o[i] = low ? f - xp[i] * ss[i] : f + xp[i] * ss[i];
   }
-  detail::store_group(&out(j), o);
+  detail::store_group<in_gmem<Out>>(&out(j), o);
 }
 
 /// out(j) = x(j) * cos(j) - x(j + half) * sin(j) and out(j + half) = x(j + half) * cos(j + half)

@@ -54,12 +54,23 @@ __device__ T cta_fold(T mine, Combine const& combine) {
 /// lm_head on the H200, one at a time took the merge kernel 12.7 us of the step.)
 constexpr int kFoldBatch = 8;
 
-/// `identity` and at(i) for i in [0, count) folded by `combine`: on CUDA each thread folds every
-/// blockDim.x-th i from its own, in order, then the CTA's values meet (cta_fold: valid in thread 0).
+/// `identity` and at(i) for i in [0, count) folded by `combine`, valid in thread 0: on CUDA each
+/// thread folds every blockDim.x-th i from its own, in order, then the CTA's values meet
+/// (cta_fold); at most a warp's worth, warp 0 alone folds them by shuffles (the tile of a GEMV's
+/// CTA: no barrier, where cta_fold waits at two).
 template <class T, class Combine, class At>
 TILEFOUNDRY_DEVICE T fold(T identity, int64_t count, Combine const& combine, At const& at) {
   T mine = identity;
 #if defined(__CUDA_ARCH__)
+  if (count <= 32) {  // a warp's worth (a GEMV tile's columns): warp 0 folds them, no barrier
+    if (threadIdx.x >= 32) return mine;
+    mine = int64_t(threadIdx.x) < count ? at(int64_t(threadIdx.x)) : identity;
+    for (int offset = 16; offset > 0; offset /= 2) {
+      T const other = shuffle_down(mine, offset);
+      if (int64_t(threadIdx.x) + offset < count) mine = combine(mine, other);
+    }
+    return mine;
+  }
   int64_t const step = int64_t(blockDim.x);
   for (int64_t i0 = threadIdx.x; i0 < count; i0 += kFoldBatch * step) {
     T v[kFoldBatch];
