@@ -14,7 +14,10 @@ On a GPU with thread-block clusters (sm_90 and later) the two are one kernel: a 
 cluster, whose CTAs wait for each other at the cluster's barrier after writing their states and then merge
 them, each a share of the head's outputs (``ops::attention_combine``'s cluster form). The decode step then has
 no launch between the slices and their merge: on the H200 at Qwen3-1.7B's shape (the slot alone, CUDA-graph
-replays) 10.07 -> 8.18 us at context 1024 and 17.98 -> 16.75 us at 4096, the decode step 2124 -> 2067 us.
+replays) 10.07 -> 8.18 us at context 1024 and 17.98 -> 16.75 us at 4096, the decode step 2124 -> 2067 us. The
+slices' states then stay in each CTA's shared memory, which its cluster's peers read (distributed shared memory),
+where a key head's G x M rows fit (32 rows of 128 values): through global memory the combine cost 43 us of a 1563 us
+decode step at context 300; through shared memory the step took 1540 us.
 """
 
 from __future__ import annotations

@@ -12,7 +12,9 @@
 // and the slice's state goes to `part` for attention_combine, whose fast tier (a static count of
 // at most 32 slices) reads every slice's maximum and sum once a row and its values all at once.
 // On sm_90 and later the combine may run in the slices' own kernel: a key head's slices are one
-// thread-block cluster, which waits at the cluster's barrier and merges them, a share a CTA.
+// thread-block cluster, which waits at the cluster's barrier and merges them, a share a CTA, each
+// slice's state read from its CTA's shared memory across the cluster (distributed shared memory)
+// where the states fit, from global memory otherwise.
 #pragma once
 
 #include <tilefoundry/runtime/common/config.h>
@@ -104,7 +106,7 @@ template <class Acc, int ROWS, int D, class Scores, class Visible, class Q, clas
 TILEFOUNDRY_DEVICE_OUTLINED void grouped_rows(Scores scores, Visible const& visible, Q const& q,
                                               K const& k, V const& v, Part& part, KeyRange keys,
                                               int64_t r0, float* sm_out, float* sm_max,
-                                              float* sm_sum) {
+                                              float* sm_sum, float* state) {
   using E = elem_t<decltype(q(0, 0, 0))>;
   constexpr int W = int(16 / sizeof(E));
   constexpr int kLanes = D / W;  // lanes reading one key
@@ -238,6 +240,14 @@ TILEFOUNDRY_DEVICE_OUTLINED void grouped_rows(Scores scores, Visible const& visi
         o += sm_out[(w * ROWS + j) * D + d] * e;
       }
     }
+    if (state != nullptr) {  // kept for the cluster's combine (cluster_state)
+      state[r * (D + 2) + d] = o;
+      if (d == 0) {
+        state[r * (D + 2) + D] = mx;
+        state[r * (D + 2) + D + 1] = sum;
+      }
+      continue;
+    }
     int64_t const g = r % groups, m = r / groups;
     part(g, m, d) = o;
     if (d == 0) {
@@ -252,7 +262,7 @@ TILEFOUNDRY_DEVICE_OUTLINED void grouped_rows(Scores scores, Visible const& visi
 /// them, 8 at most), each pass over the slice's keys.
 template <class Acc, class Scores, class Visible, class Q, class K, class V, class Part>
 __device__ void grouped(Scores scores, Visible const& visible, Q const& q, K const& k, V const& v,
-                        Part& part, int64_t split, int64_t splits) {
+                        Part& part, int64_t split, int64_t splits, float* state) {
   using E = elem_t<decltype(q(0, 0, 0))>;
   constexpr int D = int(decltype(cute::shape<2>(q.layout()))::value);
   constexpr int W = int(16 / sizeof(E));
@@ -267,7 +277,8 @@ __device__ void grouped(Scores scores, Visible const& visible, Q const& q, K con
     KeyRange const range =
         slice_of(visible.keys(keys), split, splits, int64_t(kWarps) * kKeysPerWarp * U);
     for (int64_t r0 = 0; r0 < total; r0 += R) {
-      grouped_rows<Acc, R, D>(scores, visible, q, k, v, part, range, r0, sm_out, sm_max, sm_sum);
+      grouped_rows<Acc, R, D>(scores, visible, q, k, v, part, range, r0, sm_out, sm_max, sm_sum,
+                              state);
     }
   };
   if (total <= 2) {
@@ -277,6 +288,62 @@ __device__ void grouped(Scores scores, Visible const& visible, Q const& q, K con
   } else {
     pass(cute::Int<kMaxRows>{});
   }
+}
+
+/// The CTAs of this CTA's thread-block cluster.
+__device__ __forceinline__ unsigned cluster_ctas() {
+  unsigned n = 1;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
+#endif
+  return n;
+}
+
+/// Waits until every thread of this CTA's cluster has arrived here; what they wrote before is then
+/// visible to the cluster's threads (release on arrival, acquire on leaving: cluster scope).
+__device__ __forceinline__ void cluster_barrier() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "barrier.cluster.arrive.release.aligned;\n\t"
+      "barrier.cluster.wait.acquire.aligned;" ::
+          : "memory");
+#endif
+}
+
+/// Floats of a slice's state (each of its G x M rows: Dv weighted sums, the maximum, the sum of
+/// exponentials) a CTA keeps in its shared memory for its cluster's combine: 32 rows of Dv = 128.
+constexpr int kClusterStateFloats = 32 * 130;
+
+/// The CTA's slice state for its cluster (one array of the kernel, at the same offset in every
+/// CTA, so a peer finds it by rank).
+__device__ __forceinline__ float* cluster_state() {
+  __shared__ __align__(16) float state[kClusterStateFloats];
+  return state;
+}
+
+/// Element `at` of the cluster state of the cluster's CTA `rank` (distributed shared memory).
+__device__ __forceinline__ float peer_state(unsigned rank, int64_t at) {
+  float v = 0.0f;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  unsigned const local = static_cast<unsigned>(__cvta_generic_to_shared(cluster_state() + at));
+  unsigned remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote));
+#else
+  (void)rank;
+  (void)at;
+#endif
+  return v;
+}
+
+/// Whether a key head's slices, `splits` CTAs of one cluster (the combine's cluster form), hand
+/// their states to its combine through shared memory (distributed across the cluster) rather than
+/// global memory: `rows` of `width` floats fit cluster_state. ops::attention and the cluster form
+/// of ops::attention_combine decide it alike from the same sizes. On the H200 (Qwen3-1.7B's decode
+/// step through the compiled slots, context 300) the combine through global memory cost 43 us of
+/// a 1563 us step; the cluster's barrier alone 7.
+__device__ __forceinline__ bool states_in_cluster(int64_t rows, int64_t width, int64_t splits) {
+  return splits > 1 && cluster_ctas() == unsigned(splits) && rows * width <= kClusterStateFloats;
 }
 
 /// Whether the operands' memory allows the grouped tier's 16-byte reads.
@@ -291,16 +358,32 @@ __device__ bool words_aligned(Q const& q, K const& k, V const& v) {
          blockDim.x == kThreads;
 }
 
+/// The slice's state into part (G x M x (Dv + 2)), or where the cluster's combine takes it from
+/// shared memory (states_in_cluster), into cluster_state instead (row r = token r / G of head r %
+/// G).
 template <class Acc, class Scores, class Visible, class Q, class K, class V, class Part>
 __device__ void apply(Scores scores, Visible const& visible, Q const& q, K const& k, V const& v,
                       Part&& part, int64_t split, int64_t splits) {
+  int64_t const groups = int64_t(cute::size<0>(part)), tokens = int64_t(cute::size<1>(part));
+  int64_t const width = int64_t(cute::size<2>(part));
+  bool const in_cluster = states_in_cluster(groups * tokens, width, splits);
   if constexpr (grouped_tier<Q, K, V>()) {
     if (words_aligned(q, k, v)) {
-      grouped<Acc>(scores, visible, q, k, v, part, split, splits);
+      grouped<Acc>(scores, visible, q, k, v, part, split, splits,
+                   in_cluster ? cluster_state() : nullptr);
       return;
     }
   }
   general<Acc>(scores, visible, q, k, v, part, split, splits);
+  if (in_cluster) {  // the general tier accumulates in part itself: its rows, then, where peers
+                     // read
+    __syncthreads();
+    float* const state = cluster_state();
+    for (int64_t i = threadIdx.x; i < groups * tokens * width; i += blockDim.x) {
+      int64_t const r = i / width, c = i % width;
+      state[i] = part(r % groups, r / groups, c);
+    }
+  }
 }
 
 /// Whether part (S x G x M x (Dv + 2)) has a static slice count of at most a warp and a static row
@@ -324,12 +407,11 @@ constexpr int kCombineRows = 32;  // rows whose slices' weights a pass keeps in 
 /// a row reads the slices' maxima and sums (a lane a slice, all at once), and keeps each slice's
 /// weight e^(max_s - max) / sum_t e^(max_t - max) sum_t in shared memory; then every thread takes
 /// outputs (row, d), each the weighted sum of the S slices' values, read together. Two waits on
-/// memory a pass, where the general combine waits once a slice for every output.
-template <class Part, class Out>
-__device__ void combine_fast(Part const& part, Out& out, int64_t first, int64_t end) {
+/// memory a pass, where the general combine waits once a slice for every output. read(s, g, m, d):
+/// element d of row (g, m) of slice s's state (Dv values, then its maximum and sum).
+template <int S, int DV, class Read, class Out>
+__device__ void combine_fast(Read const& read, Out& out, int64_t first, int64_t end) {
   using T = cute::remove_cvref_t<decltype(out(0, 0, 0))>;
-  constexpr int S = int(decltype(cute::shape<0>(part.layout()))::value);
-  constexpr int DV = int(decltype(cute::shape<3>(part.layout()))::value) - 2;
   __shared__ float weight[kCombineRows][S];
   int64_t const groups = int64_t(cute::size<0>(out));
   int const warps = int(blockDim.x) / 32, warp = int(threadIdx.x) / 32,
@@ -339,8 +421,8 @@ __device__ void combine_fast(Part const& part, Out& out, int64_t first, int64_t 
     int const count = int(row_end - r0 < kCombineRows ? row_end - r0 : kCombineRows);
     for (int j = warp; j < count; j += warps) {
       int64_t const g = (r0 + j) % groups, m = (r0 + j) / groups;
-      float const ms = lane < S ? part(lane, g, m, DV) : -INFINITY;
-      float const sum = lane < S ? part(lane, g, m, DV + 1) : 0.0f;
+      float const ms = lane < S ? read(lane, g, m, DV) : -INFINITY;
+      float const sum = lane < S ? read(lane, g, m, DV + 1) : 0.0f;
       float mx = ms;
       CUTE_UNROLL
       for (int off = 16; off > 0; off /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
@@ -358,7 +440,7 @@ __device__ void combine_fast(Part const& part, Out& out, int64_t first, int64_t 
       int64_t const g = (r0 + j) % groups, m = (r0 + j) / groups;
       float value[S];
       CUTE_UNROLL
-      for (int s = 0; s < S; ++s) value[s] = part(s, g, m, d);
+      for (int s = 0; s < S; ++s) value[s] = read(s, g, m, d);
       float acc = 0.0f;
       CUTE_UNROLL
       for (int s = 0; s < S; ++s) acc = fmaf(weight[j][s], value[s], acc);
@@ -374,31 +456,50 @@ template <class Part, class Out>
 __device__ void combine_range(Part const& part, Out& out, int64_t first, int64_t end) {
   if constexpr (combine_tier<Part>()) {
     if (blockDim.x % 32 == 0) {
-      combine_fast(part, out, first, end);
+      constexpr int S = int(decltype(cute::shape<0>(part.layout()))::value);
+      constexpr int DV = int(decltype(cute::shape<3>(part.layout()))::value) - 2;
+      auto const read = [&](int s, int64_t g, int64_t m, int d) { return float(part(s, g, m, d)); };
+      combine_fast<S, DV>(read, out, first, end);
       return;
     }
   }
   combine(part, out, first, end);
 }
 
-/// The CTAs of this CTA's thread-block cluster.
-__device__ __forceinline__ unsigned cluster_ctas() {
-  unsigned n = 1;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
-#endif
-  return n;
-}
-
-/// Waits until every thread of this CTA's cluster has arrived here; what they wrote before is then
-/// visible to the cluster's threads (release on arrival, acquire on leaving: cluster scope).
-__device__ __forceinline__ void cluster_barrier() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile(
-      "barrier.cluster.arrive.release.aligned;\n\t"
-      "barrier.cluster.wait.acquire.aligned;" ::
-          : "memory");
-#endif
+/// ... each slice's state read from the shared memory of the cluster's CTA of its rank, where
+/// ops::attention kept it (states_in_cluster); then the cluster's barrier again, so that no CTA
+/// leaves while a peer still reads its state. Part gives the sizes only.
+template <class Part, class Out>
+__device__ void combine_in_cluster(Part const& part, Out& out, int64_t first, int64_t end) {
+  int64_t const groups = int64_t(cute::size<0>(out));
+  int64_t const width = int64_t(cute::size<3>(part));
+  auto const read = [&](int s, int64_t g, int64_t m, int64_t d) {
+    return peer_state(unsigned(s), (m * groups + g) * width + d);
+  };
+  if constexpr (combine_tier<Part>()) {
+    constexpr int S = int(decltype(cute::shape<0>(part.layout()))::value);
+    constexpr int W = int(decltype(cute::shape<3>(part.layout()))::value);
+    combine_fast<S, W - 2>(read, out, first, end);
+  } else {  // as attention_impl::combine, each output reading every slice's state one at a time
+    using T = cute::remove_cvref_t<decltype(out(0, 0, 0))>;
+    int64_t const splits = int64_t(cute::size<0>(part)), rows = int64_t(cute::size<1>(out));
+    int64_t const dv = width - 2;
+    for (int64_t i = first + int64_t(threadIdx.x); i < end; i += int64_t(blockDim.x)) {
+      int64_t const d = i % dv, m = (i / dv) % rows, g = i / (dv * rows);
+      float mx = -INFINITY;
+      for (int s = 0; s < int(splits); ++s) mx = fmaxf(mx, read(s, g, m, dv));
+      float sum = 0.0f, acc = 0.0f;
+      for (int s = 0; s < int(splits); ++s) {
+        float const ms = read(s, g, m, dv);
+        if (ms == -INFINITY) continue;
+        float const w = detail::exp_(ms - mx);
+        sum += w * read(s, g, m, dv + 1);
+        acc += w * read(s, g, m, d);
+      }
+      out(g, m, d) = detail::convert<T>(acc / sum);
+    }
+  }
+  cluster_barrier();
 }
 
 }  // namespace attention_impl
@@ -443,12 +544,18 @@ __device__ void attention_combine(Part const& part, Out&& out) {
 /// each waits at the cluster's barrier for every slice's state, then merges its share of the
 /// outputs, [rank n / ranks, (rank + 1) n / ranks) of the n of out. One kernel where a second
 /// launch would merge them: no launch between the slices and their merge, and the states read
-/// from L2 right after they are written.
+/// from the peers' shared memory where they fit (states_in_cluster), else from L2 right after
+/// they are written.
 template <class Part, class Out>
 __device__ void attention_combine(Part const& part, Out&& out, int64_t rank, int64_t ranks) {
   if (attention_impl::cluster_ctas() != unsigned(ranks)) __trap();  // launched in other clusters
   attention_impl::cluster_barrier();
   int64_t const n = int64_t(cute::size(out));
+  int64_t const rows = int64_t(cute::size<1>(part)) * int64_t(cute::size<2>(part));
+  if (attention_impl::states_in_cluster(rows, int64_t(cute::size<3>(part)), ranks)) {
+    attention_impl::combine_in_cluster(part, out, n * rank / ranks, n * (rank + 1) / ranks);
+    return;
+  }
   attention_impl::combine_range(part, out, n * rank / ranks, n * (rank + 1) / ranks);
 }
 
