@@ -179,8 +179,27 @@ def test_a_cuda_kernel_stops_at_a_row_past_the_caches_end_rather_than_skipping_i
     source = generate(lower(RopeCache, CudaTarget())).source
     for cache in ("cache_k", "cache_v"):  # k written by the rope, v by the update's own write
         assert f'"writing n_new rows at cur_pos passes the end of {cache}")' in source
-    guards = [line for line in source.splitlines() if line.strip().startswith("if (") and "n_new_ptr[0]" in line]
+    guards = [line for line in source.splitlines() if line.strip().startswith("if (") and "index_in(n_new_at" in line]
     assert guards and all("detail::row_within(" in line for line in guards)
+
+
+def test_a_kernel_loads_every_position_of_a_row_together_before_checking_any() -> None:
+    """Each position a row reads on the device (the rotary rows' position, the new rows' count, the cache's write
+    position) is loaded into a local at the top of the row, before any check that may stop the kernel, so the loads
+    go out together: read where each is used, every load waited for the check before it (four round trips to
+    memory in Qwen3's rope + cache write where two do)."""
+    source = generate(lower(RopeCache, CudaTarget())).source
+    reads = ("pos_ids_ptr[", "cur_pos_ptr[0]", "n_new_ptr[0]")
+    loaded = []
+    for row in source.split("int64_t const row = ")[1:]:  # each kernel part's row, up to the next
+        lines = [line.strip() for line in row.splitlines()]
+        checks = [i for i, line in enumerate(lines) if "detail::index_in(" in line or "detail::row_within(" in line]
+        if not checks:
+            continue
+        uses = [(i, r) for i, line in enumerate(lines) for r in reads if r in line]
+        assert all(lines[i].startswith("auto const ") and i < checks[0] for i, _ in uses), row
+        loaded.append({r for _, r in uses})
+    assert set(reads) in loaded  # k's rows: the rotary position, the count and the write position, together
 
 
 def test_a_cuda_rope_of_whole_words_promises_aligned_rows_which_its_entry_checks() -> None:
@@ -226,3 +245,42 @@ def test_the_cache_passed_as_its_own_output_is_updated_in_place_by_the_rope() ->
         torch.testing.assert_close(g.float(), w.float(), rtol=2**-7, atol=2**-7)
     for cache, before in zip(caches, (args[names.index("cache_k")], args[names.index("cache_v")])):
         assert torch.equal(cache[:, :5], before[:, :5]) and torch.equal(cache[:, 8:], before[:, 8:])
+
+
+def test_a_cuda_kernel_promised_its_positions_reads_them_before_it_waits_for_the_kernel_before() -> None:
+    """``CompilerOptions.early_reads`` names the positions no kernel launched right before writes (the decode
+    engine's, written once a step): each part of the rope + cache launch then loads its rows' positions first and
+    waits for the earlier kernel after them (programmatic dependent launch: their round trip to memory overlaps
+    that kernel's end), and the launch's kernel no longer waits at its start. Without the promise it does, and no
+    part waits again. The TIR says which parameters were promised."""
+    plain = generate(lower(RopeCache, CudaTarget())).source
+    tir = lower(RopeCache, CudaTarget()).with_early_reads(("pos_ids", "cur_pos", "n_new"))
+    assert "early reads pos_ids, cur_pos, n_new" in str(tir)
+    early = generate(tir).source
+    top = "  wait_for_earlier_kernels();  // the kernel before this one has completed"
+    late = "wait_for_earlier_kernels();  // the positions above were read before it"
+    assert late not in plain
+    launch = early[early.index("d64_launch1_kernel("):]
+    launch = launch[:launch.index("\n}\n")]
+    assert top not in launch and "then waits" in launch
+    parts = [part for part in early.split("int64_t const row = ")[1:] if "_at = " in part]
+    assert len(parts) == 3 * 4  # the q, k and v parts of each function: its positions read, then the wait
+    for part in parts:
+        lines = [line.strip() for line in part.split("\n}\n")[0].splitlines()]
+        wait = lines.index(late)
+        assert lines[1].startswith("if (row < ") and all(line.startswith("auto const ") for line in lines[2:wait])
+        assert wait > 2 and not any("_ptr[" in line for line in lines[wait + 1:])
+
+
+def test_early_reads_naming_no_parameter_or_not_names_are_refused() -> None:
+    """A name in ``early_reads`` that no function of the module has is refused before anything is built (ValueError
+    naming it and listing the parameters); a bare string or a non-string, TypeError."""
+    from tilefoundry.codegen.options import CompilerOptions
+
+    with pytest.raises(ValueError, match=r"'positions'.*no parameter.*pos_ids"):
+        lower(RopeCache, CudaTarget()).with_early_reads(("positions",))
+    with pytest.raises(ValueError, match="'positions'"):
+        jit(RopeCache, target="cpu", options=CompilerOptions(early_reads=("positions",)))
+    for bad in ("pos_ids", (1,), ("",)):
+        with pytest.raises(TypeError, match="early_reads"):
+            CompilerOptions(early_reads=bad)

@@ -61,6 +61,7 @@ class KernelEmitter:
         self.meshes: dict[str, str] = {}
         self.lines: list[str] = []
         self._last_loc: object = None
+        self.reads: dict[str, str] = {}  # a position read on the device -> the row's local holding it
 
     # -- names --------------------------------------------------------------------------------
     @property
@@ -213,7 +214,7 @@ class KernelEmitter:
                 t = f"{t} * {st if isinstance(stride, int) or isinstance(stride, DimVar) else '(' + st + ')'}"
             parts.append(t)
         for g in offset.gathers:
-            at = f"{self.pointers[g.param]}[{self.row_offset(g.at)}]"
+            at = self.read_of(g)
             t = (f"detail::index_in({at}, {cxx.dim_expr(g.bound, self.dims)}, {cxx.string(g.param)}, "
                  f"{cxx.string(g.table)})")
             if g.stride != 1:
@@ -221,6 +222,29 @@ class KernelEmitter:
                 t = f"{t} * {st if isinstance(g.stride, (int, DimVar)) else '(' + st + ')'}"
             parts.append(t)
         return " + ".join(parts) or "0"
+
+    def read_of(self, g: Gather) -> str:
+        """The C++ of the position ``g`` reads: the row's local holding it where ``row_loop`` loaded it first."""
+        at = f"{self.pointers[g.param]}[{self.row_offset(g.at)}]"
+        return self.reads.get(at, at)
+
+    def load_reads(self, body: list[Stmt], ind: str) -> None:
+        """Loads every position the row's statements read on the device into a local, together, before any is
+        checked or used: each check (``detail::index_in``, ``detail::row_within``) may stop the kernel, so nvcc
+        issues no load after one before it, and reads made where they are used would each wait for the last
+        (Qwen3's rope + cache write: its position, then the new rows' count, then the cache's write position, then
+        the rows, four round trips to memory where two do). Every read is in bounds for a row of the loop."""
+        for g in gathers(body):
+            at = f"{self.pointers[g.param]}[{self.row_offset(g.at)}]"
+            if at in self.reads:
+                continue
+            name = self.names(("read", at), f"{g.param}_at")
+            self.lines.append(f"{ind}auto const {name} = {at};")
+            self.reads[at] = name
+
+    def after_reads(self, ind: str) -> None:
+        """What a row runs once its positions are loaded, before its views and ops (a target's hook: CUDA waits
+        there for the kernel before it where the positions may be read early)."""
 
     def bound(self, c: Bound) -> str:
         """The C++ of a row's bound: ``lhs < rhs``, or where it stops, ``detail::row_within`` (a kernel past it
@@ -384,9 +408,12 @@ class KernelEmitter:
                 f"{ind}int64_t const row_end = row_begin + ({per}) < ({rows}) ? row_begin + ({per}) : ({rows});",
                 f"{ind}for (int64_t row = row_begin; row < row_end; ++row) {{",
             ]
+        self.load_reads(s.body, ind + "  ")
+        self.after_reads(ind + "  ")
         for stmt in s.body:
             self.stmt(stmt, ind + "  ")
         self.lines.append(f"{ind}}}")
+        self.reads = {}
 
 
 def allocations(body: list[Stmt]) -> list[Buffer]:

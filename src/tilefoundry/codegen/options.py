@@ -16,12 +16,19 @@ class CompilerOptions:
         cpu_arch: ``"native"`` builds for the instruction set of this machine's CPU (the x86-64 level
             it supports, e.g. ``x86-64-v3``), ``"generic"`` for any x86-64, or a ``-march`` value.
         extra_flags: appended to the compiler's command line.
+        early_reads: names of parameters the caller promises are not written by the kernel launched right before
+            the function's (on CUDA a kernel starts while the one before it ends, a programmatic dependent
+            launch): a kernel whose rows read positions on the device (an index into a table, a cache's write
+            position, a count of new rows) only from these reads them before it waits for that kernel, so their
+            round trip to memory overlaps its end. A promise broken reads a stale position: pass only tensors
+            written before the previous launch began (the decode engine's positions, written once a step).
     """
 
     opt_level: int = 3
     compiler: str | None = None
     cpu_arch: str = "native"
     extra_flags: tuple[str, ...] = ()
+    early_reads: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if isinstance(self.opt_level, bool) or self.opt_level not in (0, 1, 2, 3):
@@ -34,6 +41,10 @@ class CompilerOptions:
         if isinstance(self.extra_flags, str) or not all(isinstance(f, str) for f in self.extra_flags):
             raise TypeError(f"CompilerOptions.extra_flags must be a tuple of strings, got {self.extra_flags!r}")
         object.__setattr__(self, "extra_flags", tuple(self.extra_flags))
+        if isinstance(self.early_reads, str) or not all(isinstance(n, str) and n for n in self.early_reads):
+            raise TypeError(f"CompilerOptions.early_reads must be a tuple of parameter names, got "
+                            f"{self.early_reads!r}")
+        object.__setattr__(self, "early_reads", tuple(dict.fromkeys(self.early_reads)))
 
     def canonical_text(self) -> str:
         """Every field, in declaration order, as ``name=repr(value)``."""

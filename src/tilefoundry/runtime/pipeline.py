@@ -41,6 +41,9 @@ def build(mod: Any, *, target: str | Target | None = None, options: Any = None) 
             raise ValueError(f"build: Module {module.name!r} has no entry function, so a compiled module has "
                              f"nothing to call; declare @module(entry=...) (functions: {', '.join(module.functions)})")
         tir = lower(module, target)
+    early = getattr(options, "early_reads", ())  # link refuses options of another type
+    if early:
+        tir = tir.with_early_reads(early)
     return load_linked_module(link(generate(tir), options))
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..ir.core.source import SourceLoc
@@ -74,7 +74,8 @@ class PrimFunc:
     A staged function (placement ``stages``) has no body of its own: its entry launches ``stages`` in order,
     each a kernel over the function's parameters and ``temps``, global memory the entry allocates per call.
     ``aliases`` are (output, input) pairs the caller may pass as one tensor: the output is then updated in place
-    (a cache the step writes into), and the stage copying the input into it is skipped.
+    (a cache the step writes into), and the stage copying the input into it is skipped. ``early_reads`` are
+    parameters the caller promised no kernel launched right before this one writes (``with_early_reads``).
     """
 
     name: str
@@ -87,6 +88,7 @@ class PrimFunc:
     stages: tuple[StageCall, ...] = ()
     temps: tuple[KernelParam, ...] = ()
     aliases: tuple[tuple[str, str], ...] = ()
+    early_reads: tuple[str, ...] = ()
 
     @property
     def kernels(self) -> tuple[PrimFunc, ...]:
@@ -139,6 +141,34 @@ class TirModule:
     target: Any
     functions: dict[str, PrimFunc]
     entry: str
+
+    def with_early_reads(self, names: tuple[str, ...]) -> TirModule:
+        """This module with ``names`` marked as parameters its functions' kernels may read before they wait for
+        the kernel launched before them (``CompilerOptions.early_reads``: the caller promises that kernel does not
+        write them). On CUDA a kernel launched as a programmatic dependent launch starts while the one before it
+        ends; one whose rows read positions on the device (an index into a table, a cache's write position)
+        only from these parameters reads them first and then waits, so the memory round trip of those reads
+        overlaps the earlier kernel's end. A staged function's stages get the names their arguments bind.
+
+        Raises:
+            ValueError: a name that is no parameter of any of the module's functions (the message lists them).
+        """
+        if not names:
+            return self
+        known = {p.name for f in self.functions.values() for p in f.params}
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise ValueError(f"CompilerOptions.early_reads names {', '.join(map(repr, unknown))}, no parameter of "
+                             f"Module {self.name!r} (its parameters: {', '.join(sorted(known))})")
+
+        def marked(fn: PrimFunc, early: set[str]) -> PrimFunc:
+            stages = tuple(replace(s, fn=marked(s.fn, {p.name for p, a in zip(s.fn.params, s.args) if a in early}))
+                           for s in fn.stages)
+            own = tuple(p.name for p in fn.params if p.name in early)
+            return replace(fn, stages=stages, early_reads=own)
+
+        functions = {name: marked(fn, set(names)) for name, fn in self.functions.items()}
+        return TirModule(self.name, self.target, functions, self.entry)
 
     def __str__(self) -> str:
         from .printer import print_module

@@ -64,6 +64,8 @@ def print_function(fn: PrimFunc) -> str:
     for b in fn.dimvars:
         lines.append(f"  dimvar {b}")
     lines.append(f"  schedule {fn.schedule}")
+    if fn.early_reads:
+        lines.append(f"  early reads {', '.join(fn.early_reads)}  # no kernel right before writes them")
     for t in fn.temps:
         lines.append(f"  temp {t}")
     for k, stage in enumerate(fn.stages):

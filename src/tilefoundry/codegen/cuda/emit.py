@@ -45,7 +45,7 @@ from ...tir.function import KernelParam, PrimFunc, TirModule
 from ...tir.stmt import Alloc, GmemView, MeshScope, OpCall, RowGuard, RowLoop, Stmt
 from .. import cxx
 from ..host import HostEmitter
-from ..kernel import KernelEmitter, allocations, meshes_of
+from ..kernel import KernelEmitter, allocations, gathers, meshes_of
 from ..unit import translation_unit
 from .launches import SharedLaunch, can_share, plan_launches
 
@@ -156,6 +156,11 @@ def checked_alignment(fn: PrimFunc, p: KernelParam) -> int:
     return min(16, width * t.dtype.bits // 8)
 
 
+def _rows_only(body: list[Stmt]) -> bool:
+    """Whether ``body`` reads memory only inside its row loops (around them: allocations and meshes)."""
+    return all(isinstance(s, (RowLoop, Alloc)) or (isinstance(s, MeshScope) and _rows_only(s.body)) for s in body)
+
+
 def promised_alignment(fn: PrimFunc, s: GmemView) -> int:
     """The alignment in bytes a row's view of ``s.param`` keeps: what the entry checked of the tensor, where
     every term of the row offset is a static whole number of it (0: none promised)."""
@@ -197,13 +202,29 @@ class CudaKernel(KernelEmitter):
         """Whether the kernel waits for the one before it at its start (not inside a matmul's call)."""
         return not _op_waits(self.fn.body)
 
+    def waits_after_reads(self) -> bool:
+        """Whether the kernel reads its rows' positions before it waits for the kernel before it: every position
+        it reads on the device is in a parameter the caller promised that kernel does not write
+        (``PrimFunc.early_reads``), read at the top of its row loop (``load_reads``), and nothing else is read
+        before its ops."""
+        early = set(self.fn.early_reads)
+        found = gathers(self.fn.body)
+        return (bool(early) and bool(found) and self.waits_at_start() and all(g.param in early for g in found)
+                and _rows_only(self.fn.body))
+
+    def after_reads(self, ind: str) -> None:
+        if self.waits_after_reads():
+            self.lines.append(f"{ind}wait_for_earlier_kernels();  // the positions above were read before it")
+
     def emit(self) -> list[str]:
         lines = super().emit()
         at = next(i for i, line in enumerate(lines) if line.startswith(self.qualifier)) + 1
         # launched as a programmatic dependent launch (host::CudaLaunch::start): nothing is read before this
         first = ["  wait_for_earlier_kernels();  // the kernel before this one has completed"]
-        if self.part:  # the shared launch's kernel waited
+        if self.part:  # the shared launch's kernel waited, or each part does after its reads
             first = []
+        elif self.waits_after_reads():
+            first = ["  // reads its rows' positions (no kernel right before writes them), then waits for that kernel"]
         elif _op_waits(self.fn.body):
             first = ["  // ops::matmul waits for the kernel before this one (after an L2 prefetch of its weights)"]
         if _dynamic_buffers(self.fn):

@@ -122,10 +122,12 @@ class SharedLaunch:
             params.append(f"{cxx.cxx_type(self.dtypes[a])}{const}* __restrict__ {self.pointer[a]}")
         params += [f"int64_t {self.dim[d]}" for d in self.dimvars] + [f"int64_t {c}" for c in self.counts]
         names = ", ".join(self.fn.stages[k].fn.name for k in self.stages)
+        wait = "  wait_for_earlier_kernels();  // the kernel before this one has completed"
+        if all(part.waits_after_reads() for part in self.parts):  # each part reads its positions, then waits
+            wait = "  // each part reads its rows' positions (no kernel right before writes them), then waits"
         lines = [f"// {self.kernel_name}: the stages {names} in one launch, their CTAs one after another",
                  f"__global__ void __launch_bounds__({self.block}) {self.kernel_name}({', '.join(params)}) {{",
-                 "  wait_for_earlier_kernels();  // the kernel before this one has completed",
-                 "  int64_t cta = int64_t(program_id<TopologyScope::cta>());"]
+                 wait, "  int64_t cta = int64_t(program_id<TopologyScope::cta>());"]
         for n, (k, part) in enumerate(zip(self.stages, self.parts)):
             call = self.fn.stages[k]
             args = [self.pointer[a] for a in call.args] + [self.dim[b.dimvar.name] for b in call.fn.dimvars]
