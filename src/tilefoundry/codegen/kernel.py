@@ -225,8 +225,12 @@ class KernelEmitter:
 
     def read_of(self, g: Gather) -> str:
         """The C++ of the position ``g`` reads: the row's local holding it where ``row_loop`` loaded it first."""
-        at = f"{self.pointers[g.param]}[{self.row_offset(g.at)}]"
+        at = self._load(g)
         return self.reads.get(at, at)
+
+    def _load(self, g: Gather) -> str:
+        """The C++ reading the position ``g`` reads from memory."""
+        return f"{self.pointers[g.param]}[{self.row_offset(g.at)}]"
 
     def load_reads(self, body: list[Stmt], ind: str) -> None:
         """Loads every position the row's statements read on the device into a local, together, before any is
@@ -235,7 +239,7 @@ class KernelEmitter:
         (Qwen3's rope + cache write: its position, then the new rows' count, then the cache's write position, then
         the rows, four round trips to memory where two do). Every read is in bounds for a row of the loop."""
         for g in gathers(body):
-            at = f"{self.pointers[g.param]}[{self.row_offset(g.at)}]"
+            at = self._load(g)
             if at in self.reads:
                 continue
             name = self.names(("read", at), f"{g.param}_at")

@@ -317,8 +317,8 @@ class CompiledKernels(KernelSet):
 
     def _rows(self, at: StepPositions, count: int) -> torch.Tensor:
         """The step's ``count`` positions, int32 on the device: the engine's position itself for one token (no
-        kernel), else made once a step (not once a layer). The rope and attention slots read them before they wait
-        for the kernel before them (``EARLY_READS``), so no kernel makes them: copied from the host where the step
+        kernel), else made once a step (not once a layer). The rope + cache slot reads them before it waits for the
+        kernel before it (``EARLY_READS``), so no kernel makes them: copied from the host where the step
         knows its position, else made on the device and copied (a copy, not a kernel) into memory of their own."""
         if count == 1:
             return at.position

@@ -169,13 +169,14 @@ TILEFOUNDRY_DEVICE_OUTLINED void general(Scores scores, Visible visible, Q const
   }
 }
 
-/// out(g, m, d) from the slices' states part(s, g, m, :): each slice's sum weighted by
-/// e^(its maximum - the largest), divided by the weighted sum of exponentials. Only the outputs
-/// [first, end) of out's G x M x Dv, in that order (a CTA's share where several merge one head).
-template <class Part, class Out>
-TILEFOUNDRY_DEVICE void combine(Part const& part, Out&& out, int64_t first, int64_t end) {
+/// out(g, m, d) from the slices' states read(s, g, m, :) of `splits` slices: each slice's sum
+/// weighted by e^(its maximum - the largest), divided by the weighted sum of exponentials. Only the
+/// outputs [first, end) of out's G x M x Dv, in that order (a CTA's share where several merge one
+/// head).
+template <class Read, class Out>
+TILEFOUNDRY_DEVICE void combine_with(Read const& read, int64_t splits, Out&& out, int64_t first,
+                                     int64_t end) {
   using T = cute::remove_cvref_t<decltype(out(0, 0, 0))>;
-  int64_t const splits = int64_t(cute::size<0>(part));
   int64_t const rows = int64_t(cute::size<1>(out));
   int64_t const dv = int64_t(cute::size<2>(out));
   int64_t const threads =
@@ -188,20 +189,29 @@ TILEFOUNDRY_DEVICE void combine(Part const& part, Out&& out, int64_t first, int6
     int64_t const g = i / (dv * rows);
     float mx = -INFINITY;
     for (int64_t s = 0; s < splits; ++s) {
-      float const ms = part(s, g, m, dv);
+      float const ms = read(s, g, m, dv);
       mx = ms > mx ? ms : mx;
     }
     float sum = 0.0f;
     float acc = 0.0f;
     for (int64_t s = 0; s < splits; ++s) {
-      float const ms = part(s, g, m, dv);
+      float const ms = read(s, g, m, dv);
       if (ms == -INFINITY) continue;
       float const w = detail::exp_(ms - mx);
-      sum += w * part(s, g, m, dv + 1);
-      acc += w * part(s, g, m, d);
+      sum += w * read(s, g, m, dv + 1);
+      acc += w * read(s, g, m, d);
     }
     out(g, m, d) = detail::convert<T>(acc / sum);
   }
+}
+
+/// ... the states in part (S x G x M x (Dv + 2)), part(s, g, m, :) slice s's.
+template <class Part, class Out>
+TILEFOUNDRY_DEVICE void combine(Part const& part, Out&& out, int64_t first, int64_t end) {
+  auto const read = [&](int64_t s, int64_t g, int64_t m, int64_t d) {
+    return float(part(s, g, m, d));
+  };
+  combine_with(read, int64_t(cute::size<0>(part)), out, first, end);
 }
 
 /// ... every output.

@@ -375,8 +375,7 @@ __device__ void apply(Scores scores, Visible const& visible, Q const& q, K const
     }
   }
   general<Acc>(scores, visible, q, k, v, part, split, splits);
-  if (in_cluster) {  // the general tier accumulates in part itself: its rows, then, where peers
-                     // read
+  if (in_cluster) {  // the general tier accumulates in part: its rows copied where peers read
     __syncthreads();
     float* const state = cluster_state();
     for (int64_t i = threadIdx.x; i < groups * tokens * width; i += blockDim.x) {
@@ -473,31 +472,15 @@ template <class Part, class Out>
 __device__ void combine_in_cluster(Part const& part, Out& out, int64_t first, int64_t end) {
   int64_t const groups = int64_t(cute::size<0>(out));
   int64_t const width = int64_t(cute::size<3>(part));
-  auto const read = [&](int s, int64_t g, int64_t m, int64_t d) {
+  auto const read = [&](int64_t s, int64_t g, int64_t m, int64_t d) {
     return peer_state(unsigned(s), (m * groups + g) * width + d);
   };
   if constexpr (combine_tier<Part>()) {
     constexpr int S = int(decltype(cute::shape<0>(part.layout()))::value);
     constexpr int W = int(decltype(cute::shape<3>(part.layout()))::value);
     combine_fast<S, W - 2>(read, out, first, end);
-  } else {  // as attention_impl::combine, each output reading every slice's state one at a time
-    using T = cute::remove_cvref_t<decltype(out(0, 0, 0))>;
-    int64_t const splits = int64_t(cute::size<0>(part)), rows = int64_t(cute::size<1>(out));
-    int64_t const dv = width - 2;
-    for (int64_t i = first + int64_t(threadIdx.x); i < end; i += int64_t(blockDim.x)) {
-      int64_t const d = i % dv, m = (i / dv) % rows, g = i / (dv * rows);
-      float mx = -INFINITY;
-      for (int s = 0; s < int(splits); ++s) mx = fmaxf(mx, read(s, g, m, dv));
-      float sum = 0.0f, acc = 0.0f;
-      for (int s = 0; s < int(splits); ++s) {
-        float const ms = read(s, g, m, dv);
-        if (ms == -INFINITY) continue;
-        float const w = detail::exp_(ms - mx);
-        sum += w * read(s, g, m, dv + 1);
-        acc += w * read(s, g, m, d);
-      }
-      out(g, m, d) = detail::convert<T>(acc / sum);
-    }
+  } else {  // each output reading every slice's state one at a time
+    combine_with(read, int64_t(cute::size<0>(part)), out, first, end);
   }
   cluster_barrier();
 }
