@@ -95,7 +95,7 @@ def test_the_argmax_runs_in_the_matmuls_kernel_and_a_merge() -> None:
         fn = tir.functions[name]
         assert [s.fn.schedule.placement for s in fn.stages] == ["matmul", "reductions"], name
         text = str(fn)
-        assert "arg_reduce_part" in text and "arg_reduce_merge" in text, name
+        assert "reduce_parts<>(argmax_op" in text and "reduce_merges<>(argmax_op" in text, name
     # each CTA writes one pair a row: 8 CTAs of 125 columns here
     parts = {t.name: tuple(t.type.shape) for t in tir.functions["choose_f32"].temps}
     assert sorted(parts.values()) == [(3, VOCAB), (8, 3), (8, 3)], parts
@@ -114,12 +114,12 @@ def test_on_cuda_the_parts_follow_the_streamed_matmul_without_a_wait_of_their_ow
     fn = lower(Argmaxes.functions["vocab_head"], CudaTarget()).functions["vocab_head"]
     mm, merge = (s.fn for s in fn.stages)
     assert (mm.schedule.grid, merge.schedule.grid) == (256, 1)
-    assert "ring" in str(mm) and "arg_reduce_part" in str(mm) and "arg_reduce_merge" in str(merge)
+    assert "ring" in str(mm) and "reduce_parts<>(argmax_op" in str(mm) and "reduce_merges<>(argmax_op" in str(merge)
     source = generate(lower(Argmaxes.functions["vocab_head"], CudaTarget())).source
     kernel = source[source.index("vocab_head_stage0_kernel("):source.index("vocab_head_stage0_argmax_kernel(")]
     assert "wait_for_earlier_kernels();" not in kernel
-    assert "ops::arg_reduce_part<ops::argmax_op>(wv_tile" not in kernel  # the part reads the result's tile
-    assert "ops::arg_reduce_part<ops::argmax_op>(" in kernel
+    assert "ops::reduce_parts(wv_tile" not in kernel  # the part reads the result's tile
+    assert "ops::reduce_parts(" in kernel and "ops::part_of<ops::argmax_op>(" in kernel
 
 
 @pytest.mark.parametrize("name", ["choose_f32", "choose_bf16"])
@@ -296,8 +296,10 @@ def test_reductions_of_a_matmuls_rows_run_in_its_kernel_and_a_merge() -> None:
     assert stages == {"greedy": ["matmul", "reductions", "rows"], "stats": ["matmul", "reductions"],
                       "capped": ["matmul", "reductions"], "partly": ["matmul", "reductions", "rows"]}, stages
     text = str(tir.functions["stats"])
-    for kind in ("sum_op", "mean_op", "max_op", "min_op", "absmax_op"):
-        assert text.count(f"reduce_part<{kind}>(matmul_tile)") == 1 and text.count(f"reduce_merge<{kind}>(") == 1, kind
+    # one call folds every reduction's part in one pass over the tile, one merges them all
+    kinds = "sum_op, mean_op, max_op, min_op, absmax_op"
+    assert text.count(f"reduce_parts<>({kinds}, matmul_tile") == 1, text
+    assert text.count("reduce_parts<") == 1 and text.count(f"reduce_merges<>({kinds}, ") == 1, text
     # one float a row a CTA for each reduction (8 CTAs of 125 columns), the logits' temporary
     parts = sorted(tuple(t.type.shape) for t in tir.functions["stats"].temps)
     assert parts == [(3, VOCAB)] + [(8, 3)] * 5, parts

@@ -114,17 +114,19 @@ __global__ void arg_split_kernels(bf16 const* x, float* values, int64_t* positio
   auto const tile = cute::make_tensor(
       cute::make_gmem_ptr(x + blockIdx.x * 512),
       cute::make_layout(cute::make_shape(Int<2>{}, Int<512>{}), cute::make_stride(4096, Int<1>{})));
-  ops::arg_reduce_part<ops::argmax_op>(
-      tile, int64_t(blockIdx.x) * 512,
-      cute::make_tensor(cute::make_gmem_ptr(values + 2 * blockIdx.x), cute::make_shape(Int<2>{})),
-      cute::make_tensor(cute::make_gmem_ptr(positions + 2 * blockIdx.x),
-                        cute::make_shape(Int<2>{})));
+  ops::reduce_parts(tile, int64_t(blockIdx.x) * 512,
+                    ops::part_of<ops::argmax_op>(
+                        cute::make_tensor(cute::make_gmem_ptr(values + 2 * blockIdx.x),
+                                          cute::make_shape(Int<2>{})),
+                        cute::make_tensor(cute::make_gmem_ptr(positions + 2 * blockIdx.x),
+                                          cute::make_shape(Int<2>{}))));
   auto const parts =
       cute::make_layout(cute::make_shape(8, Int<2>{}), cute::make_stride(Int<2>{}, Int<1>{}));
-  ops::arg_reduce_merge<ops::argmax_op>(
-      cute::make_tensor(cute::make_gmem_ptr(values), parts),
-      cute::make_tensor(cute::make_gmem_ptr(positions), parts),
-      cute::make_tensor(cute::make_gmem_ptr(out), cute::make_shape(Int<2>{})));
+  ops::reduce_merges(int64_t(4096),
+                     ops::merge_of<ops::argmax_op>(
+                         cute::make_tensor(cute::make_gmem_ptr(values), parts),
+                         cute::make_tensor(cute::make_gmem_ptr(positions), parts),
+                         cute::make_tensor(cute::make_gmem_ptr(out), cute::make_shape(Int<2>{}))));
 }
 
 // The reduce family's split form: a CTA's part of its tile of two bf16 rows, then the merge of
@@ -133,16 +135,18 @@ __global__ void reduce_split_kernels(bf16 const* x, float* values, float* sums, 
   auto const tile = cute::make_tensor(
       cute::make_gmem_ptr(x + blockIdx.x * 512),
       cute::make_layout(cute::make_shape(Int<2>{}, Int<512>{}), cute::make_stride(4096, Int<1>{})));
-  ops::reduce_part<ops::sum_op>(
-      tile,
-      cute::make_tensor(cute::make_gmem_ptr(values + 2 * blockIdx.x), cute::make_shape(Int<2>{})));
+  ops::reduce_parts(tile, int64_t(blockIdx.x) * 512,
+                    ops::part_of<ops::sum_op>(cute::make_tensor(
+                        cute::make_gmem_ptr(values + 2 * blockIdx.x), cute::make_shape(Int<2>{}))));
   auto const parts = cute::make_tensor(
       cute::make_gmem_ptr(values),
       cute::make_layout(cute::make_shape(8, Int<2>{}), cute::make_stride(Int<2>{}, Int<1>{})));
-  ops::reduce_merge<ops::sum_op>(parts, int64_t(4096),
-                                 cute::make_tensor(cute::make_gmem_ptr(sums), cute::make_shape(2)));
-  ops::reduce_merge<ops::mean_op>(
-      parts, int64_t(4096), cute::make_tensor(cute::make_gmem_ptr(means), cute::make_shape(2)));
+  ops::reduce_merges(
+      int64_t(4096),
+      ops::merge_of<ops::sum_op>(parts,
+                                 cute::make_tensor(cute::make_gmem_ptr(sums), cute::make_shape(2))),
+      ops::merge_of<ops::mean_op>(
+          parts, cute::make_tensor(cute::make_gmem_ptr(means), cute::make_shape(2))));
 }
 
 // 128 threads as one mesh axis: lanes within each warp, then the 4 warps; a bf16 row of 1024 in

@@ -381,20 +381,22 @@ TEST(ArgReduceSplit, PartsThenMergeGiveTorchArgmax) {
       tile[n] = row0[4 * c + n];
       tile[4 + n] = row1[4 * c + n];
     }
-    ops::arg_reduce_part<ops::argmax_op>(
-        cute::make_tensor(tile.data(),
-                          cute::make_layout(cute::make_shape(2, 4), cute::make_stride(4, 1))),
-        int64_t(4 * c), cute::make_tensor(values.data() + 2 * c, cute::make_shape(2)),
-        cute::make_tensor(positions.data() + 2 * c, cute::make_shape(2)));
+    ops::reduce_parts(cute::make_tensor(tile.data(), cute::make_layout(cute::make_shape(2, 4),
+                                                                       cute::make_stride(4, 1))),
+                      int64_t(4 * c),
+                      ops::part_of<ops::argmax_op>(
+                          cute::make_tensor(values.data() + 2 * c, cute::make_shape(2)),
+                          cute::make_tensor(positions.data() + 2 * c, cute::make_shape(2))));
   }
   EXPECT_EQ(positions[0], 2);          // the first tile's part of row 0: its 7 at column 2
   EXPECT_EQ(positions[2 * 1 + 0], 5);  // the second's: the first of its two 7s
   EXPECT_EQ(positions[2 * 1 + 1], 6);  // row 1 in the second tile: its NaN
   std::vector<std::int64_t> out(2, -1);
   auto const parts = cute::make_layout(cute::make_shape(3, 2), cute::make_stride(2, 1));
-  ops::arg_reduce_merge<ops::argmax_op>(cute::make_tensor(values.data(), parts),
-                                        cute::make_tensor(positions.data(), parts),
-                                        cute::make_tensor(out.data(), cute::make_shape(2)));
+  ops::reduce_merges(int64_t(12), ops::merge_of<ops::argmax_op>(
+                                      cute::make_tensor(values.data(), parts),
+                                      cute::make_tensor(positions.data(), parts),
+                                      cute::make_tensor(out.data(), cute::make_shape(2))));
   EXPECT_EQ(out[0], 2);
   EXPECT_EQ(out[1], 6);
 }
@@ -415,15 +417,17 @@ TEST(ReduceSplit, PartsThenMergeGiveTorchReductions) {
         tile[n] = row0[4 * c + n];
         tile[4 + n] = row1[4 * c + n];
       }
-      ops::reduce_part<Op>(
+      ops::reduce_parts(
           cute::make_tensor(tile.data(),
                             cute::make_layout(cute::make_shape(2, 4), cute::make_stride(4, 1))),
-          cute::make_tensor(values.data() + 2 * c, cute::make_shape(2)));
+          int64_t(4 * c),
+          ops::part_of<Op>(cute::make_tensor(values.data() + 2 * c, cute::make_shape(2))));
     }
     std::vector<float> out(2, -1.0f);
     auto const parts = cute::make_layout(cute::make_shape(3, 2), cute::make_stride(2, 1));
-    ops::reduce_merge<Op>(cute::make_tensor(values.data(), parts), int64_t(12),
-                          cute::make_tensor(out.data(), cute::make_shape(2)));
+    ops::reduce_merges(int64_t(12),
+                       ops::merge_of<Op>(cute::make_tensor(values.data(), parts),
+                                         cute::make_tensor(out.data(), cute::make_shape(2))));
     return out;
   };
   EXPECT_EQ(run(ops::sum_op{})[0], 28.0f);
@@ -434,6 +438,56 @@ TEST(ReduceSplit, PartsThenMergeGiveTorchReductions) {
   EXPECT_TRUE(std::isnan(run(ops::sum_op{})[1]));  // -inf + NaN
   EXPECT_TRUE(std::isnan(run(ops::max_op{})[1]));
   EXPECT_TRUE(std::isnan(run(ops::min_op{})[1]));
+}
+
+// Several reductions of the same rows in one call of each step (greedy decoding's argmax, largest
+// and smallest logit): each result as the reduction's own call gives it.
+TEST(ReduceSplit, SeveralReductionsInOneCallOfEachStep) {
+  float const nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<bf16> row0 = cast_all<bf16>({1, 0, 7, 3, -2, 7, 7, 1, 0, 7, -9, 6});
+  std::vector<bf16> row1 = cast_all<bf16>({1, 2, 3, 4, 5, 6, nan, 8, 9, 0, nan, 1});
+  std::vector<float> at_value(3 * 2), hi(3 * 2), lo(3 * 2), sum(3 * 2);
+  std::vector<std::int64_t> at(3 * 2);
+  auto const part = [](std::vector<float>& v, int c) {
+    return cute::make_tensor(v.data() + 2 * c, cute::make_shape(2));
+  };
+  for (int c = 0; c < 3; ++c) {
+    std::vector<bf16> tile(2 * 4);
+    for (int n = 0; n < 4; ++n) {
+      tile[n] = row0[4 * c + n];
+      tile[4 + n] = row1[4 * c + n];
+    }
+    ops::reduce_parts(
+        cute::make_tensor(tile.data(),
+                          cute::make_layout(cute::make_shape(2, 4), cute::make_stride(4, 1))),
+        int64_t(4 * c), ops::part_of<ops::max_op>(part(hi, c)),
+        ops::part_of<ops::argmax_op>(part(at_value, c),
+                                     cute::make_tensor(at.data() + 2 * c, cute::make_shape(2))),
+        ops::part_of<ops::min_op>(part(lo, c)), ops::part_of<ops::mean_op>(part(sum, c)));
+  }
+  auto const parts = cute::make_layout(cute::make_shape(3, 2), cute::make_stride(2, 1));
+  std::vector<std::int64_t> token(2, -1);
+  std::vector<bf16> largest(2), smallest(2);
+  std::vector<float> mean(2);
+  ops::reduce_merges(
+      int64_t(12),
+      ops::merge_of<ops::max_op>(cute::make_tensor(hi.data(), parts),
+                                 cute::make_tensor(largest.data(), cute::make_shape(2))),
+      ops::merge_of<ops::argmax_op>(cute::make_tensor(at_value.data(), parts),
+                                    cute::make_tensor(at.data(), parts),
+                                    cute::make_tensor(token.data(), cute::make_shape(2))),
+      ops::merge_of<ops::min_op>(cute::make_tensor(lo.data(), parts),
+                                 cute::make_tensor(smallest.data(), cute::make_shape(2))),
+      ops::merge_of<ops::mean_op>(cute::make_tensor(sum.data(), parts),
+                                  cute::make_tensor(mean.data(), cute::make_shape(2))));
+  EXPECT_EQ(token[0], 2);  // the first of row 0's 7s
+  EXPECT_EQ(token[1], 6);  // row 1's first NaN
+  EXPECT_EQ(float(largest[0]), 7.0f);
+  EXPECT_EQ(float(smallest[0]), -9.0f);
+  EXPECT_TRUE(std::isnan(float(largest[1])));
+  EXPECT_TRUE(std::isnan(float(smallest[1])));
+  EXPECT_FLOAT_EQ(mean[0], 28.0f / 12.0f);
+  EXPECT_TRUE(std::isnan(mean[1]));
 }
 
 // Rows split across CTAs; each CTA reduces its row: the sharded operands resolve to the plain

@@ -40,6 +40,8 @@ from . import cxx
 
 # Op families whose tag is the name of the dtype they compute in (``ops::matmul<float>(a, b, out)``).
 COMPUTE_TAGGED = frozenset({"matmul", "rope"})
+# Tags of the arg-reductions: their split form's parts are two buffers, values and positions.
+ARG_TAGS = frozenset({"argmax_op", "argmin_op"})
 
 
 class KernelEmitter:
@@ -262,6 +264,20 @@ class KernelEmitter:
         view = self.view_over(self.data_of(s.source), s.buffer, ind)
         self.lines.append(f"{ind}auto {self.buffer(s.buffer)} = {view};")
 
+    def split_reductions(self, ind: str, tags: tuple[Tag, ...], buffers: list[str], maker: str,
+                         results: tuple[str, ...] | list[str] = ()) -> list[str]:
+        """The arguments of a split reduction's call, one line each: ``ops::<maker><Op>(...)`` of each tag, over its
+        buffers in order (two of an arg-reduction's: values and positions; one of another's), then its result."""
+        lines = []
+        k = 0
+        for i, tag in enumerate(tags):
+            n = 2 if tag.name in ARG_TAGS else 1
+            own = [*buffers[k:k + n], *results[i:i + 1]]
+            k += n
+            end = ");" if i == len(tags) - 1 else ","
+            lines.append(f"{ind}    ops::{maker}<ops::{tag.name}>({', '.join(own)}){end}")
+        return lines
+
     def call(self, s: OpCall, ind: str) -> None:
         self.comment(s.origin, ind)
         out = self.buffer(s.out)
@@ -278,17 +294,17 @@ class KernelEmitter:
         elif s.family == "arg_reduce":
             axes = ", ".join(str(a) for a in s.axes)
             line = f"ops::arg_reduce<ops::{s.tag.name}, cute::seq<{axes}>>({args[0]}, {out});"
-        elif s.family == "arg_reduce_part":  # ops::arg_reduce_part<Op>(tile, col0, values, positions)
+        elif s.family == "reduce_parts":  # ops::reduce_parts(tile, col0, ops::part_of<Op>(values[, positions])...)
             col0 = f"int64_t({self.row_offset(s.indices[0])})"
-            positions = self.buffer(s.more_out[0])
-            line = f"ops::arg_reduce_part<ops::{s.tag.name}>({args[0]}, {col0}, {out}, {positions});"
-        elif s.family == "arg_reduce_merge":  # ops::arg_reduce_merge<Op>(values, positions, out)
-            line = f"ops::arg_reduce_merge<ops::{s.tag.name}>({args[0]}, {args[1]}, {out});"
-        elif s.family == "reduce_part":  # ops::reduce_part<Op>(tile, values)
-            line = f"ops::reduce_part<ops::{s.tag.name}>({args[0]}, {out});"
-        elif s.family == "reduce_merge":  # ops::reduce_merge<Op>(values, row length, out)
+            each = self.split_reductions(ind, s.functors, [out, *(self.buffer(b) for b in s.more_out)], "part_of")
+            self.lines += [f"{ind}ops::reduce_parts({args[0]}, {col0},", *each]
+            return
+        elif s.family == "reduce_merges":  # ops::reduce_merges(count, ops::merge_of<Op>(values[, positions], out)...)
             count = f"int64_t({self.row_offset(s.indices[0])})"
-            line = f"ops::reduce_merge<ops::{s.tag.name}>({args[0]}, {count}, {out});"
+            results = [out, *(self.buffer(b) for b in s.more_out)]
+            each = self.split_reductions(ind, s.functors, args, "merge_of", results)
+            self.lines += [f"{ind}ops::reduce_merges({count},", *each]
+            return
         elif s.family == "topk":
             axes = ", ".join(str(a) for a in s.axes)
             indices = self.buffer(s.more_out[0])

@@ -7,10 +7,10 @@ stage that reduces the matmul stage's result along its last axis becomes one sta
 calls):
 
 1. the matmul's own kernel, each CTA then folding its tile of the result (its columns of every row) into one part a
-   row for each reduction: a (value, position) pair for an argmax (``ops::arg_reduce_part``), a float for the others
-   (``ops::reduce_part``), written to temporaries;
-2. one CTA merging every CTA's parts of a row into the row's results (``ops::arg_reduce_merge``,
-   ``ops::reduce_merge``: a mean divides there by the row's length).
+   row for each reduction, all in one pass over the tile (``ops::reduce_parts``): a (value, position) pair for an
+   argmax, a float for the others, written to temporaries;
+2. one CTA merging every CTA's parts of a row into the row's results, all in one pass over the parts
+   (``ops::reduce_merges``: a mean divides there by the row's length).
 
 So no CTA reads a whole row (a vocabulary of 151936 logits through one CTA was slower on the H200 than torch's
 argmax after the head), and the reductions' first step costs no launch of its own. An argmax is torch.argmax's: pairs
@@ -142,6 +142,12 @@ def _origin(op: Op) -> Origin:
     return Origin(op.op, op.loc, op.composite)
 
 
+def _origins(ops: list[Op]) -> Origin:
+    """The origin of one call of several reductions: the first's, naming each kind of op once."""
+    first = ops[0]
+    return Origin(", ".join(dict.fromkeys(o.op for o in ops)), first.loc, first.composite)
+
+
 def _tag(op: Op) -> Tag:
     return Tag("argmax_op") if op.op == "argmax" else Tag(REDUCE_TAGS[op.attrs["kind"]])
 
@@ -160,21 +166,22 @@ def part_types(op: Op) -> tuple[DType, ...]:
 def reduction_parts(reductions: list[tuple[Op, tuple[str, ...]]], tile_out: Buffer, tile: Dim,
                     tiles: Dim) -> list[Stmt]:
     """The statements a matmul's kernel runs after its call: its CTA's part of each row of ``tile_out`` (the CTA's
-    tile of the result, whose first column is ``row * tile``) for each reduction, written to row ``row`` of the
-    reduction's temporaries (``tiles`` x M each, named as given)."""
+    tile of the result, whose first column is ``row * tile``) for every reduction at once (``ops::reduce_parts``:
+    one pass over the tile), written to row ``row`` of the reductions' temporaries (``tiles`` x M each, named as
+    given)."""
     rows = tile_out.shape[0]
     mine = RowOffset(((1, None, rows),))
     col0 = RowOffset() if dims_equal(tiles, 1) else RowOffset(((1, None, tile),))
     body: list[Stmt] = []
+    outs: list[Buffer] = []
     for op, names in reductions:
         bufs = [Buffer(f"{name}_cta", dtype, Storage.gmem, (rows,), TLayout((rows,), (1,)))
                 for name, dtype in zip(names, part_types(op))]
         body += [GmemView(b, name, mine) for b, name in zip(bufs, names)]
-        if op.op == "argmax":
-            body.append(OpCall("arg_reduce_part", _tag(op), (tile_out,), bufs[0], _origin(op), more_out=(bufs[1],),
-                               indices=(col0,)))
-        else:
-            body.append(OpCall("reduce_part", _tag(op), (tile_out,), bufs[0], _origin(op)))
+        outs += bufs
+    ops = [op for op, _ in reductions]
+    body.append(OpCall("reduce_parts", None, (tile_out,), outs[0], _origins(ops), more_out=tuple(outs[1:]),
+                       functors=tuple(_tag(op) for op in ops), indices=(col0,)))
     return body
 
 
@@ -182,21 +189,23 @@ def reduction_merge(reductions: list[tuple[Op, tuple[str, ...], View, str]], cou
                     target: Target) -> tuple[list[Stmt], Schedule]:
     """The kernel merging the ``count`` parts of each row into each reduction's result (per reduction: the op, the
     temporaries ``reduction_parts`` writes, its result's view and the parameter it is homed at), of rows of
-    ``length`` elements."""
+    ``length`` elements: every reduction at once (``ops::reduce_merges``: one pass over the parts)."""
     body: list[Stmt] = []
+    parts: list[Buffer] = []
+    results: list[Buffer] = []
     for op, names, out, home in reductions:
         rows = out.shape[0]
         shape = (count, rows)
-        parts = [Buffer(f"{name}_all", dtype, Storage.gmem, shape, TLayout(shape, (rows, 1)))
-                 for name, dtype in zip(names, part_types(op))]
+        mine = [Buffer(f"{name}_all", dtype, Storage.gmem, shape, TLayout(shape, (rows, 1)))
+                for name, dtype in zip(names, part_types(op))]
         result = Buffer(f"{out.root.name}_rows", out.root.type.dtype, Storage.gmem, (rows,),
                         TLayout((rows,), (out.strides[0],)))
-        body += [GmemView(b, name, RowOffset()) for b, name in zip(parts, names)]
+        body += [GmemView(b, name, RowOffset()) for b, name in zip(mine, names)]
         body.append(GmemView(result, home, RowOffset((), (), out.offset)))
-        if op.op == "argmax":
-            body.append(OpCall("arg_reduce_merge", _tag(op), tuple(parts), result, _origin(op)))
-        else:
-            body.append(OpCall("reduce_merge", _tag(op), tuple(parts), result, _origin(op),
-                               indices=(RowOffset(base=length),)))
+        parts += mine
+        results.append(result)
+    ops = [op for op, *_ in reductions]
+    body.append(OpCall("reduce_merges", None, tuple(parts), results[0], _origins(ops), more_out=tuple(results[1:]),
+                       functors=tuple(_tag(op) for op in ops), indices=(RowOffset(base=length),)))
     threads = CUDA_MERGE_THREADS if isinstance(target, CudaTarget) else 1
     return [RowLoop("row", body)], Schedule("reductions", 1, threads, rows=1, rows_per_cta=1)

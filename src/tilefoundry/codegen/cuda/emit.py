@@ -104,7 +104,7 @@ def _dynamic_buffers(fn: PrimFunc) -> list[Buffer]:
 WAITING_FAMILIES = frozenset({"matmul"})
 # ... and families that read only what an earlier call of the same kernel wrote (a reduction's part of the matmul's
 # tile before it: lower/reduce_epilogue.py), which need no wait of their own.
-OWN_READS_FAMILIES = frozenset({"arg_reduce_part", "reduce_part"})
+OWN_READS_FAMILIES = frozenset({"reduce_parts"})
 
 
 def _op_waits(body: list[Stmt]) -> bool:

@@ -1,17 +1,19 @@
-// What the split forms of a reduction along rows too long for one CTA share (arg_split.h: an
-// argmax's (value, position) pairs; reduce_split.h: a sum's, mean's, maximum's... floats): a fold
-// of count values by a CTA, and a CTA's pass over the rows of a tile it just wrote.
+// How the split form of the reductions along rows too long for one CTA (split_reduce.h: an
+// argmax's (value, position) pairs, a sum's, mean's, maximum's... floats) folds: several folds of
+// count values at once by a CTA, and a CTA's pass over the rows of a tile it just wrote.
 //
 // Both targets run these bodies (TILEFOUNDRY_DEVICE). On the CPU a CTA is one thread; on CUDA the
 // CTA's threads stride over the values, fold by shuffles within each warp and by shared memory
-// across warps, and thread 0 holds the result (writes()). Every thread of the CTA must make the
+// across warps, and thread 0 holds the results (writes()). Every thread of the CTA must make the
 // call.
 #pragma once
 
 #include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/ops/reduce_arg.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <utility>
 
 namespace tilefoundry {
 namespace ops {
@@ -27,70 +29,109 @@ __device__ inline detail::arg_pair<float> shuffle_down(detail::arg_pair<float> p
           static_cast<std::int64_t>(
               __shfl_down_sync(0xffffffffu, static_cast<long long>(p.index), offset))};
 }
-
-/// The value of the CTA: every thread's `mine` folded by `combine`, valid in thread 0. The CTA's
-/// threads wait at two barriers (the second frees the shared slots for the next fold).
-template <class T, class Combine>
-__device__ T cta_fold(T mine, Combine const& combine) {
-  constexpr int kWarp = 32;
-  __shared__ T slots[32];
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-    mine = combine(mine, shuffle_down(mine, offset));
-  }
-  int const warp = int(threadIdx.x) / kWarp;
-  int const warps = (int(blockDim.x) + kWarp - 1) / kWarp;
-  if (int(threadIdx.x) % kWarp == 0) slots[warp] = mine;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int w = 1; w < warps; ++w) mine = combine(mine, slots[w]);
-  }
-  __syncthreads();
-  return mine;
-}
 #endif
 
-/// Values a CUDA thread of fold() reads before it combines any: their loads in flight together, not
-/// one wait on memory a value. (Merging greedy decoding's 9496 parts a reduction, Qwen3-1.7B's
-/// lm_head on the H200, one at a time took the merge kernel 12.7 us of the step.)
+/// Values a CUDA thread of fold_each() reads before it combines any: their loads in flight
+/// together, not one wait on memory a value. (Merging greedy decoding's 9496 parts a reduction,
+/// Qwen3-1.7B's lm_head on the H200, one at a time took the merge kernel 12.7 us of the step.)
 constexpr int kFoldBatch = 8;
 
-/// `identity` and at(i) for i in [0, count) folded by `combine`, valid in thread 0: on CUDA each
-/// thread folds every blockDim.x-th i from its own, in order, then the CTA's values meet
-/// (cta_fold); at most a warp's worth, warp 0 alone folds them by shuffles (the tile of a GEMV's
-/// CTA: no barrier, where cta_fold waits at two).
+/// One fold of fold_each(): the value so far (`mine`, from `identity`), how two combine, and the
+/// i-th value to fold in (at(i)); on CUDA also the values of a batch, read before any combines.
 template <class T, class Combine, class At>
-TILEFOUNDRY_DEVICE T fold(T identity, int64_t count, Combine const& combine, At const& at) {
+struct folding {
+  using State = T;
+  T identity;
+  Combine combine;
+  At at;
   T mine = identity;
 #if defined(__CUDA_ARCH__)
-  if (count <= 32) {  // a warp's worth (a GEMV tile's columns): warp 0 folds them, no barrier
-    if (threadIdx.x >= 32) return mine;
-    mine = int64_t(threadIdx.x) < count ? at(int64_t(threadIdx.x)) : identity;
-    for (int offset = 16; offset > 0; offset /= 2) {
-      T const other = shuffle_down(mine, offset);
-      if (int64_t(threadIdx.x) + offset < count) mine = combine(mine, other);
-    }
-    return mine;
-  }
-  int64_t const step = int64_t(blockDim.x);
-  for (int64_t i0 = threadIdx.x; i0 < count; i0 += kFoldBatch * step) {
-    T v[kFoldBatch];
+  T batch[kFoldBatch];
+
+  /// Reads the values i0, i0 + step, ... of this thread's batch (identity past count).
+  __device__ void load(int64_t i0, int64_t step, int64_t count) {
     CUTE_UNROLL
     for (int j = 0; j < kFoldBatch; ++j) {
-      v[j] = i0 + j * step < count ? at(i0 + j * step) : identity;
-    }
-    CUTE_UNROLL
-    for (int j = 0; j < kFoldBatch; ++j) {
-      if (i0 + j * step < count) mine = combine(mine, v[j]);
+      batch[j] = i0 + j * step < count ? at(i0 + j * step) : identity;
     }
   }
-  mine = cta_fold(mine, combine);
-#else
-  for (int64_t i = 0; i < count; ++i) mine = combine(mine, at(i));
+  /// Folds the batch load() read, in order.
+  __device__ void fold_batch(int64_t i0, int64_t step, int64_t count) {
+    CUTE_UNROLL
+    for (int j = 0; j < kFoldBatch; ++j) {
+      if (i0 + j * step < count) mine = combine(mine, batch[j]);
+    }
+  }
+  /// Folds in the value `offset` lanes down the warp where `in` (it holds one).
+  __device__ void fold_lane(int offset, bool in) {
+    T const other = shuffle_down(mine, offset);
+    if (in) mine = combine(mine, other);
+  }
 #endif
-  return mine;
+};
+
+/// A fold for fold_each(): identity, combine(a, b), at(i).
+template <class T, class Combine, class At>
+TILEFOUNDRY_DEVICE folding<T, Combine, At> fold_of(T identity, Combine combine, At at) {
+  return folding<T, Combine, At>{identity, combine, at};
 }
 
-/// Whether this thread writes what fold() returns: the CTA's thread 0 (the CPU's one thread).
+#if defined(__CUDA_ARCH__)
+/// The shared slots of fold I of a cta_fold_each(): one per warp.
+template <std::size_t I, class T>
+__device__ T* warp_slots() {
+  __shared__ T slots[32];
+  return slots;
+}
+
+/// Every thread's `mine` of each fold folded by its combine, valid in thread 0: shuffles within
+/// each warp, then one slot a warp and fold in shared memory. The CTA's threads wait at two
+/// barriers whatever the number of folds (the second frees the slots for the next call).
+template <std::size_t... I, class... F>
+__device__ void cta_fold_each(std::index_sequence<I...>, F&... f) {
+  constexpr int kWarp = 32;
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) (f.fold_lane(offset, true), ...);
+  int const warp = int(threadIdx.x) / kWarp;
+  int const warps = (int(blockDim.x) + kWarp - 1) / kWarp;
+  if (int(threadIdx.x) % kWarp == 0) ((warp_slots<I, typename F::State>()[warp] = f.mine), ...);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < warps; ++w) {
+      ((f.mine = f.combine(f.mine, warp_slots<I, typename F::State>()[w])), ...);
+    }
+  }
+  __syncthreads();
+}
+#endif
+
+/// Several folds of count values each at once (the reductions fused after one matmul), each f's
+/// at(i) for i in [0, count) folded from its identity by its combine into f.mine, valid in thread
+/// 0. On CUDA each thread folds every blockDim.x-th i from its own, every fold's batch read before
+/// any combines, then the CTA's values meet (cta_fold_each); at most a warp's worth, warp 0 alone
+/// folds them by shuffles (the tile of a GEMV's CTA: no barrier). Every thread of the CTA must
+/// make the call.
+template <class... F>
+TILEFOUNDRY_DEVICE void fold_each(int64_t count, F&... f) {
+#if defined(__CUDA_ARCH__)
+  int64_t const t = int64_t(threadIdx.x);
+  if (count <= 32) {  // a warp's worth (a GEMV tile's columns): warp 0 folds them, no barrier
+    if (t >= 32) return;
+    ((f.mine = t < count ? f.at(t) : f.identity), ...);
+    for (int offset = 16; offset > 0; offset /= 2) (f.fold_lane(offset, t + offset < count), ...);
+    return;
+  }
+  int64_t const step = int64_t(blockDim.x);
+  for (int64_t i0 = t; i0 < count; i0 += kFoldBatch * step) {
+    (f.load(i0, step, count), ...);
+    (f.fold_batch(i0, step, count), ...);
+  }
+  cta_fold_each(std::index_sequence_for<F...>{}, f...);
+#else
+  for (int64_t i = 0; i < count; ++i) ((f.mine = f.combine(f.mine, f.at(i))), ...);
+#endif
+}
+
+/// Whether this thread writes what fold_each() folds: the CTA's thread 0 (the CPU's one thread).
 TILEFOUNDRY_DEVICE bool writes() {
 #if defined(__CUDA_ARCH__)
   return threadIdx.x == 0;

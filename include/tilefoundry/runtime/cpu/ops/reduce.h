@@ -3,7 +3,7 @@
 #pragma once
 
 #include <tilefoundry/runtime/common/config.h>
-#include <tilefoundry/runtime/common/ops/reduce_split.h>
+#include <tilefoundry/runtime/common/ops/split_reduce.h>
 #include <tilefoundry/runtime/common/ops/reduce_thread.h>
 
 namespace tilefoundry {
@@ -24,19 +24,28 @@ inline void reduce(Src const& src, Dst&& dst, Ws&& ws = {}) {
   detail::reduce_plain_tier<Op, Axes>(src, dst);
 }
 
-/// The split form, first step: each row's part of one CTA's tile of rows too long for a CTA (a
-/// reduction fused after the matmul computing the tile): part_value(m) = Op over row m's elements
-/// (reduce_split.h).
-template <class Op, class Tile, class Values>
-inline void reduce_part(Tile const& tile, Values&& part_value) {
-  reduce_split::part<Op>(tile, part_value);
+/**
+ * @brief The split form's first step: each row's part of one CTA's tile of rows too long for a CTA
+ *        (the reductions fused after the matmul computing the tile), for every reduction given,
+ *        in one pass over the tile (split_reduce.h).
+ * @param tile the CTA's tile of the rows, M x T
+ * @param col0 the tile's first column in the row (an arg-reduction's positions count from it)
+ * @param parts part_of<Op>(values[, positions]) of each reduction
+ */
+template <class Tile, class... Parts>
+inline void reduce_parts(Tile const& tile, int64_t col0, Parts const&... parts) {
+  split_reduce::parts(tile, col0, parts...);
 }
 
-/// The split form, second step: out(m) = Op over row m's parts (S x M, one part a CTA of the first
-/// step), of a row of `count` elements (a mean divides by it).
-template <class Op, class Values, class Out>
-inline void reduce_merge(Values const& values, int64_t count, Out&& out) {
-  reduce_split::merge<Op>(values, count, out);
+/**
+ * @brief The split form's second step: each row's result of every reduction given, from every
+ *        CTA's part of the row, in one pass over the parts (one CTA runs it).
+ * @param count the rows' length (a mean divides by it)
+ * @param merges merge_of<Op>(values[, positions], out) of each reduction, their parts S x M alike
+ */
+template <class... Merges>
+inline void reduce_merges(int64_t count, Merges const&... merges) {
+  split_reduce::merges(count, merges...);
 }
 
 }  // namespace ops

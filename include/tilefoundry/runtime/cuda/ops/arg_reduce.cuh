@@ -12,7 +12,6 @@
 #pragma once
 
 #include <tilefoundry/runtime/common/config.h>
-#include <tilefoundry/runtime/common/ops/arg_split.h>
 #include <tilefoundry/runtime/common/ops/reduce_arg.h>
 #include <tilefoundry/runtime/cuda/ops/reduce.cuh>
 
@@ -122,22 +121,6 @@ __device__ void arg_reduce(Src const& src, Dst&& dst) {
   } else {
     detail::arg_reduce_smem_tier<Op, Axes>(src, dst);
   }
-}
-
-/// The split form, first step: each row's part of one CTA's tile of rows too long for a CTA (an
-/// argmax fused after the matmul computing the tile): part_value(m), part_position(m) = the pair
-/// Op picks among row m's elements, at positions col0 + n (arg_split.h).
-template <class Op, class Tile, class Values, class Positions>
-__device__ void arg_reduce_part(Tile const& tile, int64_t col0, Values&& part_value,
-                                Positions&& part_position) {
-  arg_split::part<Op>(tile, col0, part_value, part_position);
-}
-
-/// The split form, second step: out(m) = the position of the pair Op picks among row m's parts
-/// (values and positions S x M, one part a CTA of the first step).
-template <class Op, class Values, class Positions, class Out>
-__device__ void arg_reduce_merge(Values const& values, Positions const& positions, Out&& out) {
-  arg_split::merge<Op>(values, positions, out);
 }
 
 }  // namespace ops
