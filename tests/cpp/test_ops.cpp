@@ -366,6 +366,16 @@ TEST(ReducePlain, MaxPropagatesNan) {
   EXPECT_TRUE(std::isnan(out));
 }
 
+// CTA c's tile of the split form's tests: columns [4c, 4c + 4) of two rows, row-major 2 x 4.
+std::vector<bf16> split_tile(std::vector<bf16> const& row0, std::vector<bf16> const& row1, int c) {
+  std::vector<bf16> tile(2 * 4);
+  for (int n = 0; n < 4; ++n) {
+    tile[n] = row0[4 * c + n];
+    tile[4 + n] = row1[4 * c + n];
+  }
+  return tile;
+}
+
 // The split form: three CTAs' tiles of two rows (4 columns each, the columns from 4 c), each
 // CTA's part, then the merge: the first largest of each row across the tiles, NaN the largest.
 TEST(ArgReduceSplit, PartsThenMergeGiveTorchArgmax) {
@@ -376,11 +386,7 @@ TEST(ArgReduceSplit, PartsThenMergeGiveTorchArgmax) {
   std::vector<float> values(3 * 2);
   std::vector<std::int64_t> positions(3 * 2);
   for (int c = 0; c < 3; ++c) {
-    std::vector<bf16> tile(2 * 4);
-    for (int n = 0; n < 4; ++n) {
-      tile[n] = row0[4 * c + n];
-      tile[4 + n] = row1[4 * c + n];
-    }
+    std::vector<bf16> const tile = split_tile(row0, row1, c);
     ops::reduce_parts(cute::make_tensor(tile.data(), cute::make_layout(cute::make_shape(2, 4),
                                                                        cute::make_stride(4, 1))),
                       int64_t(4 * c),
@@ -412,11 +418,7 @@ TEST(ReduceSplit, PartsThenMergeGiveTorchReductions) {
     using Op = decltype(op);
     std::vector<float> values(3 * 2);
     for (int c = 0; c < 3; ++c) {
-      std::vector<bf16> tile(2 * 4);
-      for (int n = 0; n < 4; ++n) {
-        tile[n] = row0[4 * c + n];
-        tile[4 + n] = row1[4 * c + n];
-      }
+      std::vector<bf16> const tile = split_tile(row0, row1, c);
       ops::reduce_parts(
           cute::make_tensor(tile.data(),
                             cute::make_layout(cute::make_shape(2, 4), cute::make_stride(4, 1))),
@@ -452,11 +454,7 @@ TEST(ReduceSplit, SeveralReductionsInOneCallOfEachStep) {
     return cute::make_tensor(v.data() + 2 * c, cute::make_shape(2));
   };
   for (int c = 0; c < 3; ++c) {
-    std::vector<bf16> tile(2 * 4);
-    for (int n = 0; n < 4; ++n) {
-      tile[n] = row0[4 * c + n];
-      tile[4 + n] = row1[4 * c + n];
-    }
+    std::vector<bf16> const tile = split_tile(row0, row1, c);
     ops::reduce_parts(
         cute::make_tensor(tile.data(),
                           cute::make_layout(cute::make_shape(2, 4), cute::make_stride(4, 1))),

@@ -37,6 +37,23 @@ using Pair = detail::arg_pair<float>;
 template <class Op>
 constexpr bool is_arg_v = std::is_same_v<Op, argmax_op> || std::is_same_v<Op, argmin_op>;
 
+/// A float reduction's fold (reduce_traits<Op>) of at(i), a part's columns or a merge's parts.
+template <class Op, class At>
+TILEFOUNDRY_DEVICE auto value_fold(At const& at) {
+  using Traits = detail::reduce_traits<Op>;
+  return split_fold::fold_of(
+      Traits::template identity<float>(), [](float a, float b) { return Traits::combine(a, b); },
+      at);
+}
+
+/// An arg-reduction's fold (arg_traits<Op>) of at(i), (value, position) pairs.
+template <class Op, class At>
+TILEFOUNDRY_DEVICE auto pair_fold(At const& at) {
+  return split_fold::fold_of(
+      detail::arg_traits<Op>::template identity<float>(),
+      [](Pair const& a, Pair const& b) { return detail::arg_combine<Op>(a, b); }, at);
+}
+
 /// A reduction's parts: where each row's part goes (a float, reduce_traits<Op>).
 template <class Op, class Values>
 struct value_part {
@@ -45,14 +62,9 @@ struct value_part {
   /// The fold of row m's columns, at(n) the n-th element (as float).
   template <class Element>
   TILEFOUNDRY_DEVICE auto fold(Element const& element, int64_t) const {
-    return split_fold::fold_of(
-        Traits::template identity<float>(), [](float a, float b) { return Traits::combine(a, b); },
-        [element](int64_t n) { return Traits::enter(element(n)); });
+    return value_fold<Op>([element](int64_t n) { return Traits::enter(element(n)); });
   }
-  template <class T>
-  TILEFOUNDRY_DEVICE void write(int64_t m, T const& v) const {
-    values(m) = v;
-  }
+  TILEFOUNDRY_DEVICE void write(int64_t m, float v) const { values(m) = v; }
 };
 
 /// An arg-reduction's parts: each row's (value, position) pair (arg_traits<Op>).
@@ -62,12 +74,7 @@ struct pair_part {
   Positions positions;
   template <class Element>
   TILEFOUNDRY_DEVICE auto fold(Element const& element, int64_t col0) const {
-    return split_fold::fold_of(
-        detail::arg_traits<Op>::template identity<float>(),
-        [](Pair const& a, Pair const& b) { return detail::arg_combine<Op>(a, b); },
-        [element, col0](int64_t n) {
-          return Pair{element(n), col0 + n};
-        });
+    return pair_fold<Op>([element, col0](int64_t n) { return Pair{element(n), col0 + n}; });
   }
   TILEFOUNDRY_DEVICE void write(int64_t m, Pair const& p) const {
     values(m) = p.value;
@@ -84,9 +91,7 @@ struct value_merge {
   TILEFOUNDRY_DEVICE int64_t parts() const { return int64_t(cute::size<0>(values)); }
   TILEFOUNDRY_DEVICE auto fold(int64_t m) const {
     Values const v = values;
-    return split_fold::fold_of(
-        Traits::template identity<float>(), [](float a, float b) { return Traits::combine(a, b); },
-        [v, m](int64_t s) { return float(v(s, m)); });
+    return value_fold<Op>([v, m](int64_t s) { return float(v(s, m)); });
   }
   TILEFOUNDRY_DEVICE void write(int64_t m, float v, int64_t count) const {
     using T = cute::remove_cvref_t<decltype(out(0))>;
@@ -105,12 +110,7 @@ struct pair_merge {
   TILEFOUNDRY_DEVICE auto fold(int64_t m) const {
     Values const v = values;
     Positions const p = positions;
-    return split_fold::fold_of(
-        detail::arg_traits<Op>::template identity<float>(),
-        [](Pair const& a, Pair const& b) { return detail::arg_combine<Op>(a, b); },
-        [v, p, m](int64_t s) {
-          return Pair{v(s, m), int64_t(p(s, m))};
-        });
+    return pair_fold<Op>([v, p, m](int64_t s) { return Pair{v(s, m), int64_t(p(s, m))}; });
   }
   TILEFOUNDRY_DEVICE void write(int64_t m, Pair const& r, int64_t) const {
     out(m) = r.index == INT64_MAX ? 0 : r.index;
