@@ -17,6 +17,8 @@ perform: f32 to 1e-5, bf16 to 2**-6 relative plus 2**-6 absolute (two bf16 ulps 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
@@ -201,3 +203,23 @@ def test_a_query_that_sees_no_key_gets_nan_as_in_the_evaluator() -> None:
     want = Attention.functions["causal"](q, keys, vals, pos, kv_pos)
     assert torch.isnan(got[0]).all() and torch.isnan(want[0]).all()
     torch.testing.assert_close(got[1], want[1], rtol=1e-5, atol=1e-5)
+
+
+
+def check_far_query_positions(compiled: Callable[..., Any], name: str, device: str = "cpu") -> None:
+    """Query positions far outside a cache's key indices (i64) compare as the evaluator compares them: past every
+    key (2**40, 2**31 + 5) a query sees all of them, before every key (-2**40, -5) none (NaN, as in the
+    evaluator). ops::attention counts key indices in int where the cache's extent is one (key_index_t)."""
+    fn = Attention.functions[name]
+    q, keys, vals = _inputs(name, 5, 40)[:3]
+    pos = torch.tensor([2**40, -(2**40), 2**31 + 5, -5, 3])
+    got = compiled_only(compiled)(*(t.to(device) for t in (q, keys, vals, pos))).cpu().view(5, H, D).float()
+    want = fn(q, keys, vals, pos).view(5, H, D).float()
+    assert torch.isnan(got[[1, 3]]).all() and torch.isnan(want[[1, 3]]).all()
+    tol = 2e-2 if name.endswith("bf16") else 1e-5
+    torch.testing.assert_close(got[[0, 2, 4]], want[[0, 2, 4]], rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("name", ["cache", "cache_strict_bf16"])
+def test_query_positions_beyond_any_key_index_compare_as_they_are(name: str) -> None:
+    check_far_query_positions(jit(Attention, target="cpu").functions[name], name)

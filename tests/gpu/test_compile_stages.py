@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository r
 
 from tests.compile_kernels import caches_in_place, compiled_only, evaluator_refuses  # noqa: E402
 from tests.test_compile_attention import CASES as ATTENTION_CASES  # noqa: E402
-from tests.test_compile_attention import Attention  # noqa: E402
+from tests.test_compile_attention import Attention, check_far_query_positions  # noqa: E402
 from tests.test_compile_attention import _inputs as attention_inputs  # noqa: E402
 from tests.test_compile_epilogue import BF16 as EPILOGUE_BF16  # noqa: E402
 from tests.test_compile_epilogue import F32 as EPILOGUE_F32  # noqa: E402
@@ -78,6 +78,12 @@ def test_a_fused_attention_matches_the_evaluator_on_cuda(name: str) -> None:
         report = check(compiled_only(compiled), fn, _cuda(attention_inputs(name, s, c)),
                        expect={p: [expect] for p in paths})
         assert report.passed, f"{name} at {s} queries over {c} keys:\n{report}"
+
+
+@pytest.mark.parametrize("name", ["cache", "cache_strict_bf16"])
+def test_query_positions_beyond_any_key_index_compare_as_they_are_on_cuda(name: str) -> None:
+    """... through the grouped tier, whose loop over the keys counts in int."""
+    check_far_query_positions(jit(Attention).functions[name], name, "cuda")
 
 
 @pytest.mark.parametrize("name", sorted(Epilogues.functions))

@@ -293,7 +293,7 @@ inline void attention(Scores scores, Cmp cmp, QPos const& qpos, KPos const& kpos
 template <class Acc, class Scores, class Cmp, class QPos, class Q, class K, class V, class Part>
 inline void attention(Scores scores, Cmp cmp, QPos const& qpos, Q const& q, K const& k, V const& v,
                       Part&& part, int64_t split, int64_t splits) {
-  attention_impl::visible_index<Cmp, QPos> const visible{cmp, qpos};
+  attention_impl::visible_index<Cmp, QPos, attention_impl::key_index_t<K>> const visible{cmp, qpos};
   attention_cpu::run<Acc>(scores, visible, q, k, v, part, split, splits);
 }
 

@@ -123,6 +123,7 @@ TILEFOUNDRY_DEVICE_OUTLINED void grouped_rows(Scores scores, Visible const& visi
   E const* const vp = &v(0, 0) + dl * W;
 
   using P = typename Visible::position_t;
+  using Key = key_index_t<K>;  // the loop counts in int where the keys' extent is one
   float qf[ROWS][W], acc[ROWS][W], run_max[ROWS], run_sum[ROWS];
   P qpos[ROWS];
   bool live[ROWS];
@@ -141,16 +142,17 @@ TILEFOUNDRY_DEVICE_OUTLINED void grouped_rows(Scores scores, Visible const& visi
     if (live[j]) detail::load_group(&q(r % groups, r / groups, 0) + dl * W, qf[j]);
   }
 
-  for (int64_t b = keys.begin + warp * kKeysPerWarp; b < keys.end; b += int64_t(kStep) * U) {
+  Key const end = Key(keys.end);
+  for (Key b = Key(keys.begin) + warp * kKeysPerWarp; b < end; b += Key(kStep) * U) {
     uint4 kw[U], vw[U];
-    int64_t key[U];
+    Key key[U];
     P kpos[U];
     CUTE_UNROLL
     for (int u = 0; u < U; ++u) {  // every load of the pass in flight before any is used
-      key[u] = b + sub + int64_t(u) * kStep;
+      key[u] = b + sub + Key(u) * kStep;
       kpos[u] = P{};
       kw[u] = vw[u] = make_uint4(0u, 0u, 0u, 0u);
-      if (key[u] < keys.end) {
+      if (key[u] < end) {
         kw[u] = __ldg(reinterpret_cast<uint4 const*>(kp + key[u] * kstride));
         vw[u] = __ldg(reinterpret_cast<uint4 const*>(vp + key[u] * vstride));
         kpos[u] = visible.key(key[u]);
@@ -167,7 +169,7 @@ TILEFOUNDRY_DEVICE_OUTLINED void grouped_rows(Scores scores, Visible const& visi
         CUTE_UNROLL
         for (int i = 0; i < W; ++i) dot = fmaf(qf[j][i], kf[i], dot);
         dot = group_sum<kLanes>(dot);
-        bool const seen = key[u] < keys.end && live[j] && visible.test(kpos[u], qpos[j]);
+        bool const seen = key[u] < end && live[j] && visible.test(kpos[u], qpos[j]);
         s[j][u] = seen ? score<E>(scores, dot) : -INFINITY;
       }
     }
@@ -368,7 +370,8 @@ __device__ void apply(Scores scores, Visible const& visible, Q const& q, K const
   int64_t const width = int64_t(cute::size<2>(part));
   bool const in_cluster = states_in_cluster(groups * tokens, width, splits);
   if constexpr (grouped_tier<Q, K, V>()) {
-    if (words_aligned(q, k, v)) {
+    constexpr int64_t most_keys = largest_key_v<key_index_t<K>> / 2;
+    if (words_aligned(q, k, v) && int64_t(cute::size<1>(k)) <= most_keys) {
       grouped<Acc>(scores, visible, q, k, v, part, split, splits,
                    in_cluster ? cluster_state() : nullptr);
       return;
@@ -512,7 +515,7 @@ __device__ void attention(Scores scores, Cmp cmp, QPos const& qpos, KPos const& 
 template <class Acc, class Scores, class Cmp, class QPos, class Q, class K, class V, class Part>
 __device__ void attention(Scores scores, Cmp cmp, QPos const& qpos, Q const& q, K const& k,
                           V const& v, Part&& part, int64_t split, int64_t splits) {
-  attention_impl::visible_index<Cmp, QPos> const visible{cmp, qpos};
+  attention_impl::visible_index<Cmp, QPos, attention_impl::key_index_t<K>> const visible{cmp, qpos};
   attention_impl::apply<Acc>(scores, visible, q, k, v, part, split, splits);
 }
 
