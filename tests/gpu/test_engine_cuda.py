@@ -29,7 +29,14 @@ from tests.engine_cases import (  # noqa: E402
 )
 from tests.hf_models import add_tokenizer, make_checkpoint  # noqa: E402
 
-from tilefoundry.engine import CompiledKernels, CudaKernels, DecodeEngine, StepPositions, TorchKernels  # noqa: E402
+from tilefoundry.engine import (  # noqa: E402
+    CompiledKernels,
+    CudaKernels,
+    DecodeEngine,
+    StepPositions,
+    TorchKernels,
+    default_kernels,
+)
 from tilefoundry.ir.core.tree import flatten, leaf_paths  # noqa: E402
 from tilefoundry.models import Sampling, generate, open_checkpoint  # noqa: E402
 from tilefoundry.models.engine_step import EngineStep  # noqa: E402
@@ -237,10 +244,18 @@ def check_bf16(step: EngineStep, reference, inputs: tuple):  # noqa: ANN001, ANN
     return check(step, reference, inputs, expect={path: BF16_BOUNDS for path in leaf_paths(spec)})
 
 
+def test_a_bf16_model_on_cuda_runs_the_compiled_slots_by_default(qwen3_bf16) -> None:
+    _, twin = qwen3_bf16
+    spec = twin.decoder_spec
+    assert default_kernels(spec, torch.bfloat16, torch.device("cuda")).name == "compiled"
+    assert default_kernels(spec, torch.float16, torch.device("cuda")).name == "torch"
+    assert DecodeEngine(twin, CAPACITY).kernels.name == "compiled"
+
+
 def test_the_cuda_kernels_pass_check_on_the_graph_path(qwen3_bf16) -> None:
     reference, twin = qwen3_bf16
-    engine = DecodeEngine(twin, CAPACITY)
-    assert engine.kernels.name == "cuda", "a bf16 model of this shape runs the hand-written kernels by default"
+    engine = DecodeEngine(twin, CAPACITY, kernels=CudaKernels())
+    assert engine.kernels.name == "cuda"
     step = EngineStep(engine)
     for context, tokens in CONTEXTS:
         report = check_bf16(step, reference, step_inputs(reference, context, tokens, seed=context + tokens,
@@ -288,7 +303,7 @@ def test_cuda_kernel_greedy_tokens_follow_the_reference_where_it_is_clear(qwen3_
     ids = torch.cat([PROMPT, torch.tensor(want)])
     caches = reference.init_caches(capacity=ids.numel() + 1, device="cuda")
     logits = reference(*reference.prepare_inputs_for_generation(ids, 0, caches, device="cuda"))[0].float()
-    engine = DecodeEngine(twin, ids.numel() + 1)
+    engine = DecodeEngine(twin, ids.numel() + 1, kernels=CudaKernels())
     choice = [int(engine.prefill(PROMPT)[-1].argmax())]
     choice += [int(engine.decode(t)[-1].argmax()) for t in want[:-1]]
     top2 = logits[PROMPT.numel() - 1: -1].topk(2, dim=-1).values
@@ -301,11 +316,12 @@ def test_cuda_kernel_greedy_tokens_follow_the_reference_where_it_is_clear(qwen3_
 
 def test_pipelined_greedy_decoding_equals_step_by_step_decoding(qwen3_bf16) -> None:
     """generate's greedy path (the step picks its token on the device, the next queued before it is read) gives
-    the tokens of decode() + argmax one step at a time, on the same kernels; a stop token ends it there."""
+    the tokens of decode() + argmax one step at a time, on the same kernels (the default: the compiled slots, whose
+    greedy head chooses on the device); a stop token ends it there."""
     _, twin = qwen3_bf16
     got = generate(twin, PROMPT, 48, device="cuda")
     engine = engine_for(twin, 1, "cuda")
-    assert engine.kernels.name == "cuda" and got.runner.endswith("CUDA graph: captured)")
+    assert engine.kernels.name == "compiled" and got.runner.endswith("CUDA graph: captured)")
     engine.reset()
     want = [int(engine.prefill(PROMPT)[-1].argmax())]
     while len(want) < 48:

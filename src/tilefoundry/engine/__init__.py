@@ -3,9 +3,10 @@
 ``DecodeEngine(twin, capacity)`` owns its KV cache and updates it in place, packs the weights once, and on CUDA
 replays the whole decode step as one CUDA graph per token (:mod:`.decode_engine`). Its kernels are the slots of
 a :class:`KernelSet` (:mod:`.slots`): :class:`CompiledKernels` compiles every slot from a DSL ``@func``
-(:mod:`.compiled_kernels`; the CPU's default), :class:`TorchKernels` fills them with torch, and a compiled or
-hand-written kernel takes a slot by overriding one method. A model family describes itself to the engine with a
-:class:`DecoderSpec` and :class:`DecoderWeights` (:mod:`.decoder`); the engine imports no model family.
+(:mod:`.compiled_kernels`; the default on a CPU and for a bf16 model on CUDA), :class:`TorchKernels` fills them
+with torch, and a compiled or hand-written kernel takes a slot by overriding one method. A model family describes
+itself to the engine with a :class:`DecoderSpec` and :class:`DecoderWeights` (:mod:`.decoder`); the engine
+imports no model family.
 
 The hand-written CUDA kernels for batch-1 decode (``kernels/*.cu``, one translation unit) are gaps of the
 compiler: it cannot yet express them from ``@func``s. :func:`load_kernels` builds them with nvcc (cached on

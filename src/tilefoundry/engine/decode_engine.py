@@ -3,7 +3,7 @@
 Built once from a loaded twin (``DecodeEngine(twin, capacity)``), it packs the weights (q/k/v together, gate/up
 together; a tied lm_head stays the embedding), allocates one KV cache for ``capacity`` positions and the static
 buffers of a decode step, then serves any number of prompts: ``reset``, ``prefill(prompt)``, ``decode(token)``
-per new token. The step's kernels are the slots of a :class:`~.slots.KernelSet` (torch by default).
+per new token. The step's kernels are the slots of a :class:`~.slots.KernelSet` (:func:`default_kernels`).
 
 On a CUDA device the whole decode step (embedding, every layer, the head) is captured as one CUDA graph on the
 first decode and replayed for every later token: its inputs (token id, position, context length) are device
@@ -79,24 +79,20 @@ def greedy_choice(logits: torch.Tensor) -> tuple[int, bool]:
 
 
 def default_kernels(spec: DecoderSpec, dtype: torch.dtype, device: torch.device) -> KernelSet:
-    """The kernel slots an engine runs unless told otherwise: on a CPU :class:`~.compiled_kernels.CompiledKernels`
-    (every slot compiled from the DSL); on a CUDA device :class:`~.cuda_kernels.CudaKernels` where they apply (a
-    bf16 model of a shape they are built for), :class:`~.torch_kernels.TorchKernels` elsewhere.
+    """The kernel slots an engine runs unless told otherwise: :class:`~.compiled_kernels.CompiledKernels` (every
+    slot compiled from the DSL) on a CPU and for a bf16 model on a CUDA device, :class:`~.torch_kernels.TorchKernels`
+    for other dtypes on CUDA. The hand-written CUDA kernels (:class:`~.cuda_kernels.CudaKernels`) run where they are
+    asked for (``DecodeEngine(..., kernels=CudaKernels())``).
 
-    When the chosen kernels cannot be built (no C++ compiler or nvcc, say), the engine warns once, saying why, and
-    runs the torch slots.
+    The compiled slots are built when the engine is made, for the model's shapes (nvcc on CUDA, about a minute the
+    first time; on disk after that). When they cannot be built (no C++ compiler or nvcc, say), the engine warns once,
+    saying why, and runs the torch slots.
     """
     from .compiled_kernels import CompiledKernels
-    from .cuda_kernels import CudaKernels
 
-    if device.type == "cpu":
+    if device.type == "cpu" or (device.type == "cuda" and dtype == torch.bfloat16):
         return CompiledKernels()
-    if CudaKernels.unsupported(spec, dtype, device) is not None:
-        return TorchKernels()
-    try:
-        return CudaKernels()
-    except (RuntimeError, OSError) as error:  # KernelBuildError, a missing compiler or CUDA runtime
-        return _torch_instead("CUDA", error, stacklevel=4)
+    return TorchKernels()
 
 
 def _torch_instead(what: str, error: BaseException, stacklevel: int) -> TorchKernels:
@@ -116,8 +112,8 @@ class DecodeEngine:
             ``tilefoundry.models.twins.build_twin`` makes them. The engine keeps references to the weights it
             read (packed copies of q/k/v and gate/up), not to the twin: load the twin again, build a new engine.
         capacity: the positions the KV cache holds (prompt plus new tokens), in [1, max_position_embeddings].
-        kernels: the kernel slots (default: :func:`default_kernels`: the compiled slots on a CPU, the hand-written
-            CUDA kernels for a bf16 model on an NVIDIA GPU, torch otherwise); the engine has them build what they
+        kernels: the kernel slots (default: :func:`default_kernels`: the compiled slots on a CPU and for a bf16
+            model on an NVIDIA GPU, torch otherwise); the engine has them build what they
             need for this model (``KernelSet.prepare``) before its first step.
         graph: capture the decode step as a CUDA graph: None (default) on CUDA devices, True to insist (refused
             on a CPU), False for eager steps.
