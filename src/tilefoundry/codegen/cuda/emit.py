@@ -100,7 +100,11 @@ def _dynamic_buffers(fn: PrimFunc) -> list[Buffer]:
 # compiled slots (CUDA-graph replays): 16 KiB of weight a CTA 2143 -> 2117 us at context 128 (32 KiB 2133, 64 KiB
 # 2182); attention's first 32 KiB of its slice's keys and values before its wait made the step slower (+70 us), and
 # so did (+19 us at contexts 300 and 1024) the keys and values of its slice that earlier steps cached, from positions
-# read around L1 before the wait.
+# read around L1 before the wait. Measured again with keys counted in int (2026-12-04; ops::attention waiting itself
+# after an L2 prefetch of its whole slice, the way the hand-written kernel does): the step 1560 -> 1572 us at
+# context 300 and 1668 -> 1686 at 1024 (three rounds each), the slot alone slower at every context (6.82 -> 7.35 us
+# at 128, 38.63 -> 43.60 at 16384). A likely reason, not measured: its CTAs launch in clusters of a key head's
+# slices, which start only where a whole cluster finds room, so its prefetch overlaps less of the kernel before.
 WAITING_FAMILIES = frozenset({"matmul"})
 # ... and families that read only what an earlier call of the same kernel wrote (a reduction's part of the matmul's
 # tile before it: lower/reduce_epilogue.py), which need no wait of their own.
