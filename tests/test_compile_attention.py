@@ -205,7 +205,6 @@ def test_a_query_that_sees_no_key_gets_nan_as_in_the_evaluator() -> None:
     torch.testing.assert_close(got[1], want[1], rtol=1e-5, atol=1e-5)
 
 
-
 def check_far_query_positions(compiled: Callable[..., Any], name: str, device: str = "cpu") -> None:
     """Query positions far outside a cache's key indices (i64) compare as the evaluator compares them: past every
     key (2**40, 2**31 + 5) a query sees all of them, before every key (-2**40, -5) none (NaN, as in the

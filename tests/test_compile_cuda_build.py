@@ -79,8 +79,8 @@ def test_every_compiled_family_and_fusion_builds_with_nvcc_as_one_unit_and_expor
     mod = _everything()
     assert len(mod.functions) > 30
     # At -O1: the build's warnings and exports are the point here, and -O1 halves nvcc's time on this unit (cicc 61 ->
-    # 32 s, the host compile 41 -> 18, ptxas 27 -> 18 on this 2-core machine), which keeps `make test` under its 15
-    # minutes. The same functions build at -O3 where they run: tests/gpu/test_compile_stages.py, jit's default.
+    # 32 s, the host compile 41 -> 18, ptxas 27 -> 18 on this 2-core machine), which shortens `make test` (its limit
+    # is 15 minutes). The same functions build at -O3 where they run: tests/gpu/test_compile_stages.py, jit's default.
     linked = link(generate(mod), CompilerOptions(opt_level=1))
     assert linked.library.is_file() and "warning" not in linked.diagnostics.lower(), linked.diagnostics
     entries = load_library(linked)
