@@ -21,7 +21,7 @@ from tests.test_compile_families import _family, _functions
 from tests.test_compile_matmul import Matmuls, Streamed
 from tests.test_compile_pairs import Pairs
 from tests.test_compile_prologue import Prologues
-from tests.test_compile_reduce_epilogue import Argmaxes, Reductions
+from tests.test_compile_reduce_epilogue import Argmaxes, RaggedHeads, Reductions
 from tests.test_compile_rope_cache import RopeCache
 from tilefoundry import lower
 from tilefoundry.codegen import generate, link
@@ -60,7 +60,8 @@ def _everything() -> TirModule:
               "pairs": dict(Pairs.functions), "epilogue": dict(Epilogues.functions),
               "matmul": dict(Matmuls.functions), "streamed": dict(Streamed.functions),
               "rope": dict(RopeCache.functions), "argmax": dict(Argmaxes.functions),
-              "reductions": dict(Reductions.functions), "moe": {"moe": _moe_slot()}}
+              "reductions": dict(Reductions.functions), "ragged": dict(RaggedHeads.functions),
+              "moe": {"moe": _moe_slot()}}
     seen: dict[str, int] = {}
     for fns in groups.values():
         for name in fns:

@@ -390,3 +390,100 @@ def test_a_mean_over_a_vocabulary_known_at_launch_divides_by_its_length() -> Non
         out = torch.full((2,), float("nan"))
         compiled(x, w, out)
         torch.testing.assert_close(out, (x.double() @ w.double().t()).mean(-1).float(), atol=1e-4, rtol=1e-4)
+
+
+RAGGED = 151936  # Qwen3's vocabulary, 2^7 x 1187
+PRIME = 65537  # a prime vocabulary: no divisor of it makes a tile, its shifted last tile starts at an odd column
+RK = 128
+
+
+@module(entry="ragged_greedy")
+class RaggedHeads:
+    """Heads over vocabularies of more CUDA dot-product tiles than one wave of CTAs (lower/matmul.py): where a column
+    may be computed twice, one wave of wider tiles covers the vocabulary, the last one shifted back to end at its
+    end; where it may not (a sum, an epilogue reading memory), the tiles divide the vocabulary."""
+
+    @func
+    def ragged_greedy(x: Tensor[(1, RK), "bf16"], norm: ConstTensor[(RK,), "bf16"],
+                      wr: ConstTensor[(RAGGED, RK), "bf16"]):
+        """Greedy decoding's head at Qwen3's vocabulary: the logits, the token, the largest and smallest logit."""
+        logits = _linear(tf.rms_norm(x, norm, 1e-6), wr)
+        return (logits, tf.argmax(logits, axis=-1), tf.reduce(logits, (-1,), False, "max"),
+                tf.reduce(logits, (-1,), False, "min"))
+
+    @func
+    def ragged_odd(x: Tensor[(2, RK), "f32"], wp: ConstTensor[(PRIME, RK), "f32"]):
+        """Two rows of f32 over a prime vocabulary: the token and the largest magnitude."""
+        y = _linear(x, wp)
+        return tf.argmax(y, axis=-1), tf.reduce(y, (-1,), True, "abs_max")
+
+    @func
+    def ragged_logits(x: Tensor[(1, RK), "bf16"], wr: ConstTensor[(RAGGED, RK), "bf16"]):
+        """The sampling head: the logits alone, the shared columns stored twice with the same values."""
+        return _linear(x, wr)
+
+    @func
+    def ragged_sum(x: Tensor[(1, RK), "bf16"], wr: ConstTensor[(RAGGED, RK), "bf16"]):
+        """A sum would count the shared columns twice: not shifted."""
+        y = _linear(x, wr)
+        return tf.reduce(y, (-1,), False, "sum"), tf.argmax(y, axis=-1)
+
+    @func
+    def ragged_bias(x: Tensor[(1, RK), "bf16"], wr: ConstTensor[(RAGGED, RK), "bf16"],
+                    bias: ConstTensor[(RAGGED,), "bf16"]):
+        """An epilogue reading memory (a residual added in place would be added twice): not shifted."""
+        return tf.argmax(_linear(x, wr) + bias, axis=-1)
+
+
+def ragged_inputs(name: str, seed: int) -> tuple[torch.Tensor, ...]:
+    """Inputs of a RaggedHeads function, each row's largest logit planted well clear of the rest in the columns the
+    last two tiles share (row 0) and in the vocabulary's last column (row 1)."""
+    fn = RaggedHeads.functions[name]
+    g = torch.Generator().manual_seed(seed)
+    out = {}
+    for p in fn.params:
+        t = torch.randn(tuple(p.type.shape), generator=g)
+        if p.name == "norm":
+            t = 0.75 + 0.5 * torch.rand(tuple(p.type.shape), generator=g)
+        out[p.name] = t
+    x, w = out["x"], out["wp" if "wp" in out else "wr"]
+    w.div_(RK ** 0.5)
+    at = (w.shape[0] - 20 - 13 * seed, w.shape[0] - 1)
+    for r in range(x.shape[0]):
+        w[at[r]] = torch.sign(x[r]) * 2.0
+    return tuple(out[p.name].to(p.type.dtype.torch_dtype) for p in fn.params)
+
+
+def test_a_vocabulary_of_many_tiles_takes_one_wave_of_wider_ones_where_columns_may_repeat() -> None:
+    from tilefoundry.codegen import generate
+
+    def first_stage(name: str):
+        return lower(RaggedHeads.functions[name], CudaTarget()).functions[name].stages[0].fn
+
+    # 1056 tiles of 144 columns (a multiple of 16) cover 151936 in one wave; the last starts 128 columns early
+    for name in ("ragged_greedy", "ragged_logits"):
+        mm = first_stage(name)
+        assert mm.schedule.grid == 1056 and "ring" not in str(mm), name
+        assert "(row % 1056) * 18432 - (row / 1055) * 16384" in str(mm), str(mm)  # 144 and 128 rows of 128
+    # a prime vocabulary: 1025 tiles of 64 columns (ceil(65537 / 1056) = 63, rounded up to 16), the last one's
+    # first 63 columns shared, its logits' tile and its part's first column shifted back as its weight rows are
+    odd = str(first_stage("ragged_odd"))
+    assert "grid=1025 " in odd and "wp[(row % 1025) * 8192 - (row / 1024) * 8064:]" in odd, odd
+    assert "matmul_tmp[(row % 1025) * 64 - (row / 1024) * 63:]" in odd and "[row * 64 - (row / 1024) * 63]" in odd
+    source = generate(lower(RaggedHeads.functions["ragged_greedy"], CudaTarget())).source
+    assert "- (row / 1055) * 16384" in source and "- (row / 1055) * 128" in source
+    # a sum, or an epilogue reading memory: tiles of 16 columns, which divide the vocabulary
+    for name in ("ragged_sum", "ragged_bias"):
+        mm = first_stage(name)
+        assert mm.schedule.grid == RAGGED // 16, (name, mm.schedule.grid)
+
+
+@pytest.mark.parametrize("name", ["ragged_odd", "ragged_sum"])
+def test_ragged_heads_match_the_evaluator_on_the_cpu(name: str) -> None:
+    compiled = jit(RaggedHeads.functions[name], target="cpu")
+    fn = RaggedHeads.functions[name]
+    close = allclose(atol=1e-2, rtol=1e-3)
+    expect = {"output[0]": [equal()], "output[1]": [close]} if name == "ragged_odd" else {
+        "output[0]": [allclose(atol=0.5, rtol=2**-6)], "output[1]": [equal()]}
+    report = check(compiled_only(compiled), fn, ragged_inputs(name, 0), expect=expect)
+    assert report.passed, f"{name}:\n{report}"

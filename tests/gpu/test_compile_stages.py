@@ -31,7 +31,15 @@ from tests.test_compile_epilogue import _inputs as epilogue_inputs  # noqa: E402
 from tests.test_compile_families import BF16, F32, _expect, _family, _functions, _inputs  # noqa: E402
 from tests.test_compile_matmul import Matmuls, Streamed, streamed_inputs  # noqa: E402
 from tests.test_compile_matmul import _inputs as matmul_inputs  # noqa: E402
-from tests.test_compile_reduce_epilogue import Argmaxes, Reductions, _exact_case, _planted, _torch_choice  # noqa: E402
+from tests.test_compile_reduce_epilogue import (  # noqa: E402
+    Argmaxes,
+    RaggedHeads,
+    Reductions,
+    _exact_case,
+    _planted,
+    _torch_choice,
+    ragged_inputs,
+)
 from tests.test_compile_reduce_epilogue import _inputs as reduction_inputs  # noqa: E402
 from tests.test_compile_rope_cache import BF16 as ROPE_BF16  # noqa: E402
 from tests.test_compile_rope_cache import CASES as ROPE_CASES  # noqa: E402
@@ -54,7 +62,7 @@ def built() -> None:
     from tilefoundry.lower import lower
     from tilefoundry.target import CudaTarget
 
-    fns = [Matmuls, Streamed, Attention, Epilogues, RopeCache, Argmaxes, Reductions,
+    fns = [Matmuls, Streamed, Attention, Epilogues, RopeCache, Argmaxes, Reductions, RaggedHeads,
            *(fn for fam, dt in FAMILIES for fn in _functions(_family(fam, dt)).values())]
     linkables = [generate(lower(f, CudaTarget())) for f in fns]
     with ThreadPoolExecutor(max_workers=max(1, min(len(linkables), os.cpu_count() or 1))) as pool:
@@ -125,6 +133,25 @@ def test_an_argmax_after_a_norm_an_epilogue_or_a_streamed_matmul_matches_the_eva
         expect = {"output[0]": [EPILOGUE_BF16], "output[1]": [equal()]}
     for seed in range(3):
         report = check(compiled_only(compiled), fn, _cuda(_planted(name, seed)), expect=expect)
+        assert report.passed, f"{name}, seed {seed}:\n{report}"
+
+
+@pytest.mark.parametrize("name", sorted(RaggedHeads.functions))
+def test_a_head_whose_last_tile_overlaps_the_one_before_matches_the_evaluator_on_cuda(name: str) -> None:
+    """Vocabularies of more tiles than one wave of CTAs (Qwen3's 151936, a prime): one wave of wider tiles, the last
+    shifted back to end at the vocabulary's end, the token planted in the columns two tiles share and in the last
+    column; a sum or an epilogue reading memory: tiles dividing the vocabulary."""
+    compiled = jit(RaggedHeads).functions[name]
+    fn = RaggedHeads.functions[name]
+    sums = allclose(atol=2.0, rtol=2**-7)  # bf16 results of 151936 terms
+    expect = {"ragged_greedy": {"output[0]": [EPILOGUE_BF16], "output[1]": [equal()], "output[2]": [EPILOGUE_BF16],
+                                "output[3]": [EPILOGUE_BF16]},
+              "ragged_odd": {"output[0]": [equal()], "output[1]": [allclose(atol=1e-3, rtol=1e-4)]},
+              "ragged_logits": {"output": [EPILOGUE_BF16]},
+              "ragged_sum": {"output[0]": [sums], "output[1]": [equal()]},
+              "ragged_bias": {"output": [equal()]}}[name]
+    for seed in range(3):
+        report = check(compiled_only(compiled), fn, _cuda(ragged_inputs(name, seed)), expect=expect)
         assert report.passed, f"{name}, seed {seed}:\n{report}"
 
 

@@ -207,14 +207,17 @@ class KernelEmitter:
     def row_offset(self, offset: RowOffset) -> str:
         """The C++ of a row offset: its terms over ``row``, then its positions read on the device."""
         parts = [] if offset.base == 0 else [cxx.dim_expr(offset.base, self.dims)]
+        minus = []  # terms of a negative constant stride, subtracted (a tile shifted back)
         for div, mod, stride in offset.terms:
             t = "row" if div == 1 else f"(row / {cxx.dim_expr(div, self.dims)})"
             if mod is not None:
                 t = f"({t} % {cxx.dim_expr(mod, self.dims)})"
+            negative = isinstance(stride, int) and stride < 0
+            stride = -stride if negative else stride
             if stride != 1:
                 st = cxx.dim_expr(stride, self.dims)
                 t = f"{t} * {st if isinstance(stride, int) or isinstance(stride, DimVar) else '(' + st + ')'}"
-            parts.append(t)
+            (minus if negative else parts).append(t)
         for g in offset.gathers:
             at = self.read_of(g)
             t = (f"detail::index_in({at}, {cxx.dim_expr(g.bound, self.dims)}, {cxx.string(g.param)}, "
@@ -223,7 +226,7 @@ class KernelEmitter:
                 st = cxx.dim_expr(g.stride, self.dims)
                 t = f"{t} * {st if isinstance(g.stride, (int, DimVar)) else '(' + st + ')'}"
             parts.append(t)
-        return " + ".join(parts) or "0"
+        return "".join([" + ".join(parts) or "0", *(f" - {t}" for t in minus)])
 
     def read_of(self, g: Gather) -> str:
         """The C++ of the position ``g`` reads: the row's local holding it where ``row_loop`` loaded it first."""

@@ -7,7 +7,9 @@ and tile of ``MATMUL_TILE_N`` output columns (the largest divisor of N up to it;
 each CTA's view of ``a`` (M x K), ``b`` (K x tile) and ``out`` (M x tile) starts where its row offset says,
 and ``ops::matmul`` computes the tile, every element a dot product accumulated in the op's accumulate
 dtype (f32 for 16-bit inputs), its tier chosen from the views' layouts (contiguous runs of K: a warp a dot
-product in 16-byte groups).
+product in 16-byte groups). On CUDA a head over a large vocabulary (more tiles than CTAs in one wave) takes one
+wave of wider tiles instead, where no divisor of N need exist: the last tile is shifted back to end at N, and
+computes again columns the one before computed, where the call allows that (``_may_overlap``).
 
 On CUDA (sm_90 on) a large weight takes the streamed schedule instead (``_cuda_stream_tile``): about two CTAs
 an SM of ``CUDA_STREAM_THREADS``, each given a ring of shared memory (a workspace the call takes first, in the
@@ -61,6 +63,15 @@ CUDA_DOT_TILE_N = 16
 # timed back to back, wins inside a whole decode step: cuda/ops/matmul.cuh does it.)
 CUDA_DOT_MIN_CTAS = 512
 CUDA_DOT_MIN_TILE_N = 4
+# ... and where N / CUDA_DOT_TILE_N would make more CTAs than one wave of them (CUDA_DOT_WAVE_CTAS: eight CTAs of
+# CUDA_MATMUL_THREADS on each of the H200's 132 SMs), as many tiles as one wave, each a multiple of the largest tile
+# (the last one shifted back to end at N, computing again columns the one before computed: where the call allows it,
+# _may_overlap). Measured on the H200, the greedy head at Qwen3-1.7B's shape (151936 x 2048, its norm, argmax, largest
+# and smallest fused; CUDA-graph medians, 20 launches): 9496 CTAs of 16 columns 168.4 us; 1056 CTAs of 144 columns
+# 159.4 (the hand-written kernel 154.7); 528 CTAs 174.0, 2112 165.2, 3168 161.4; 4748 CTAs of 32 columns 162.0. The
+# streamed schedule over 264 such tiles of 576 columns was slower still (196-200 us; with a ring of 96 KiB, 199;
+# 396 CTAs, 196).
+CUDA_DOT_WAVE_CTAS = 1056
 # ... of a pair of matmuls (pairs.py: two weight rows an output column) at most this many columns. Measured on the
 # H200, gate/up + norm + SwiGLU at Qwen3-1.7B's shape (12288 x 2048, the interleaved weight): 8 columns 15.1 us
 # (the hand-written kernel 14.9), 4 columns 18.4, 2 columns 21.9.
@@ -100,16 +111,37 @@ def _tile(n: Dim, most: int, panel: int = 1) -> Dim:
     return max((t for t in divisors if t % panel == 0), default=max(divisors))
 
 
-def _cuda_dot_tile(n: Dim, batch: Dim, pair: bool) -> Dim:
-    """The columns of a CUDA CTA in the dot-product tier: the largest divisor of ``n`` up to CUDA_DOT_TILE_N
-    (CUDA_DOT_PAIR_TILE_N of a ``pair``), halved while it divides ``n``, stays at least CUDA_DOT_MIN_TILE_N (its
-    half, of a pair) and the grid (``batch`` elements times ``n / tile``) has fewer than CUDA_DOT_MIN_CTAS CTAs."""
-    tile = _tile(n, CUDA_DOT_PAIR_TILE_N if pair else CUDA_DOT_TILE_N)
+def _cuda_dot_tile(n: Dim, batch: Dim, pair: bool, overlap: bool) -> tuple[Dim, int]:
+    """The columns of a CUDA CTA in the dot-product tier, and the columns its last tile shares with the one before
+    it: the largest divisor of ``n`` up to CUDA_DOT_TILE_N (CUDA_DOT_PAIR_TILE_N of a ``pair``), halved while it
+    divides ``n``, stays at least CUDA_DOT_MIN_TILE_N (its half, of a pair) and the grid (``batch`` elements times
+    ``n / tile``) has fewer than CUDA_DOT_MIN_CTAS CTAs, sharing nothing. Where that grid would have more than
+    CUDA_DOT_WAVE_CTAS CTAs (a vocabulary's head), no batch axes, and the call may compute a column twice
+    (``overlap``: ``_may_overlap``), CUDA_DOT_WAVE_CTAS tiles of a multiple of the largest tile cover ``n`` instead,
+    the last one shifted back to end at ``n``."""
+    most = CUDA_DOT_PAIR_TILE_N if pair else CUDA_DOT_TILE_N
+    tile = _tile(n, most)
     least = CUDA_DOT_MIN_TILE_N // 2 if pair else CUDA_DOT_MIN_TILE_N
     while (isinstance(n, int) and isinstance(batch, int) and isinstance(tile, int) and tile % 2 == 0
            and tile // 2 >= least and n % (tile // 2) == 0 and batch * (n // tile) < CUDA_DOT_MIN_CTAS):
         tile //= 2
-    return tile
+    if not (overlap and isinstance(n, int) and isinstance(tile, int) and dims_equal(batch, 1)
+            and n // tile > CUDA_DOT_WAVE_CTAS):
+        return tile, 0
+    wide = -(-n // CUDA_DOT_WAVE_CTAS)
+    wide = -(-wide // most) * most
+    return wide, -(-n // wide) * wide - n
+
+
+def _may_overlap(epilogue: tuple[list[Op], list[tuple[Val, View]], Val] | None,
+                 reductions: list[tuple[Op, tuple[str, ...]]]) -> bool:
+    """Whether two CTAs may compute the same output columns (a last tile shifted back to end at N): the epilogue
+    reads nothing from memory (so no result is added to what it overwrites) and every reduction fused after the
+    call is the same whichever CTA's part holds a column (largest, smallest, largest magnitude, argmax; not a sum
+    or mean)."""
+    if epilogue is not None and epilogue[1]:
+        return False
+    return all(r.op == "argmax" or r.attrs["kind"] in ("max", "min", "abs_max") for r, _ in reductions)
 
 
 def _cuda_stream_tile(n: Dim, k: Dim, batch: Dim, bits: int, pair: bool, target: CudaTarget) -> int | None:
@@ -164,6 +196,7 @@ def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int,
     cuda = isinstance(target, CudaTarget)
     threads = CUDA_MATMUL_THREADS
     ring = None
+    shared = 0  # the columns the last tile shares with the one before it (a tile shifted back to end at N)
     if dot and cuda:
         bits = a.root.type.dtype.bits
         stream = (_cuda_stream_tile(n, k, product(batch), bits, pair is not None, target)  # type: ignore[arg-type]
@@ -174,10 +207,10 @@ def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int,
             elems = CUDA_STREAM_RING_BYTES * 8 // weight_dtype.bits
             ring = Buffer("ring", weight_dtype, Storage.smem, (elems,), TLayout((elems,), (1,)))
         else:
-            tile = _cuda_dot_tile(n, product(batch), pair is not None)
+            tile, shared = _cuda_dot_tile(n, product(batch), pair is not None, _may_overlap(epilogue, list(reductions)))
     else:
         tile = _tile(n, MATMUL_TILE_N, 1 if cuda else CPU_PANEL_N)
-    tiles = 1 if dims_equal(tile, n) else n // tile  # type: ignore[operator]  # static when tiled
+    tiles = (1 if dims_equal(tile, n) else n // tile) if not shared else -(-n // tile)  # type: ignore[operator]
     grid = product((*batch, tiles))
 
     def offset(view: View, col_stride: Dim | None, inner: int) -> RowOffset:
@@ -186,6 +219,8 @@ def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int,
         terms = []
         if col_stride is not None and tiles != 1:
             terms.append((1, tiles, product((tile, col_stride))))
+            if shared:  # the last tile, shifted back to end at column N
+                terms.append((tiles - 1, None, product((-shared, col_stride))))
         pad = batch_rank - (len(view.shape) - inner)  # ``inner``: the view's trailing axes that are no batch axes
         picked = {axis: (index, bound) for axis, index, bound in view.gathers}
         gathers = []
@@ -248,7 +283,7 @@ def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int,
     call = OpCall("matmul", Tag(acc), (a_buf, *weights), o_buf, origin, workspace=ring, epilogue=fused,
                   prologue=prologue,
                   weights_constant=weights_constant and ring is not None)  # the streamed tier reads before its wait
-    after = reduction_parts(list(reductions), o_buf, tile, tiles) if reductions else []
+    after = reduction_parts(list(reductions), o_buf, tile, tiles, shared) if reductions else []
     body: list[Stmt] = [RowLoop("row", [*([Alloc(ring)] if ring is not None else []), *views, call, *after])]
     return body, matmul_schedule(target, grid, threads)
 

@@ -164,14 +164,16 @@ def part_types(op: Op) -> tuple[DType, ...]:
 
 
 def reduction_parts(reductions: list[tuple[Op, tuple[str, ...]]], tile_out: Buffer, tile: Dim,
-                    tiles: Dim) -> list[Stmt]:
+                    tiles: Dim, shared: int = 0) -> list[Stmt]:
     """The statements a matmul's kernel runs after its call: its CTA's part of each row of ``tile_out`` (the CTA's
-    tile of the result, whose first column is ``row * tile``) for every reduction at once (``ops::reduce_parts``:
-    one pass over the tile), written to row ``row`` of the reductions' temporaries (``tiles`` x M each, named as
-    given)."""
+    tile of the result, whose first column is ``row * tile``, less ``shared`` for the last tile where it is shifted
+    back to end at the row's end) for every reduction at once (``ops::reduce_parts``: one pass over the tile),
+    written to row ``row`` of the reductions' temporaries (``tiles`` x M each, named as given)."""
     rows = tile_out.shape[0]
     mine = RowOffset(((1, None, rows),))
     col0 = RowOffset() if dims_equal(tiles, 1) else RowOffset(((1, None, tile),))
+    if shared:
+        col0 = RowOffset((*col0.terms, (tiles - 1, None, -shared)))
     body: list[Stmt] = []
     outs: list[Buffer] = []
     for op, names in reductions:

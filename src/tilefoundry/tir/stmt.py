@@ -68,13 +68,16 @@ class RowOffset:
 
     def __str__(self) -> str:
         parts = [] if self.base == 0 else [str(self.base)]
+        minus = []
         for div, mod, stride in self.terms:
             t = "row" if div == 1 else f"(row / {div})"
             if mod is not None:
                 t = f"({t} % {mod})"
-            parts.append(t if stride == 1 else f"{t} * {stride}")
+            negative = isinstance(stride, int) and stride < 0
+            stride = -stride if negative else stride
+            (minus if negative else parts).append(t if stride == 1 else f"{t} * {stride}")
         parts += [str(g) for g in self.gathers]
-        return " + ".join(parts) or "0"
+        return "".join([" + ".join(parts) or "0", *(f" - {t}" for t in minus)])
 
 
 @dataclass(eq=False)
