@@ -3,18 +3,17 @@
 // decode attention over the in-place cache, the fused q/k norm + RoPE + cache write, residual +
 // RMSNorm, and SwiGLU. Every slot they serve also compiles from the DSL
 // (engine/compiled_kernels.py, CompiledKernels), which is the engine's default since its decode
-// reached 0.97x this set's tokens/s (bench/decode_qwen3_1.7b_kernel_sets_h200.json: 625.3 against
-// 643.5, 1.66x the torch static + compile + graph peer). This set runs where it is asked for
-// (CudaKernels), as the benches' baseline, and for the slots where it is still faster. Measured on
-// the H200 at Qwen3-1.7B's decode shape (2026-12-04, bench/engine_kernels.py, CUDA-graph medians,
-// us, hand-written / compiled): q/k/v 7.60 / 7.19, o_proj 5.29 / 4.93, gate/up + SwiGLU 14.93 /
-// 14.81, down 11.70 / 9.23: faster compiled. Still faster here: lm_head + the next token 153.77 /
-// 171.62 (this file's streamed GEMV takes any row count; the compiled streamed tier needs a tile
-// that divides the vocabulary into 132 to 264 CTAs, which 151936 = 2^7 x 1187 has not, so the
-// compiled head runs the dot-product tier, then its argmax's merge as two more launches), and
-// attention at context 128 6.19 / 6.83 (this kernel asks L2 for its slice's cached keys before its
-// PDL wait, overlapping the kernel before; the compiled slot waits first: such a prefetch measured
-// slower in the compiled step, codegen/cuda/emit.py). Attention at 1024, 4096 and 16384:
+// reached 0.97x this set's tokens/s (bench/decode_qwen3_1.7b_kernel_sets_h200.json, later: 635.0
+// against 645.4, 1.70x the torch static + compile + graph peer). This set runs where it is asked
+// for (CudaKernels), as the benches' baseline, and for the slots where it is still faster. Measured
+// on the H200 at Qwen3-1.7B's decode shape (2026-12-04, bench/engine_kernels.py, CUDA-graph
+// medians, us, hand-written / compiled): q/k/v 7.60 / 7.19, o_proj 5.29 / 4.93, gate/up +
+// SwiGLU 14.93 / 14.81, down 11.70 / 9.23: faster compiled. Still faster here: lm_head + the next
+// token 155.12 / 159.46 (f5533a6: the compiled head's matmul one wave of 1056 CTAs, 156.7 alone;
+// the rest is its argmax's merge and the step's two torch ops, which this kernel's epilogue does),
+// and attention at context 128 6.19 / 6.83 (this kernel asks L2 for its slice's cached keys before
+// its PDL wait, overlapping the kernel before; the compiled slot waits first: such a prefetch
+// measured slower in the compiled step, codegen/cuda/emit.py). Attention at 1024, 4096 and 16384:
 // 8.80 / 7.74, 14.88 / 14.39, 37.73 / 38.76 (55910e9, keys counted in int).
 //
 // Every entry checks its arguments (names, dtypes, shapes, layouts, one CUDA device) before it
