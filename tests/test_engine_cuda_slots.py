@@ -45,7 +45,7 @@ def test_it_takes_bf16_models_of_its_shapes_on_cuda_only() -> None:
     assert "head_dim" in CudaKernels.unsupported(odd_head, BF16, cuda)
     wide_group = DecoderSpec(hidden=256, heads=32, kv_heads=2, head_dim=64, vocab=512, eps=1e-6, max_positions=64)
     assert "query heads per KV head" in CudaKernels.unsupported(wide_group, BF16, cuda)
-    assert not isinstance(default_kernels(SPEC, BF16, torch.device("cpu")), CudaKernels)
+    assert not isinstance(default_kernels(BF16, torch.device("cpu")), CudaKernels)
 
 
 def test_each_slot_calls_its_kernel() -> None:
@@ -94,4 +94,4 @@ def test_what_the_kernels_do_not_take_runs_the_torch_slots() -> None:
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the engine's default on a machine without CUDA")
 def test_a_cpu_engine_defaults_to_the_compiled_slots() -> None:
-    assert default_kernels(SPEC, BF16, torch.device("cpu")).name == "compiled"
+    assert default_kernels(BF16, torch.device("cpu")).name == "compiled"

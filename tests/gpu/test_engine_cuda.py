@@ -246,9 +246,8 @@ def check_bf16(step: EngineStep, reference, inputs: tuple):  # noqa: ANN001, ANN
 
 def test_a_bf16_model_on_cuda_runs_the_compiled_slots_by_default(qwen3_bf16) -> None:
     _, twin = qwen3_bf16
-    spec = twin.decoder_spec
-    assert default_kernels(spec, torch.bfloat16, torch.device("cuda")).name == "compiled"
-    assert default_kernels(spec, torch.float16, torch.device("cuda")).name == "torch"
+    assert default_kernels(torch.bfloat16, torch.device("cuda")).name == "compiled"
+    assert default_kernels(torch.float16, torch.device("cuda")).name == "torch"
     assert DecodeEngine(twin, CAPACITY).kernels.name == "compiled"
 
 

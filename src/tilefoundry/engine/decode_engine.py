@@ -78,7 +78,7 @@ def greedy_choice(logits: torch.Tensor) -> tuple[int, bool]:
     return int(chosen), bool(finite)
 
 
-def default_kernels(spec: DecoderSpec, dtype: torch.dtype, device: torch.device) -> KernelSet:
+def default_kernels(dtype: torch.dtype, device: torch.device) -> KernelSet:
     """The kernel slots an engine runs unless told otherwise: :class:`~.compiled_kernels.CompiledKernels` (every
     slot compiled from the DSL) on a CPU and for a bf16 model on a CUDA device, :class:`~.torch_kernels.TorchKernels`
     for other dtypes on CUDA. The hand-written CUDA kernels (:class:`~.cuda_kernels.CudaKernels`) run where they are
@@ -142,7 +142,7 @@ class DecodeEngine:
         self.spec: DecoderSpec = spec
         self.device = _one_device(weights)
         self.dtype = weights.dtype
-        self.kernels: KernelSet = kernels if kernels is not None else default_kernels(spec, self.dtype, self.device)
+        self.kernels: KernelSet = kernels if kernels is not None else default_kernels(self.dtype, self.device)
         chosen = kernels is not None
         if graph and self.device.type != "cuda":
             raise ValueError(f"DecodeEngine: graph=True captures CUDA graphs, which need the weights on a CUDA "
