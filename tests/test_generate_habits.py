@@ -289,3 +289,22 @@ def test_bad_thread_counts_are_refused(value, error) -> None:
 
     with pytest.raises(error, match="threads must be an integer >= 1"):
         set_threads(value)
+
+
+@pytest.mark.parametrize(("value", "threads"), [("1", 1), ("3", 3), ("2,1", 2), (" 4 ", 4)])
+def test_the_default_thread_count_is_omp_num_threads_where_it_is_set(monkeypatch, value: str, threads: int) -> None:
+    from tilefoundry.runtime.threads import default_threads
+
+    monkeypatch.setenv("OMP_NUM_THREADS", value)
+    assert default_threads() == threads
+
+
+@pytest.mark.parametrize("value", ["0", "many", "-2"])
+def test_an_omp_num_threads_that_is_no_count_is_ignored_with_a_warning(monkeypatch, value: str) -> None:
+    from tilefoundry.runtime.threads import default_threads, physical_cores
+
+    monkeypatch.setenv("OMP_NUM_THREADS", value)
+    with pytest.warns(RuntimeWarning, match=rf"OMP_NUM_THREADS='{value}' is not a thread count"):
+        assert default_threads() == physical_cores()
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert default_threads() == physical_cores()

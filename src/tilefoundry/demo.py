@@ -27,7 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-new-tokens", type=int, default=96)
     parser.add_argument("--backend", choices=("reference", "twin"), default="twin")
     parser.add_argument("--threads", type=int, default=None,
-                        help="CPU threads (default: the physical cores this process may run on)")
+                        help="CPU threads (default: $OMP_NUM_THREADS where it is set, else the physical cores this "
+                             "process may run on)")
     args = parser.parse_args(argv)
     threads = set_threads(args.threads)
     try:

@@ -39,8 +39,8 @@ A prompt longer than the model's positions allow (with --max-new-tokens) is refu
 --truncate left keeps its last tokens instead. Generation also stops when the text reaches a --stop string
 (matched on the detokenised text, across tokens; the stop string is not printed).
 
---threads sets the CPU threads of torch and of the compiled kernels (default: the physical cores this
-process may run on; more only makes the threads wait on each other).
+--threads sets the CPU threads of torch and of the compiled kernels (default: $OMP_NUM_THREADS where it is
+set, else the physical cores this process may run on; more only makes the threads wait on each other).
 
 The folder is read locally, and a model id is looked up in the local Hugging Face cache ($HF_HUB_CACHE or
 $HF_HOME/hub); nothing is ever downloaded (the Hugging Face libraries run offline).

@@ -53,8 +53,8 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allow-unused", action="store_true",
                         help="accept checkpoint tensors no declared weight reads (refused by default)")
     parser.add_argument("--threads", type=checked(int, _positive, "an integer"), default=None,
-                        help="CPU threads for torch and the compiled kernels (default: the physical cores this "
-                             "process may run on)")
+                        help="CPU threads for torch and the compiled kernels (default: $OMP_NUM_THREADS where it "
+                             "is set, else the physical cores this process may run on)")
 
 
 def add_text_options(parser: argparse.ArgumentParser) -> None:
