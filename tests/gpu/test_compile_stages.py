@@ -140,7 +140,7 @@ def test_an_argmax_after_a_norm_an_epilogue_or_a_streamed_matmul_matches_the_eva
 def test_a_head_whose_last_tile_overlaps_the_one_before_matches_the_evaluator_on_cuda(name: str) -> None:
     """Vocabularies of more tiles than one wave of CTAs (Qwen3's 151936, a prime): one wave of wider tiles, the last
     shifted back to end at the vocabulary's end, the token planted in the columns two tiles share and in the last
-    column; a sum or an epilogue reading memory: tiles dividing the vocabulary."""
+    column; a sum, an epilogue reading memory or the logits alone: tiles dividing the vocabulary."""
     compiled = jit(RaggedHeads).functions[name]
     fn = RaggedHeads.functions[name]
     sums = allclose(atol=2.0, rtol=2**-7)  # bf16 results of 151936 terms

@@ -7,9 +7,10 @@ and tile of ``MATMUL_TILE_N`` output columns (the largest divisor of N up to it;
 each CTA's view of ``a`` (M x K), ``b`` (K x tile) and ``out`` (M x tile) starts where its row offset says,
 and ``ops::matmul`` computes the tile, every element a dot product accumulated in the op's accumulate
 dtype (f32 for 16-bit inputs), its tier chosen from the views' layouts (contiguous runs of K: a warp a dot
-product in 16-byte groups). On CUDA a head over a large vocabulary (more tiles than CTAs in one wave) takes one
-wave of wider tiles instead, where no divisor of N need exist: the last tile is shifted back to end at N, and
-computes again columns the one before computed, where the call allows that (``_may_overlap``).
+product in 16-byte groups). On CUDA a head over a large vocabulary with reductions fused after it (greedy decoding's;
+more tiles than CTAs in one wave) takes one wave of wider tiles instead, where no divisor of N need exist: the last
+tile is shifted back to end at N, and computes again columns the one before computed, where the call allows that
+(``_may_overlap``).
 
 On CUDA (sm_90 on) a large weight takes the streamed schedule instead (``_cuda_stream_tile``): about two CTAs
 an SM of ``CUDA_STREAM_THREADS``, each given a ring of shared memory (a workspace the call takes first, in the
@@ -64,13 +65,15 @@ CUDA_DOT_TILE_N = 16
 CUDA_DOT_MIN_CTAS = 512
 CUDA_DOT_MIN_TILE_N = 4
 # ... and where N / CUDA_DOT_TILE_N would make more CTAs than one wave of them (CUDA_DOT_WAVE_CTAS: eight CTAs of
-# CUDA_MATMUL_THREADS on each of the H200's 132 SMs), as many tiles as one wave, each a multiple of the largest tile
-# (the last one shifted back to end at N, computing again columns the one before computed: where the call allows it,
-# _may_overlap). Measured on the H200, the greedy head at Qwen3-1.7B's shape (151936 x 2048, its norm, argmax, largest
-# and smallest fused; CUDA-graph medians, 20 launches): 9496 CTAs of 16 columns 168.4 us; 1056 CTAs of 144 columns
-# 159.4 (the hand-written kernel 154.7); 528 CTAs 174.0, 2112 165.2, 3168 161.4; 4748 CTAs of 32 columns 162.0. The
-# streamed schedule over 264 such tiles of 576 columns was slower still (196-200 us; with a ring of 96 KiB, 199;
-# 396 CTAs, 196).
+# CUDA_MATMUL_THREADS on each of the H200's 132 SMs) and reductions are fused after the matmul (reduce_epilogue.py:
+# greedy decoding's head), as many tiles as one wave, each a multiple of the largest tile (the last one shifted back
+# to end at N, computing again columns the one before computed: where the call allows it, _may_overlap). Measured on
+# the H200, the greedy head at Qwen3-1.7B's shape (151936 x 2048, its norm, argmax, largest and smallest fused;
+# CUDA-graph medians, 20 launches): 9496 CTAs of 16 columns 168.4 us; 1056 CTAs of 144 columns 159.4 (the
+# hand-written kernel 154.7); 528 CTAs 174.0, 2112 165.2, 3168 161.4; 4748 CTAs of 32 columns 162.0. The streamed
+# schedule over 264 such tiles of 576 columns was slower still (196-200 us; with a ring of 96 KiB, 199; 396 CTAs,
+# 196). The sampling head (logits alone, of a row count known at launch) was slower in one wave, 157.9 -> 185.8 us
+# (the hand-written kernel 149.2), and keeps its tiles, as does any matmul without fused reductions.
 CUDA_DOT_WAVE_CTAS = 1056
 # ... of a pair of matmuls (pairs.py: two weight rows an output column) at most this many columns. Measured on the
 # H200, gate/up + norm + SwiGLU at Qwen3-1.7B's shape (12288 x 2048, the interleaved weight): 8 columns 15.1 us
@@ -111,21 +114,21 @@ def _tile(n: Dim, most: int, panel: int = 1) -> Dim:
     return max((t for t in divisors if t % panel == 0), default=max(divisors))
 
 
-def _cuda_dot_tile(n: Dim, batch: Dim, pair: bool, overlap: bool) -> tuple[Dim, int]:
+def _cuda_dot_tile(n: Dim, batch: Dim, pair: bool, wave: bool) -> tuple[Dim, int]:
     """The columns of a CUDA CTA in the dot-product tier, and the columns its last tile shares with the one before
     it: the largest divisor of ``n`` up to CUDA_DOT_TILE_N (CUDA_DOT_PAIR_TILE_N of a ``pair``), halved while it
     divides ``n``, stays at least CUDA_DOT_MIN_TILE_N (its half, of a pair) and the grid (``batch`` elements times
     ``n / tile``) has fewer than CUDA_DOT_MIN_CTAS CTAs, sharing nothing. Where that grid would have more than
-    CUDA_DOT_WAVE_CTAS CTAs (a vocabulary's head), no batch axes, and the call may compute a column twice
-    (``overlap``: ``_may_overlap``), CUDA_DOT_WAVE_CTAS tiles of a multiple of the largest tile cover ``n`` instead,
-    the last one shifted back to end at ``n``."""
+    CUDA_DOT_WAVE_CTAS CTAs (a vocabulary's head), no batch axes, and the call takes one wave (``wave``: reductions
+    fused after it, and it may compute a column twice), CUDA_DOT_WAVE_CTAS tiles of a multiple of the largest tile
+    cover ``n`` instead, the last one shifted back to end at ``n``."""
     most = CUDA_DOT_PAIR_TILE_N if pair else CUDA_DOT_TILE_N
     tile = _tile(n, most)
     least = CUDA_DOT_MIN_TILE_N // 2 if pair else CUDA_DOT_MIN_TILE_N
     while (isinstance(n, int) and isinstance(batch, int) and isinstance(tile, int) and tile % 2 == 0
            and tile // 2 >= least and n % (tile // 2) == 0 and batch * (n // tile) < CUDA_DOT_MIN_CTAS):
         tile //= 2
-    if not (overlap and isinstance(n, int) and isinstance(tile, int) and dims_equal(batch, 1)
+    if not (wave and isinstance(n, int) and isinstance(tile, int) and dims_equal(batch, 1)
             and n // tile > CUDA_DOT_WAVE_CTAS):
         return tile, 0
     wide = -(-n // CUDA_DOT_WAVE_CTAS)
@@ -207,7 +210,8 @@ def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int,
             elems = CUDA_STREAM_RING_BYTES * 8 // weight_dtype.bits
             ring = Buffer("ring", weight_dtype, Storage.smem, (elems,), TLayout((elems,), (1,)))
         else:
-            tile, shared = _cuda_dot_tile(n, product(batch), pair is not None, _may_overlap(epilogue, list(reductions)))
+            wave = bool(reductions) and _may_overlap(epilogue, list(reductions))
+            tile, shared = _cuda_dot_tile(n, product(batch), pair is not None, wave)
     else:
         tile = _tile(n, MATMUL_TILE_N, 1 if cuda else CPU_PANEL_N)
     tiles = (1 if dims_equal(tile, n) else n // tile) if not shared else -(-n // tile)  # type: ignore[operator]
