@@ -102,6 +102,20 @@ def test_none_for_an_input_or_an_output_is_a_type_error_naming_it(rms: CompiledM
         red(torch.randn(2, 5), torch.empty(2), None, torch.empty(2))
 
 
+@pytest.mark.parametrize("value", [3, 2.5, [[1.0, 2.0]], "x"])
+def test_a_value_that_is_no_tensor_is_a_type_error_naming_the_parameter(rms: CompiledModule, value) -> None:
+    x, w = _x()
+    out = torch.full_like(x, float("nan"))
+    kind = type(value).__name__
+    with pytest.raises(TypeError, match=rf"rms_norm: input x is not a tensor but {kind} .*declared Tensor\[.*pass a "
+                                        r"tensor \(a torch.Tensor, or any DLPack tensor\)"):
+        rms(value, w, out)
+    with pytest.raises(TypeError, match=rf"rms_norm: output out is not a tensor but {kind} "):
+        rms(x, w, value)
+    assert out.isnan().all()  # nothing ran
+
+
+
 @module(entry="scaled_norm", target="cpu")
 class TwoKernels:
     @func

@@ -80,6 +80,10 @@ class CompiledModule(RuntimeModule):
                        f"pass a tensor for every output, or none of them ({_names(abi.output_params)}) to have them "
                        "allocated")
                 raise TypeError(f"{abi.name}: {role} {p.name} is None; {way}")
+            if not _is_tensor(a):
+                role = "input" if i < n_in else "output"
+                raise TypeError(f"{abi.name}: {role} {p.name} is not a tensor but {type(a).__name__} {_short(a)}, "
+                                f"declared {p.type}; pass a tensor (a torch.Tensor, or any DLPack tensor)")
         if len(args) == n_in:
             outputs = self._allocate(args)
             self.fn(*args, *outputs)
@@ -123,6 +127,17 @@ class CompiledModule(RuntimeModule):
 
     def __repr__(self) -> str:
         return f"<CompiledModule {self.type}>"
+
+
+def _is_tensor(value: Any) -> bool:
+    """Whether ``value`` is what the entry's tensor parameters take: a torch tensor or a DLPack exporter."""
+    return isinstance(value, torch.Tensor) or (hasattr(value, "__dlpack__") and hasattr(value, "__dlpack_device__"))
+
+
+def _short(value: Any) -> str:
+    """``value``'s repr, cut to a line's worth."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _names(params: tuple[Any, ...]) -> str:
