@@ -23,6 +23,7 @@ from tests.test_compile_pairs import Pairs
 from tests.test_compile_prologue import Prologues
 from tests.test_compile_reduce_epilogue import Argmaxes, RaggedHeads, Reductions
 from tests.test_compile_rope_cache import RopeCache
+from tests.test_compile_split import Splits
 from tilefoundry import lower
 from tilefoundry.codegen import generate, link
 from tilefoundry.codegen.options import CompilerOptions
@@ -61,6 +62,7 @@ def _everything() -> TirModule:
               "matmul": dict(Matmuls.functions), "streamed": dict(Streamed.functions),
               "rope": dict(RopeCache.functions), "argmax": dict(Argmaxes.functions),
               "reductions": dict(Reductions.functions), "ragged": dict(RaggedHeads.functions),
+              "split": dict(Splits.functions),
               "moe": {"moe": _moe_slot()}}
     seen: dict[str, int] = {}
     for fns in groups.values():

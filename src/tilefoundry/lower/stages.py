@@ -118,7 +118,8 @@ def _split(prog: Program, storage: dict[int, tuple[Dim, ...]]) -> StagedProgram:
             views[id(op.outputs[0])] = index_view(prog, op, view(op.inputs[0]), view(op.inputs[1]))
             continue
         if op.op in VIEW_OPS or (op.op in ("reshard", "local") and id(op.inputs[0]) in views):
-            views[id(op.outputs[0])] = view_of_op(prog, op, view(op.inputs[0]))
+            for i, out in enumerate(op.outputs):  # a split's parts, else the one result
+                views[id(out)] = view_of_op(prog, op, view(op.inputs[0]), i)
             continue
         if op.op == "constant":
             continue  # copied into the stages that read it

@@ -1,14 +1,14 @@
-"""Views: ``transpose``, ``reshape``, ``slice``, ``repeat_interleave`` and the placement aliases as layouts of the
-memory they read.
+"""Views: ``transpose``, ``reshape``, ``slice``, ``split``, ``repeat_interleave`` and the placement aliases as layouts
+of the memory they read.
 
 A view op moves no data. Each value of a program is a :class:`View` of the memory of a *root* value (a
 parameter or an op's result): its shape, the stride of each axis in elements, an offset, and for each axis
 how many consecutive indices read one element (``repeats``: a key-value head read by several query heads
 is ``repeat_interleave`` of the head axis, index ``h`` reading ``h // repeats``). A transposed weight is the
 weight with two strides swapped; a reshape of a contiguous value is the value itself; a slice moves the
-offset. A root is stored row-major unless the lowering chose another order for it (``storage``: a result
-written in the order its reader wants). A reshape that no strides express (merging axes a transpose has
-split apart) is refused: it would need a copy.
+offset, and so does each part of a split (a slice of its own along the split axis). A root is stored row-major
+unless the lowering chose another order for it (``storage``: a result written in the order its reader wants). A
+reshape that no strides express (merging axes a transpose has split apart) is refused: it would need a copy.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from ..tir.stmt import Gather, RowOffset
 from .errors import LoweringError
 from .program import Op, Program, Val
 
-VIEW_OPS = frozenset({"transpose", "reshape", "slice", "repeat_interleave", "index_select"})
+VIEW_OPS = frozenset({"transpose", "reshape", "slice", "split", "repeat_interleave", "index_select"})
 _ALIASES = frozenset({"reshard", "local"})
 
 
@@ -139,8 +139,9 @@ def storage_for(view: View) -> tuple[Dim, ...] | None:
     return tuple(strides)
 
 
-def view_of_op(prog: Program, op: Op, src: View) -> View:
-    """The view ``op`` (a view op or a placement alias) makes of its operand's view ``src``."""
+def view_of_op(prog: Program, op: Op, src: View, output: int = 0) -> View:
+    """The view ``op`` (a view op or a placement alias) makes of its operand's view ``src`` as its result
+    ``output`` (a split's part; every other view op has one result)."""
     if op.op in _ALIASES:
         return src
     if op.op == "transpose":
@@ -167,6 +168,10 @@ def view_of_op(prog: Program, op: Op, src: View) -> View:
         offset = total([src.offset, *(product((a, s)) for a, s in zip(op.attrs["starts"], src.strides))])
         return View(src.root, tuple(op.attrs["sizes"]), tuple(product((s, k)) for s, k in zip(src.strides, steps)),
                     offset)
+    if op.op == "split":  # part ``output``: the slice of its extent along the axis
+        axis, shape = op.attrs["axis"], op.outputs[output].type.shape
+        start = product((output, shape[axis], src.strides[axis]))
+        return View(src.root, shape, src.strides, total([src.offset, start]))
     if op.op == "reshape":
         strides = _reshaped(src.shape, src.strides, op.outputs[0].type.shape)
         if strides is None:
