@@ -16,6 +16,7 @@ import shutil
 
 import pytest
 
+from tests.test_compile_concat import Joins
 from tests.test_compile_epilogue import Epilogues
 from tests.test_compile_families import _family, _functions
 from tests.test_compile_matmul import Matmuls, Streamed
@@ -62,7 +63,7 @@ def _everything() -> TirModule:
               "matmul": dict(Matmuls.functions), "streamed": dict(Streamed.functions),
               "rope": dict(RopeCache.functions), "argmax": dict(Argmaxes.functions),
               "reductions": dict(Reductions.functions), "ragged": dict(RaggedHeads.functions),
-              "split": dict(Splits.functions),
+              "split": dict(Splits.functions), "join": dict(Joins.functions),
               "moe": {"moe": _moe_slot()}}
     seen: dict[str, int] = {}
     for fns in groups.values():

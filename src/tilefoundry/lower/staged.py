@@ -35,7 +35,7 @@ from .rope import RowsInto, rope_bodies
 from .rowwise import lower_rows
 from .schedule import Declared
 from .stages import StagedProgram, split_stages, sub_program
-from .views import GatheredAxis, Strided, View, rows_contiguous
+from .views import GatheredAxis, Strided, View, row_major, rows_contiguous
 
 
 def lower_staged(prog: Program, target: Target, declared: Declared) -> PrimFunc:
@@ -185,7 +185,39 @@ class _Stages:
             return self.rope(name, op, views, outs)
         if stage.kind == "attention":
             return self.attention(name, op, views, outs[0])
+        if stage.kind in ("concat", "stack"):
+            return self.join(name, op, views, outs[0])
         return self.cache_update(name, op, views, outs[0])
+
+    def join(self, name: str, op: Op, views: list[View], out: View) -> list[StageCall]:
+        """``concat`` or ``stack``: each operand copied into its place in the result (a row-wise kernel each, writing
+        through the result's strides from where the operand's part starts: after the parts before it along the
+        axis, or at its index along the new axis)."""
+        if not out.contiguous:
+            raise LoweringError(op.op, self.prog.name, "its result is read through a layout of its own; not "
+                                "compiled yet", op.loc)
+        result = op.outputs[0]
+        axis = op.attrs["axis"]  # normalised by the IR: an axis of the result
+        if op.op == "stack" and axis == len(result.type.shape) - 1 and len(views) > 1:
+            raise LoweringError(op.op, self.prog.name, "along the last axis it interleaves its operands' elements, "
+                                "which a row-wise kernel (rows of consecutive elements) does not write; not compiled "
+                                "yet: stack along an earlier axis", op.loc)
+        strides = row_major(result.type.shape)
+        calls = []
+        start: Dim = 0
+        for i, view in enumerate(views):
+            part = Val(TensorType(view.shape, view.root.type.dtype), f"{result.name}_part{i}", param=f"part{i}")
+            self.staged.views[id(part)] = view
+            sub = Program(self.prog.name, self.prog.function, (part,), [], (part,), self.prog.structure,
+                          self.prog.namer)
+            if op.op == "concat":
+                into, base = strides, product((start, strides[axis]))
+                start = total([start, view.shape[axis]])
+            else:
+                into, base = strides[:axis] + strides[axis + 1:], product((i, strides[axis]))
+            written = {output_params(sub)[0].name: Strided(into, (1,) * len(into), (), (), base)}
+            calls.append(self.rows(f"{name}_part{i}", sub, [part], [self.homes[id(result)]], written))
+        return calls
 
     def rope(self, name: str, op: Op, views: list[View], outs: list[View]) -> list[StageCall]:
         """The rope's two kernels, q's and k's: each reads its row (through its norm, ``prologue.py``) and the cos

@@ -27,8 +27,9 @@ from .views import VIEW_OPS, Regroup, View, index_view, rows_contiguous, storage
 MATMUL_OPS = frozenset({"matmul"})
 # Ops with kernels of their own (a stage each): rope rotates a row by rows read at positions on the device; a
 # cache update copies the cache and writes the new rows at a position read on the device.
-# attention (recognised by fuse_attention.py) runs the keys' slices and their combine.
-OWN_KERNEL_OPS = frozenset({"rope", "cache_update", "attention"})
+# attention (recognised by fuse_attention.py) runs the keys' slices and their combine. concat and stack copy each
+# operand into its place in the result (staged.py's join), a kernel each.
+OWN_KERNEL_OPS = frozenset({"rope", "cache_update", "attention", "concat", "stack"})
 # Ops whose result may be stored in any order of its axes (written through the strides a later reshape reads).
 STRIDED_RESULT_OPS = MATMUL_OPS | {"attention"}
 
