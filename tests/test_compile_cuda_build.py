@@ -23,6 +23,7 @@ from tests.test_compile_matmul import Matmuls, Streamed
 from tests.test_compile_pairs import Pairs
 from tests.test_compile_prologue import Prologues
 from tests.test_compile_reduce_epilogue import Argmaxes, RaggedHeads, Reductions
+from tests.test_compile_reference_qwen3 import reference_functions
 from tests.test_compile_rope_cache import RopeCache
 from tests.test_compile_split import Splits
 from tilefoundry import lower
@@ -63,7 +64,7 @@ def _everything() -> TirModule:
               "matmul": dict(Matmuls.functions), "streamed": dict(Streamed.functions),
               "rope": dict(RopeCache.functions), "argmax": dict(Argmaxes.functions),
               "reductions": dict(Reductions.functions), "ragged": dict(RaggedHeads.functions),
-              "split": dict(Splits.functions), "join": dict(Joins.functions),
+              "split": dict(Splits.functions), "join": dict(Joins.functions), "reference": reference_functions(),
               "moe": {"moe": _moe_slot()}}
     seen: dict[str, int] = {}
     for fns in groups.values():

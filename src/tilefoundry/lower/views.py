@@ -150,6 +150,12 @@ def view_of_op(prog: Program, op: Op, src: View, output: int = 0) -> View:
                     tuple(src.repeats[p] for p in perm), tuple((perm.index(a), i, n) for a, i, n in src.gathers))
     if op.op == "index_select":
         raise AssertionError("index_select views are made by index_view")  # pragma: no cover
+    if op.op == "reshape" and src.gathers:  # only axes of extent 1 added or dropped: the rows stay picked
+        axes = _unit_reshape(src.shape, op.outputs[0].type.shape)
+        if axes is not None and all(a in axes for a, _, _ in src.gathers):
+            return View(src.root, op.outputs[0].type.shape, tuple(0 if a is None else src.strides[a] for a in axes),
+                        src.offset, tuple(1 if a is None else src.repeats[a] for a in axes),
+                        tuple((axes.index(a), i, n) for a, i, n in src.gathers))
     if src.gathers:
         raise LoweringError(op.op, prog.name, f"of a view {src} whose rows are picked by positions (index_select); "
                             f"apply {op.op} before the index_select instead", op.loc)
@@ -195,6 +201,19 @@ def index_view(prog: Program, op: Op, src: View, index: View) -> View:
                             "compiled yet", op.loc)
     shape = tuple(index.shape[0] if a == dim else d for a, d in enumerate(src.shape))
     return View(src.root, shape, src.strides, src.offset, src.repeats, ((dim, index, src.shape[dim]),))
+
+
+def _unit_reshape(shape: tuple[Dim, ...], new: tuple[Dim, ...]) -> list[int | None] | None:
+    """For a reshape of ``shape`` into ``new`` that only adds or drops axes of extent 1: each new axis's old axis
+    (None for an added one); None for any other reshape."""
+    old = [a for a, d in enumerate(shape) if not dims_equal(d, 1)]
+    kept = [a for a, d in enumerate(new) if not dims_equal(d, 1)]
+    if len(old) != len(kept) or any(not dims_equal(shape[o], new[k]) for o, k in zip(old, kept)):
+        return None
+    axes: list[int | None] = [None] * len(new)
+    for o, k in zip(old, kept):
+        axes[k] = o
+    return axes
 
 
 def _reshaped(shape: tuple[Dim, ...], strides: tuple[Dim, ...], new: tuple[Dim, ...]) -> tuple[Dim, ...] | None:
