@@ -6,7 +6,8 @@ allocates. Each stage is lowered on its own, and bound to the homes of what it r
 stage by the row-wise lowering, reading views through their strides (``views.Strided``: a transposed head, an
 embedding's rows at the token ids); a matmul by ``matmul.py``; rope by ``rope.py``; a cache update as a
 row-wise copy of the cache and a row-wise write of the new rows at the position read on the device, the rows
-past ``n_new`` or past the cache's end left alone.
+past ``n_new`` or past the cache's end left alone; a concat or stack as a row-wise copy of each operand into its
+place in the result (``join``).
 
 New rows a rope computes for a cache update and nothing else reads (the rotated keys of a decode step) are written
 by the rope into the cache directly (``direct_cache_rows``): no temporary, no write stage; the cache's copy (none

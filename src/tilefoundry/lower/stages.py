@@ -1,8 +1,8 @@
 """Stages: a function the row-wise schedule cannot run in one kernel, cut into kernels run one after another.
 
 A function with a ``matmul`` or a view op is cut, in program order, into stages: each matmul is a stage of
-its own (``matmul.py`` lowers it), and so are rope (``rope.py``), a cache update and a reduction across rows
-(``reduce_axis.py``), and the other ops are grouped greedily into row-wise stages, a stage
+its own (``matmul.py`` lowers it), and so are rope (``rope.py``), a cache update, a concat or stack and a
+reduction across rows (``reduce_axis.py``), and the other ops are grouped greedily into row-wise stages, a stage
 growing while the row-wise analysis still accepts it (``rows.py``; a function's ops stay in their order, so
 every stage reads only what earlier stages wrote). View ops run nowhere: each value is a view of a root's
 memory (``views.py``), and a stage reads a view through strides. Constants are copied into every stage that
