@@ -26,6 +26,7 @@ from tests.test_compile_reduce_epilogue import Argmaxes, RaggedHeads, Reductions
 from tests.test_compile_reference_qwen3 import reference_functions
 from tests.test_compile_rope_cache import RopeCache
 from tests.test_compile_split import Splits
+from tests.test_compile_zeros import Zeros
 from tilefoundry import lower
 from tilefoundry.codegen import generate, link
 from tilefoundry.codegen.options import CompilerOptions
@@ -65,6 +66,7 @@ def _everything() -> TirModule:
               "rope": dict(RopeCache.functions), "argmax": dict(Argmaxes.functions),
               "reductions": dict(Reductions.functions), "ragged": dict(RaggedHeads.functions),
               "split": dict(Splits.functions), "join": dict(Joins.functions), "reference": reference_functions(),
+              "zeros": dict(Zeros.functions),
               "moe": {"moe": _moe_slot()}}
     seen: dict[str, int] = {}
     for fns in groups.values():

@@ -27,8 +27,8 @@ from .program import Op, Val
 from .stages import Stage, StagedProgram
 from .views import View
 
-# The elementwise ops of one element each (full_like makes a tensor, reshard / local place one).
-EPILOGUE_OPS = ELEMENTWISE_OPS - {"full_like", "reshard", "local"}
+# The elementwise ops of one element each (full_like and zeros make a tensor, reshard / local place one).
+EPILOGUE_OPS = ELEMENTWISE_OPS - {"full_like", "zeros", "reshard", "local"}
 
 
 def fuse_epilogues(staged: StagedProgram) -> StagedProgram:

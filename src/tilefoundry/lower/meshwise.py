@@ -130,8 +130,9 @@ class _MeshLowering:
         self.held[id(out)] = dst
         if op.op == "reduce":
             self._reduce(op, dst, origin)
-        elif op.op == "full_like":
-            self.emit(OpCall("fill", None, (literal(op.attrs["value"], out.type.dtype),), dst.buffer, origin))
+        elif op.op in ("full_like", "zeros"):
+            value = op.attrs["value"] if op.op == "full_like" else 0
+            self.emit(OpCall("fill", None, (literal(value, out.type.dtype),), dst.buffer, origin))
         elif op.op in UNARY_OPS:
             src = self._buffer_operand(op, op.inputs[0], st)
             tag = unary_tag(op.op, op.attrs, op.inputs[0].type.dtype, op.outputs[0].type.dtype)

@@ -26,7 +26,7 @@ BINARY_TAGS = {
 UNARY_OPS = frozenset(UNARY_TAGS) | {"cast", "gelu", "clamp", "softplus"}
 # Every elementwise op both lowerings (rowwise.py, meshwise.py) compile: the result is aligned with its
 # operands by broadcasting (right-aligned axes). reshard and local are aliases of their operand.
-ELEMENTWISE_OPS = UNARY_OPS | frozenset(BINARY_TAGS) | {"where", "full_like", "reshard", "local"}
+ELEMENTWISE_OPS = UNARY_OPS | frozenset(BINARY_TAGS) | {"where", "full_like", "zeros", "reshard", "local"}
 REDUCE_TAGS = {"sum": "sum_op", "mean": "mean_op", "max": "max_op", "min": "min_op", "abs_max": "absmax_op"}
 
 # Element types the generated code computes in (8-bit floats have no arithmetic in the runtime yet).

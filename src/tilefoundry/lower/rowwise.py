@@ -227,9 +227,9 @@ class _RowLowering:
         if any(id(self.operand.get(id(v))) in self.in_flight for v in op.inputs):
             where.append(AsyncWait(origin))  # the staged copies land before their first reader
             self.in_flight.clear()
-        if op.op == "full_like":
-            where.append(OpCall("fill", None, (literal(op.attrs["value"], out.type.dtype),), self.result(out),
-                                origin))
+        if op.op in ("full_like", "zeros"):
+            value = op.attrs["value"] if op.op == "full_like" else 0
+            where.append(OpCall("fill", None, (literal(value, out.type.dtype),), self.result(out), origin))
         elif op.op in UNARY_OPS or op.op in BINARY_TAGS or op.op == "where":
             family, tag = elementwise_call(op.op, op.attrs, op.inputs[0].type.dtype, op.outputs[0].type.dtype)
             if family == "binary":
