@@ -24,6 +24,8 @@ from tests.compile_kernels import caches_in_place, compiled_only, evaluator_refu
 from tests.test_compile_attention import CASES as ATTENTION_CASES  # noqa: E402
 from tests.test_compile_attention import Attention, check_far_query_positions  # noqa: E402
 from tests.test_compile_attention import _inputs as attention_inputs  # noqa: E402
+from tests.test_compile_concat import Joins  # noqa: E402
+from tests.test_compile_concat import _inputs as join_inputs  # noqa: E402
 from tests.test_compile_epilogue import BF16 as EPILOGUE_BF16  # noqa: E402
 from tests.test_compile_epilogue import F32 as EPILOGUE_F32  # noqa: E402
 from tests.test_compile_epilogue import Epilogues  # noqa: E402
@@ -41,10 +43,16 @@ from tests.test_compile_reduce_epilogue import (  # noqa: E402
     ragged_inputs,
 )
 from tests.test_compile_reduce_epilogue import _inputs as reduction_inputs  # noqa: E402
+from tests.test_compile_reference_qwen3 import _random as reference_inputs  # noqa: E402
+from tests.test_compile_reference_qwen3 import reference_functions  # noqa: E402
 from tests.test_compile_rope_cache import BF16 as ROPE_BF16  # noqa: E402
 from tests.test_compile_rope_cache import CASES as ROPE_CASES  # noqa: E402
 from tests.test_compile_rope_cache import RopeCache  # noqa: E402
 from tests.test_compile_rope_cache import _inputs as rope_inputs  # noqa: E402
+from tests.test_compile_split import CASES as SPLIT_CASES  # noqa: E402
+from tests.test_compile_split import Splits  # noqa: E402
+from tests.test_compile_zeros import CASES as ZERO_CASES  # noqa: E402
+from tests.test_compile_zeros import Zeros  # noqa: E402
 
 from tilefoundry import jit  # noqa: E402
 from tilefoundry.runtime.check import allclose, check, equal  # noqa: E402
@@ -62,7 +70,8 @@ def built() -> None:
     from tilefoundry.lower import lower
     from tilefoundry.target import CudaTarget
 
-    fns = [Matmuls, Streamed, Attention, Epilogues, RopeCache, Argmaxes, Reductions, RaggedHeads,
+    fns = [Matmuls, Streamed, Attention, Epilogues, RopeCache, Argmaxes, Reductions, RaggedHeads, Splits, Joins, Zeros,
+           *reference_functions().values(),
            *(fn for fam, dt in FAMILIES for fn in _functions(_family(fam, dt)).values())]
     linkables = [generate(lower(f, CudaTarget())) for f in fns]
     with ThreadPoolExecutor(max_workers=max(1, min(len(linkables), os.cpu_count() or 1))) as pool:
@@ -223,6 +232,41 @@ def test_a_streamed_matmul_matches_the_evaluator_on_cuda(name: str) -> None:
     for m in (1, 2, 3, 17):
         report = check(compiled_only(compiled), fn, streamed_inputs(name, m, "cuda"), expect={"output": [expect]})
         assert report.passed, f"{name} at M = {m}:\n{report}"
+
+
+@pytest.mark.parametrize("group, name", [*(("split", n) for n in sorted(Splits.functions)),
+                                          *(("join", n) for n in sorted(Joins.functions)),
+                                          *(("zeros", n) for n in sorted(Zeros.functions))])
+def test_split_parts_joins_and_zeros_match_the_evaluator_on_cuda(group: str, name: str) -> None:
+    """split's parts read as offsets, concat's and stack's operands copied into place, zeros filled, on the GPU."""
+    module, cases = {"split": (Splits, SPLIT_CASES), "join": (Joins, None), "zeros": (Zeros, ZERO_CASES)}[group]
+    fn = module.functions[name]
+    compiled = jit(module).functions[name]
+    outs = fn.output_types
+    types = outs if isinstance(outs, tuple) else (outs,)
+    paths = [f"output[{i}]" for i in range(len(outs))] if isinstance(outs, tuple) else ["output"]
+    expect = {p: [allclose(atol=1e-5, rtol=1e-5) if t.dtype.name == "f32" else equal()]
+              for p, t in zip(paths, types)}
+    for seed in range(2):
+        g = torch.Generator().manual_seed(seed)
+        args = join_inputs(name, g) if cases is None else cases[name](g)
+        report = check(compiled_only(compiled), fn, _cuda(args), expect=expect)
+        assert report.passed, f"{group} {name}, seed {seed}:\n{report}"
+
+
+def test_the_reference_style_qwen3_functions_match_the_evaluator_on_cuda() -> None:
+    """tests/reference_qwen3.py's functions that compile (its cache grown by concat, its embedding through a
+    reshape of the picked rows), at a decode step over an empty and a 5-entry cache, against the evaluator."""
+    for name, fn in reference_functions().items():
+        compiled = jit(fn)
+        outs = fn.output_types
+        paths = [f"output[{i}]" for i in range(len(outs))] if isinstance(outs, tuple) else ["output"]
+        for sizes in ({"seq": 1, "ctx_len": 0}, {"seq": 1, "ctx_len": 5}, {"seq": 6, "ctx_len": 0}):
+            if name == "decode" and sizes["seq"] != 1:
+                continue
+            report = check(compiled_only(compiled), fn, _cuda(reference_inputs(fn, sizes, 0)),
+                           expect={p: [allclose(atol=1e-4, rtol=1e-4)] for p in paths})
+            assert report.passed, f"{name} at {sizes}:\n{report}"
 
 
 @pytest.mark.parametrize("fam, dtype", FAMILIES, ids=lambda v: str(v))
