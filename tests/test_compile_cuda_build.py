@@ -19,6 +19,7 @@ import pytest
 from tests.test_compile_concat import Joins
 from tests.test_compile_epilogue import Epilogues
 from tests.test_compile_families import _family, _functions
+from tests.test_compile_index_copy import IndexCopies
 from tests.test_compile_matmul import Matmuls, Streamed
 from tests.test_compile_pairs import Pairs
 from tests.test_compile_prologue import Prologues
@@ -66,7 +67,7 @@ def _everything() -> TirModule:
               "rope": dict(RopeCache.functions), "argmax": dict(Argmaxes.functions),
               "reductions": dict(Reductions.functions), "ragged": dict(RaggedHeads.functions),
               "split": dict(Splits.functions), "join": dict(Joins.functions), "reference": reference_functions(),
-              "zeros": dict(Zeros.functions),
+              "zeros": dict(Zeros.functions), "index_copy": dict(IndexCopies.functions),
               "moe": {"moe": _moe_slot()}}
     seen: dict[str, int] = {}
     for fns in groups.values():

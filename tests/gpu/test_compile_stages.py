@@ -31,6 +31,8 @@ from tests.test_compile_epilogue import F32 as EPILOGUE_F32  # noqa: E402
 from tests.test_compile_epilogue import Epilogues  # noqa: E402
 from tests.test_compile_epilogue import _inputs as epilogue_inputs  # noqa: E402
 from tests.test_compile_families import BF16, F32, _expect, _family, _functions, _inputs  # noqa: E402
+from tests.test_compile_index_copy import CASES as INDEX_CASES  # noqa: E402
+from tests.test_compile_index_copy import IndexCopies  # noqa: E402
 from tests.test_compile_matmul import Matmuls, Streamed, streamed_inputs  # noqa: E402
 from tests.test_compile_matmul import _inputs as matmul_inputs  # noqa: E402
 from tests.test_compile_reduce_epilogue import (  # noqa: E402
@@ -71,6 +73,7 @@ def built() -> None:
     from tilefoundry.target import CudaTarget
 
     fns = [Matmuls, Streamed, Attention, Epilogues, RopeCache, Argmaxes, Reductions, RaggedHeads, Splits, Joins, Zeros,
+           IndexCopies,
            *reference_functions().values(),
            *(fn for fam, dt in FAMILIES for fn in _functions(_family(fam, dt)).values())]
     linkables = [generate(lower(f, CudaTarget())) for f in fns]
@@ -236,10 +239,13 @@ def test_a_streamed_matmul_matches_the_evaluator_on_cuda(name: str) -> None:
 
 @pytest.mark.parametrize("group, name", [*(("split", n) for n in sorted(Splits.functions)),
                                           *(("join", n) for n in sorted(Joins.functions)),
-                                          *(("zeros", n) for n in sorted(Zeros.functions))])
-def test_split_parts_joins_and_zeros_match_the_evaluator_on_cuda(group: str, name: str) -> None:
-    """split's parts read as offsets, concat's and stack's operands copied into place, zeros filled, on the GPU."""
-    module, cases = {"split": (Splits, SPLIT_CASES), "join": (Joins, None), "zeros": (Zeros, ZERO_CASES)}[group]
+                                          *(("zeros", n) for n in sorted(Zeros.functions)),
+                                          *(("index_copy", n) for n in sorted(IndexCopies.functions))])
+def test_split_parts_joins_zeros_and_index_copies_match_the_evaluator_on_cuda(group: str, name: str) -> None:
+    """split's parts read as offsets, concat's and stack's operands copied into place, zeros filled, index_copy's
+    rows written at positions read on the device, on the GPU."""
+    module, cases = {"split": (Splits, SPLIT_CASES), "join": (Joins, None), "zeros": (Zeros, ZERO_CASES),
+                     "index_copy": (IndexCopies, INDEX_CASES)}[group]
     fn = module.functions[name]
     compiled = jit(module).functions[name]
     outs = fn.output_types
@@ -249,7 +255,8 @@ def test_split_parts_joins_and_zeros_match_the_evaluator_on_cuda(group: str, nam
               for p, t in zip(paths, types)}
     for seed in range(2):
         g = torch.Generator().manual_seed(seed)
-        args = join_inputs(name, g) if cases is None else cases[name](g)
+        args = (join_inputs(name, g) if cases is None else cases[name]() if group == "index_copy"
+                else cases[name](g))
         report = check(compiled_only(compiled), fn, _cuda(args), expect=expect)
         assert report.passed, f"{group} {name}, seed {seed}:\n{report}"
 

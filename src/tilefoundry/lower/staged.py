@@ -188,7 +188,42 @@ class _Stages:
             return self.attention(name, op, views, outs[0])
         if stage.kind in ("concat", "stack"):
             return self.join(name, op, views, outs[0])
+        if stage.kind == "index_copy":
+            return self.index_copy(name, op, views, outs[0])
         return self.cache_update(name, op, views, outs[0])
+
+    def index_copy(self, name: str, op: Op, views: list[View], out: View) -> list[StageCall]:
+        """``index_copy(x, index, source, dim)``: x copied into the result, then row ``i`` of the source written at
+        position ``index[i]`` (read on the device, checked against the axis's extent) of axis ``dim``. A position
+        the index holds twice is written by two rows, in no set order (torch's CUDA index_copy leaves it so too)."""
+        x, index, source = views
+        dim = op.attrs["dim"]
+        result = op.outputs[0]
+        if dim == len(result.type.shape) - 1:
+            raise LoweringError(op.op, self.prog.name, "along the last axis it scatters elements within each row, "
+                                "which a row-wise kernel (rows of consecutive elements) does not write; not compiled "
+                                "yet: index_copy along an earlier axis", op.loc)
+        if not out.contiguous:
+            raise LoweringError(op.op, self.prog.name, "its result is read through a layout of its own; not "
+                                "compiled yet", op.loc)
+        if (len(index.shape) != 1 or index.gathers or not dims_equal(index.offset, 0)
+                or any(r != 1 for r in index.repeats)):
+            raise LoweringError(op.op, self.prog.name, f"its index {index} is not a plain 1-D tensor; not compiled "
+                                "yet", op.loc)
+        home = self.homes[id(result)]
+        old = Val(TensorType(x.shape, x.root.type.dtype), f"{result.name}_old", param="old")
+        self.staged.views[id(old)] = x
+        sub = Program(self.prog.name, self.prog.function, (old,), [], (old,), self.prog.structure, self.prog.namer)
+        copy = self.rows(f"{name}_copy", sub, [old], [home])
+        rows = Val(TensorType(source.shape, source.root.type.dtype), f"{result.name}_rows", param="rows")
+        self.staged.views[id(rows)] = source
+        sub = Program(self.prog.name, self.prog.function, (rows,), [], (rows,), self.prog.structure, self.prog.namer)
+        strides = row_major(result.type.shape)
+        at = GatheredAxis(dim, self.home(index.root, op), index.strides[0], result.type.shape[dim],
+                          f"positions of {result.name}")
+        written = {output_params(sub)[0].name: Strided(strides, (1,) * len(strides), (at,))}
+        write = self.rows(f"{name}_write", sub, [rows], [home], written, (), (index.root,))
+        return [copy, write]
 
     def join(self, name: str, op: Op, views: list[View], out: View) -> list[StageCall]:
         """``concat`` or ``stack``: each operand copied into its place in the result (a row-wise kernel each, writing

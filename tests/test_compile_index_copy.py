@@ -1,0 +1,83 @@
+"""``index_copy`` compiles: x copied into the result, then the source's rows written at the positions the index holds
+(read on the device, each checked against the axis's extent before any write), a row-wise kernel each. Jitted for the
+CPU against the evaluator (the compiled code alone: the evaluator patched to raise, outputs handed in filled with NaN),
+their CUDA source built with nvcc in tests/test_compile_cuda_build.py. ``index_add`` (rows summed where the index
+repeats a position) and an ``index_copy`` along the last axis are refused with the reason and the way out.
+
+Every value is copied or computed by one elementwise op on both sides: exact.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.compile_kernels import compiled_only
+from tilefoundry import func, jit, lower, module
+from tilefoundry.dsl import DimVar, Tensor, tf
+from tilefoundry.lower import LoweringError
+from tilefoundry.runtime.check import check, equal
+
+pytestmark = pytest.mark.usefixtures("compile_cache")
+
+N = DimVar("n", 1, 32)
+
+
+@module(entry="rows")
+class IndexCopies:
+    @func
+    def rows(x: Tensor[(6, 8), "f32"], idx: Tensor[(3,), "i64"], src: Tensor[(3, 8), "f32"]):
+        """Rows of a matrix replaced (an expert's tokens written back)."""
+        return tf.index_copy(x, idx, src)
+
+    @func
+    def middle(x: Tensor[(2, 5, 4), "bf16"], idx: Tensor[(N,), "i64"], src: Tensor[(2, N, 4), "bf16"]):
+        """Along a middle axis, as many positions as the index holds at launch."""
+        return tf.index_copy(x, idx, src, dim=1)
+
+    @func
+    def computed(x: Tensor[(6, 8), "f32"], idx: Tensor[(2,), "i32"], src: Tensor[(2, 8), "f32"]):
+        """Computed operands, an i32 index, and an op after it."""
+        return tf.index_copy(x * 2.0, idx, src + 1.0) - 1.0
+
+
+CASES = {
+    "rows": lambda: (torch.randn(6, 8), torch.tensor([4, 0, 2]), torch.randn(3, 8)),
+    "middle": lambda: (torch.randn(2, 5, 4).bfloat16(), torch.tensor([3, 1]), torch.randn(2, 2, 4).bfloat16()),
+    "computed": lambda: (torch.randn(6, 8), torch.tensor([5, 1], dtype=torch.int32), torch.randn(2, 8)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_index_copy_matches_the_evaluator(name: str) -> None:
+    fn = IndexCopies.functions[name]
+    compiled = jit(IndexCopies, target="cpu").functions[name]
+    torch.manual_seed(7)
+    report = check(compiled_only(compiled), fn, CASES[name](), expect={"output": [equal()]})
+    assert report.passed, f"{name}:\n{report}"
+
+
+def test_a_position_outside_the_axis_is_refused_before_anything_is_written() -> None:
+    compiled = jit(IndexCopies, target="cpu").functions["rows"]
+    out = torch.full((6, 8), float("nan"))
+    with pytest.raises(ValueError, match=r"argument idx holds the position 9 \(element 1\), outside the 6 positions"
+                                         r".*pass positions in \[0, 6\)"):
+        compiled(torch.randn(6, 8), torch.tensor([4, 9, 2]), torch.randn(3, 8), out)
+    assert out.isnan().all()
+
+
+def test_index_add_and_a_scatter_along_the_last_axis_are_refused_saying_why() -> None:
+    @func
+    def summed(x: Tensor[(6, 8), "f32"], idx: Tensor[(3,), "i64"], src: Tensor[(3, 8), "f32"]):
+        return tf.index_add(x, idx, src)
+
+    @func
+    def within_rows(x: Tensor[(6, 8), "f32"], idx: Tensor[(3,), "i64"], src: Tensor[(6, 3), "f32"]):
+        return tf.index_copy(x, idx, src, dim=1)
+
+    with pytest.raises(LoweringError, match=r"index_add in summed: index_add adds rows at positions its index may "
+                                            r"hold more than once .* index_copy writes rows at distinct positions"):
+        lower(summed, "cpu")
+    with pytest.raises(LoweringError, match=r"index_copy in within_rows: along the last axis it scatters elements "
+                                            r"within each row.* index_copy along an earlier axis"):
+        lower(within_rows, "cpu")
