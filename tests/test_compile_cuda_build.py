@@ -23,6 +23,7 @@ from tests.test_compile_index_copy import IndexCopies
 from tests.test_compile_matmul import Matmuls, Streamed
 from tests.test_compile_pairs import Pairs
 from tests.test_compile_prologue import Prologues
+from tests.test_compile_reduce_axes import Reductions as AxisReductions
 from tests.test_compile_reduce_epilogue import Argmaxes, RaggedHeads, Reductions
 from tests.test_compile_reference_qwen3 import reference_functions
 from tests.test_compile_rope_cache import RopeCache
@@ -68,6 +69,7 @@ def _everything() -> TirModule:
               "reductions": dict(Reductions.functions), "ragged": dict(RaggedHeads.functions),
               "split": dict(Splits.functions), "join": dict(Joins.functions), "reference": reference_functions(),
               "zeros": dict(Zeros.functions), "index_copy": dict(IndexCopies.functions),
+              "reduce_axes": dict(AxisReductions.functions),
               "moe": {"moe": _moe_slot()}}
     seen: dict[str, int] = {}
     for fns in groups.values():

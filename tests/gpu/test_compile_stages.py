@@ -35,6 +35,8 @@ from tests.test_compile_index_copy import CASES as INDEX_CASES  # noqa: E402
 from tests.test_compile_index_copy import IndexCopies  # noqa: E402
 from tests.test_compile_matmul import Matmuls, Streamed, streamed_inputs  # noqa: E402
 from tests.test_compile_matmul import _inputs as matmul_inputs  # noqa: E402
+from tests.test_compile_reduce_axes import CASES as AXIS_CASES  # noqa: E402
+from tests.test_compile_reduce_axes import Reductions as AxisReductions  # noqa: E402
 from tests.test_compile_reduce_epilogue import (  # noqa: E402
     Argmaxes,
     RaggedHeads,
@@ -73,7 +75,7 @@ def built() -> None:
     from tilefoundry.target import CudaTarget
 
     fns = [Matmuls, Streamed, Attention, Epilogues, RopeCache, Argmaxes, Reductions, RaggedHeads, Splits, Joins, Zeros,
-           IndexCopies,
+           IndexCopies, AxisReductions,
            *reference_functions().values(),
            *(fn for fam, dt in FAMILIES for fn in _functions(_family(fam, dt)).values())]
     linkables = [generate(lower(f, CudaTarget())) for f in fns]
@@ -274,6 +276,15 @@ def test_the_reference_style_qwen3_functions_match_the_evaluator_on_cuda() -> No
             report = check(compiled_only(compiled), fn, _cuda(reference_inputs(fn, sizes, 0)),
                            expect={p: [allclose(atol=1e-4, rtol=1e-4)] for p in paths})
             assert report.passed, f"{name} at {sizes}:\n{report}"
+
+
+@pytest.mark.parametrize("name", sorted(AXIS_CASES))
+def test_a_reduction_over_several_axes_matches_the_evaluator_on_cuda(name: str) -> None:
+    shape, dtype, predicate = AXIS_CASES[name]
+    compiled = jit(AxisReductions).functions[name]
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(1)).to(dtype)
+    report = check(compiled_only(compiled), AxisReductions.functions[name], _cuda((x,)), expect={"output": [predicate]})
+    assert report.passed, f"{name}:\n{report}"
 
 
 @pytest.mark.parametrize("fam, dtype", FAMILIES, ids=lambda v: str(v))
