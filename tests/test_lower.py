@@ -106,7 +106,7 @@ def _refused_kernel(which: str) -> object:
 
 
 @pytest.mark.parametrize("op, why", [
-    ("arange", "changes the shape of the data"),
+    ("arange", "makes positions, which a compiled kernel does not compute yet; pass them in as a parameter"),
     ("softmax", "runs along the last axis only"),
     ("argmax", "takes the argmax along the last axis only"),
 ])

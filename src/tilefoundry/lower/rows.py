@@ -178,6 +178,9 @@ def _why_not(op: Op) -> str:
         return "matmul is not compiled yet (the row-wise compiler covers elementwise ops and reductions)"
     if op.op in ("rope", "index_select", "cache_update"):
         return f"{op.op} reads across rows or gathers; the row-wise compiler covers elementwise ops and reductions"
+    if op.op == "arange":
+        return ("arange makes positions, which a compiled kernel does not compute yet; pass them in as a parameter "
+                "(torch.arange(...) on the caller's side, as pos_ids are passed)")
     if op.op == "index_add":
         return ("index_add adds rows at positions its index may hold more than once (torch sums them), which "
                 "row-wise kernels writing in parallel do not; not compiled yet: index_copy writes rows at distinct "
