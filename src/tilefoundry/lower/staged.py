@@ -36,7 +36,7 @@ from .rope import RowsInto, rope_bodies
 from .rowwise import lower_rows
 from .schedule import Declared
 from .stages import StagedProgram, split_stages, sub_program
-from .views import GatheredAxis, Strided, View, row_major, rows_contiguous
+from .views import GatheredAxis, Strided, View, require_plain_index, row_major, rows_contiguous
 
 
 def lower_staged(prog: Program, target: Target, declared: Declared) -> PrimFunc:
@@ -206,23 +206,14 @@ class _Stages:
         if not out.contiguous:
             raise LoweringError(op.op, self.prog.name, "its result is read through a layout of its own; not "
                                 "compiled yet", op.loc)
-        if (len(index.shape) != 1 or index.gathers or not dims_equal(index.offset, 0)
-                or any(r != 1 for r in index.repeats)):
-            raise LoweringError(op.op, self.prog.name, f"its index {index} is not a plain 1-D tensor; not compiled "
-                                "yet", op.loc)
+        require_plain_index(self.prog.name, op, index)
         home = self.homes[id(result)]
-        old = Val(TensorType(x.shape, x.root.type.dtype), f"{result.name}_old", param="old")
-        self.staged.views[id(old)] = x
-        sub = Program(self.prog.name, self.prog.function, (old,), [], (old,), self.prog.structure, self.prog.namer)
-        copy = self.rows(f"{name}_copy", sub, [old], [home])
-        rows = Val(TensorType(source.shape, source.root.type.dtype), f"{result.name}_rows", param="rows")
-        self.staged.views[id(rows)] = source
-        sub = Program(self.prog.name, self.prog.function, (rows,), [], (rows,), self.prog.structure, self.prog.namer)
+        copy = self.copy_rows(f"{name}_copy", x, f"{result.name}_old", "old", home)
         strides = row_major(result.type.shape)
         at = GatheredAxis(dim, self.home(index.root, op), index.strides[0], result.type.shape[dim],
                           f"positions of {result.name}")
-        written = {output_params(sub)[0].name: Strided(strides, (1,) * len(strides), (at,))}
-        write = self.rows(f"{name}_write", sub, [rows], [home], written, (), (index.root,))
+        write = self.copy_rows(f"{name}_write", source, f"{result.name}_rows", "rows", home,
+                               Strided(strides, (1,) * len(strides), (at,)), (), (index.root,))
         return [copy, write]
 
     def join(self, name: str, op: Op, views: list[View], out: View) -> list[StageCall]:
@@ -242,17 +233,13 @@ class _Stages:
         calls = []
         start: Dim = 0
         for i, view in enumerate(views):
-            part = Val(TensorType(view.shape, view.root.type.dtype), f"{result.name}_part{i}", param=f"part{i}")
-            self.staged.views[id(part)] = view
-            sub = Program(self.prog.name, self.prog.function, (part,), [], (part,), self.prog.structure,
-                          self.prog.namer)
             if op.op == "concat":
                 into, base = strides, product((start, strides[axis]))
                 start = total([start, view.shape[axis]])
             else:
                 into, base = strides[:axis] + strides[axis + 1:], product((i, strides[axis]))
-            written = {output_params(sub)[0].name: Strided(into, (1,) * len(into), (), (), base)}
-            calls.append(self.rows(f"{name}_part{i}", sub, [part], [self.homes[id(result)]], written))
+            calls.append(self.copy_rows(f"{name}_part{i}", view, f"{result.name}_part{i}", f"part{i}",
+                                        self.homes[id(result)], Strided(into, (1,) * len(into), (), (), base)))
         return calls
 
     def rope(self, name: str, op: Op, views: list[View], outs: list[View]) -> list[StageCall]:
@@ -452,6 +439,18 @@ class _Stages:
         mentioned = dimvars_of(_dims(fn))
         return tuple(b for b in self.bindings if b.dimvar in mentioned)
 
+    def copy_rows(self, kernel: str, view: View, name: str, param: str, home: str, into: Strided | None = None,
+                  guard: tuple[Bound, ...] = (), positions: tuple[Val, ...] = ()) -> StageCall:
+        """A row-wise kernel ``kernel`` copying ``view`` (read through its strides) into the parameter ``home``:
+        in order, or through ``into`` (the strides, positions and start its rows are written at), the rows outside
+        ``guard`` left alone; ``name`` and ``param`` name the copied value and the kernel's parameter for it, and
+        ``positions`` are the integer tensors ``into`` and ``guard`` read on the device."""
+        p = Val(TensorType(view.shape, view.root.type.dtype), name, param=param)
+        self.staged.views[id(p)] = view
+        sub = Program(self.prog.name, self.prog.function, (p,), [], (p,), self.prog.structure, self.prog.namer)
+        written = {output_params(sub)[0].name: into} if into is not None else None
+        return self.rows(kernel, sub, [p], [home], written, guard, positions)
+
     def copy(self, v: Val, out: KernelParam, k: int) -> StageCall:
         """A row-wise stage copying ``v`` (through its view) into the caller's output ``out``."""
         view = self.staged.view(v)
@@ -459,10 +458,7 @@ class _Stages:
         if root.constant or id(root) not in self.homes:
             raise LoweringError("return", self.prog.name, f"it returns {v.name}, which no stage computes (a "
                                 "constant); not compiled yet", self.prog.function.loc)
-        p = Val(TensorType(v.type.shape, v.type.dtype), f"{v.name}_src", param=f"{v.name}_src")
-        sub = Program(self.prog.name, self.prog.function, (p,), [], (p,), self.prog.structure, self.prog.namer)
-        self.staged.views[id(p)] = view
-        return self.rows(f"{self.prog.name}_stage{k}", sub, [p], [out.name])
+        return self.copy_rows(f"{self.prog.name}_stage{k}", view, f"{v.name}_src", f"{v.name}_src", out.name)
 
     def cache_update(self, name: str, op: Op, views: list[View], out: View) -> list[StageCall]:
         """``cache_update(cache, cur_pos, n_new, new)``: the cache copied into the result, then the new rows
@@ -476,10 +472,7 @@ class _Stages:
             raise LoweringError(op.op, self.prog.name, "its result is read through a layout of its own; not "
                                 "compiled yet", op.loc)
         result = op.outputs[0]
-        src = Val(TensorType(cache.shape, cache.root.type.dtype), f"{op.outputs[0].name}_old", param="old")
-        self.staged.views[id(src)] = cache
-        sub = Program(self.prog.name, self.prog.function, (src,), [], (src,), self.prog.structure, self.prog.namer)
-        copy = self.rows(f"{name}_copy", sub, [src], [self.homes[id(result)]])
+        copy = self.copy_rows(f"{name}_copy", cache, f"{result.name}_old", "old", self.homes[id(result)])
         in_place = self.in_place(op, cache, result)
         if in_place:
             copy.unless_same = (self.homes[id(cache.root)], self.homes[id(result)])
@@ -487,15 +480,10 @@ class _Stages:
         if id(new.root) in self.direct:  # the rope computing the new rows writes them (rope())
             self.prelude.append(copy)
             return []
-        rows = Val(TensorType(new.shape, new.root.type.dtype), f"{op.outputs[0].name}_new", param="new")
-        self.staged.views[id(rows)] = new
         strides = out.strides
         at, guard, write = self.cache_rows(op, cache, pos, n_new, new, out)
-        sub = Program(self.prog.name, self.prog.function, (rows,), [], (rows,), self.prog.structure, self.prog.namer)
-        out_names = output_params(sub)
-        scatter = self.rows(f"{name}_write", sub, [rows], [self.homes[id(result)]],
-                            {out_names[0].name: Strided(strides, (1,) * len(strides), (), (at,))}, guard,
-                            (pos.root, n_new.root))
+        scatter = self.copy_rows(f"{name}_write", new, f"{result.name}_new", "new", self.homes[id(result)],
+                                 Strided(strides, (1,) * len(strides), (), (at,)), guard, (pos.root, n_new.root))
         scatter.cache_writes = (write,)
         return [copy, scatter]
 

@@ -189,13 +189,19 @@ def view_of_op(prog: Program, op: Op, src: View, output: int = 0) -> View:
     raise AssertionError(op.op)  # pragma: no cover - callers pass view ops only
 
 
+def require_plain_index(function: str, op: Op, index: View) -> None:
+    """Refuse (naming ``op`` in ``function``) an ``index`` of positions that is not a plain 1-D tensor: one axis,
+    from its start, none of its elements picked or repeated."""
+    if len(index.shape) != 1 or not dims_equal(index.offset, 0) or index.gathers or any(r != 1 for r in
+                                                                                          index.repeats):
+        raise LoweringError(op.op, function, f"its index {index} is not a plain 1-D tensor; not compiled yet", op.loc)
+
+
 def index_view(prog: Program, op: Op, src: View, index: View) -> View:
     """``index_select(x, index, dim)`` as a view of ``x``'s memory: axis ``dim`` indexed through ``index``'s
     positions (an embedding's rows at the token ids)."""
     dim = op.attrs["dim"]
-    if len(index.shape) != 1 or not dims_equal(index.offset, 0) or index.gathers or any(r != 1 for r in
-                                                                                          index.repeats):
-        raise LoweringError(op.op, prog.name, f"its index {index} is not a plain 1-D tensor; not compiled yet", op.loc)
+    require_plain_index(prog.name, op, index)
     if src.gathers or src.repeats[dim] != 1:
         raise LoweringError(op.op, prog.name, f"of a view {src} whose axis {dim} is already picked or repeated; not "
                             "compiled yet", op.loc)
