@@ -26,7 +26,7 @@ from ..tir.function import KernelParam, PrimFunc, Schedule
 from ..tir.mesh import TMesh
 from ..tir.stmt import AliasView, Alloc, GmemView, MeshScope, OpCall, Origin, Stmt, Sync, Tag
 from .errors import LoweringError
-from .opmap import BINARY_TAGS, COMPILED_DTYPES, REDUCE_TAGS, UNARY_OPS, literal, unary_tag
+from .opmap import BINARY_TAGS, COMPILED_DTYPES, REDUCE_TAGS, UNARY_OPS, fill_literal, literal, unary_tag
 from .params import bind_dimvars, output_params
 from .program import Op, Program, Val
 from .schedule import Declared
@@ -131,8 +131,7 @@ class _MeshLowering:
         if op.op == "reduce":
             self._reduce(op, dst, origin)
         elif op.op in ("full_like", "zeros"):
-            value = op.attrs["value"] if op.op == "full_like" else 0
-            self.emit(OpCall("fill", None, (literal(value, out.type.dtype),), dst.buffer, origin))
+            self.emit(OpCall("fill", None, (fill_literal(op.attrs, op.op, out.type.dtype),), dst.buffer, origin))
         elif op.op in UNARY_OPS:
             src = self._buffer_operand(op, op.inputs[0], st)
             tag = unary_tag(op.op, op.attrs, op.inputs[0].type.dtype, op.outputs[0].type.dtype)

@@ -51,6 +51,11 @@ def literal(value: float | int | bool, dtype: DType) -> Literal:
 ROUNDED_TAGS = {"exp": "exp_rounded_op", "sigmoid": "sigmoid_rounded_op", "silu": "silu_rounded_op"}
 
 
+def fill_literal(attrs: dict, op: str, dtype: DType) -> Literal:
+    """What ``full_like`` (its ``value``) or ``zeros`` (0) fills its ``dtype`` tensor with."""
+    return literal(attrs["value"] if op == "full_like" else 0, dtype)
+
+
 def is_16_bit_float(dtype: DType) -> bool:
     """Whether ``dtype`` is bf16 or f16: a value rounded to it may come from ROUNDED_TAGS' forms."""
     return dtype.is_float and dtype.bits == 16

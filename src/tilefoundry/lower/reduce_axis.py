@@ -13,9 +13,7 @@ kernel. A sum or mean of 16-bit floats runs in its accumulate dtype (f32) from t
 from __future__ import annotations
 
 from ..ir.types.dim import dims_equal, product
-from ..ir.types.dtype import DType
 from ..ir.types.storage import Storage
-from ..ir.types.tensor_type import TensorType
 from ..target import CudaTarget, Target
 from ..tir.buffer import Buffer
 from ..tir.function import Schedule
@@ -23,7 +21,7 @@ from ..tir.layout import TLayout
 from ..tir.stmt import GmemView, OpCall, Origin, RowLoop, RowOffset, Stmt, Tag
 from .errors import LoweringError
 from .opmap import REDUCE_TAGS
-from .program import Op, Program, Val
+from .program import Op, Program, make_op
 from .views import View, lead_offset
 
 # Threads of a CUDA CTA folding one output row (they share its columns).
@@ -34,47 +32,23 @@ def split_reductions(prog: Program) -> Program:
     """``prog`` with each reduction over several axes cut into reductions of one axis each, the innermost first
     (removing the highest axis first keeps the others' indices); a sum or mean of values narrower than its
     accumulate dtype cast to it first and back after, so that it is rounded once as the evaluator rounds it."""
-    ops: list[Op] = []
-    for op in prog.ops:
+    ops, prog.ops = prog.ops, []
+    for op in ops:
         if op.op != "reduce" or len(op.attrs["axes"]) < 2:
-            ops.append(op)
+            prog.ops.append(op)
             continue
         (x,) = op.inputs
-        result = op.outputs[0]
         acc = op.attrs.get("acc_dtype", x.type.dtype)
         widen = op.attrs["kind"] in ("sum", "mean") and acc != x.type.dtype
-        src = x
+        v = make_op(prog, "cast", (x,), {"dtype": acc}, op, "wide") if widen else x
+        for axis in sorted(op.attrs["axes"], reverse=True):
+            v = make_op(prog, "reduce", (v,), {**op.attrs, "axes": (axis,)}, op, f"axis{axis}")
         if widen:
-            src = _cast(prog, op, x, acc, ops)
-        shape = list(src.type.shape)
-        order = sorted(op.attrs["axes"], reverse=True)
-        for j, axis in enumerate(order):
-            if op.attrs["keepdim"]:
-                shape[axis] = 1
-            else:
-                del shape[axis]
-            last = j == len(order) - 1 and not widen
-            out = result if last else Val(TensorType(tuple(shape), src.type.dtype),
-                                          prog.namer.unique(f"{result.name}_axis{axis}"))
-            one = Op("reduce", (src,), (out,), {**op.attrs, "axes": (axis,)}, op.loc, op.meshes, op.composite)
-            out.producer = one
-            ops.append(one)
-            src = out
-        if widen:
-            back = Op("cast", (src,), (result,), {"dtype": result.type.dtype}, op.loc, op.meshes, op.composite)
-            result.producer = back
-            ops.append(back)
-    prog.ops = ops
+            v = make_op(prog, "cast", (v,), {"dtype": x.type.dtype}, op, "narrow")
+        last = prog.ops[-1]  # it computes the reduction's result: that value takes the place of its own
+        last.outputs = op.outputs
+        op.outputs[0].producer = last
     return prog
-
-
-def _cast(prog: Program, op: Op, x: Val, dtype: DType, ops: list[Op]) -> Val:
-    """``x`` cast to ``dtype`` by an op appended to ``ops`` (at ``op``'s line)."""
-    wide = Val(TensorType(x.type.shape, dtype), prog.namer.unique(f"{x.name}_{dtype.name}"))
-    cast = Op("cast", (x,), (wide,), {"dtype": dtype}, op.loc, op.meshes, op.composite)
-    wide.producer = cast
-    ops.append(cast)
-    return wide
 
 
 def is_reduce_across_rows(op: Op) -> bool:

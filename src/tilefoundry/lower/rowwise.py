@@ -36,7 +36,7 @@ from ..tir.stmt import (
 )
 from .errors import LoweringError
 from .layouts import RowLayouts
-from .opmap import BINARY_TAGS, COMPILED_DTYPES, REDUCE_TAGS, UNARY_OPS, elementwise_call, literal
+from .opmap import BINARY_TAGS, COMPILED_DTYPES, REDUCE_TAGS, UNARY_OPS, elementwise_call, fill_literal, literal
 from .params import bind_dimvars, output_params
 from .program import Op, Program, Val
 from .rows import REDUCTIONS, RowForm, RowSpace, analyze_rows, has_reduction, split_rows
@@ -228,8 +228,8 @@ class _RowLowering:
             where.append(AsyncWait(origin))  # the staged copies land before their first reader
             self.in_flight.clear()
         if op.op in ("full_like", "zeros"):
-            value = op.attrs["value"] if op.op == "full_like" else 0
-            where.append(OpCall("fill", None, (literal(value, out.type.dtype),), self.result(out), origin))
+            where.append(OpCall("fill", None, (fill_literal(op.attrs, op.op, out.type.dtype),), self.result(out),
+                                origin))
         elif op.op in UNARY_OPS or op.op in BINARY_TAGS or op.op == "where":
             family, tag = elementwise_call(op.op, op.attrs, op.inputs[0].type.dtype, op.outputs[0].type.dtype)
             if family == "binary":
