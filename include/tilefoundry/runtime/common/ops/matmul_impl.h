@@ -395,6 +395,10 @@ TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, B1 const& b1, Out&& out, Epi
   int const warps = int(program_dim<detail::dependent_level<TopologyScope::thread, Out>>()) / kWarp;
   int const warp = int(tid / kWarp);
   int const lane = int(tid % kWarp);
+  // An empty tile (a DimVar at 0: attention over an empty cache) has no column group to share out
+  // (warp % groups below would divide by zero): nothing to compute, and every thread leaves
+  // together.
+  if (rows <= 0 || cols <= 0) return;
   // Fewer groups of columns than warps (a narrow tile, so that a short weight still spreads over
   // many CTAs): `split` warps share each group's K, warp w taking every split-th run of 32 lanes'
   // groups from run w / groups on, their sums met in shared memory. Warps past groups * split sit
