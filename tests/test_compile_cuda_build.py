@@ -16,6 +16,7 @@ import shutil
 
 import pytest
 
+from tests.test_compile_arange import Aranges
 from tests.test_compile_concat import Joins
 from tests.test_compile_epilogue import Epilogues
 from tests.test_compile_families import _family, _functions
@@ -69,7 +70,7 @@ def _everything() -> TirModule:
               "reductions": dict(Reductions.functions), "ragged": dict(RaggedHeads.functions),
               "split": dict(Splits.functions), "join": dict(Joins.functions), "reference": reference_functions(),
               "zeros": dict(Zeros.functions), "index_copy": dict(IndexCopies.functions),
-              "reduce_axes": dict(AxisReductions.functions),
+              "reduce_axes": dict(AxisReductions.functions), "arange": dict(Aranges.functions),
               "moe": {"moe": _moe_slot()}}
     seen: dict[str, int] = {}
     for fns in groups.values():

@@ -3,8 +3,7 @@
 parts) compiles function by function: each jitted for the CPU and compared with the evaluator (the compiled code
 alone: the evaluator patched to raise, outputs handed in filled with NaN), at a decode step over an empty cache and
 over a cache of 5 entries, and at prompts; the same functions built with nvcc in tests/test_compile_cuda_build.py.
-The prefill variant's causal mask built from ``arange`` is refused, naming the op and its line (an ``arange`` in a
-row-wise kernel is not compiled yet).
+The prefill variant's causal mask is built from two ``arange``s, computed by the compiled kernel.
 
 Tolerances: f32 throughout; sums (matmuls, norms, the softmax's) differ from the evaluator's in order only: 1e-4.
 """
@@ -17,8 +16,7 @@ import torch
 from tests.compile_kernels import compiled_only
 from tests.hf_models import CONFIGS
 from tests.reference_qwen3 import build
-from tilefoundry import jit, lower
-from tilefoundry.lower import LoweringError
+from tilefoundry import jit
 from tilefoundry.runtime.check import allclose, check, equal
 
 pytestmark = pytest.mark.usefixtures("compile_cache")
@@ -33,13 +31,13 @@ def model():  # noqa: ANN201
 
 
 def reference_functions() -> dict:
-    """The functions of the model that compile (the decode variant of attend), by name: built with nvcc in
+    """The functions of the model (attend's decode and prefill variants), by name: built with nvcc in
     tests/test_compile_cuda_build.py."""
     qwen3, _, _ = build(CONFIGS["qwen3"](), "f32")
     layer = qwen3.modules[0].functions
-    decode = next(v for v in layer["attend"].variants if v.name == "decode")
-    return {"qkv": layer["qkv"], "decode": decode, "mlp": layer["mlp"], "embed": qwen3.functions["embed"],
-            "head": qwen3.functions["head"]}
+    decode, prefill = (next(v for v in layer["attend"].variants if v.name == n) for n in ("decode", "prefill"))
+    return {"qkv": layer["qkv"], "decode": decode, "prefill": prefill, "mlp": layer["mlp"],
+            "embed": qwen3.functions["embed"], "head": qwen3.functions["head"]}
 
 
 def _random(fn, sizes: dict[str, int], seed: int) -> tuple[torch.Tensor, ...]:
@@ -93,7 +91,9 @@ def test_the_head_matches_the_evaluator(model) -> None:
     _check(model.functions["head"], {"seq": 4})
 
 
-def test_the_prefill_mask_built_from_arange_is_refused_naming_it(model) -> None:
+@pytest.mark.parametrize("ctx", [0, 5])
+def test_a_prefill_masked_by_aranges_matches_the_evaluator(model, ctx: int) -> None:
+    """The prompt's causal mask built from two ``arange``s (positions computed by the compiled kernel), over an
+    empty cache and a cache of 5 entries."""
     prefill = next(v for v in model.modules[0].functions["attend"].variants if v.name == "prefill")
-    with pytest.raises(LoweringError, match=r"(?s)cannot compile arange in prefill: .* at .*reference_qwen3\.py:\d+"):
-        lower(prefill, "cpu")
+    _check(prefill, {"seq": 6, "ctx_len": ctx})

@@ -94,9 +94,7 @@ def test_a_cuda_schedule_spreads_a_row_over_threads_in_vectors() -> None:
 def _refused_kernel(which: str) -> object:
     @func
     def kernel(x: Tensor[(4, 16), "f32"], w: ConstTensor[(16, 4), "f32"]):
-        if which == "arange":
-            y = tf.arange(16, dtype="f32") * x
-        elif which == "softmax":
+        if which == "softmax":
             y = tf.softmax(x, axis=0)
         else:
             y = tf.argmax(x, 0)
@@ -106,7 +104,6 @@ def _refused_kernel(which: str) -> object:
 
 
 @pytest.mark.parametrize("op, why", [
-    ("arange", "makes positions, which a compiled kernel does not compute yet; pass them in as a parameter"),
     ("softmax", "runs along the last axis only"),
     ("argmax", "takes the argmax along the last axis only"),
 ])

@@ -42,6 +42,26 @@ TEST(Fill, PlainAndShardTensor) {
   for (int i = 0; i < 24; ++i) EXPECT_EQ(g[i], float(i / 6));
 }
 
+TEST(Iota, PositionsOfAPlainTensorAndOfARowSplitOverInstances) {
+  // A plain tensor: each element's colexicographic position among its modes (as arg_reduce's).
+  std::vector<long> p(15, -1);
+  auto t = cute::make_tensor(p.data(), cute::make_shape(Int<3>{}, Int<5>{}));
+  ops::iota<seq<0, 1>>(t, 7, 2);
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 5; ++j) EXPECT_EQ(p[i * 1 + j * 3], 7 + 2 * (i + 3 * j));
+  }
+  // A row of 64 as a row-wise kernel lays it out (4-element vectors, 8 instances, 2 each): every
+  // instance writes its own elements, each the row's position times the step plus the start.
+  std::vector<float> g(64, -1.0f);
+  auto layout = cute::make_layout(cute::make_shape(Int<4>{}, Int<8>{}, Int<2>{}),
+                                  cute::make_stride(Int<1>{}, Int<4>{}, Int<32>{}));
+  auto mesh = make_mesh<TS::cta>(cute::make_layout(cute::make_shape(Int<8>{})));
+  auto s = make_shard_tensor(cute::make_tensor(g.data(), layout), layout,
+                             make_shard_layout(layout, cute::make_tuple(shard::S<1>{}), mesh));
+  cpu::launch(8, [&] { ops::iota<seq<0, 1, 2>>(s, -3, 3); });
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(g[i], float(-3 + 3 * i)) << i;
+}
+
 TEST(Copy, ConvertsAndFollowsLayouts) {
   tftest::Random rnd;
   SCOPED_TRACE(rnd.trace());

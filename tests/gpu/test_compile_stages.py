@@ -21,6 +21,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root, for tests.*
 
 from tests.compile_kernels import caches_in_place, compiled_only, evaluator_refuses  # noqa: E402
+from tests.test_compile_arange import CASES as ARANGE_CASES  # noqa: E402
+from tests.test_compile_arange import Aranges  # noqa: E402
 from tests.test_compile_attention import CASES as ATTENTION_CASES  # noqa: E402
 from tests.test_compile_attention import Attention, check_far_query_positions  # noqa: E402
 from tests.test_compile_attention import _inputs as attention_inputs  # noqa: E402
@@ -75,7 +77,7 @@ def built() -> None:
     from tilefoundry.target import CudaTarget
 
     fns = [Matmuls, Streamed, Attention, Epilogues, RopeCache, Argmaxes, Reductions, RaggedHeads, Splits, Joins, Zeros,
-           IndexCopies, AxisReductions,
+           IndexCopies, AxisReductions, Aranges,
            *reference_functions().values(),
            *(fn for fam, dt in FAMILIES for fn in _functions(_family(fam, dt)).values())]
     linkables = [generate(lower(f, CudaTarget())) for f in fns]
@@ -242,12 +244,14 @@ def test_a_streamed_matmul_matches_the_evaluator_on_cuda(name: str) -> None:
 @pytest.mark.parametrize("group, name", [*(("split", n) for n in sorted(Splits.functions)),
                                           *(("join", n) for n in sorted(Joins.functions)),
                                           *(("zeros", n) for n in sorted(Zeros.functions)),
-                                          *(("index_copy", n) for n in sorted(IndexCopies.functions))])
-def test_split_parts_joins_zeros_and_index_copies_match_the_evaluator_on_cuda(group: str, name: str) -> None:
-    """split's parts read as offsets, concat's and stack's operands copied into place, zeros filled, index_copy's
-    rows written at positions read on the device, on the GPU."""
+                                          *(("index_copy", n) for n in sorted(IndexCopies.functions)),
+                                          *(("arange", n) for n in sorted(Aranges.functions))])
+def test_split_parts_joins_zeros_aranges_and_index_copies_match_the_evaluator_on_cuda(group: str, name: str) -> None:
+    """split's parts read as offsets, concat's and stack's operands copied into place, zeros filled, aranges'
+    positions from each thread's place in the row, index_copy's rows written at positions read on the device, on
+    the GPU."""
     module, cases = {"split": (Splits, SPLIT_CASES), "join": (Joins, None), "zeros": (Zeros, ZERO_CASES),
-                     "index_copy": (IndexCopies, INDEX_CASES)}[group]
+                     "index_copy": (IndexCopies, INDEX_CASES), "arange": (Aranges, ARANGE_CASES)}[group]
     fn = module.functions[name]
     compiled = jit(module).functions[name]
     outs = fn.output_types
@@ -264,15 +268,17 @@ def test_split_parts_joins_zeros_and_index_copies_match_the_evaluator_on_cuda(gr
 
 
 def test_the_reference_style_qwen3_functions_match_the_evaluator_on_cuda() -> None:
-    """tests/reference_qwen3.py's functions that compile (its cache grown by concat, its embedding through a
-    reshape of the picked rows), at a decode step over an empty and a 5-entry cache, against the evaluator."""
+    """tests/reference_qwen3.py's functions (its cache grown by concat, its embedding through a reshape of the picked
+    rows, its prompt's causal mask from two aranges), at a decode step and a prompt of 6 over an empty and a 5-entry
+    cache, against the evaluator."""
     for name, fn in reference_functions().items():
         compiled = jit(fn)
         outs = fn.output_types
         paths = [f"output[{i}]" for i in range(len(outs))] if isinstance(outs, tuple) else ["output"]
-        for sizes in ({"seq": 1, "ctx_len": 0}, {"seq": 1, "ctx_len": 5}, {"seq": 6, "ctx_len": 0}):
-            if name == "decode" and sizes["seq"] != 1:
-                continue
+        for sizes in ({"seq": 1, "ctx_len": 0}, {"seq": 1, "ctx_len": 5}, {"seq": 6, "ctx_len": 0},
+                      {"seq": 6, "ctx_len": 5}):
+            if (name == "decode") != (sizes["seq"] == 1) and name in ("decode", "prefill"):
+                continue  # the variants' own sequence lengths: decode one token, prefill several
             report = check(compiled_only(compiled), fn, _cuda(reference_inputs(fn, sizes, 0)),
                            expect={p: [allclose(atol=1e-4, rtol=1e-4)] for p in paths})
             assert report.passed, f"{name} at {sizes}:\n{report}"

@@ -297,6 +297,9 @@ class KernelEmitter:
         elif s.family == "arg_reduce":
             axes = ", ".join(str(a) for a in s.axes)
             line = f"ops::arg_reduce<ops::{s.tag.name}, cute::seq<{axes}>>({args[0]}, {out});"
+        elif s.family == "iota":  # ops::iota<Axes>(out, start, step): each element start + step * its position
+            axes = ", ".join(str(a) for a in s.axes)
+            line = f"ops::iota<cute::seq<{axes}>>({out}, int64_t({self.row_offset(s.indices[0])}), {args[0]});"
         elif s.family == "reduce_parts":  # ops::reduce_parts(tile, col0, ops::part_of<Op>(values[, positions])...)
             col0 = f"int64_t({self.row_offset(s.indices[0])})"
             each = self.split_reductions(ind, s.functors, [out, *(self.buffer(b) for b in s.more_out)], "part_of")

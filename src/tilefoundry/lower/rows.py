@@ -4,8 +4,9 @@ A row-wise program iterates over ``rows = product(lead)`` rows of ``H`` elements
 its widest values are the row index, their last axis the row. Every value is, per row, either a
 *vector* (the row's H elements) or a *scalar* (one element: a reduction's result, a ``[rows, 1]``
 input), and *invariant* when it does not depend on the row (a weight, a constant). Elementwise ops
-(with broadcasting), casts, comparisons, ``where``, constants and reductions along the last axis
-(``reduce``, ``argmax``, ``topk``) keep a program row-wise; anything else is refused, naming the op. A
+(with broadcasting), casts, comparisons, ``where``, constants, ``arange`` (positions along the row, the
+same for every row) and reductions along the last axis (``reduce``, ``argmax``, ``topk``) keep a
+program row-wise; anything else is refused, naming the op. A
 ``topk`` result is a third kind of value per row: its ``k`` *picks* (neither the row nor one element),
 which the program returns as they are (no op reads them yet). A program without reductions may have
 its rows cut into shorter ones (``split_rows``), so that one long row spreads over several CTAs.
@@ -116,6 +117,9 @@ def _map_op(prog: Program, op: Op, maps: dict[int, tuple[int, ...]], row_axis: i
     if op.op == "constant":
         maps[id(op.outputs[0])] = ()
         return
+    if op.op == "arange":  # positions along the row: a vector the same for every row
+        maps[id(op.outputs[0])] = (row_axis,)
+        return
     read = next((v for v in op.inputs if id(v) in picks), None)
     if read is not None:
         if op.op not in ("reshard", "local"):
@@ -178,15 +182,12 @@ def _why_not(op: Op) -> str:
         return "matmul is not compiled yet (the row-wise compiler covers elementwise ops and reductions)"
     if op.op in ("rope", "index_select", "cache_update"):
         return f"{op.op} reads across rows or gathers; the row-wise compiler covers elementwise ops and reductions"
-    if op.op == "arange":
-        return ("arange makes positions, which a compiled kernel does not compute yet; pass them in as a parameter "
-                "(torch.arange(...) on the caller's side, as pos_ids are passed)")
     if op.op == "index_add":
         return ("index_add adds rows at positions its index may hold more than once (torch sums them), which "
                 "row-wise kernels writing in parallel do not; not compiled yet: index_copy writes rows at distinct "
                 "positions")
     return (f"{op.op} changes the shape of the data; the row-wise compiler covers elementwise ops, casts, "
-            "comparisons, where, constants and reductions along the last axis")
+            "comparisons, where, constants, arange and reductions along the last axis")
 
 
 def _extents(prog: Program, values: list[Val], maps: dict[int, tuple[int, ...]], depth: int,

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..ir.types.dim import Dim, floordiv, product
+from ..ir.types.dtype import i64
 from ..ir.types.storage import Storage
 from ..target import CudaTarget, Target
 from ..tir.buffer import Buffer, Literal, Operand
@@ -230,6 +231,9 @@ class _RowLowering:
         if op.op in ("full_like", "zeros"):
             where.append(OpCall("fill", None, (fill_literal(op.attrs, op.op, out.type.dtype),), self.result(out),
                                 origin))
+        elif op.op == "arange":  # the row's positions: start (a DimVar may be) + step * each element's place
+            where.append(OpCall("iota", None, (Literal(int(op.attrs["step"]), i64),), self.result(out), origin,
+                                axes=self.layouts.reduced_axes(), indices=(RowOffset((), (), op.attrs["start"]),)))
         elif op.op in UNARY_OPS or op.op in BINARY_TAGS or op.op == "where":
             family, tag = elementwise_call(op.op, op.attrs, op.inputs[0].type.dtype, op.outputs[0].type.dtype)
             if family == "binary":
@@ -325,7 +329,8 @@ def lower_rows(prog: Program, target: Target, declared: Declared, strided: dict[
     space = analyze_rows(prog)
     dtypes = {v.type.dtype for v in (*prog.params, *prog.outputs)}
     invariant_out = any(space.form(v).invariant for v in prog.outputs)
-    elementwise = not has_reduction(prog) and not invariant_out
+    # rows cut into segments would each count positions from 0: an arange keeps its whole row
+    elementwise = not has_reduction(prog) and not invariant_out and not any(op.op == "arange" for op in prog.ops)
     segments = row_segments(target, space.row, dtypes, declared, elementwise)
     space = split_rows(space, segments or 1)
     sched, mesh = row_schedule(target, prog.name, space.rows, space.row, dtypes, declared, invariant_out,

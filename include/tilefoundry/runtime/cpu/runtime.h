@@ -22,6 +22,7 @@
 #include <tilefoundry/runtime/cpu/ops/ternary.h>
 #include <tilefoundry/runtime/cpu/ops/reduce.h>
 #include <tilefoundry/runtime/cpu/ops/arg_reduce.h>
+#include <tilefoundry/runtime/cpu/ops/iota.h>
 #include <tilefoundry/runtime/cpu/ops/topk.h>
 #include <tilefoundry/runtime/cpu/ops/sync.h>
 #include <tilefoundry/runtime/cpu/ops/copy_async.h>

@@ -21,6 +21,7 @@
 #include <tilefoundry/runtime/cuda/ops/ternary.cuh>
 #include <tilefoundry/runtime/cuda/ops/reduce.cuh>
 #include <tilefoundry/runtime/cuda/ops/arg_reduce.cuh>
+#include <tilefoundry/runtime/cuda/ops/iota.cuh>
 #include <tilefoundry/runtime/cuda/ops/topk.cuh>
 #include <tilefoundry/runtime/cuda/ops/sync.cuh>
 #include <tilefoundry/runtime/cuda/ops/copy_async.cuh>
