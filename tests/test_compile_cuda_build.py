@@ -22,6 +22,7 @@ from tests.test_compile_epilogue import Epilogues
 from tests.test_compile_families import _family, _functions
 from tests.test_compile_index_copy import IndexCopies
 from tests.test_compile_matmul import Matmuls, Streamed
+from tests.test_compile_other_axes import OtherAxes
 from tests.test_compile_pairs import Pairs
 from tests.test_compile_prologue import Prologues
 from tests.test_compile_reduce_axes import Reductions as AxisReductions
@@ -71,6 +72,7 @@ def _everything() -> TirModule:
               "split": dict(Splits.functions), "join": dict(Joins.functions), "reference": reference_functions(),
               "zeros": dict(Zeros.functions), "index_copy": dict(IndexCopies.functions),
               "reduce_axes": dict(AxisReductions.functions), "arange": dict(Aranges.functions),
+              "other_axes": dict(OtherAxes.functions),
               "moe": {"moe": _moe_slot()}}
     seen: dict[str, int] = {}
     for fns in groups.values():

@@ -1,6 +1,6 @@
 """What the compiled rounding, division and argmax kernels give where the evaluator has no answer to compare
-with, and what the lowering still refuses: an integer floor_div / mod by zero gives 0 (torch raises, which a
-kernel cannot; the process goes on), and an argmax along another axis than the last is refused naming it.
+with: an integer floor_div / mod by zero gives 0 (torch raises, which a kernel cannot; the process goes on). An
+argmax along another axis than the last compiles: tests/test_compile_other_axes.py.
 The values against the evaluator are tests/test_compile_kernels.py's (the kernels of tests/compile_kernels.py)."""
 
 from __future__ import annotations
@@ -10,9 +10,8 @@ import torch
 
 from tests import compile_kernels as K
 from tests.compile_kernels import evaluator_refuses
-from tilefoundry import func, jit
-from tilefoundry.dsl import DimVar, Tensor, tf
-from tilefoundry.lower import LoweringError
+from tilefoundry import jit
+from tilefoundry.dsl import DimVar
 
 pytestmark = pytest.mark.usefixtures("compile_cache")
 ROWS = DimVar("rows", 0, 1 << 20)
@@ -33,12 +32,3 @@ def test_an_integer_floor_div_or_mod_by_zero_gives_zero_and_the_lowest_value_ove
         assert torch.equal(t[0], torch.zeros_like(t[0]))  # by zero: 0
     assert torch.equal(quotient[1], -a[1]) and torch.equal(remainder[1], torch.zeros_like(a[1]))  # by -1
     assert quotient[1, 3] == -(1 << 31) and wide_quotient[1, 3] == -(1 << 63)  # wraps, as torch.floor_divide
-
-
-def test_argmax_along_another_axis_than_the_last_is_refused_naming_it() -> None:
-    @func
-    def column_argmax(x: Tensor[(ROWS, 8), "f32"]):
-        return tf.argmax(x, axis=0)
-
-    with pytest.raises(LoweringError, match=r"argmax.*column_argmax.*along the last axis only"):
-        jit(column_argmax, target="cpu")

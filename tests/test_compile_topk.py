@@ -90,15 +90,6 @@ def test_sorted_false_gives_the_sorted_order() -> None:
     assert topk_disagreements(x, values, indices, 5, True) == []
 
 
-def test_topk_along_another_axis_than_the_last_is_refused_naming_it() -> None:
-    @func
-    def column_topk(x: Tensor[(ROWS, 8), "f32"]):
-        return tf.topk(x, 2, axis=0)
-
-    with pytest.raises(LoweringError, match=r"topk.*column_topk.*along the last axis only"):
-        jit(column_topk, target="cpu")
-
-
 def test_a_row_length_that_may_be_shorter_than_k_is_refused_naming_the_bound() -> None:
     short = DimVar("short", 1, 64)
 

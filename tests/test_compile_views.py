@@ -2,8 +2,8 @@
 
 A slice from a non-zero start (MoE's k-th largest routing weight), a transposed tensor whose rows stay
 contiguous (a head-major view of a token-major tensor), per-row scalars read through a transpose, and a
-result returned through a reshape, each at several row counts from one build; and the refusal of a view
-whose rows are not contiguous, naming the op.
+result returned through a reshape, each at several row counts from one build. Rows read across a transpose:
+tests/test_compile_other_axes.py.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import torch
 from tests.compile_kernels import compiled_only
 from tilefoundry import func, jit, lower, module
 from tilefoundry.dsl import DimVar, Tensor, tf
-from tilefoundry.lower import LoweringError
 from tilefoundry.runtime.check import allclose, check
 
 pytestmark = pytest.mark.usefixtures("compile_cache")
@@ -75,20 +74,3 @@ def test_the_views_are_strides_not_copies() -> None:
 def test_a_reshape_no_strides_express_reads_a_contiguous_copy() -> None:
     fn = lower(Views, "cpu").functions["heads_merged"]
     assert [s.fn.schedule.placement for s in fn.stages] == ["rows", "rows"] and len(fn.temps) == 1
-
-
-def test_a_row_read_across_a_transpose_is_refused_naming_the_op() -> None:
-    @func
-    def columns(x: Tensor[(S, 8), "f32"]):
-        return tf.exp(tf.transpose(x, (1, 0)))
-
-    with pytest.raises(LoweringError, match=r"cannot compile exp in columns: .*whose last axis is not contiguous"):
-        lower(columns, "cpu")
-
-    @func
-    def flattened_columns(x: Tensor[(S, 8), "f32"]):
-        return tf.reshape(tf.transpose(x, (1, 0)), (8 * S,)) * 2.0
-
-    with pytest.raises(LoweringError, match=r"cannot compile reshape in flattened_columns: .*would need a copy of a "
-                                            r"view whose rows are not contiguous"):
-        lower(flattened_columns, "cpu")

@@ -93,19 +93,19 @@ def test_a_cuda_schedule_spreads_a_row_over_threads_in_vectors() -> None:
 
 def _refused_kernel(which: str) -> object:
     @func
-    def kernel(x: Tensor[(4, 16), "f32"], w: ConstTensor[(16, 4), "f32"]):
-        if which == "softmax":
-            y = tf.softmax(x, axis=0)
+    def kernel(x: Tensor[(4, 16), "f32"], g: ConstTensor[(4,), "f32"], idx: Tensor[(2,), "i64"]):
+        if which == "layer_norm":
+            y = tf.layer_norm(x, g, g, axis=0)
         else:
-            y = tf.argmax(x, 0)
+            y = tf.index_add(x, idx, tf.slice(x, (0, 0), (2, 16)))
         return y
 
     return kernel
 
 
 @pytest.mark.parametrize("op, why", [
-    ("softmax", "runs along the last axis only"),
-    ("argmax", "takes the argmax along the last axis only"),
+    ("layer_norm", "runs along the last axis only"),
+    ("index_add", "adds rows at positions its index may hold more than once"),
 ])
 def test_an_op_that_cannot_be_compiled_is_refused_naming_it(op: str, why: str) -> None:
     kernel = _refused_kernel(op)

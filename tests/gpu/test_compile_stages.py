@@ -37,6 +37,10 @@ from tests.test_compile_index_copy import CASES as INDEX_CASES  # noqa: E402
 from tests.test_compile_index_copy import IndexCopies  # noqa: E402
 from tests.test_compile_matmul import Matmuls, Streamed, streamed_inputs  # noqa: E402
 from tests.test_compile_matmul import _inputs as matmul_inputs  # noqa: E402
+from tests.test_compile_other_axes import EXPECT as OTHER_AXES_EXPECT  # noqa: E402
+from tests.test_compile_other_axes import ROWS as OTHER_AXES_ROWS  # noqa: E402
+from tests.test_compile_other_axes import OtherAxes  # noqa: E402
+from tests.test_compile_other_axes import _inputs as other_axes_inputs  # noqa: E402
 from tests.test_compile_reduce_axes import CASES as AXIS_CASES  # noqa: E402
 from tests.test_compile_reduce_axes import Reductions as AxisReductions  # noqa: E402
 from tests.test_compile_reduce_epilogue import (  # noqa: E402
@@ -77,7 +81,7 @@ def built() -> None:
     from tilefoundry.target import CudaTarget
 
     fns = [Matmuls, Streamed, Attention, Epilogues, RopeCache, Argmaxes, Reductions, RaggedHeads, Splits, Joins, Zeros,
-           IndexCopies, AxisReductions, Aranges,
+           IndexCopies, AxisReductions, Aranges, OtherAxes,
            *reference_functions().values(),
            *(fn for fam, dt in FAMILIES for fn in _functions(_family(fam, dt)).values())]
     linkables = [generate(lower(f, CudaTarget())) for f in fns]
@@ -265,6 +269,20 @@ def test_split_parts_joins_zeros_aranges_and_index_copies_match_the_evaluator_on
                 else cases[name](g))
         report = check(compiled_only(compiled), fn, _cuda(args), expect=expect)
         assert report.passed, f"{group} {name}, seed {seed}:\n{report}"
+
+
+@pytest.mark.parametrize("name", sorted(OtherAxes.functions))
+def test_rows_across_a_transpose_and_picks_along_other_axes_match_the_evaluator_on_cuda(name: str) -> None:
+    """Rows read across a transpose (one element at a time, a bf16 row of 4096 beside one read in 16-byte vectors),
+    softmax across rows, argmax and topk along other axes, on the GPU."""
+    fn = OtherAxes.functions[name]
+    compiled = jit(OtherAxes).functions[name]
+    outs = fn.output_types
+    paths = [f"output[{i}]" for i in range(len(outs))] if isinstance(outs, tuple) else ["output"]
+    for s in OTHER_AXES_ROWS.get(name, (1, 7, 130)):
+        report = check(compiled_only(compiled), fn, _cuda(other_axes_inputs(name, s, s)),
+                       expect={p: [OTHER_AXES_EXPECT.get(name, equal())] for p in paths})
+        assert report.passed, f"{name} at {s}:\n{report}"
 
 
 def test_the_reference_style_qwen3_functions_match_the_evaluator_on_cuda() -> None:

@@ -32,6 +32,7 @@ from .errors import LoweringError
 from .expand import expand_composites
 from .fuse_attention import fuse_attention
 from .meshwise import is_placed, lower_mesh
+from .move_axis import picks_to_last_axis
 from .program import Program, flatten_function
 from .prologue import fuse_prologues
 from .reduce_axis import split_reductions
@@ -96,7 +97,7 @@ def lower_function(fn: Function, target: Target, declared: Declared) -> PrimFunc
             raise LoweringError(op.op, fn.name, "inside a function with its own placement (with Mesh(...)) it is "
                                 "not compiled yet; leave the function unplaced to compile it in stages", op.loc)
         return attach_workspaces(lower_mesh(prog, target, declared))
-    prog = split_reductions(prog)
+    prog = picks_to_last_axis(split_reductions(prog))
     if needs_stages(prog) or not _one_row_space(prog):
         staged = lower_staged(prog, target, declared)
         for stage in staged.stages:

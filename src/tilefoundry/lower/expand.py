@@ -75,17 +75,18 @@ def _layer_norm(prog: Program, op: Op) -> Val:
 
 
 def _softmax(prog: Program, op: Op) -> Val:
+    """Along any axis: its reductions keep that axis (of extent 1), broadcast back against x. Along the last, a
+    row-wise kernel; along another, the reductions fold rows (lower/reduce_axis.py) and the rest runs row-wise."""
     (x,) = op.inputs
-    _last_axis(prog, op, op.attrs["axis"])
     cd = compute_dtype(op)
-    last = x.type.rank - 1
+    axis = op.attrs["axis"]
     xf = _cast(prog, x, cd, op, "x")
-    mx = make_op(prog, "reduce", (xf,), {"axes": (last,), "keepdim": True, "kind": "max"}, op, "max")
+    mx = make_op(prog, "reduce", (xf,), {"axes": (axis,), "keepdim": True, "kind": "max"}, op, "max")
     shifted = make_op(prog, "sub", (xf, mx), {}, op, "shifted")
     # The exponentials feed only the result: when that is a 16-bit float they may take the faster form whose
     # error is far below its rounding (opmap.ROUNDED_TAGS).
     e = make_op(prog, "exp", (shifted,), {"rounded": True} if is_16_bit_float(x.type.dtype) else {}, op, "exp")
-    total = make_op(prog, "reduce", (e,), {"axes": (last,), "keepdim": True, "kind": "sum"}, op, "sum")
+    total = make_op(prog, "reduce", (e,), {"axes": (axis,), "keepdim": True, "kind": "sum"}, op, "sum")
     # One division per row, then a multiply per element: within an ulp or two of dividing each element
     # (the compute dtype's rounding), at a fraction of the cost of a division per element.
     inv = make_op(prog, "div", (_const(prog, 1.0, cd, op, "one"), total), {}, op, "inv_sum")

@@ -170,13 +170,21 @@ def _name_by_source(prog: Program, namer: Namer) -> None:
 def make_op(prog: Program, op: str, inputs: tuple[Val, ...], attrs: dict[str, Any], like: Op, role: str) -> Val:
     """Append a primitive op typed by its own type rule and placed as tracing places it (so an expansion types
     exactly as written ops, inside a ``with Mesh(...)`` scope too)."""
+    (out,) = make_ops(prog, op, inputs, attrs, like, role)
+    return out
+
+
+def make_ops(prog: Program, op: str, inputs: tuple[Val, ...], attrs: dict[str, Any], like: Op,
+             role: str) -> tuple[Val, ...]:
+    """``make_op`` of an op with one result or several (topk's values and indices), its results in order."""
     attrs = dict(attrs)
     definition = op_def(op)
     types = tuple(v.type for v in inputs)
     result = place_result(op, definition.family, types, attrs, definition.infer(types, attrs))
-    assert isinstance(result, TensorType)
-    out = Val(result, prog.namer.unique(f"{like.op}_{role}"))
-    new = Op(op, inputs, (out,), attrs, like.loc, like.meshes, composite=like.composite or like.op)
-    out.producer = new
+    results = result if isinstance(result, tuple) else (result,)
+    outs = tuple(Val(t, prog.namer.unique(f"{like.op}_{role}")) for t in results)
+    new = Op(op, inputs, outs, attrs, like.loc, like.meshes, composite=like.composite or like.op)
+    for out in outs:
+        out.producer = new
     prog.ops.append(new)
-    return out
+    return outs

@@ -11,9 +11,9 @@ into segments of one 16-byte vector a thread (``schedule.row_segments``), each s
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from ..ir.types.dim import Dim, floordiv, product
+from ..ir.types.dim import Dim, dims_equal, floordiv, product
 from ..ir.types.dtype import i64
 from ..ir.types.storage import Storage
 from ..target import CudaTarget, Target
@@ -93,9 +93,19 @@ class _RowLowering:
         return (self.space.row,) if form.vector else (1,)
 
     def gmem(self, name: str, v: Val, param: str) -> Buffer:
-        buf = Buffer(name, v.type.dtype, Storage.gmem, self.row_shape(v), self.layout(v, Storage.gmem))
+        layout = self.layout(v, Storage.gmem)
+        step = self.row_stride(param)
+        if not dims_equal(step, 1) and self.form(v).vector:  # a transposed view: the row's elements a stride apart
+            layout = replace(layout, stride=tuple(0 if dims_equal(s, 0) else s * step for s in layout.stride))
+        buf = Buffer(name, v.type.dtype, Storage.gmem, self.row_shape(v), layout)
         self.sec.of(self.form(v).invariant).append(GmemView(buf, param, self._offset(v, self.strided.get(param))))
         return buf
+
+    def row_stride(self, param: str) -> Dim:
+        """How far apart a row's consecutive elements lie in parameter ``param``'s memory: 1, or a view's stride along
+        its last axis (a transposed view's, 0 for one element repeated along the row)."""
+        strided = self.strided.get(param)
+        return strided.strides[-1] if strided is not None and strided.strides else 1
 
     def rmem(self, v: Val, name: str | None = None) -> Buffer:
         buf = Buffer(name or v.name, v.type.dtype, Storage.rmem, self.row_shape(v), self.layout(v, Storage.rmem))
@@ -173,7 +183,8 @@ class _RowLowering:
             repeated = stage.repeated and len(reads) > 1
             nbytes = product(self.row_shape(p)) * (p.type.dtype.bits // 8)
             if (static_row and form.vector and late and not repeated and stage.late_weights is Storage.smem
-                    and isinstance(nbytes, int) and smem_used + nbytes <= stage.smem_bytes):
+                    and isinstance(nbytes, int) and smem_used + nbytes <= stage.smem_bytes
+                    and dims_equal(self.row_stride(p.name), 1)):  # copy_async copies runs of 16 bytes
                 smem_used += nbytes
                 staged = Buffer(f"{p.name}_smem", p.type.dtype, Storage.smem, self.row_shape(p),
                                 self.layout(p, Storage.smem))

@@ -36,7 +36,7 @@ from .rope import RowsInto, rope_bodies
 from .rowwise import lower_rows
 from .schedule import Declared
 from .stages import StagedProgram, split_stages, sub_program
-from .views import GatheredAxis, Strided, View, require_plain_index, row_major, rows_contiguous
+from .views import GatheredAxis, Strided, View, require_plain_index, row_major, rows_strided
 
 
 def lower_staged(prog: Program, target: Target, declared: Declared) -> PrimFunc:
@@ -409,14 +409,16 @@ class _Stages:
         return StageCall(fn, args)
 
     def strided(self, view: View, sub: Program, v: Val) -> Strided:
-        """How a row-wise kernel reads ``view``: its row contiguous, its other axes through strides and positions."""
+        """How a row-wise kernel reads ``view``: its row through its last axis's stride (consecutive elements, or a
+        transposed axis's), its other axes through strides and positions."""
         op = next((o for o in sub.ops if any(i.name == v.name for i in o.inputs)), None)
         where = op.loc if op is not None else self.prog.function.loc
         what = op.op if op is not None else "return"
-        if not rows_contiguous(view):
-            raise LoweringError(what, self.prog.name, f"it reads {v.name}, a view {view} whose last axis is not "
-                                "contiguous; a row-wise op reads rows of consecutive elements (transpose so that the "
-                                "last axis stays last)", where)
+        if not rows_strided(view):
+            raise LoweringError(what, self.prog.name, f"it reads {v.name}, a view {view} whose last axis repeats its "
+                                "elements in runs or is indexed by positions; a row-wise op reads rows of elements "
+                                "one stride apart (repeat or index another axis, or copy the result of the "
+                                "repeat first)", where)
         gathered = tuple(GatheredAxis(axis, self.homes[id(index.root)], index.strides[0], bound,
                                       f"rows of {view.root.name}") for axis, index, bound in view.gathers)
         return Strided(view.strides, view.repeats, gathered, (), view.offset)

@@ -22,7 +22,7 @@ from .errors import LoweringError
 from .program import Op, Program, Val
 from .reduce_axis import is_reduce_across_rows
 from .rows import analyze_rows
-from .views import VIEW_OPS, Regroup, View, index_view, rows_contiguous, storage_for, view_of_op, whole
+from .views import VIEW_OPS, Regroup, View, index_view, rows_strided, storage_for, view_of_op, whole
 
 MATMUL_OPS = frozenset({"matmul"})
 # Ops with kernels of their own (a stage each): rope rotates a row by rows read at positions on the device; a
@@ -91,7 +91,7 @@ def split_stages(prog: Program) -> StagedProgram:
             strides = storage_for(e.view) if strided else None
             if strides is not None and id(root) not in storage:
                 storage[id(root)] = strides
-            elif rows_contiguous(e.view) and id(e.reshape) not in copied:
+            elif rows_strided(e.view) and id(e.reshape) not in copied:
                 copied.add(id(e.reshape))
                 _copy_before(prog, e.reshape)
             else:

@@ -8,7 +8,8 @@ is ``repeat_interleave`` of the head axis, index ``h`` reading ``h // repeats``)
 weight with two strides swapped; a reshape of a contiguous value is the value itself; a slice moves the
 offset, and so does each part of a split (a slice of its own along the split axis). A root is stored row-major
 unless the lowering chose another order for it (``storage``: a result written in the order its reader wants). A
-reshape that no strides express (merging axes a transpose has split apart) is refused: it would need a copy.
+reshape that no strides express (merging axes a transpose has split apart) needs a copy (stages.split_stages makes
+it, reading the view through its strides), refused where its rows repeat in runs or are read through positions.
 """
 
 from __future__ import annotations
@@ -109,12 +110,14 @@ class Regroup(LoweringError):
         self.reshape = op
 
 
-def rows_contiguous(view: View) -> bool:
-    """Whether ``view``'s rows (its last axis) are consecutive elements, so a row-wise op can read it."""
+def rows_strided(view: View) -> bool:
+    """Whether ``view``'s rows (its last axis) are elements one stride apart (consecutive, or a transposed axis's,
+    or one element repeated: stride 0), so a row-wise op can read them through that stride: not repeated in runs
+    (``repeat_interleave`` along the last axis) nor indexed through positions read on the device."""
     last = len(view.shape) - 1
     if last < 0 or dims_equal(view.shape[-1], 1):
         return True
-    return dims_equal(view.strides[-1], 1) and view.repeats[-1] == 1 and all(a != last for a, _, _ in view.gathers)
+    return view.repeats[-1] == 1 and all(a != last for a, _, _ in view.gathers)
 
 
 def storage_for(view: View) -> tuple[Dim, ...] | None:
@@ -182,8 +185,9 @@ def view_of_op(prog: Program, op: Op, src: View, output: int = 0) -> View:
         strides = _reshaped(src.shape, src.strides, op.outputs[0].type.shape)
         if strides is None:
             raise Regroup(LoweringError(op.op, prog.name, f"of a view {src} whose axes no strides can regroup into "
-                                        f"{op.outputs[0].type.shape} (it would need a copy of a view whose rows are "
-                                        "not contiguous, not compiled yet); reshape before the transpose instead",
+                                        f"{op.outputs[0].type.shape} (it would need a copy of a view whose rows repeat "
+                                        "in runs or are read through positions, not compiled yet); reshape before "
+                                        "the repeat or the gather instead",
                                         op.loc), src, op)
         return View(src.root, op.outputs[0].type.shape, strides, src.offset)
     raise AssertionError(op.op)  # pragma: no cover - callers pass view ops only
