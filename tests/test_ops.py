@@ -483,6 +483,8 @@ case("index_select", "embedding_rows", lambda S: [A((8, 4), const=True), A((S,),
      lambda t, i: tf.index_select(t, i), lambda t, i: t[i], lambda S: T((S, 4)))
 case("index_select", "dim1_i32", lambda S: [A((S, 8)), A((3,), "i32", below(8))],
      lambda x, i: tf.index_select(x, i, dim=1), lambda x, i: x[:, i.long()], lambda S: T((S, 3)))
+case("index_select", "torch_order", lambda S: [A((S, 8)), A((3,), "i64", below(8))],
+     lambda x, i: tf.index_select(x, 1, i), lambda x, i: torch.index_select(x, 1, i), lambda S: T((S, 3)))
 case("repeat_interleave", "axis1", lambda S: [A((S, 2, 4))], lambda x: tf.repeat_interleave(x, 3, axis=1),
      lambda x: x[:, [0, 0, 0, 1, 1, 1]], lambda S: T((S, 6, 4)))
 case("repeat_interleave", "axis0", lambda S: [A((S, 2), "i64")], lambda x: tf.repeat_interleave(x, 2, 0),

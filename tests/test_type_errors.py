@@ -188,6 +188,8 @@ CASES = [
      "matmul", [F48, "Tensor[(), f32]"], "rank >= 1 (a 0-d operand is a scalar"),
     ("rms_norm_weight_rank", [((4, 8), "f32"), ((1, 8), "f32")], lambda x, w: tf.rms_norm(x, w, 1e-6),
      "rms_norm", [F48, "Tensor[(1, 8), f32]"], "weight must have rank 1, got rank 2"),
+    ("index_select_arguments", [((4, 8), "f32"), ((2,), "i64")], lambda x, i: tf.index_select(x, i, 0, 1),
+     "index_select", [F48, "Tensor[(2,), i64]"], "takes (x, index, dim=0) or torch's order (x, dim, index); got 4"),
     ("index_rank2", [((4, 8), "f32"), ((2, 2), "i64")], lambda x, i: tf.index_select(x, i),
      "index_select", [F48, "Tensor[(2, 2), i64]"], "index must have rank 1"),
     ("transpose_perm_length", [((2, 4, 8), "f32")], lambda x: tf.transpose(x, (1, 0)),

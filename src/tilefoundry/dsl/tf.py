@@ -341,9 +341,25 @@ def split(x: Value, axis: int, num_splits: int) -> tuple[Value, ...]:
     return emit("split", (x,), {"axis": axis, "num_splits": num_splits})
 
 
-def index_select(x: Value, index: Value, dim: int = 0) -> Value:
-    """Rows (along ``dim``) of ``x`` at the integer positions ``index`` (rank 1)."""
-    return emit("index_select", (x, index), {"dim": dim})
+def index_select(x: Value, *args: Any, dim: int | None = None) -> Value:
+    """Rows (along ``dim``) of ``x`` at the integer positions ``index`` (rank 1).
+
+    Spelled ``index_select(x, index, dim=0)`` or in torch's order ``index_select(x, dim, index)``.
+    """
+    def is_int(a: Any) -> bool:
+        return isinstance(a, int) and not isinstance(a, bool)
+
+    if len(args) == 2 and is_int(args[0]) and not is_int(args[1]) and dim is None:
+        index, d = args[1], args[0]
+    elif len(args) == 2 and dim is None:
+        index, d = args[0], args[1]
+    elif len(args) == 1:
+        index, d = args[0], 0 if dim is None else dim
+    else:
+        raise IRTypeError("index_select", _types((x, *args)), f"takes (x, index, dim=0) or torch's order (x, dim, "
+                          f"index); got {len(args) + 1} positional arguments{' and dim=' if dim is not None else ''}",
+                          user_source())
+    return emit("index_select", (x, index), {"dim": d})
 
 
 def _index_args(op: str, x: Value, args: tuple[Any, ...], dim: int | None) -> tuple[Value, Value, int]:
