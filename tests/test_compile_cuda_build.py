@@ -18,6 +18,7 @@ import pytest
 
 from tests.test_compile_arange import Aranges
 from tests.test_compile_concat import Joins
+from tests.test_compile_dispatch import reference_attend
 from tests.test_compile_epilogue import Epilogues
 from tests.test_compile_families import _family, _functions
 from tests.test_compile_index_copy import IndexCopies
@@ -69,7 +70,8 @@ def _everything() -> TirModule:
               "matmul": dict(Matmuls.functions), "streamed": dict(Streamed.functions),
               "rope": dict(RopeCache.functions), "argmax": dict(Argmaxes.functions),
               "reductions": dict(Reductions.functions), "ragged": dict(RaggedHeads.functions),
-              "split": dict(Splits.functions), "join": dict(Joins.functions), "reference": reference_functions(),
+              "split": dict(Splits.functions), "join": dict(Joins.functions),
+              "reference": {**reference_functions(), "attend": reference_attend()},
               "zeros": dict(Zeros.functions), "index_copy": dict(IndexCopies.functions),
               "reduce_axes": dict(AxisReductions.functions), "arange": dict(Aranges.functions),
               "other_axes": dict(OtherAxes.functions),
@@ -79,13 +81,16 @@ def _everything() -> TirModule:
         for name in fns:
             seen[name] = seen.get(name, 0) + 1
     functions = {}
+    dispatches = {}
     for group, fns in groups.items():
         renamed = {}
         for name, fn in fns.items():
             unique = name if seen[name] == 1 else f"{group}_{name}"
             renamed[unique] = _renamed(fn, unique)
-        functions.update(lower(Module(group, renamed, entry=next(iter(renamed))), CudaTarget()).functions)
-    return TirModule("CudaBuild", CudaTarget(), functions, next(iter(functions)))
+        lowered = lower(Module(group, renamed, entry=next(iter(renamed))), CudaTarget())
+        functions.update(lowered.functions)
+        dispatches.update(lowered.dispatches)
+    return TirModule("CudaBuild", CudaTarget(), functions, next(iter(functions)), dispatches)
 
 
 def test_every_compiled_family_and_fusion_builds_with_nvcc_as_one_unit_and_exports_every_entry() -> None:
@@ -97,5 +102,6 @@ def test_every_compiled_family_and_fusion_builds_with_nvcc_as_one_unit_and_expor
     linked = link(generate(mod), CompilerOptions(opt_level=1))
     assert linked.library.is_file() and "warning" not in linked.diagnostics.lower(), linked.diagnostics
     entries = load_library(linked)
-    for name in mod.functions:
+    for name in (*mod.functions, *mod.dispatches):
         assert callable(entries[name]), name
+    assert "reference_attend" in mod.dispatches  # the reference-style attend (renamed: the family has one)

@@ -290,7 +290,7 @@ def test_compiler_options_are_checked() -> None:
     assert "opt_level=3" in CompilerOptions().canonical_text()
 
 
-def test_a_dispatching_function_is_refused_and_each_variant_compiles(compile_cache: object) -> None:
+def test_a_dispatching_function_compiles_to_one_entry_and_each_variant_alone_too(compile_cache: object) -> None:
     from tilefoundry.ir.core.dispatch import DimVarRangePat
 
     seq = DimVar("seq", 1, 64)
@@ -307,11 +307,17 @@ def test_a_dispatching_function_is_refused_and_each_variant_compiles(compile_cac
     def prefill(x):  # noqa: ANN001, ANN202
         return x * 3.0
 
+    from tilefoundry.lower import lower_function
+    from tilefoundry.lower.schedule import Declared
+
     with pytest.raises(LoweringError, match=r"cannot compile dispatch in attend: it dispatches to its variants decode "
-                                            r"\(seq in \[1, 2\)\), prefill \(seq in \[2, 64\)\)"):
-        lower(attend, "cpu")
+                                            r"\(seq in \[1, 2\)\), prefill \(seq in \[2, 64\)\) by the extent of a "
+                                            r"DimVar: lower_function lowers one body; lower\(\) and jit\(\)"):
+        lower_function(attend, CpuTarget(), Declared())
     from tilefoundry.runtime.jit import jit_key
 
     assert jit_key(attend, target="cpu") != jit_key(attend.variants[1], target="cpu")
     x = torch.randn(5, 8)
     assert torch.equal(jit(attend.variants[1], target="cpu")(x), x * 3.0)
+    both = jit(attend, target="cpu")
+    assert torch.equal(both(x), x * 3.0) and torch.equal(both(x[:1]), x[:1] * 2.0)

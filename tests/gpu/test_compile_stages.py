@@ -28,6 +28,7 @@ from tests.test_compile_attention import Attention, check_far_query_positions  #
 from tests.test_compile_attention import _inputs as attention_inputs  # noqa: E402
 from tests.test_compile_concat import Joins  # noqa: E402
 from tests.test_compile_concat import _inputs as join_inputs  # noqa: E402
+from tests.test_compile_dispatch import reference_attend  # noqa: E402
 from tests.test_compile_epilogue import BF16 as EPILOGUE_BF16  # noqa: E402
 from tests.test_compile_epilogue import F32 as EPILOGUE_F32  # noqa: E402
 from tests.test_compile_epilogue import Epilogues  # noqa: E402
@@ -82,7 +83,7 @@ def built() -> None:
 
     fns = [Matmuls, Streamed, Attention, Epilogues, RopeCache, Argmaxes, Reductions, RaggedHeads, Splits, Joins, Zeros,
            IndexCopies, AxisReductions, Aranges, OtherAxes,
-           *reference_functions().values(),
+           *reference_functions().values(), reference_attend(),
            *(fn for fam, dt in FAMILIES for fn in _functions(_family(fam, dt)).values())]
     linkables = [generate(lower(f, CudaTarget())) for f in fns]
     with ThreadPoolExecutor(max_workers=max(1, min(len(linkables), os.cpu_count() or 1))) as pool:
@@ -283,6 +284,18 @@ def test_rows_across_a_transpose_and_picks_along_other_axes_match_the_evaluator_
         report = check(compiled_only(compiled), fn, _cuda(other_axes_inputs(name, s, s)),
                        expect={p: [OTHER_AXES_EXPECT.get(name, equal())] for p in paths})
         assert report.passed, f"{name} at {s}:\n{report}"
+
+
+def test_a_dispatching_function_runs_its_variants_through_one_entry_on_cuda() -> None:
+    """The reference-style attend compiled as one entry choosing decode (one token) or prefill from the sequence
+    length, on the GPU."""
+    attend = reference_attend()
+    compiled = jit(attend)
+    for sizes in ({"seq": 1, "ctx_len": 5}, {"seq": 6, "ctx_len": 5}):
+        variant = attend.variants[0] if sizes["seq"] == 1 else attend.variants[1]
+        report = check(compiled_only(compiled), attend, _cuda(reference_inputs(variant, sizes, 0)),
+                       expect={f"output[{i}]": [allclose(atol=1e-4, rtol=1e-4)] for i in range(3)})
+        assert report.passed, f"{sizes}:\n{report}"
 
 
 def test_the_reference_style_qwen3_functions_match_the_evaluator_on_cuda() -> None:

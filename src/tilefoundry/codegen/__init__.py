@@ -9,6 +9,7 @@ that they run (a tqdm line on a terminal, one line per build elsewhere, terminal
 from __future__ import annotations
 
 from ..runtime.abi import EntryABI, param_abi_of
+from ..tir.dispatch import Dispatch
 from ..tir.function import PrimFunc, TirModule
 from .build import BuildError, build_progress, link
 from .cache import DiskCache, cache_root
@@ -20,7 +21,7 @@ __all__ = ["BuildError", "CompilerNotFoundError", "CompilerOptions", "DiskCache"
            "LinkedModule", "ToolchainError", "build_progress", "cache_root", "entry_abi", "generate", "link"]
 
 
-def entry_abi(fn: PrimFunc) -> EntryABI:
+def entry_abi(fn: PrimFunc | Dispatch) -> EntryABI:
     """The compiled entry's ABI: every parameter (outputs trailing), ``output_count`` set from lowering."""
     return EntryABI(fn.name, tuple(param_abi_of(p) for p in fn.params), fn.output_count)
 
@@ -35,5 +36,5 @@ def generate(mod: TirModule) -> LinkableModule:
         from .cuda import emit_cuda
 
         source = emit_cuda(mod)
-    entries = tuple(entry_abi(f) for f in mod.functions.values())
+    entries = tuple(entry_abi(f) for f in (*mod.functions.values(), *mod.dispatches.values()))
     return LinkableModule(mod.name, mod.target, source, entries, mod.entry, str(mod))

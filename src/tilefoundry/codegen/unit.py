@@ -1,9 +1,11 @@
 """One translation unit for a lowered Module: the runtime header, the static program shape, then per
-PrimFunction its kernel and host entry, and the tvm-ffi exports. The target emitters fill it in."""
+PrimFunction its kernel and host entry, the entries of dispatching functions, and the tvm-ffi exports. The target
+emitters fill it in."""
 
 from __future__ import annotations
 
 from ..tir.function import PrimFunc, TirModule
+from .dispatch import DispatchEmitter
 from .host import HostEmitter
 from .kernel import KernelEmitter
 
@@ -39,6 +41,7 @@ def translation_unit(mod: TirModule, kernel_cls: type[KernelEmitter], host_cls: 
         lines += [*program_shapes, ""]
     lines += ["namespace {", "", "using namespace tilefoundry;", "using cute::Int;", ""]
     exports = []
+    entries: dict[str, str] = {}  # each function's host entry, which a dispatching entry calls
     for fn in fns:
         if fn.stages:
             emitted, launches = host_cls.stage_emitters(fn, kernel_cls)
@@ -50,6 +53,11 @@ def translation_unit(mod: TirModule, kernel_cls: type[KernelEmitter], host_cls: 
             kernel = kernel_cls(fn)
             host = host_cls(fn, kernel, mod.target)
             lines += kernel.emit() + [""] + host.emit() + [""]
+        entries[fn.name] = host.entry_name
         exports.append(f"TVM_FFI_DLL_EXPORT_TYPED_FUNC({fn.name}, {host.entry_name});")
+    for dispatch in mod.dispatches.values():
+        emitter = DispatchEmitter(dispatch, entries)
+        lines += emitter.emit() + [""]
+        exports.append(f"TVM_FFI_DLL_EXPORT_TYPED_FUNC({dispatch.name}, {emitter.entry_name});")
     lines += ["}  // namespace", "", *exports, ""]
     return "\n".join(lines)

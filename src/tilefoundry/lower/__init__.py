@@ -22,12 +22,15 @@ source line.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from ..ir.core.function import Function
 from ..ir.core.module import Module
 from ..target import Target, resolve_target
+from ..tir.dispatch import Dispatch
 from ..tir.function import PrimFunc, TirModule
+from .dispatch import lower_dispatch
 from .errors import LoweringError
 from .expand import expand_composites
 from .fuse_attention import fuse_attention
@@ -85,8 +88,9 @@ def lower_function(fn: Function, target: Target, declared: Declared) -> PrimFunc
     variants = getattr(fn, "variants", ())
     if variants:
         names = ", ".join(f"{v.name} ({v.pattern})" for v in variants)
-        raise LoweringError("dispatch", fn.name, f"it dispatches to its variants {names} by the extent of a DimVar; "
-                            "compiling a dispatch is not supported yet: jit each variant (its .variants[i])", fn.loc)
+        raise LoweringError("dispatch", fn.name, f"it dispatches to its variants {names} by the extent of a DimVar: "
+                            "lower_function lowers one body; lower() and jit() lower each variant and an entry "
+                            "choosing among them", fn.loc)
     prog: Program = flatten_function(fn)
     placed = is_placed(prog)
     prog = expand_composites(prog if placed else fuse_prologues(fuse_attention(prog)))
@@ -129,6 +133,15 @@ def lower(fn_or_mod: Any, target: str | Target | None = None) -> TirModule:
     mod = as_module(fn_or_mod)
     tgt = target_for(mod, target, "lower")
     declared = declared_topologies(mod)
-    functions = {name: lower_function(fn, tgt, declared) for name, fn in mod.functions.items()}
-    entry = mod.entry if mod.entry is not None else next(iter(functions), "")
-    return TirModule(mod.name, tgt, functions, entry)
+    functions: dict[str, PrimFunc] = {}
+    dispatches: dict[str, Dispatch] = {}
+    for name, fn in mod.functions.items():
+        if getattr(fn, "variants", ()):  # one PrimFunction a variant, and an entry choosing among them
+            dispatch, variants = lower_dispatch(fn, lambda v: lower_function(v, tgt, declared),
+                                                set(mod.functions) | set(functions))
+            dispatches[name] = replace(dispatch, name=name)
+            functions.update(variants)
+        else:
+            functions[name] = lower_function(fn, tgt, declared)
+    entry = mod.entry if mod.entry is not None else next(iter(mod.functions), "")
+    return TirModule(mod.name, tgt, functions, entry, dispatches)

@@ -7,6 +7,7 @@ came from. ``str()`` of any node prints it.
 """
 
 from .buffer import Buffer, Literal, Operand
+from .dispatch import Dispatch, DispatchCase
 from .function import DimBinding, KernelParam, PrimFunc, Schedule, TirModule
 from .layout import ShardAttr, TLayout
 from .mesh import MeshAxis, TMesh
@@ -14,7 +15,7 @@ from .printer import print_function, print_module
 from .stmt import AliasView, Alloc, GmemView, MeshScope, OpCall, Origin, RowLoop, RowOffset, Stmt, Sync, Tag
 
 __all__ = [
-    "AliasView", "Alloc", "Buffer", "DimBinding", "GmemView", "KernelParam", "Literal", "MeshAxis", "MeshScope",
-    "OpCall", "Operand", "Origin", "PrimFunc", "RowLoop", "RowOffset", "Schedule", "ShardAttr", "Stmt", "Sync",
-    "TLayout", "TMesh", "Tag", "TirModule", "print_function", "print_module",
+    "AliasView", "Alloc", "Buffer", "DimBinding", "Dispatch", "DispatchCase", "GmemView", "KernelParam", "Literal",
+    "MeshAxis", "MeshScope", "OpCall", "Operand", "Origin", "PrimFunc", "RowLoop", "RowOffset", "Schedule",
+    "ShardAttr", "Stmt", "Sync", "TLayout", "TMesh", "Tag", "TirModule", "print_function", "print_module",
 ]

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..ir.core.source import SourceLoc
 from ..ir.types.dim import Dim, DimVar
 from ..ir.types.tensor_type import TensorType
 from .stmt import Stmt
+
+if TYPE_CHECKING:
+    from .dispatch import Dispatch
 
 
 @dataclass(frozen=True)
@@ -135,12 +138,17 @@ class CacheWrite:
 
 @dataclass(eq=False)
 class TirModule:
-    """A lowered Module: its PrimFunctions by name, the entry among them and the target lowered for."""
+    """A lowered Module: its PrimFunctions by name, the entry among them and the target lowered for.
+
+    ``dispatches`` are the entries of dispatching functions (tir/dispatch.py), by name: each calls one of its
+    variants' PrimFunctions, which ``functions`` holds. The entry may name one.
+    """
 
     name: str
     target: Any
     functions: dict[str, PrimFunc]
     entry: str
+    dispatches: dict[str, Dispatch] = field(default_factory=dict)
 
     def with_early_reads(self, names: tuple[str, ...]) -> TirModule:
         """This module with ``names`` marked as parameters its functions' kernels may read before they wait for
@@ -168,7 +176,7 @@ class TirModule:
             return replace(fn, stages=stages, early_reads=own)
 
         functions = {name: marked(fn, set(names)) for name, fn in self.functions.items()}
-        return TirModule(self.name, self.target, functions, self.entry)
+        return TirModule(self.name, self.target, functions, self.entry, self.dispatches)
 
     def __str__(self) -> str:
         from .printer import print_module

@@ -77,9 +77,10 @@ def print_function(fn: PrimFunc) -> str:
 
 
 def print_module(mod: TirModule) -> str:
-    """The text of a lowered Module: its target, entry and every PrimFunction."""
+    """The text of a lowered Module: its target, entry, every PrimFunction and every dispatching entry."""
     head = f"tir_module {mod.name} target={mod.target} entry={mod.entry}"
-    return "\n\n".join([head] + [print_function(f) for f in mod.functions.values()])
+    return "\n\n".join([head] + [print_function(f) for f in mod.functions.values()]
+                       + [str(d) for d in mod.dispatches.values()])
 
 
 __all__ = ["Literal", "print_function", "print_module"]
