@@ -10,8 +10,9 @@ still cannot be read row-wise is refused naming the op: a last axis repeated in 
 nvcc in tests/test_compile_cuda_build.py and run on the H200 in tests/gpu/test_compile_stages.py.
 
 Tolerances: exact where nothing is rounded; exp within 1e-6 relative (torch's vectorised exp and the runtime's may
-differ in the last bit); softmax's sums differ from the evaluator's in order only (f32: 1e-6; bf16: one rounding of
-the 16-bit result, 2**-8 relative).
+differ in the last bit); softmax's sums differ from the evaluator's in order only (f32: 1e-6; bf16: one unit in the
+last place of the 16-bit result, 2**-7 relative: the float before the cast may fall on the other side of a rounding
+boundary, as one element of 6240 did on the H200 at 2**-8).
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ def _inputs(name: str, s: int, seed: int) -> tuple[torch.Tensor, ...]:
 
 
 EXPECT = {"columns": allclose(atol=0, rtol=1e-6), "softmax_columns": allclose(atol=1e-6, rtol=1e-6),
-          "softmax_middle": allclose(atol=0, rtol=2**-8)}
+          "softmax_middle": allclose(atol=0, rtol=2**-7)}
 ROWS = {"topk_columns": (3, 7, 130), "topk_middle": (3, 7, 130)}
 
 
