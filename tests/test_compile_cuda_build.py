@@ -21,6 +21,7 @@ from tests.test_compile_concat import Joins
 from tests.test_compile_dispatch import reference_attend
 from tests.test_compile_epilogue import Epilogues
 from tests.test_compile_families import _family, _functions
+from tests.test_compile_index_add import IndexAdds
 from tests.test_compile_index_copy import IndexCopies
 from tests.test_compile_matmul import Matmuls, Streamed
 from tests.test_compile_other_axes import OtherAxes
@@ -74,7 +75,7 @@ def _everything() -> TirModule:
               "reference": {**reference_functions(), "attend": reference_attend()},
               "zeros": dict(Zeros.functions), "index_copy": dict(IndexCopies.functions),
               "reduce_axes": dict(AxisReductions.functions), "arange": dict(Aranges.functions),
-              "other_axes": dict(OtherAxes.functions),
+              "other_axes": dict(OtherAxes.functions), "index_add": dict(IndexAdds.functions),
               "moe": {"moe": _moe_slot()}}
     seen: dict[str, int] = {}
     for fns in groups.values():

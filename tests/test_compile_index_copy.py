@@ -1,8 +1,8 @@
 """``index_copy`` compiles: x copied into the result, then the source's rows written at the positions the index holds
 (read on the device, each checked against the axis's extent before any write), a row-wise kernel each. Jitted for the
 CPU against the evaluator (the compiled code alone: the evaluator patched to raise, outputs handed in filled with NaN),
-their CUDA source built with nvcc in tests/test_compile_cuda_build.py. ``index_add`` (rows summed where the index
-repeats a position) and an ``index_copy`` along the last axis are refused with the reason and the way out.
+their CUDA source built with nvcc in tests/test_compile_cuda_build.py. An ``index_copy`` along the last axis is refused
+with the reason and the way out. ``index_add``: tests/test_compile_index_add.py.
 
 Every value is copied or computed by one elementwise op on both sides: exact.
 """
@@ -66,18 +66,11 @@ def test_a_position_outside_the_axis_is_refused_before_anything_is_written() -> 
     assert out.isnan().all()
 
 
-def test_index_add_and_a_scatter_along_the_last_axis_are_refused_saying_why() -> None:
-    @func
-    def summed(x: Tensor[(6, 8), "f32"], idx: Tensor[(3,), "i64"], src: Tensor[(3, 8), "f32"]):
-        return tf.index_add(x, idx, src)
-
+def test_a_scatter_along_the_last_axis_is_refused_saying_why() -> None:
     @func
     def within_rows(x: Tensor[(6, 8), "f32"], idx: Tensor[(3,), "i64"], src: Tensor[(6, 3), "f32"]):
         return tf.index_copy(x, idx, src, dim=1)
 
-    with pytest.raises(LoweringError, match=r"index_add in summed: index_add adds rows at positions its index may "
-                                            r"hold more than once .* index_copy writes rows at distinct positions"):
-        lower(summed, "cpu")
     with pytest.raises(LoweringError, match=r"index_copy in within_rows: along the last axis it scatters elements "
                                             r"within each row.* index_copy along an earlier axis"):
         lower(within_rows, "cpu")

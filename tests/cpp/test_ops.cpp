@@ -62,6 +62,26 @@ TEST(Iota, PositionsOfAPlainTensorAndOfARowSplitOverInstances) {
   for (int i = 0; i < 64; ++i) EXPECT_EQ(g[i], float(-3 + 3 * i)) << i;
 }
 
+TEST(IndexAdd, SumsTheRowsNamingThePositionInOrder) {
+  // Result row at position 1 of torch.index_add(x, 0, [1, 0, 1], src, alpha=0.5), in bf16: x's row
+  // plus half of rows 0 and 2, rounded after each add.
+  std::vector<bf16> x = cast_all<bf16>({1.0f, 2.0f, 3.0f, 4.0f});
+  std::vector<bf16> src = cast_all<bf16>({256.0f, 1.0f, 1.0f, 1.0f, 9.0f, 9.0f, 9.0f, 9.0f,  //
+                                          0.5f, 0.5f, 0.5f, 0.5f});
+  std::vector<long> index{1, 0, 1};
+  std::vector<bf16> out(4, bf16(-1.0f));
+  auto row = cute::make_layout(cute::make_shape(Int<4>{}));
+  auto rows = cute::make_layout(cute::make_shape(Int<3>{}, Int<4>{}),
+                                cute::make_stride(Int<4>{}, Int<1>{}));
+  ops::index_add(cute::make_tensor(x.data(), row), cute::make_tensor(src.data(), rows),
+                 cute::make_tensor(index.data(), cute::make_layout(cute::make_shape(Int<3>{}))),
+                 bf16(0.5f), cute::make_tensor(out.data(), row), 1, 2);
+  // 1 + 128 = 129 (bf16 keeps 129), then + 0.25 rounds back to 129; 2 + 0.5 + 0.25 = 2.75.
+  EXPECT_EQ(float(out[0]), 129.0f);
+  EXPECT_EQ(float(out[1]), 2.75f);
+  EXPECT_EQ(float(out[3]), 4.75f);
+}
+
 TEST(Copy, ConvertsAndFollowsLayouts) {
   tftest::Random rnd;
   SCOPED_TRACE(rnd.trace());

@@ -34,6 +34,8 @@ from tests.test_compile_epilogue import F32 as EPILOGUE_F32  # noqa: E402
 from tests.test_compile_epilogue import Epilogues  # noqa: E402
 from tests.test_compile_epilogue import _inputs as epilogue_inputs  # noqa: E402
 from tests.test_compile_families import BF16, F32, _expect, _family, _functions, _inputs  # noqa: E402
+from tests.test_compile_index_add import IndexAdds  # noqa: E402
+from tests.test_compile_index_add import _inputs as index_add_inputs  # noqa: E402
 from tests.test_compile_index_copy import CASES as INDEX_CASES  # noqa: E402
 from tests.test_compile_index_copy import IndexCopies  # noqa: E402
 from tests.test_compile_matmul import Matmuls, Streamed, streamed_inputs  # noqa: E402
@@ -82,7 +84,7 @@ def built() -> None:
     from tilefoundry.target import CudaTarget
 
     fns = [Matmuls, Streamed, Attention, Epilogues, RopeCache, Argmaxes, Reductions, RaggedHeads, Splits, Joins, Zeros,
-           IndexCopies, AxisReductions, Aranges, OtherAxes,
+           IndexCopies, AxisReductions, Aranges, OtherAxes, IndexAdds,
            *reference_functions().values(), reference_attend(),
            *(fn for fam, dt in FAMILIES for fn in _functions(_family(fam, dt)).values())]
     linkables = [generate(lower(f, CudaTarget())) for f in fns]
@@ -284,6 +286,19 @@ def test_rows_across_a_transpose_and_picks_along_other_axes_match_the_evaluator_
         report = check(compiled_only(compiled), fn, _cuda(other_axes_inputs(name, s, s)),
                        expect={p: [OTHER_AXES_EXPECT.get(name, equal())] for p in paths})
         assert report.passed, f"{name} at {s}:\n{report}"
+
+
+@pytest.mark.parametrize("name", sorted(IndexAdds.functions))
+def test_index_add_sums_each_result_row_in_order_on_cuda(name: str) -> None:
+    """index_add's rows gathered per result row (repeated positions summed in the index's order), on the GPU,
+    exactly as the evaluator on the CPU sums them."""
+    fn = IndexAdds.functions[name]
+    compiled = jit(IndexAdds).functions[name]
+    for n in (1, 5, 40):
+        args = index_add_inputs(name, n, n)
+        want = fn(*args)
+        got = compiled(*_cuda(args))
+        assert torch.equal(got.cpu(), want), f"{name} at n = {n}"
 
 
 def test_a_dispatching_function_runs_its_variants_through_one_entry_on_cuda() -> None:

@@ -18,7 +18,7 @@ from typing import Any
 from ..ir.types.dim import DimVar, product
 from ..tir.function import KernelParam, PrimFunc
 from . import cxx
-from .kernel import KernelEmitter, gathers
+from .kernel import KernelEmitter, gathers, scanned_positions
 
 
 class HostEmitter:
@@ -140,12 +140,13 @@ class HostEmitter:
         params = {p.name for p in self.fn.params}
         for stage in self.fn.stages:
             bound_to = dict(zip((p.name for p in stage.fn.params), stage.args))
-            for g in gathers(stage.fn.body):
-                arg = bound_to[g.param]
-                bound = cxx.dim_expr(g.bound, self.dims)
+            read = [(g.param, g.bound, g.table) for g in gathers(stage.fn.body)] + scanned_positions(stage.fn.body)
+            for param, extent, table in read:
+                arg = bound_to[param]
+                bound = cxx.dim_expr(extent, self.dims)
                 if arg in params and (arg, bound) not in seen:
                     seen.add((arg, bound))
-                    lines += self.position_check(arg, bound, g.table)
+                    lines += self.position_check(arg, bound, table)
             for w in stage.cache_writes:
                 if bound_to[w.pos] in params and bound_to[w.count] in params:
                     lines += self.cache_write_check(bound_to[w.pos], bound_to[w.count],

@@ -11,7 +11,7 @@ is known only at launch.
 from __future__ import annotations
 
 from ..ir.core.source import SourceLoc
-from ..ir.types.dim import DimVar
+from ..ir.types.dim import Dim, DimVar
 from ..ir.types.storage import Storage
 from ..tir.buffer import Buffer, Literal, Operand
 from ..tir.function import PrimFunc
@@ -323,6 +323,9 @@ class KernelEmitter:
         elif s.family == "attention_combine":  # ops::attention_combine(part, out[, rank, ranks]): ranks a cluster's
             indices = [f"int64_t({self.row_offset(i)})" for i in s.indices]
             line = f"ops::attention_combine({', '.join([args[0], out, *indices])});"
+        elif s.family == "index_add":  # ops::index_add(x, rows, index, alpha, out, at, extent)
+            at, extent = (f"int64_t({self.row_offset(i)})" for i in s.indices)
+            line = f"ops::index_add({', '.join(args)}, {out}, {at}, {extent});"
         elif s.family == "reduce_axis":
             line = f"ops::reduce_axis<ops::{s.tag.name}>({args[0]}, {out});"
         elif s.family == "matmul" and (s.epilogue is not None or s.prologue is not None or s.workspace is not None):
@@ -503,6 +506,25 @@ def gathers(body: list[Stmt]) -> list[Gather]:
             if isinstance(s, RowGuard):
                 out += [g for a, b in s.conds for g in (*_gathers_of(a), *_gathers_of(b))]
     return out
+
+
+def scanned_positions(body: list[Stmt]) -> list[tuple[str, Dim, str]]:
+    """Every index a body's ops read whole (index_add's: each row scans all of it), as (parameter, the extent its
+    positions index, what they index), in order."""
+    params: dict[int, str] = {}
+    calls: list[OpCall] = []
+
+    def walk(stmts: list[Stmt]) -> None:
+        for s in stmts:
+            if isinstance(s, GmemView):
+                params[id(s.buffer)] = s.param
+            elif isinstance(s, OpCall) and s.family == "index_add":
+                calls.append(s)
+            elif isinstance(s, (MeshScope, RowLoop, RowGuard)):
+                walk(s.body)
+
+    walk(body)
+    return [(params[id(c.operands[2])], c.indices[1].base, "positions along the indexed axis") for c in calls]
 
 
 def _gathers_of(offset: RowOffset) -> list[Gather]:

@@ -182,10 +182,6 @@ def _why_not(op: Op) -> str:
         return "matmul is not compiled yet (the row-wise compiler covers elementwise ops and reductions)"
     if op.op in ("rope", "index_select", "cache_update"):
         return f"{op.op} reads across rows or gathers; the row-wise compiler covers elementwise ops and reductions"
-    if op.op == "index_add":
-        return ("index_add adds rows at positions its index may hold more than once (torch sums them), which "
-                "row-wise kernels writing in parallel do not; not compiled yet: index_copy writes rows at distinct "
-                "positions")
     return (f"{op.op} changes the shape of the data; the row-wise compiler covers elementwise ops, casts, "
             "comparisons, where, constants, arange and reductions along the last axis")
 

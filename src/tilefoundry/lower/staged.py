@@ -25,6 +25,7 @@ from ..tir.stmt import Bound, Gather, GmemView, RowGuard, RowOffset, Stmt
 from .attention import attention_bodies, attention_part_shape
 from .epilogue import epilogue_inputs, epilogue_result, fuse_epilogues
 from .errors import LoweringError
+from .index_add import index_add_body
 from .matmul import matmul_body
 from .pairs import fuse_matmul_pairs, pair_split
 from .params import bind_dimvars, output_params
@@ -190,6 +191,14 @@ class _Stages:
             return self.join(name, op, views, outs[0])
         if stage.kind == "index_copy":
             return self.index_copy(name, op, views, outs[0])
+        if stage.kind == "index_add":
+            if not outs[0].contiguous:
+                raise LoweringError(op.op, self.prog.name, "its result is read through a layout of its own; not "
+                                    "compiled yet", op.loc)
+            require_plain_index(self.prog.name, op, views[1])
+            body, sched = index_add_body(self.prog.name, op, views[0], views[1], views[2], outs[0], self.homes,
+                                         self.target)
+            return [self.kernel(name, [views[0], views[2], views[1], outs[0]], body, sched, op)]
         return self.cache_update(name, op, views, outs[0])
 
     def index_copy(self, name: str, op: Op, views: list[View], out: View) -> list[StageCall]:

@@ -29,8 +29,9 @@ MATMUL_OPS = frozenset({"matmul"})
 # cache update copies the cache and writes the new rows at a position read on the device.
 # attention (recognised by fuse_attention.py) runs the keys' slices and their combine. concat and stack copy each
 # operand into its place in the result (staged.py's join), a kernel each; index_copy copies x, then writes the
-# source's rows at the positions its index holds, read on the device.
-OWN_KERNEL_OPS = frozenset({"rope", "cache_update", "attention", "concat", "stack", "index_copy"})
+# source's rows at the positions its index holds, read on the device; index_add gathers each result row's sum
+# (lower/index_add.py).
+OWN_KERNEL_OPS = frozenset({"rope", "cache_update", "attention", "concat", "stack", "index_copy", "index_add"})
 # Ops whose result may be stored in any order of its axes (written through the strides a later reshape reads).
 STRIDED_RESULT_OPS = MATMUL_OPS | {"attention"}
 

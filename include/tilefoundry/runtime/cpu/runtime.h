@@ -30,4 +30,5 @@
 #include <tilefoundry/runtime/cpu/ops/matmul.h>
 #include <tilefoundry/runtime/cpu/ops/rope.h>
 #include <tilefoundry/runtime/cpu/ops/reduce_axis.h>
+#include <tilefoundry/runtime/cpu/ops/index_add.h>
 #include <tilefoundry/runtime/cpu/ops/attention.h>

@@ -29,4 +29,5 @@
 #include <tilefoundry/runtime/cuda/ops/matmul.cuh>
 #include <tilefoundry/runtime/cuda/ops/rope.cuh>
 #include <tilefoundry/runtime/cuda/ops/reduce_axis.cuh>
+#include <tilefoundry/runtime/cuda/ops/index_add.cuh>
 #include <tilefoundry/runtime/cuda/ops/attention.cuh>
