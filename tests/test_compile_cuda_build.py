@@ -24,6 +24,7 @@ from tests.test_compile_families import _family, _functions
 from tests.test_compile_index_add import IndexAdds
 from tests.test_compile_index_copy import IndexCopies
 from tests.test_compile_matmul import Matmuls, Streamed
+from tests.test_compile_model_patterns import Patterns
 from tests.test_compile_other_axes import OtherAxes
 from tests.test_compile_pairs import Pairs
 from tests.test_compile_prologue import Prologues
@@ -76,6 +77,7 @@ def _everything() -> TirModule:
               "zeros": dict(Zeros.functions), "index_copy": dict(IndexCopies.functions),
               "reduce_axes": dict(AxisReductions.functions), "arange": dict(Aranges.functions),
               "other_axes": dict(OtherAxes.functions), "index_add": dict(IndexAdds.functions),
+              "patterns": dict(Patterns.functions),
               "moe": {"moe": _moe_slot()}}
     seen: dict[str, int] = {}
     for fns in groups.values():

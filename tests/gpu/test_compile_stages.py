@@ -40,6 +40,9 @@ from tests.test_compile_index_copy import CASES as INDEX_CASES  # noqa: E402
 from tests.test_compile_index_copy import IndexCopies  # noqa: E402
 from tests.test_compile_matmul import Matmuls, Streamed, streamed_inputs  # noqa: E402
 from tests.test_compile_matmul import _inputs as matmul_inputs  # noqa: E402
+from tests.test_compile_model_patterns import EXPECT as PATTERN_EXPECT  # noqa: E402
+from tests.test_compile_model_patterns import Patterns  # noqa: E402
+from tests.test_compile_model_patterns import _inputs as pattern_inputs  # noqa: E402
 from tests.test_compile_other_axes import EXPECT as OTHER_AXES_EXPECT  # noqa: E402
 from tests.test_compile_other_axes import ROWS as OTHER_AXES_ROWS  # noqa: E402
 from tests.test_compile_other_axes import OtherAxes  # noqa: E402
@@ -84,7 +87,7 @@ def built() -> None:
     from tilefoundry.target import CudaTarget
 
     fns = [Matmuls, Streamed, Attention, Epilogues, RopeCache, Argmaxes, Reductions, RaggedHeads, Splits, Joins, Zeros,
-           IndexCopies, AxisReductions, Aranges, OtherAxes, IndexAdds,
+           IndexCopies, AxisReductions, Aranges, OtherAxes, IndexAdds, Patterns,
            *reference_functions().values(), reference_attend(),
            *(fn for fam, dt in FAMILIES for fn in _functions(_family(fam, dt)).values())]
     linkables = [generate(lower(f, CudaTarget())) for f in fns]
@@ -299,6 +302,20 @@ def test_index_add_sums_each_result_row_in_order_on_cuda(name: str) -> None:
         want = fn(*args)
         got = compiled(*_cuda(args))
         assert torch.equal(got.cpu(), want), f"{name} at n = {n}"
+
+
+@pytest.mark.parametrize("name", sorted(Patterns.functions))
+def test_model_patterns_match_the_evaluator_on_cuda(name: str) -> None:
+    """Sliding-window and ALiBi masks, soft-capping, rotate-pairs, strided and transposed reads, a MoE gate, on the
+    GPU (tanh and exp within 1e-6 of torch's CPU results, as tests/test_compile_model_patterns.py states)."""
+    fn = Patterns.functions[name]
+    compiled = jit(Patterns).functions[name]
+    outs = fn.output_types
+    paths = [f"output[{i}]" for i in range(len(outs))] if isinstance(outs, tuple) else ["output"]
+    for s in (2, 7, 40):
+        expect = {p: [equal() if p == "output[1]" else PATTERN_EXPECT.get(name, equal())] for p in paths}
+        report = check(compiled_only(compiled), fn, _cuda(pattern_inputs(name, s, s)), expect=expect)
+        assert report.passed, f"{name} at {s}:\n{report}"
 
 
 def test_a_dispatching_function_runs_its_variants_through_one_entry_on_cuda() -> None:
