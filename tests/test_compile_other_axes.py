@@ -4,7 +4,8 @@ A row-wise op reads a transposed view through the stride of its last axis (no co
 that stride is not 1), so ``exp(transpose(x))`` and a reshape of a transposed view (copied first, through those
 strides) compile. ``softmax`` along another axis reduces across rows (lower/reduce_axis.py) and runs the rest
 row-wise; ``argmax`` and ``topk`` along another axis pick along the last axis of a transposed view
-(lower/move_axis.py), topk's results transposed back. Jitted for the CPU against the evaluator (the compiled code
+(lower/move_axis.py), topk's results transposed back; ``index_select`` along the last axis gathers along a leading
+axis of a copy (lower/gather_last.py). Jitted for the CPU against the evaluator (the compiled code
 alone: the evaluator patched to raise, outputs handed in filled with NaN), at several row counts of one build. What
 still cannot be read row-wise is refused naming the op: a last axis repeated in runs. The same functions built with
 nvcc in tests/test_compile_cuda_build.py and run on the H200 in tests/gpu/test_compile_stages.py.
@@ -73,6 +74,16 @@ class OtherAxes:
     def topk_middle(x: Tensor[(2, T, 5), "f32"]):
         return tf.topk(x, 2, axis=1, largest=False)
 
+    @func
+    def gather_columns(x: Tensor[(S, 16), "f32"], idx: Tensor[(5,), "i64"]):
+        """x[:, idx] (positions repeated): a gather along the last axis, copied into rows of its own."""
+        return tf.index_select(x, 1, idx) * 2.0
+
+    @func
+    def gather_vector(v: Tensor[(16,), "bf16"], idx: Tensor[(S,), "i32"]):
+        """v[idx] of a vector, at a DimVar count of positions."""
+        return tf.index_select(v, idx) + 1.0
+
 
 def _distinct(shape: tuple[int, ...], dtype: torch.dtype, seed: int) -> torch.Tensor:
     """Distinct values (a random permutation, scaled), so that every pick has one answer."""
@@ -88,7 +99,11 @@ def _inputs(name: str, s: int, seed: int) -> tuple[torch.Tensor, ...]:
     out = []
     for i, p in enumerate(fn.params):
         shape = tuple(d if isinstance(d, int) else s for d in p.type.shape)
-        out.append(_distinct(shape, p.type.dtype.torch_dtype, seed + i))
+        if p.name == "idx":  # positions into the gathered axis (16 long), some repeated
+            g = torch.Generator().manual_seed(seed + i)
+            out.append(torch.randint(0, 16, shape, generator=g).to(p.type.dtype.torch_dtype))
+        else:
+            out.append(_distinct(shape, p.type.dtype.torch_dtype, seed + i))
     return tuple(out)
 
 
@@ -122,3 +137,9 @@ def test_a_last_axis_repeated_in_runs_is_refused_naming_the_op() -> None:
 
     with pytest.raises(LoweringError, match=r"cannot compile exp in doubled: .*repeats its elements in runs"):
         lower(doubled, "cpu")
+
+
+def test_a_column_position_outside_the_row_is_refused_before_the_kernel_runs() -> None:
+    compiled = jit(OtherAxes, target="cpu").functions["gather_columns"]
+    with pytest.raises(ValueError, match=r"argument idx holds the position 16 \(element 2\), outside the 16"):
+        compiled(torch.zeros(3, 16), torch.tensor([0, 3, 16, 1, 2]))

@@ -34,6 +34,7 @@ from .dispatch import lower_dispatch
 from .errors import LoweringError
 from .expand import expand_composites
 from .fuse_attention import fuse_attention
+from .gather_last import gathers_to_leading_axes
 from .meshwise import is_placed, lower_mesh
 from .move_axis import picks_to_last_axis
 from .program import Program, flatten_function
@@ -101,7 +102,7 @@ def lower_function(fn: Function, target: Target, declared: Declared) -> PrimFunc
             raise LoweringError(op.op, fn.name, "inside a function with its own placement (with Mesh(...)) it is "
                                 "not compiled yet; leave the function unplaced to compile it in stages", op.loc)
         return attach_workspaces(lower_mesh(prog, target, declared))
-    prog = picks_to_last_axis(split_reductions(prog))
+    prog = gathers_to_leading_axes(picks_to_last_axis(split_reductions(prog)))
     if needs_stages(prog) or not _one_row_space(prog):
         staged = lower_staged(prog, target, declared)
         for stage in staged.stages:
