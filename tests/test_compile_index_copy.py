@@ -1,8 +1,8 @@
 """``index_copy`` compiles: x copied into the result, then the source's rows written at the positions the index holds
 (read on the device, each checked against the axis's extent before any write), a row-wise kernel each. Jitted for the
 CPU against the evaluator (the compiled code alone: the evaluator patched to raise, outputs handed in filled with NaN),
-their CUDA source built with nvcc in tests/test_compile_cuda_build.py. An ``index_copy`` along the last axis is refused
-with the reason and the way out. ``index_add``: tests/test_compile_index_add.py.
+their CUDA source built with nvcc in tests/test_compile_cuda_build.py. Along the last axis, through swapped axes
+(lower/gather_last.py). ``index_add``: tests/test_compile_index_add.py.
 
 Every value is copied or computed by one elementwise op on both sides: exact.
 """
@@ -13,9 +13,8 @@ import pytest
 import torch
 
 from tests.compile_kernels import compiled_only
-from tilefoundry import func, jit, lower, module
+from tilefoundry import func, jit, module
 from tilefoundry.dsl import DimVar, Tensor, tf
-from tilefoundry.lower import LoweringError
 from tilefoundry.runtime.check import check, equal
 
 pytestmark = pytest.mark.usefixtures("compile_cache")
@@ -66,11 +65,21 @@ def test_a_position_outside_the_axis_is_refused_before_anything_is_written() -> 
     assert out.isnan().all()
 
 
-def test_a_scatter_along_the_last_axis_is_refused_saying_why() -> None:
-    @func
-    def within_rows(x: Tensor[(6, 8), "f32"], idx: Tensor[(3,), "i64"], src: Tensor[(6, 3), "f32"]):
-        return tf.index_copy(x, idx, src, dim=1)
+@pytest.mark.parametrize("vector", [False, True], ids=["rows", "vector"])
+def test_a_scatter_along_the_last_axis_writes_through_swapped_axes(vector: bool) -> None:
+    """index_copy along the last axis (lower/gather_last.py: the op along the axis before it, of x and the source with
+    their last two axes swapped; a vector as a column)."""
+    if vector:
+        @func
+        def within_rows(x: Tensor[(8,), "bf16"], idx: Tensor[(3,), "i64"], src: Tensor[(3,), "bf16"]):
+            return tf.index_copy(x, idx, src)
 
-    with pytest.raises(LoweringError, match=r"index_copy in within_rows: along the last axis it scatters elements "
-                                            r"within each row.* index_copy along an earlier axis"):
-        lower(within_rows, "cpu")
+        args = (torch.randn(8).bfloat16(), torch.tensor([5, 0, 7]), torch.randn(3).bfloat16())
+    else:
+        @func
+        def within_rows(x: Tensor[(6, 8), "f32"], idx: Tensor[(3,), "i64"], src: Tensor[(6, 3), "f32"]):
+            return tf.index_copy(x, idx, src, dim=1)
+
+        args = (torch.randn(6, 8), torch.tensor([5, 0, 7]), torch.randn(6, 3))
+    report = check(compiled_only(jit(within_rows, target="cpu")), within_rows, args, expect={"output": [equal()]})
+    assert report.passed, str(report)

@@ -97,7 +97,7 @@ def _refused_kernel(which: str) -> object:
         if which == "layer_norm":
             y = tf.layer_norm(x, g, g, axis=0)
         else:
-            y = tf.index_copy(x, idx, tf.slice(x, (0, 0), (4, 2)), dim=1)
+            y = tf.exp(tf.repeat_interleave(x, 2, 1))
         return y
 
     return kernel
@@ -105,7 +105,7 @@ def _refused_kernel(which: str) -> object:
 
 @pytest.mark.parametrize("op, why", [
     ("layer_norm", "runs along the last axis only"),
-    ("index_copy", "along the last axis it scatters elements within each row"),
+    ("exp", "repeats its elements in runs"),
 ])
 def test_an_op_that_cannot_be_compiled_is_refused_naming_it(op: str, why: str) -> None:
     kernel = _refused_kernel(op)

@@ -1,32 +1,70 @@
-"""``index_select`` along the last axis, copied into rows of its own.
+"""Gathers and scatters along the last axis, moved to a leading one.
 
 A row-wise kernel reads rows of elements one stride apart; positions read on the device index its leading axes
-only (an embedding's rows at the token ids). A gather along the last axis (``x[..., idx]``) is rewritten so that the
-gathered axis leads: ``x`` reshaped with a trailing axis of 1, gathered along the axis that was last (now a leading
-one, each row one element), copied into memory of its own (an identity cast: a row-wise kernel reading the gathered
-rows), and that copy reshaped back (contiguous: a view). One element a row is slow for long gathers; it is correct.
+only (an embedding's rows at the token ids), and index_copy / index_add write or add whole rows. So an op that picks
+along the last axis is rewritten to pick along a leading one:
+
+- ``index_select(x, idx)`` along the last axis (``x[..., idx]``): ``x`` reshaped with a trailing axis of 1, gathered
+  along the axis that was last (now a leading one, each row one element), copied into memory of its own (an
+  identity cast: a row-wise kernel reading the gathered rows), and that copy reshaped back (contiguous: a view);
+- ``index_copy`` and ``index_add`` along the last axis: the same op along the axis before it, of ``x`` and the
+  source with their last two axes swapped (views, read through their strides), the result swapped back (a view); a
+  vector is first reshaped into a column.
+
+One element a row is slow for long rows; it is correct.
 """
 
 from __future__ import annotations
 
-from .program import Program, make_op
+from .program import Op, Program, Val, make_op
 
 
 def gathers_to_leading_axes(prog: Program) -> Program:
-    """``prog`` with each index_select along the last axis rewritten as described in the module docstring."""
+    """``prog`` with each index_select, index_copy and index_add along the last axis rewritten as described in the
+    module docstring."""
     ops, prog.ops = prog.ops, []
     for op in ops:
         x = op.inputs[0] if op.inputs else None
-        if op.op != "index_select" or x is None or op.attrs["dim"] != x.type.rank - 1:
+        if (op.op not in ("index_select", "index_copy", "index_add") or x is None
+                or op.attrs["dim"] != x.type.rank - 1):
             prog.ops.append(op)
             continue
-        index = op.inputs[1]
-        (out,) = op.outputs
-        column = make_op(prog, "reshape", (x,), {"new_shape": (*x.type.shape, 1)}, op, "column")
-        picked = make_op(prog, "index_select", (column, index), {"dim": op.attrs["dim"]}, op, "picked")
-        copied = make_op(prog, "cast", (picked,), {"dtype": x.type.dtype}, op, "copied")
-        make_op(prog, "reshape", (copied,), {"new_shape": out.type.shape}, op, "rows")
-        last = prog.ops[-1]
-        last.outputs = (out,)
-        out.producer = last
+        if op.op == "index_select":
+            _gather(prog, op, x)
+        else:
+            _scatter(prog, op, x)
     return prog
+
+
+def _gather(prog: Program, op: Op, x: Val) -> None:
+    index = op.inputs[1]
+    column = make_op(prog, "reshape", (x,), {"new_shape": (*x.type.shape, 1)}, op, "column")
+    picked = make_op(prog, "index_select", (column, index), {"dim": op.attrs["dim"]}, op, "picked")
+    copied = make_op(prog, "cast", (picked,), {"dtype": x.type.dtype}, op, "copied")
+    make_op(prog, "reshape", (copied,), {"new_shape": op.outputs[0].type.shape}, op, "rows")
+    _takes_result(prog, op)
+
+
+def _scatter(prog: Program, op: Op, x: Val) -> None:
+    _, index, source = op.inputs
+    rank = x.type.rank
+    if rank == 1:  # a vector: a column of one-element rows
+        xs = make_op(prog, "reshape", (x,), {"new_shape": (x.type.shape[0], 1)}, op, "column")
+        ss = make_op(prog, "reshape", (source,), {"new_shape": (source.type.shape[0], 1)}, op, "source_column")
+        done = make_op(prog, op.op, (xs, index, ss), {**op.attrs, "dim": 0}, op, "rows")
+        make_op(prog, "reshape", (done,), {"new_shape": x.type.shape}, op, "vector")
+    else:
+        perm = (*range(rank - 2), rank - 1, rank - 2)
+        xs = make_op(prog, "transpose", (x,), {"perm": perm}, op, "swapped")
+        ss = make_op(prog, "transpose", (source,), {"perm": perm}, op, "source_swapped")
+        done = make_op(prog, op.op, (xs, index, ss), {**op.attrs, "dim": rank - 2}, op, "rows")
+        make_op(prog, "transpose", (done,), {"perm": perm}, op, "back")
+    _takes_result(prog, op)
+
+
+def _takes_result(prog: Program, op: Op) -> None:
+    """The last op appended computes ``op``'s result: it takes that value as its own, so its readers read it."""
+    last = prog.ops[-1]
+    (out,) = op.outputs
+    last.outputs = (out,)
+    out.producer = last

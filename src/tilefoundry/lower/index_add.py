@@ -31,10 +31,8 @@ def index_add_body(name: str, op: Op, x: View, index: View, src: View, out: View
                    target: Target) -> tuple[list[Stmt], Schedule]:
     """The statements and schedule of the kernel computing ``op`` (``name``: the function, as refusals name it;
     ``homes``: the parameter each root is in)."""
-    dim, rank = op.attrs["dim"], len(out.shape)
-    if dim == rank - 1:
-        raise LoweringError(op.op, name, "along the last axis it adds elements within each row, which a kernel of "
-                            "rows does not gather; not compiled yet: index_add along an earlier axis", op.loc)
+    dim = op.attrs["dim"]
+    assert dim < len(out.shape) - 1, "gather_last.py moves an index_add along the last axis to a leading one"
     for v, what in ((x, "x"), (src, "source")):
         if v.gathers or any(r != 1 for r in v.repeats):
             raise LoweringError(op.op, name, f"its {what} is a view {v} whose axes repeat or are picked by "

@@ -208,10 +208,7 @@ class _Stages:
         x, index, source = views
         dim = op.attrs["dim"]
         result = op.outputs[0]
-        if dim == len(result.type.shape) - 1:
-            raise LoweringError(op.op, self.prog.name, "along the last axis it scatters elements within each row, "
-                                "which a row-wise kernel (rows of consecutive elements) does not write; not compiled "
-                                "yet: index_copy along an earlier axis", op.loc)
+        assert dim < len(result.type.shape) - 1, "gather_last.py moves one along the last axis to a leading axis"
         if not out.contiguous:
             raise LoweringError(op.op, self.prog.name, "its result is read through a layout of its own; not "
                                 "compiled yet", op.loc)
