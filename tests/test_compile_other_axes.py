@@ -2,18 +2,19 @@
 
 A row-wise op reads a transposed view through the stride of its last axis (no copy; one element at a time where
 that stride is not 1), so ``exp(transpose(x))`` and a reshape of a transposed view (copied first, through those
-strides) compile. ``softmax`` along another axis reduces across rows (lower/reduce_axis.py) and runs the rest
-row-wise; ``argmax`` and ``topk`` along another axis pick along the last axis of a transposed view
-(lower/move_axis.py), topk's results transposed back; ``index_select`` along the last axis gathers along a leading
-axis of a copy (lower/gather_last.py). Jitted for the CPU against the evaluator (the compiled code
-alone: the evaluator patched to raise, outputs handed in filled with NaN), at several row counts of one build. What
+strides) compile. ``softmax`` and ``layer_norm`` along another axis reduce across rows (lower/reduce_axis.py) and
+run the rest row-wise (layer_norm's weight and bias reshaped to stand along the axis); ``argmax`` and ``topk`` along
+another axis pick along the last axis of a transposed view (lower/move_axis.py), topk's results transposed back;
+``index_select`` along the last axis gathers along a leading axis of a copy (lower/gather_last.py). Jitted for the
+CPU against the evaluator (the compiled code alone: the evaluator patched to raise, outputs handed in filled with
+NaN), at several row counts of one build. What
 still cannot be read row-wise is refused naming the op: a last axis repeated in runs. The same functions built with
 nvcc in tests/test_compile_cuda_build.py and run on the H200 in tests/gpu/test_compile_stages.py.
 
 Tolerances: exact where nothing is rounded; exp within 1e-6 relative (torch's vectorised exp and the runtime's may
 differ in the last bit); softmax's sums differ from the evaluator's in order only (f32: 1e-6; bf16: one unit in the
 last place of the 16-bit result, 2**-7 relative: the float before the cast may fall on the other side of a rounding
-boundary, as one element of 6240 did on the H200 at 2**-8).
+boundary, as one element of 6240 did on the H200 at 2**-8); layer_norm's likewise.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import torch
 
 from tests.compile_kernels import compiled_only
 from tilefoundry import func, jit, lower, module
-from tilefoundry.dsl import DimVar, Tensor, tf
+from tilefoundry.dsl import ConstTensor, DimVar, Tensor, tf
 from tilefoundry.lower import LoweringError
 from tilefoundry.runtime.check import allclose, check, equal
 
@@ -75,6 +76,16 @@ class OtherAxes:
         return tf.topk(x, 2, axis=1, largest=False)
 
     @func
+    def layer_norm_columns(x: Tensor[(S, 16), "f32"], g: ConstTensor[(S,), "f32"], b: ConstTensor[(S,), "f32"]):
+        """layer_norm along the first axis: its weight and bias stand along it."""
+        return tf.layer_norm(x, g, b, axis=0)
+
+    @func
+    def layer_norm_middle(x: Tensor[(2, S, 16), "bf16"], gain: ConstTensor[(S,), "bf16"],
+                          shift: ConstTensor[(S,), "bf16"]):
+        return tf.layer_norm(x, gain, shift, axis=1)
+
+    @func
     def gather_columns(x: Tensor[(S, 16), "f32"], idx: Tensor[(5,), "i64"]):
         """x[:, idx] (positions repeated): a gather along the last axis, copied into rows of its own."""
         return tf.index_select(x, 1, idx) * 2.0
@@ -108,7 +119,8 @@ def _inputs(name: str, s: int, seed: int) -> tuple[torch.Tensor, ...]:
 
 
 EXPECT = {"columns": allclose(atol=0, rtol=1e-6), "softmax_columns": allclose(atol=1e-6, rtol=1e-6),
-          "softmax_middle": allclose(atol=0, rtol=2**-7)}
+          "softmax_middle": allclose(atol=0, rtol=2**-7), "layer_norm_columns": allclose(atol=1e-6, rtol=1e-6),
+          "layer_norm_middle": allclose(atol=1e-6, rtol=2**-7)}
 ROWS = {"topk_columns": (3, 7, 130), "topk_middle": (3, 7, 130)}
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..ir.types.dtype import DType, f32
-from .errors import LoweringError
 from .opmap import is_16_bit_float
 from .program import Op, Program, Val, make_op
 
@@ -30,12 +29,6 @@ def _cast(prog: Program, v: Val, dtype: DType, like: Op, role: str) -> Val:
 
 def _const(prog: Program, value: float, dtype: DType, like: Op, role: str) -> Val:
     return make_op(prog, "constant", (), {"value": value, "dtype": dtype}, like, role)
-
-
-def _last_axis(prog: Program, op: Op, axis: int) -> None:
-    if axis != op.inputs[0].type.rank - 1:
-        raise LoweringError(op.op, prog.name, f"along axis {axis}: compiled {op.op} runs along the last axis only",
-                            op.loc)
 
 
 def _rms_norm(prog: Program, op: Op) -> Val:
@@ -57,21 +50,32 @@ def _rms_norm(prog: Program, op: Op) -> Val:
 
 
 def _layer_norm(prog: Program, op: Op) -> Val:
+    """Along any axis: its reductions keep that axis, and a weight and bias along another axis than the last are
+    reshaped to stand along it (``(n, 1, ...)``), as the evaluator broadcasts them."""
     x, w, b = op.inputs
-    _last_axis(prog, op, op.attrs["axis"])
     cd = compute_dtype(op)
-    last = x.type.rank - 1
+    axis = op.attrs["axis"]
     xf = _cast(prog, x, cd, op, "x")
-    mean = make_op(prog, "reduce", (xf,), {"axes": (last,), "keepdim": True, "kind": "mean"}, op, "mean")
+    mean = make_op(prog, "reduce", (xf,), {"axes": (axis,), "keepdim": True, "kind": "mean"}, op, "mean")
     xc = make_op(prog, "sub", (xf, mean), {}, op, "centred")
     sq = make_op(prog, "square", (xc,), {}, op, "square")
-    var = make_op(prog, "reduce", (sq,), {"axes": (last,), "keepdim": True, "kind": "mean"}, op, "var")
+    var = make_op(prog, "reduce", (sq,), {"axes": (axis,), "keepdim": True, "kind": "mean"}, op, "var")
     eps = _const(prog, op.attrs["eps"], cd, op, "eps")
     inv = make_op(prog, "rsqrt", (make_op(prog, "add", (var, eps), {}, op, "plus_eps"),), {}, op, "rstd")
     normed = make_op(prog, "mul", (xc, inv), {}, op, "normed")
-    scaled = make_op(prog, "mul", (normed, _cast(prog, w, cd, op, "weight")), {}, op, "scaled")
-    y = make_op(prog, "add", (scaled, _cast(prog, b, cd, op, "bias")), {}, op, "shifted")
+    scaled = make_op(prog, "mul", (normed, _along(prog, _cast(prog, w, cd, op, "weight"), x, axis, op)), {}, op,
+                     "scaled")
+    y = make_op(prog, "add", (scaled, _along(prog, _cast(prog, b, cd, op, "bias"), x, axis, op)), {}, op, "shifted")
     return _cast(prog, y, x.type.dtype, op, "out")
+
+
+def _along(prog: Program, v: Val, x: Val, axis: int, like: Op) -> Val:
+    """A vector along ``axis`` of ``x`` as it broadcasts against ``x``: itself along the last axis, else reshaped to
+    ``(n, 1, ...)`` with an axis of 1 for each axis after ``axis``."""
+    after = x.type.rank - 1 - axis
+    if after == 0:
+        return v
+    return make_op(prog, "reshape", (v,), {"new_shape": (v.type.shape[0], *(1,) * after)}, like, f"{v.name}_along")
 
 
 def _softmax(prog: Program, op: Op) -> Val:
