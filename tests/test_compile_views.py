@@ -13,6 +13,7 @@ import torch
 
 from tests.compile_kernels import compiled_only
 from tilefoundry import func, jit, lower, module
+from tilefoundry.codegen import generate
 from tilefoundry.dsl import DimVar, Tensor, tf
 from tilefoundry.runtime.check import allclose, check
 
@@ -46,11 +47,17 @@ class Views:
     def reshaped_result(x: Tensor[(S, 64), "f32"]):
         return tf.reshape(tf.sigmoid(x), (S, 4, 16))
 
+    @func
+    def repeated_rows(x: Tensor[(2, S, 4), "f32"]):
+        """A DimVar axis repeated: rows numbered over (2, 2*s), each offset divided by 2*s (a compound divisor: the
+        generated C++ once read it as row / 2 * s, writing outside the result)."""
+        return tf.repeat_interleave(x, 2, 1) * 2.0
+
 
 def _inputs(name: str, s: int) -> tuple[torch.Tensor, ...]:
     g = torch.Generator().manual_seed(s)
     shapes = {"kth_weights": [(s, 4), (s, 8)], "head_major": [(s, 4, 16)], "per_row_scalars": [(s, 8), (8, s, 16)],
-              "reshaped_result": [(s, 64)], "heads_merged": [(s, 4, 8)]}[name]
+              "reshaped_result": [(s, 64)], "heads_merged": [(s, 4, 8)], "repeated_rows": [(2, s, 4)]}[name]
     return tuple(torch.randn(shape, generator=g) for shape in shapes)
 
 
@@ -61,6 +68,14 @@ def test_a_view_read_by_row_wise_ops_matches_the_evaluator(name: str) -> None:
     for s in (1, 7, 130):
         report = check(compiled_only(compiled), fn, _inputs(name, s), expect={"output": [F32]})
         assert report.passed, f"{name} at {s} rows:\n{report}"
+
+
+def test_a_compound_divisor_of_the_row_index_is_parenthesised() -> None:
+    tir = lower(Views, "cpu")
+    text = str(tir.functions["repeated_rows"])
+    assert "(row / (2*s))" in text and "(row % (2*s))" in text, text
+    source = generate(tir).source
+    assert "(row / (2 * s))" in source and "(row % (2 * s))" in source
 
 
 def test_the_views_are_strides_not_copies() -> None:

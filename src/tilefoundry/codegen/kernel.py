@@ -209,9 +209,9 @@ class KernelEmitter:
         parts = [] if offset.base == 0 else [cxx.dim_expr(offset.base, self.dims)]
         minus = []  # terms of a negative constant stride, subtracted (a tile shifted back)
         for div, mod, stride in offset.terms:
-            t = "row" if div == 1 else f"(row / {cxx.dim_expr(div, self.dims)})"
+            t = "row" if div == 1 else f"(row / {self.operand_of(div)})"
             if mod is not None:
-                t = f"({t} % {cxx.dim_expr(mod, self.dims)})"
+                t = f"({t} % {self.operand_of(mod)})"
             negative = isinstance(stride, int) and stride < 0
             stride = -stride if negative else stride
             if stride != 1:
@@ -227,6 +227,12 @@ class KernelEmitter:
                 t = f"{t} * {st if isinstance(g.stride, (int, DimVar)) else '(' + st + ')'}"
             parts.append(t)
         return "".join([" + ".join(parts) or "0", *(f" - {t}" for t in minus)])
+
+    def operand_of(self, d: Dim) -> str:
+        """The C++ of extent ``d`` as an operand of ``/`` or ``%``: parenthesised unless one number or name (``row / 2
+        * s`` would divide by 2 and then multiply)."""
+        text = cxx.dim_expr(d, self.dims)
+        return text if isinstance(d, (int, DimVar)) else f"({text})"
 
     def read_of(self, g: Gather) -> str:
         """The C++ of the position ``g`` reads: the row's local holding it where ``row_loop`` loaded it first."""

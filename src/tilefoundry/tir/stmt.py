@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ..ir.core.source import SourceLoc
-from ..ir.types.dim import Dim
+from ..ir.types.dim import Dim, DimVar
 from ..ir.types.dtype import DType
 from .buffer import Buffer, Literal, Operand
 from .mesh import TMesh
@@ -70,9 +70,9 @@ class RowOffset:
         parts = [] if self.base == 0 else [str(self.base)]
         minus = []
         for div, mod, stride in self.terms:
-            t = "row" if div == 1 else f"(row / {div})"
+            t = "row" if div == 1 else f"(row / {_operand(div)})"
             if mod is not None:
-                t = f"({t} % {mod})"
+                t = f"({t} % {_operand(mod)})"
             negative = isinstance(stride, int) and stride < 0
             stride = -stride if negative else stride
             (minus if negative else parts).append(t if stride == 1 else f"{t} * {stride}")
@@ -271,3 +271,8 @@ __all__ = [
     "Sync",
     "Tag",
 ]
+
+
+def _operand(d: Dim) -> str:
+    """Extent ``d`` printed as an operand of ``/`` or ``%``: parenthesised unless one number or name."""
+    return str(d) if isinstance(d, (int, DimVar)) else f"({d})"
