@@ -5,11 +5,10 @@ that stride is not 1), so ``exp(transpose(x))`` and a reshape of a transposed vi
 strides) compile. ``softmax`` and ``layer_norm`` along another axis reduce across rows (lower/reduce_axis.py) and
 run the rest row-wise (layer_norm's weight and bias reshaped to stand along the axis); ``argmax`` and ``topk`` along
 another axis pick along the last axis of a transposed view (lower/move_axis.py), topk's results transposed back;
-``index_select`` along the last axis gathers along a leading axis of a copy (lower/gather_last.py). Jitted for the
-CPU against the evaluator (the compiled code alone: the evaluator patched to raise, outputs handed in filled with
-NaN), at several row counts of one build. What
-still cannot be read row-wise is refused naming the op: a last axis repeated in runs. The same functions built with
-nvcc in tests/test_compile_cuda_build.py and run on the H200 in tests/gpu/test_compile_stages.py.
+``index_select`` and ``repeat_interleave`` along the last axis gather along a leading axis into a copy
+(lower/gather_last.py). Jitted for the CPU against the evaluator (the compiled code alone: the evaluator patched to
+raise, outputs handed in filled with NaN), at several row counts of one build. The same functions built with nvcc in
+tests/test_compile_cuda_build.py and run on the H200 in tests/gpu/test_compile_stages.py.
 
 Tolerances: exact where nothing is rounded; exp within 1e-6 relative (torch's vectorised exp and the runtime's may
 differ in the last bit); softmax's sums differ from the evaluator's in order only (f32: 1e-6; bf16: one unit in the
@@ -25,7 +24,6 @@ import torch
 from tests.compile_kernels import compiled_only
 from tilefoundry import func, jit, lower, module
 from tilefoundry.dsl import ConstTensor, DimVar, Tensor, tf
-from tilefoundry.lower import LoweringError
 from tilefoundry.runtime.check import allclose, check, equal
 
 pytestmark = pytest.mark.usefixtures("compile_cache")
@@ -86,6 +84,15 @@ class OtherAxes:
         return tf.layer_norm(x, gain, shift, axis=1)
 
     @func
+    def repeat_columns(x: Tensor[(S, 8), "f32"]):
+        """Each element of the row repeated 3 times in place (a broadcast of a column, copied into rows of its own)."""
+        return tf.exp(tf.repeat_interleave(x, 3, 1))
+
+    @func
+    def repeat_vector(v: Tensor[(8,), "bf16"]):
+        return tf.repeat_interleave(v, 2, 0)
+
+    @func
     def gather_columns(x: Tensor[(S, 16), "f32"], idx: Tensor[(5,), "i64"]):
         """x[:, idx] (positions repeated): a gather along the last axis, copied into rows of its own."""
         return tf.index_select(x, 1, idx) * 2.0
@@ -118,7 +125,8 @@ def _inputs(name: str, s: int, seed: int) -> tuple[torch.Tensor, ...]:
     return tuple(out)
 
 
-EXPECT = {"columns": allclose(atol=0, rtol=1e-6), "softmax_columns": allclose(atol=1e-6, rtol=1e-6),
+EXPECT = {"columns": allclose(atol=0, rtol=1e-6), "repeat_columns": allclose(atol=0, rtol=1e-6),
+          "softmax_columns": allclose(atol=1e-6, rtol=1e-6),
           "softmax_middle": allclose(atol=0, rtol=2**-7), "layer_norm_columns": allclose(atol=1e-6, rtol=1e-6),
           "layer_norm_middle": allclose(atol=1e-6, rtol=2**-7)}
 ROWS = {"topk_columns": (3, 7, 130), "topk_middle": (3, 7, 130)}
@@ -141,14 +149,6 @@ def test_rows_read_across_a_transpose_are_strided_views_not_copies() -> None:
     assert len(fn.stages) == 1 and not fn.temps
     assert "view transpose: gmem f32[s] (1, 1, s):(8, 8, 8)" in str(fn), str(fn)  # x's columns, 8 elements apart
 
-
-def test_a_last_axis_repeated_in_runs_is_refused_naming_the_op() -> None:
-    @func
-    def doubled(x: Tensor[(S, 8), "f32"]):
-        return tf.exp(tf.repeat_interleave(x, 2, 1))
-
-    with pytest.raises(LoweringError, match=r"cannot compile exp in doubled: .*repeats its elements in runs"):
-        lower(doubled, "cpu")
 
 
 def test_a_column_position_outside_the_row_is_refused_before_the_kernel_runs() -> None:

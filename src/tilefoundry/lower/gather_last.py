@@ -7,6 +7,8 @@ along the last axis is rewritten to pick along a leading one:
 - ``index_select(x, idx)`` along the last axis (``x[..., idx]``): ``x`` reshaped with a trailing axis of 1, gathered
   along the axis that was last (now a leading one, each row one element), copied into memory of its own (an
   identity cast: a row-wise kernel reading the gathered rows), and that copy reshaped back (contiguous: a view);
+- ``repeat_interleave(x, r)`` along the last axis: ``x`` reshaped with a trailing axis of 1, repeated along that
+  axis (one element read r times: a broadcast), copied into memory of its own and reshaped back;
 - ``index_copy`` and ``index_add`` along the last axis: the same op along the axis before it, of ``x`` and the
   source with their last two axes swapped (views, read through their strides), the result swapped back (a view); a
   vector is first reshaped into a column.
@@ -20,17 +22,20 @@ from .program import Op, Program, Val, make_op
 
 
 def gathers_to_leading_axes(prog: Program) -> Program:
-    """``prog`` with each index_select, index_copy and index_add along the last axis rewritten as described in the
-    module docstring."""
+    """``prog`` with each index_select, repeat_interleave, index_copy and index_add along the last axis rewritten as
+    described in the module docstring."""
     ops, prog.ops = prog.ops, []
     for op in ops:
         x = op.inputs[0] if op.inputs else None
-        if (op.op not in ("index_select", "index_copy", "index_add") or x is None
-                or op.attrs["dim"] != x.type.rank - 1):
+        axis = op.attrs.get("axis" if op.op == "repeat_interleave" else "dim")
+        if (op.op not in ("index_select", "index_copy", "index_add", "repeat_interleave") or x is None
+                or axis != x.type.rank - 1):
             prog.ops.append(op)
             continue
         if op.op == "index_select":
             _gather(prog, op, x)
+        elif op.op == "repeat_interleave":
+            _repeat(prog, op, x)
         else:
             _scatter(prog, op, x)
     return prog
@@ -41,6 +46,15 @@ def _gather(prog: Program, op: Op, x: Val) -> None:
     column = make_op(prog, "reshape", (x,), {"new_shape": (*x.type.shape, 1)}, op, "column")
     picked = make_op(prog, "index_select", (column, index), {"dim": op.attrs["dim"]}, op, "picked")
     copied = make_op(prog, "cast", (picked,), {"dtype": x.type.dtype}, op, "copied")
+    make_op(prog, "reshape", (copied,), {"new_shape": op.outputs[0].type.shape}, op, "rows")
+    _takes_result(prog, op)
+
+
+def _repeat(prog: Program, op: Op, x: Val) -> None:
+    column = make_op(prog, "reshape", (x,), {"new_shape": (*x.type.shape, 1)}, op, "column")
+    spread = make_op(prog, "repeat_interleave", (column,), {"repeats": op.attrs["repeats"], "axis": x.type.rank}, op,
+                     "spread")
+    copied = make_op(prog, "cast", (spread,), {"dtype": x.type.dtype}, op, "copied")
     make_op(prog, "reshape", (copied,), {"new_shape": op.outputs[0].type.shape}, op, "rows")
     _takes_result(prog, op)
 

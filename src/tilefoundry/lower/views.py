@@ -164,10 +164,13 @@ def view_of_op(prog: Program, op: Op, src: View, output: int = 0) -> View:
                             f"apply {op.op} before the index_select instead", op.loc)
     if op.op == "repeat_interleave":
         axis, times = op.attrs["axis"], op.attrs["repeats"]
-        if isinstance(src.strides[axis], int) and src.strides[axis] == 0:
+        strides = src.strides
+        if dims_equal(src.shape[axis], 1) and src.repeats[axis] == 1:  # one element repeated: a broadcast
+            strides = tuple(0 if a == axis else s for a, s in enumerate(src.strides))
+        if isinstance(strides[axis], int) and strides[axis] == 0:
             times = 1  # an axis read at stride 0 reads one element however it repeats
         shape = tuple(product((d, op.attrs["repeats"])) if a == axis else d for a, d in enumerate(src.shape))
-        return View(src.root, shape, src.strides, src.offset,
+        return View(src.root, shape, strides, src.offset,
                     tuple(r * times if a == axis else r for a, r in enumerate(src.repeats)))
     if any(r != 1 for r in src.repeats):
         raise LoweringError(op.op, prog.name, f"of a view {src} whose axes repeat (repeat_interleave); apply "
