@@ -8,7 +8,7 @@ extent, and a CUDA graph captured at one extent replays that variant.
 from __future__ import annotations
 
 import copy
-from typing import Any
+from collections.abc import Callable
 
 from ..ir.core.dispatch import check_partition
 from ..ir.core.function import Function, substituted
@@ -19,7 +19,8 @@ from ..tir.function import DimBinding, KernelParam, PrimFunc
 from .errors import LoweringError
 
 
-def lower_dispatch(fn: Function, lower_one: Any, taken: set[str]) -> tuple[Dispatch, dict[str, PrimFunc]]:
+def lower_dispatch(fn: Function, lower_one: Callable[[Function], PrimFunc],
+                   taken: set[str]) -> tuple[Dispatch, dict[str, PrimFunc]]:
     """The Dispatch of ``fn`` and its variants' PrimFunctions by name (``lower_one(variant)`` lowers one; names in
     ``taken`` are avoided)."""
     check_partition(fn)
