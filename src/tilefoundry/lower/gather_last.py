@@ -18,7 +18,9 @@ One element a row is slow for long rows; it is correct.
 
 from __future__ import annotations
 
-from .program import Op, Program, Val, make_op
+from typing import Any
+
+from .program import Op, Program, Val, adopt_result, make_op
 
 
 def gathers_to_leading_axes(prog: Program) -> Program:
@@ -42,21 +44,21 @@ def gathers_to_leading_axes(prog: Program) -> Program:
 
 
 def _gather(prog: Program, op: Op, x: Val) -> None:
-    index = op.inputs[1]
-    column = make_op(prog, "reshape", (x,), {"new_shape": (*x.type.shape, 1)}, op, "column")
-    picked = make_op(prog, "index_select", (column, index), {"dim": op.attrs["dim"]}, op, "picked")
-    copied = make_op(prog, "cast", (picked,), {"dtype": x.type.dtype}, op, "copied")
-    make_op(prog, "reshape", (copied,), {"new_shape": op.outputs[0].type.shape}, op, "rows")
-    _takes_result(prog, op)
+    _column_picked(prog, op, x, "index_select", (op.inputs[1],), {"dim": op.attrs["dim"]})
 
 
 def _repeat(prog: Program, op: Op, x: Val) -> None:
+    _column_picked(prog, op, x, "repeat_interleave", (), {"repeats": op.attrs["repeats"], "axis": x.type.rank})
+
+
+def _column_picked(prog: Program, op: Op, x: Val, pick: str, more: tuple[Val, ...], attrs: dict[str, Any]) -> None:
+    """``op``'s result as ``pick`` (with operands ``more`` and ``attrs``) of ``x`` reshaped with a trailing axis of 1,
+    copied into memory of its own (an identity cast) and reshaped back."""
     column = make_op(prog, "reshape", (x,), {"new_shape": (*x.type.shape, 1)}, op, "column")
-    spread = make_op(prog, "repeat_interleave", (column,), {"repeats": op.attrs["repeats"], "axis": x.type.rank}, op,
-                     "spread")
-    copied = make_op(prog, "cast", (spread,), {"dtype": x.type.dtype}, op, "copied")
+    picked = make_op(prog, pick, (column, *more), attrs, op, "picked")
+    copied = make_op(prog, "cast", (picked,), {"dtype": x.type.dtype}, op, "copied")
     make_op(prog, "reshape", (copied,), {"new_shape": op.outputs[0].type.shape}, op, "rows")
-    _takes_result(prog, op)
+    adopt_result(prog, op.outputs[0])
 
 
 def _scatter(prog: Program, op: Op, x: Val) -> None:
@@ -73,12 +75,5 @@ def _scatter(prog: Program, op: Op, x: Val) -> None:
         ss = make_op(prog, "transpose", (source,), {"perm": perm}, op, "source_swapped")
         done = make_op(prog, op.op, (xs, index, ss), {**op.attrs, "dim": rank - 2}, op, "rows")
         make_op(prog, "transpose", (done,), {"perm": perm}, op, "back")
-    _takes_result(prog, op)
+    adopt_result(prog, op.outputs[0])
 
-
-def _takes_result(prog: Program, op: Op) -> None:
-    """The last op appended computes ``op``'s result: it takes that value as its own, so its readers read it."""
-    last = prog.ops[-1]
-    (out,) = op.outputs
-    last.outputs = (out,)
-    out.producer = last

@@ -8,7 +8,7 @@ their ``k`` picks returning to axis ``a``.
 
 from __future__ import annotations
 
-from .program import Op, Program, Val, make_op, make_ops
+from .program import Program, adopt_result, make_op, make_ops
 
 
 def _moved_last(rank: int, axis: int) -> tuple[int, ...]:
@@ -35,20 +35,12 @@ def picks_to_last_axis(prog: Program) -> Program:
         rank, axis = x.type.rank, op.attrs["axis"]
         moved = make_op(prog, "transpose", (x,), {"perm": _moved_last(rank, axis)}, op, "moved")
         if op.op == "argmax":
-            _replace_results(prog, op, make_op(prog, "argmax", (moved,), {**op.attrs, "axis": rank - 1}, op, "last"))
+            make_op(prog, "argmax", (moved,), {**op.attrs, "axis": rank - 1}, op, "last")
+            adopt_result(prog, op.outputs[0])
             continue
         picked = make_ops(prog, "topk", (moved,), {**op.attrs, "axis": rank - 1}, op, "last")
         for i, part in enumerate(picked):
             make_op(prog, "transpose", (part,), {"perm": _moved_back(rank, axis)}, op, f"back{i}")
-            _replace_results(prog, op, prog.ops[-1].outputs[0], i)
+            adopt_result(prog, op.outputs[i])
     return prog
 
-
-def _replace_results(prog: Program, op: Op, value: Val, i: int = 0) -> None:
-    """The last op appended (which computes ``value``) takes ``op``'s result ``i`` as its own result, so that the
-    ops reading that result read it."""
-    last = prog.ops[-1]
-    assert last.outputs[0] is value
-    out = op.outputs[i]
-    last.outputs = (out, *last.outputs[1:])
-    out.producer = last

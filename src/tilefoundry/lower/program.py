@@ -188,3 +188,11 @@ def make_ops(prog: Program, op: str, inputs: tuple[Val, ...], attrs: dict[str, A
         out.producer = new
     prog.ops.append(new)
     return outs
+
+
+def adopt_result(prog: Program, out: Val) -> None:
+    """The last op appended to ``prog`` (a rewrite computing ``out`` anew) takes ``out`` as its first result in place
+    of its own, so that the ops reading ``out`` read it."""
+    last = prog.ops[-1]
+    last.outputs = (out, *last.outputs[1:])
+    out.producer = last

@@ -21,7 +21,7 @@ from ..tir.layout import TLayout
 from ..tir.stmt import GmemView, OpCall, Origin, RowLoop, RowOffset, Stmt, Tag
 from .errors import LoweringError
 from .opmap import REDUCE_TAGS
-from .program import Op, Program, make_op
+from .program import Op, Program, adopt_result, make_op
 from .views import View, lead_offset
 
 # Threads of a CUDA CTA folding one output row (they share its columns).
@@ -45,9 +45,7 @@ def split_reductions(prog: Program) -> Program:
             v = make_op(prog, "reduce", (v,), {**op.attrs, "axes": (axis,)}, op, f"axis{axis}")
         if widen:
             v = make_op(prog, "cast", (v,), {"dtype": x.type.dtype}, op, "narrow")
-        last = prog.ops[-1]  # it computes the reduction's result: that value takes the place of its own
-        last.outputs = op.outputs
-        op.outputs[0].producer = last
+        adopt_result(prog, op.outputs[0])  # the last op computes the reduction's result
     return prog
 
 

@@ -192,14 +192,23 @@ class _Stages:
         if stage.kind == "index_copy":
             return self.index_copy(name, op, views, outs[0])
         if stage.kind == "index_add":
-            if not outs[0].contiguous:
-                raise LoweringError(op.op, self.prog.name, "its result is read through a layout of its own; not "
-                                    "compiled yet", op.loc)
-            require_plain_index(self.prog.name, op, views[1])
-            body, sched = index_add_body(self.prog.name, op, views[0], views[1], views[2], outs[0], self.homes,
-                                         self.target)
-            return [self.kernel(name, [views[0], views[2], views[1], outs[0]], body, sched, op)]
+            return self.index_add(name, op, views, outs[0])
         return self.cache_update(name, op, views, outs[0])
+
+    def require_own_memory(self, op: Op, out: View) -> None:
+        """Refuse ``op`` whose result ``out`` is read through a layout of its own (its kernels write it whole)."""
+        if not out.contiguous:
+            raise LoweringError(op.op, self.prog.name, "its result is read through a layout of its own; not "
+                                "compiled yet", op.loc)
+
+    def index_add(self, name: str, op: Op, views: list[View], out: View) -> list[StageCall]:
+        """``index_add(x, index, source, dim, alpha)``: one kernel, each CTA a row of the result
+        (lower/index_add.py)."""
+        x, index, source = views
+        self.require_own_memory(op, out)
+        require_plain_index(self.prog.name, op, index)
+        body, sched = index_add_body(self.prog.name, op, x, index, source, out, self.homes, self.target)
+        return [self.kernel(name, [x, source, index, out], body, sched, op)]
 
     def index_copy(self, name: str, op: Op, views: list[View], out: View) -> list[StageCall]:
         """``index_copy(x, index, source, dim)``: x copied into the result, then row ``i`` of the source written at
@@ -209,9 +218,7 @@ class _Stages:
         dim = op.attrs["dim"]
         result = op.outputs[0]
         assert dim < len(result.type.shape) - 1, "gather_last.py moves one along the last axis to a leading axis"
-        if not out.contiguous:
-            raise LoweringError(op.op, self.prog.name, "its result is read through a layout of its own; not "
-                                "compiled yet", op.loc)
+        self.require_own_memory(op, out)
         require_plain_index(self.prog.name, op, index)
         home = self.homes[id(result)]
         copy = self.copy_rows(f"{name}_copy", x, f"{result.name}_old", "old", home)
@@ -226,9 +233,7 @@ class _Stages:
         """``concat`` or ``stack``: each operand copied into its place in the result (a row-wise kernel each, writing
         through the result's strides from where the operand's part starts: after the parts before it along the
         axis, or at its index along the new axis)."""
-        if not out.contiguous:
-            raise LoweringError(op.op, self.prog.name, "its result is read through a layout of its own; not "
-                                "compiled yet", op.loc)
+        self.require_own_memory(op, out)
         result = op.outputs[0]
         axis = op.attrs["axis"]  # normalised by the IR: an axis of the result (the last: rows written a stride apart)
         strides = row_major(result.type.shape)
@@ -472,9 +477,7 @@ class _Stages:
         if len(new.shape) < 3:
             raise LoweringError(op.op, self.prog.name, f"of rows {new} with no axis after the sequence axis; a "
                                 "compiled cache update writes (batch, seq, ..., d) rows", op.loc)
-        if not out.contiguous:
-            raise LoweringError(op.op, self.prog.name, "its result is read through a layout of its own; not "
-                                "compiled yet", op.loc)
+        self.require_own_memory(op, out)
         result = op.outputs[0]
         copy = self.copy_rows(f"{name}_copy", cache, f"{result.name}_old", "old", self.homes[id(result)])
         in_place = self.in_place(op, cache, result)

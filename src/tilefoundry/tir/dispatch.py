@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .function import DimBinding, KernelParam
+from .function import DimBinding, EntryParams, KernelParam
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ class DispatchCase:
 
 
 @dataclass(frozen=True)
-class Dispatch:
+class Dispatch(EntryParams):
     """The entry ``name`` over ``params`` (the activations, every variant's weights, then ``output_count``
     outputs), dispatching on ``binding``'s DimVar to ``cases`` (disjoint ranges, in order)."""
 
@@ -34,16 +34,6 @@ class Dispatch:
     output_count: int
     binding: DimBinding
     cases: tuple[DispatchCase, ...]
-
-    @property
-    def inputs(self) -> tuple[KernelParam, ...]:
-        """The leading, input parameters."""
-        return self.params[: len(self.params) - self.output_count]
-
-    @property
-    def outputs(self) -> tuple[KernelParam, ...]:
-        """The trailing, output parameters."""
-        return self.params[len(self.params) - self.output_count:]
 
     def __str__(self) -> str:
         ins = ", ".join(str(p) for p in self.inputs)

@@ -70,8 +70,26 @@ class Schedule:
         return text + (f" cluster={self.cluster}" if self.cluster > 1 else "")
 
 
+class EntryParams:
+    """The inputs and outputs of an entry's ``params`` (inputs, then ``output_count`` outputs): a PrimFunction's, a
+    dispatching entry's (tir/dispatch.py)."""
+
+    params: tuple[KernelParam, ...]
+    output_count: int
+
+    @property
+    def inputs(self) -> tuple[KernelParam, ...]:
+        """The leading, input parameters."""
+        return self.params[: len(self.params) - self.output_count]
+
+    @property
+    def outputs(self) -> tuple[KernelParam, ...]:
+        """The trailing, output parameters."""
+        return self.params[len(self.params) - self.output_count:]
+
+
 @dataclass(eq=False)
-class PrimFunc:
+class PrimFunc(EntryParams):
     """One kernel: parameters (inputs, then ``output_count`` outputs), DimVar bindings, schedule, body.
 
     A staged function (placement ``stages``) has no body of its own: its entry launches ``stages`` in order,
@@ -97,16 +115,6 @@ class PrimFunc:
     def kernels(self) -> tuple[PrimFunc, ...]:
         """The kernels the entry launches: the stages', or this function itself."""
         return tuple(s.fn for s in self.stages) if self.stages else (self,)
-
-    @property
-    def inputs(self) -> tuple[KernelParam, ...]:
-        """The leading, input parameters."""
-        return self.params[: len(self.params) - self.output_count]
-
-    @property
-    def outputs(self) -> tuple[KernelParam, ...]:
-        """The trailing, output parameters."""
-        return self.params[len(self.params) - self.output_count:]
 
     def __str__(self) -> str:
         from .printer import print_function
