@@ -445,6 +445,12 @@ def poisoned_like(t: torch.Tensor) -> torch.Tensor:
     return torch.full_like(t, True if t.dtype == torch.bool else -7)
 
 
+def output_paths(fn: Function) -> list[str]:
+    """The paths ``check`` names ``fn``'s outputs by: ``output``, or ``output[i]`` for each of a tuple."""
+    outs = fn.output_types
+    return [f"output[{i}]" for i in range(len(outs))] if isinstance(outs, tuple) else ["output"]
+
+
 def compiled_only(compiled: CompiledModule) -> Callable[..., Any]:
     """The compiled entry, called pre-alloc with poisoned outputs (all of which must be overwritten), the
     evaluator refusing to run meanwhile."""

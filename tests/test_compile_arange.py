@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.compile_kernels import compiled_only
+from tests.compile_kernels import compiled_only, output_paths
 from tilefoundry import func, jit, module
 from tilefoundry.dsl import DimVar, Tensor, tf
 from tilefoundry.runtime.check import allclose, check, equal
@@ -76,8 +76,7 @@ CLOSE = {"masked": 1e-6}
 def test_arange_matches_the_evaluator(name: str) -> None:
     fn = Aranges.functions[name]
     compiled = jit(Aranges, target="cpu").functions[name]
-    outs = fn.output_types
-    paths = [f"output[{i}]" for i in range(len(outs))] if isinstance(outs, tuple) else ["output"]
+    paths = output_paths(fn)
     predicate = allclose(atol=CLOSE[name], rtol=CLOSE[name]) if name in CLOSE else equal()
     report = check(compiled_only(compiled), fn, CASES[name](torch.Generator().manual_seed(3)),
                    expect={p: [predicate] for p in paths})

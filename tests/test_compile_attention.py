@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import torch
 
-from tests.compile_kernels import compiled_only
+from tests.compile_kernels import compiled_only, output_paths
 from tilefoundry import func, jit, lower, module
 from tilefoundry.codegen import generate
 from tilefoundry.dsl import DimVar, Tensor, tf
@@ -136,8 +136,7 @@ def test_attention_matches_the_evaluator(name: str) -> None:
     compiled = jit(Attention, target="cpu").functions[name]
     fn = Attention.functions[name]
     expect = BF16 if name.endswith("bf16") else F32
-    outs = fn.output_types
-    paths = [f"output[{i}]" for i in range(len(outs))] if isinstance(outs, tuple) else ["output"]
+    paths = output_paths(fn)
     for s, c in CASES:
         report = check(compiled_only(compiled), fn, _inputs(name, s, c), expect={p: [expect] for p in paths})
         assert report.passed, f"{name} at {s} queries over {c} keys:\n{report}"

@@ -21,7 +21,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.compile_kernels import compiled_only
+from tests.compile_kernels import compiled_only, output_paths
 from tests.hf_models import CONFIGS
 from tilefoundry import func, jit, lower
 from tilefoundry.dsl import Tensor, tf
@@ -73,8 +73,7 @@ def _inputs(fn: Function, seq: int, step: int = 0, capacity: int | None = None) 
 
 
 def _expect(fn: Function, predicate: object) -> dict[str, list]:
-    outs = fn.output_types
-    paths = [f"output[{i}]" for i in range(len(outs))] if isinstance(outs, tuple) else ["output"]
+    paths = output_paths(fn)
     return {p: [predicate] for p in paths}
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.compile_kernels import compiled_only
+from tests.compile_kernels import compiled_only, output_paths
 from tilefoundry import func, jit, module
 from tilefoundry.dsl import ConstTensor, DimVar, Tensor, tf
 from tilefoundry.runtime.check import allclose, check, equal
@@ -91,8 +91,7 @@ def _inputs(name: str, s: int, seed: int) -> tuple[torch.Tensor, ...]:
 def test_model_patterns_match_the_evaluator(name: str) -> None:
     fn = Patterns.functions[name]
     compiled = jit(Patterns, target="cpu").functions[name]
-    outs = fn.output_types
-    paths = [f"output[{i}]" for i in range(len(outs))] if isinstance(outs, tuple) else ["output"]
+    paths = output_paths(fn)
     for s in (2, 7, 40):
         predicate = EXPECT.get(name, equal())
         expect = {p: [equal() if p == "output[1]" else predicate] for p in paths}  # top2's experts: exact

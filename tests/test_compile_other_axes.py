@@ -21,7 +21,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.compile_kernels import compiled_only
+from tests.compile_kernels import compiled_only, output_paths
 from tilefoundry import func, jit, lower, module
 from tilefoundry.dsl import ConstTensor, DimVar, Tensor, tf
 from tilefoundry.runtime.check import allclose, check, equal
@@ -136,8 +136,7 @@ ROWS = {"topk_columns": (3, 7, 130), "topk_middle": (3, 7, 130)}
 def test_other_axes_match_the_evaluator(name: str) -> None:
     fn = OtherAxes.functions[name]
     compiled = jit(OtherAxes, target="cpu").functions[name]
-    outs = fn.output_types
-    paths = [f"output[{i}]" for i in range(len(outs))] if isinstance(outs, tuple) else ["output"]
+    paths = output_paths(fn)
     for s in ROWS.get(name, (1, 7, 130)):
         report = check(compiled_only(compiled), fn, _inputs(name, s, s),
                        expect={p: [EXPECT.get(name, equal())] for p in paths})

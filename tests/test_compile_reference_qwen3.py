@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.compile_kernels import compiled_only
+from tests.compile_kernels import compiled_only, output_paths
 from tests.hf_models import CONFIGS
 from tests.reference_qwen3 import build
 from tilefoundry import jit
@@ -57,8 +57,7 @@ def _random(fn, sizes: dict[str, int], seed: int) -> tuple[torch.Tensor, ...]:
 
 def _check(fn, sizes: dict[str, int]) -> None:
     compiled = jit(fn, target="cpu")
-    outs = fn.output_types
-    paths = [f"output[{i}]" for i in range(len(outs))] if isinstance(outs, tuple) else ["output"]
+    paths = output_paths(fn)
     for seed in range(2):
         report = check(compiled_only(compiled), fn, _random(fn, sizes, seed), expect={p: [CLOSE] for p in paths})
         assert report.passed, f"{fn.name} at {sizes}, seed {seed}:\n{report}"

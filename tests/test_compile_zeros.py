@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.compile_kernels import compiled_only
+from tests.compile_kernels import compiled_only, output_paths
 from tilefoundry import func, jit, module
 from tilefoundry.dsl import DimVar, Tensor, tf
 from tilefoundry.runtime.check import check, equal
@@ -57,8 +57,7 @@ CASES = {
 def test_zeros_match_the_evaluator(name: str) -> None:
     fn = Zeros.functions[name]
     compiled = jit(Zeros, target="cpu").functions[name]
-    outs = fn.output_types
-    paths = [f"output[{i}]" for i in range(len(outs))] if isinstance(outs, tuple) else ["output"]
+    paths = output_paths(fn)
     report = check(compiled_only(compiled), fn, CASES[name](torch.Generator().manual_seed(3)),
                    expect={p: [equal()] for p in paths})
     assert report.passed, f"{name}:\n{report}"

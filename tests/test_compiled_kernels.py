@@ -22,6 +22,7 @@ from tilefoundry.models.engine_step import EngineStep
 from tilefoundry.models.twins import build_twin
 from tilefoundry.runtime.check import check, parse_predicate
 
+from .compile_kernels import output_paths
 from .hf_models import make_checkpoint
 
 CAPACITY = 96
@@ -212,8 +213,7 @@ def test_each_projection_slot_computes_the_family_function_it_stands_for() -> No
 
     for name, slot in (("qkv", qkv), ("mlp", mlp), ("head", slots["head"])):
         fn = fam[name]
-        outs = fn.output_types
-        paths = [f"output[{i}]" for i in range(len(outs))] if isinstance(outs, tuple) else ["output"]
+        paths = output_paths(fn)
         for seq in (1, 7):
             report = check(slot, fn, _inputs(fn, seq), expect={p: expect for p in paths})
             assert report.passed, f"{name} at seq {seq}:\n{report}"

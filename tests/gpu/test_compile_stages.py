@@ -20,7 +20,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root, for tests.*
 
-from tests.compile_kernels import caches_in_place, compiled_only, evaluator_refuses  # noqa: E402
+from tests.compile_kernels import caches_in_place, compiled_only, evaluator_refuses, output_paths  # noqa: E402
 from tests.test_compile_arange import CASES as ARANGE_CASES  # noqa: E402
 from tests.test_compile_arange import Aranges  # noqa: E402
 from tests.test_compile_attention import CASES as ATTENTION_CASES  # noqa: E402
@@ -106,8 +106,7 @@ def test_a_fused_attention_matches_the_evaluator_on_cuda(name: str) -> None:
     compiled = jit(Attention).functions[name]
     fn = Attention.functions[name]
     expect = BF16 if name.endswith("bf16") else F32
-    outs = fn.output_types
-    paths = [f"output[{i}]" for i in range(len(outs))] if isinstance(outs, tuple) else ["output"]
+    paths = output_paths(fn)
     for s, c in (*ATTENTION_CASES, (1, 2000), (3, 2000)):
         report = check(compiled_only(compiled), fn, _cuda(attention_inputs(name, s, c)),
                        expect={p: [expect] for p in paths})
@@ -283,8 +282,7 @@ def test_rows_across_a_transpose_and_picks_along_other_axes_match_the_evaluator_
     softmax across rows, argmax and topk along other axes, on the GPU."""
     fn = OtherAxes.functions[name]
     compiled = jit(OtherAxes).functions[name]
-    outs = fn.output_types
-    paths = [f"output[{i}]" for i in range(len(outs))] if isinstance(outs, tuple) else ["output"]
+    paths = output_paths(fn)
     for s in OTHER_AXES_ROWS.get(name, (1, 7, 130)):
         report = check(compiled_only(compiled), fn, _cuda(other_axes_inputs(name, s, s)),
                        expect={p: [OTHER_AXES_EXPECT.get(name, equal())] for p in paths})
@@ -310,8 +308,7 @@ def test_model_patterns_match_the_evaluator_on_cuda(name: str) -> None:
     GPU (tanh and exp within 1e-6 of torch's CPU results, as tests/test_compile_model_patterns.py states)."""
     fn = Patterns.functions[name]
     compiled = jit(Patterns).functions[name]
-    outs = fn.output_types
-    paths = [f"output[{i}]" for i in range(len(outs))] if isinstance(outs, tuple) else ["output"]
+    paths = output_paths(fn)
     for s in (2, 7, 40):
         expect = {p: [equal() if p == "output[1]" else PATTERN_EXPECT.get(name, equal())] for p in paths}
         report = check(compiled_only(compiled), fn, _cuda(pattern_inputs(name, s, s)), expect=expect)
@@ -336,8 +333,7 @@ def test_the_reference_style_qwen3_functions_match_the_evaluator_on_cuda() -> No
     cache, against the evaluator."""
     for name, fn in reference_functions().items():
         compiled = jit(fn)
-        outs = fn.output_types
-        paths = [f"output[{i}]" for i in range(len(outs))] if isinstance(outs, tuple) else ["output"]
+        paths = output_paths(fn)
         for sizes in ({"seq": 1, "ctx_len": 0}, {"seq": 1, "ctx_len": 5}, {"seq": 6, "ctx_len": 0},
                       {"seq": 6, "ctx_len": 5}):
             if (name == "decode") != (sizes["seq"] == 1) and name in ("decode", "prefill"):
