@@ -3,6 +3,7 @@
 The families' decoder-layer functions (Qwen3 in bf16: q/k/v with its norm, q/k norms, attention with RoPE and the
 cache writes, the MLP, embedding, head), and the modules of tests/test_compile_prologue.py, test_compile_pairs.py,
 test_compile_epilogue.py, test_compile_matmul.py (its matmuls, and those of the streamed schedule),
+test_compile_gemm.py (many rows through the tensor cores),
 test_compile_rope_cache.py and test_compile_reduce_epilogue.py, and the engine's routed MoE slot,
 lowered for CUDA into one Module: one nvcc run (about 15 s of every nvcc run here is the runtime's headers, paid
 once) that must print no warning, and whose library exports every function's entry. What each module computes is
@@ -21,6 +22,7 @@ from tests.test_compile_concat import Joins
 from tests.test_compile_dispatch import reference_attend
 from tests.test_compile_epilogue import Epilogues
 from tests.test_compile_families import _family, _functions
+from tests.test_compile_gemm import Gemms
 from tests.test_compile_index_add import IndexAdds
 from tests.test_compile_index_copy import IndexCopies
 from tests.test_compile_matmul import Matmuls, Streamed
@@ -77,7 +79,7 @@ def _everything() -> TirModule:
               "zeros": dict(Zeros.functions), "index_copy": dict(IndexCopies.functions),
               "reduce_axes": dict(AxisReductions.functions), "arange": dict(Aranges.functions),
               "other_axes": dict(OtherAxes.functions), "index_add": dict(IndexAdds.functions),
-              "patterns": dict(Patterns.functions),
+              "patterns": dict(Patterns.functions), "gemm": dict(Gemms.functions),
               "moe": {"moe": _moe_slot()}}
     seen: dict[str, int] = {}
     for fns in groups.values():

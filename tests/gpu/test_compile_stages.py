@@ -34,6 +34,7 @@ from tests.test_compile_epilogue import F32 as EPILOGUE_F32  # noqa: E402
 from tests.test_compile_epilogue import Epilogues  # noqa: E402
 from tests.test_compile_epilogue import _inputs as epilogue_inputs  # noqa: E402
 from tests.test_compile_families import BF16, F32, _expect, _family, _functions, _inputs  # noqa: E402
+from tests.test_compile_gemm import Gemms, gemm_inputs  # noqa: E402
 from tests.test_compile_index_add import IndexAdds  # noqa: E402
 from tests.test_compile_index_add import _inputs as index_add_inputs  # noqa: E402
 from tests.test_compile_index_copy import CASES as INDEX_CASES  # noqa: E402
@@ -86,8 +87,8 @@ def built() -> None:
     from tilefoundry.lower import lower
     from tilefoundry.target import CudaTarget
 
-    fns = [Matmuls, Streamed, Attention, Epilogues, RopeCache, Argmaxes, Reductions, RaggedHeads, Splits, Joins, Zeros,
-           IndexCopies, AxisReductions, Aranges, OtherAxes, IndexAdds, Patterns,
+    fns = [Matmuls, Streamed, Gemms, Attention, Epilogues, RopeCache, Argmaxes, Reductions, RaggedHeads, Splits, Joins,
+           Zeros, IndexCopies, AxisReductions, Aranges, OtherAxes, IndexAdds, Patterns,
            *reference_functions().values(), reference_attend(),
            *(fn for fam, dt in FAMILIES for fn in _functions(_family(fam, dt)).values())]
     linkables = [generate(lower(f, CudaTarget())) for f in fns]
@@ -247,6 +248,17 @@ def test_a_streamed_matmul_matches_the_evaluator_on_cuda(name: str) -> None:
     expect = BF16 if fn.output_types.dtype.name == "bf16" else F32
     for m in (1, 2, 3, 17):
         report = check(compiled_only(compiled), fn, streamed_inputs(name, m, "cuda"), expect={"output": [expect]})
+        assert report.passed, f"{name} at M = {m}:\n{report}"
+
+
+@pytest.mark.parametrize("name", sorted(Gemms.functions))
+def test_many_rows_through_the_tensor_cores_match_the_evaluator_on_cuda(name: str) -> None:
+    """The GEMM schedule (wgmma; K = 100 through the entry's fallback to the other tiers) at row counts around its
+    row tiles of 128: one tile partly full, one whole, one and a row, several; outputs poisoned."""
+    compiled = jit(Gemms).functions[name]
+    fn = Gemms.functions[name]
+    for m in ((200,) if name == "half_to_f32" else (17, 100, 128, 129, 700)):  # 16-bit sums: BF16 (f16's rounding too)
+        report = check(compiled_only(compiled), fn, gemm_inputs(name, m, "cuda"), expect={"output": [BF16]})
         assert report.passed, f"{name} at M = {m}:\n{report}"
 
 

@@ -341,9 +341,10 @@ class KernelEmitter:
                 epilogue += f", {self.prologue(s.prologue, ind)}"
             elif len(args) == 3 or s.workspace is not None:  # a pair (two weights) or a ring names how a is read
                 epilogue += ", ops::plain_rows{}"
-            if s.workspace is not None:  # the streamed schedule's ring comes first (cuda/ops/matmul_stream.cuh)
+            if s.workspace is not None:  # the streamed or GEMM schedule's ring comes first (cuda/ops/matmul.cuh)
                 args.insert(0, self.buffer(s.workspace))
-            line = f"ops::matmul<{acc}>({', '.join(args)}, {out}, {epilogue});"
+            ranks = "".join(f", int64_t({self.row_offset(i)})" for i in s.indices)  # the GEMM schedule's row tiles
+            line = f"ops::matmul<{acc}>({', '.join(args)}, {out}, {epilogue}{ranks});"
         elif s.family in COMPUTE_TAGGED:  # the tag names the dtype the op computes (accumulates) in
             reads = f", {self.prologue(s.prologue, ind)}" if s.prologue is not None else ""  # rope: x normed
             line = f"ops::{s.family}<{cxx.COMPUTE_TYPES[s.tag.name]}>({', '.join(args)}, {out}{reads});"

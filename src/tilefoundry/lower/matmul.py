@@ -17,14 +17,19 @@ an SM of ``CUDA_STREAM_THREADS``, each given a ring of shared memory (a workspac
 kernel's dynamic shared memory) through which ``ops::matmul`` streams the tile's weight rows with bulk copies
 when the call has one or two rows (a decode step), the dot-product tier taking more rows in the same CTAs.
 
+Many rows on a Hopper GPU (sm_90a: at least CUDA_GEMM_MIN_ROWS rows whatever the row count's DimVar is at
+launch, 16-bit operands contiguous along K, no prologue, pair or fused reduction) take the GEMM schedule instead
+(``_cuda_gemm``): a CTA of one warpgroup a column tile of at most CUDA_GEMM_TILE_N columns, ``ranks`` CTAs a
+column tile, each taking the row tiles of CUDA_GEMM_TILE_M rows rank, rank + ranks, ... (the call's last two
+arguments), its operands staged through a ring of shared memory for the tensor cores (cuda/ops/matmul_gmma.cuh).
+
 A prologue (``prologue.py``: the rms_norm of ``a``'s rows, with the norm's weight) and an epilogue
-(``epilogue.py``: elementwise ops over each result) run inside the same call. Correct at any row count; many
-rows are not yet fast on CUDA (the tensor-core GEMM is still to come).
+(``epilogue.py``: elementwise ops over each result) run inside the same call.
 """
 
 from __future__ import annotations
 
-from ..ir.types.dim import Dim, dims_equal, floordiv, product
+from ..ir.types.dim import Dim, dim_range, dims_equal, floordiv, product
 from ..ir.types.storage import Storage
 from ..target import CudaTarget, Target
 from ..tir.buffer import Buffer, Literal
@@ -92,6 +97,21 @@ CUDA_STREAM_MAX_ROW_BYTES = 16 << 10
 CUDA_STREAM_RING_BYTES = 64 << 10  # the ring's shared memory a CTA (dynamic shared memory)
 CUDA_STREAM_CTAS = 264
 CUDA_STREAM_THREADS = 256  # matmul_stream.cuh's kWarps: change both together
+# The GEMM schedule (CUDA sm_90a, cuda/ops/matmul_gmma.cuh; change its constants together): a row tile of
+# CUDA_GEMM_TILE_M rows, column tiles of at most CUDA_GEMM_TILE_N columns (the largest divisor of N up to it, at
+# least CUDA_GEMM_MIN_TILE_N), a ring of CUDA_GEMM_RING_BYTES (four stages of 64 K of both tiles, and 1 KiB that
+# aligns it to the swizzle): one CTA an SM, about 2 x CUDA_GEMM_CTAS of them (the H200's 132 SMs twice: a CTA
+# whose rows are all past M exits at once). Measured on the H200 at Qwen3-1.7B's projections (bf16, CUDA-graph
+# medians, TFLOP/s at M = 1024 / 4096): this schedule q/k/v 323 / 346, o_proj 311 / 335, gate/up 244 / 237, down
+# 385 / 376 (cuBLAS 580-650); two warpgroups a CTA (256 rows a tile) or three stages (two CTAs an SM) won at
+# M = 4096 (382-441) and lost at M = 1024 (205-248 at o_proj and down).
+CUDA_GEMM_MIN_ROWS = 17
+CUDA_GEMM_TILE_M = 128
+CUDA_GEMM_TILE_N = 128
+CUDA_GEMM_MIN_TILE_N = 64
+CUDA_GEMM_RING_BYTES = 4 * (128 + 128) * 64 * 2 + 1024
+CUDA_GEMM_CTAS = 132
+CUDA_GEMM_THREADS = 128
 # Threads of a CUDA CTA computing a tile (they share its elements). ops::matmul's dot-product tier makes its K split a
 # constant of the kernel for CTAs of this size (matmul_impl.h, kScheduleWarps: change both together).
 CUDA_MATMUL_THREADS = 128
@@ -164,6 +184,26 @@ def _cuda_stream_tile(n: Dim, k: Dim, batch: Dim, bits: int, pair: bool, target:
     return tile if 2 * (n // tile) >= CUDA_STREAM_CTAS else None
 
 
+def _cuda_gemm(m: Dim, n: Dim, batch: Dim, a: View, b: View, op: Op, target: CudaTarget) -> tuple[int, int] | None:
+    """The column tile and the CTAs a column tile (``ranks``) of the GEMM schedule, or None where it does not
+    apply: an sm_90a target (wgmma), at least CUDA_GEMM_MIN_ROWS rows whatever value the row count's DimVars take,
+    both operands of one 16-bit float type accumulated in f32, a static N with a column tile (a divisor of N, or N
+    itself under CUDA_GEMM_TILE_N) of at least CUDA_GEMM_MIN_TILE_N columns. The caller checks the layouts (runs
+    of K contiguous) and that nothing else is fused into the call (prologue, pair, reductions)."""
+    rows = dim_range(m)
+    if target.arch != "sm_90a" or rows is None or rows[0] < CUDA_GEMM_MIN_ROWS or not isinstance(n, int):
+        return None
+    dtype = a.root.type.dtype
+    if dtype != b.root.type.dtype or dtype.name not in ("bf16", "f16") or op.attrs["acc_dtype"].name != "f32":
+        return None
+    tile = _tile(n, CUDA_GEMM_TILE_N, 8)
+    if not isinstance(tile, int) or tile < min(n, CUDA_GEMM_MIN_TILE_N):
+        return None
+    per_rank = (batch if isinstance(batch, int) else 1) * (n // tile)
+    row_tiles = -(-rows[1] // CUDA_GEMM_TILE_M)
+    return tile, max(1, min(row_tiles, -(-2 * CUDA_GEMM_CTAS // per_rank)))
+
+
 def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int, str], target: Target,
                 epilogue: tuple[list[Op], list[tuple[Val, View]], Val] | None = None,
                 norm_weight: View | None = None, pair: tuple[Op, View] | None = None,
@@ -200,7 +240,15 @@ def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int,
     threads = CUDA_MATMUL_THREADS
     ring = None
     shared = 0  # the columns the last tile shares with the one before it (a tile shifted back to end at N)
-    if dot and cuda:
+    ranks = 0  # the GEMM schedule's CTAs a column tile (0: another schedule)
+    gemm = (_cuda_gemm(m, n, product(batch), a, b, op, target)  # type: ignore[arg-type]
+            if dot and cuda and pair is None and norm_weight is None and not reductions else None)
+    if gemm is not None:
+        tile, ranks = gemm
+        threads = CUDA_GEMM_THREADS
+        elems = CUDA_GEMM_RING_BYTES * 8 // a.root.type.dtype.bits
+        ring = Buffer("ring", a.root.type.dtype, Storage.smem, (elems,), TLayout((elems,), (1,)))
+    elif dot and cuda:
         bits = a.root.type.dtype.bits
         stream = (_cuda_stream_tile(n, k, product(batch), bits, pair is not None, target)  # type: ignore[arg-type]
                   if a.root.type.dtype == b.root.type.dtype and bits in (16, 32) else None)
@@ -215,14 +263,15 @@ def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int,
     else:
         tile = _tile(n, MATMUL_TILE_N, 1 if cuda else CPU_PANEL_N)
     tiles = (1 if dims_equal(tile, n) else n // tile) if not shared else -(-n // tile)  # type: ignore[operator]
-    grid = product((*batch, tiles))
+    lanes = max(ranks, 1)  # CTAs a column tile: the GEMM schedule's ranks (the CTA index's fastest part)
+    grid = product((*batch, tiles, lanes))
 
     def offset(view: View, col_stride: Dim | None, inner: int) -> RowOffset:
         """The CTA's start in ``view``'s memory: its column tile, and its batch element (an operand's batch axis
         of extent 1 read at every index; a repeated axis at index // repeats)."""
         terms = []
         if col_stride is not None and tiles != 1:
-            terms.append((1, tiles, product((tile, col_stride))))
+            terms.append((lanes, tiles, product((tile, col_stride))))
             if shared:  # the last tile, shifted back to end at column N
                 terms.append((tiles - 1, None, product((-shared, col_stride))))
         pad = batch_rank - (len(view.shape) - inner)  # ``inner``: the view's trailing axes that are no batch axes
@@ -232,7 +281,7 @@ def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int,
             if j < pad or (j - pad not in picked and (dims_equal(extent, 1) or dims_equal(view.shape[j - pad], 1))):
                 continue
             stride, times = view.strides[j - pad], view.repeats[j - pad]
-            div = product((*batch[j + 1:], tiles, times))
+            div = product((*batch[j + 1:], tiles, times, lanes))
             mod = None if j == 0 else floordiv(extent, times)
             if j - pad in picked:  # the batch element's row of the table: a position read on the device
                 index, bound = picked[j - pad]
@@ -284,9 +333,10 @@ def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int,
             views.append(GmemView(buf, homes[id(view.root)], offset(view, strides[1], 2)))
             buffers[id(v)] = buf
         fused = _epilogue(op, ops, buffers, result, pair[0] if pair is not None else None)
+    indices = (RowOffset(((1, ranks, 1),)), RowOffset(base=ranks)) if ranks else ()  # the CTA's rank, the ranks
     call = OpCall("matmul", Tag(acc), (a_buf, *weights), o_buf, origin, workspace=ring, epilogue=fused,
-                  prologue=prologue,
-                  weights_constant=weights_constant and ring is not None)  # the streamed tier reads before its wait
+                  prologue=prologue, indices=indices,  # the streamed tier reads before its wait:
+                  weights_constant=weights_constant and ring is not None and not ranks)
     after = reduction_parts(list(reductions), o_buf, tile, tiles, shared) if reductions else []
     body: list[Stmt] = [RowLoop("row", [*([Alloc(ring)] if ring is not None else []), *views, call, *after])]
     return body, matmul_schedule(target, grid, threads)

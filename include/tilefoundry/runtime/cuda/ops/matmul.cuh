@@ -15,6 +15,7 @@
 #include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/ops/matmul_impl.h>
 #include <tilefoundry/runtime/cuda/dependent_launch.cuh>
+#include <tilefoundry/runtime/cuda/ops/matmul_gmma.cuh>
 #include <tilefoundry/runtime/cuda/ops/matmul_stream.cuh>
 
 #include <cstdint>
@@ -60,6 +61,30 @@ __device__ void before_reads(B const& b, More const&... more) {
     (prefetch_columns(more, share), ...);
   }
   wait_for_earlier_kernels();
+}
+
+/// An epilogue of a tile's rows read from row m0 on: epi's row m0 + m where the tile says m.
+template <class Epi>
+struct rows_from {
+  Epi const& epi;
+  int64_t m0;
+  template <class V, class = std::enable_if_t<std::is_invocable_v<Epi const&, int64_t, int64_t, V>>>
+  __device__ auto operator()(int64_t m, int64_t n, V v) const {
+    return epi(m + m0, n, v);
+  }
+  template <class V,
+            class = std::enable_if_t<std::is_invocable_v<Epi const&, int64_t, int64_t, V, V>>,
+            class = void>
+  __device__ auto operator()(int64_t m, int64_t n, V v, V w) const {
+    return epi(m + m0, n, v, w);
+  }
+};
+
+/// Rows [m0, m0 + rows) of the M x ... view t, a view of its own.
+template <class T>
+__device__ auto row_slice(T&& t, int64_t m0, int64_t rows) {
+  auto const shape = cute::make_shape(rows, cute::get<1>(t.shape()));
+  return cute::make_tensor(t.data() + t.layout()(m0, 0), cute::make_layout(shape, t.stride()));
 }
 
 }  // namespace matmul_cuda
@@ -124,6 +149,27 @@ __device__ void matmul(matmul_ring<Ring, W> const& ring, A const& a, B const& b,
   if (matmul_stream::apply<Acc, kEarly>(a, b, b1, out, epilogue, prologue, ring.smem)) return;
   matmul_cuda::before_reads<A>(b, b1);
   matmul_impl::apply_pair<Acc>(a, b, b1, out, epilogue, prologue);
+}
+
+/// ... given a ring and this CTA's share of the rows (the GEMM schedule of lower/matmul.py, many
+/// rows): the row tiles of matmul_gmma::kTileM rows rank, rank + ranks, ... of a, through the
+/// tensor cores (matmul_gmma.cuh) where that tier applies, else each through the tiers above.
+template <class Acc, class Ring, class W, class A, class B, class Out, class Epi, class Pro>
+__device__ void matmul(matmul_ring<Ring, W> const& ring, A const& a, B const& b, Out&& out,
+                       Epi const& epilogue, Pro const& prologue, int64_t rank, int64_t ranks) {
+  wait_for_earlier_kernels();
+  if constexpr (std::is_same_v<Pro, plain_rows> && std::is_same_v<Acc, float>) {
+    if (matmul_gmma::apply(a, b, out, epilogue, ring.smem, rank, ranks)) return;
+  }
+  int64_t const total = int64_t(cute::size<0>(a));
+  constexpr int64_t kRows = matmul_gmma::kTileM;
+  for (int64_t m0 = rank * kRows; m0 < total; m0 += ranks * kRows) {
+    int64_t const rows = total - m0 < kRows ? total - m0 : kRows;
+    auto out_rows = matmul_cuda::row_slice(out, m0, rows);
+    matmul_impl::apply<Acc>(matmul_cuda::row_slice(a, m0, rows), b, out_rows,
+                            matmul_cuda::rows_from<Epi>{epilogue, m0}, prologue);
+    __syncthreads();  // the tiers' shared memory is reused by the next row tile
+  }
 }
 
 }  // namespace ops

@@ -1,0 +1,124 @@
+"""Many rows of a matmul on Hopper: the GEMM schedule (lower/matmul.py ``_cuda_gemm``, cuda/ops/matmul_gmma.cuh).
+
+A matmul whose row count is at least CUDA_GEMM_MIN_ROWS whatever its DimVars are at launch (a prefill's projections),
+of 16-bit operands contiguous along K, lowered for sm_90a, runs as CTAs of one warpgroup that each take a column tile
+and every ``ranks``-th row tile, through wgmma. Here: which matmuls take it (and which keep the other schedules), what
+the call passes, and that the source builds (tests/test_compile_cuda_build.py builds ``Gemms`` with nvcc). Their
+values run on the H200 (tests/gpu/test_compile_stages.py), including the entry's fallback where K allows no 16-byte
+words.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from tilefoundry import func, lower, module
+from tilefoundry.dsl import ConstTensor, DimVar, Tensor, tf
+from tilefoundry.lower.matmul import CUDA_GEMM_RING_BYTES, CUDA_GEMM_THREADS, CUDA_GEMM_TILE_M
+from tilefoundry.target import CudaTarget
+from tilefoundry.tir.stmt import OpCall
+
+ROWS = DimVar("rows", 17, 4097)
+
+
+@module(entry="projection")
+class Gemms:
+    @func
+    def projection(x: Tensor[(ROWS, 256), "bf16"], w: ConstTensor[(384, 256), "bf16"]):
+        """Three column tiles of 128, K four steps of 64."""
+        return tf.matmul(x, tf.transpose(w, (1, 0)))
+
+    @func
+    def residual(x: Tensor[(ROWS, 72), "bf16"], wr: ConstTensor[(96, 72), "bf16"], r: Tensor[(ROWS, 96), "bf16"]):
+        """K = 72 (a step and 8), one tile of 96 columns, the residual added in the epilogue."""
+        return tf.matmul(x, tf.transpose(wr, (1, 0))) + r
+
+    @func
+    def half_to_f32(xh: Tensor[(200, 128), "f16"], wh: ConstTensor[(192, 128), "f16"]):
+        """f16, a static 200 rows (a whole row tile and 72), two tiles of 96 columns, the sums cast to f32."""
+        return tf.cast(tf.matmul(xh, tf.transpose(wh, (1, 0))), "f32")
+
+    @func
+    def batched_heads(q: Tensor[(2, ROWS, 64), "bf16"], k: Tensor[(2, 128, 64), "bf16"]):
+        """A batch axis (two heads), the second operand a transposed view of keys."""
+        return tf.matmul(q, tf.transpose(k, (0, 2, 1)))
+
+    @func
+    def odd_depth(x: Tensor[(ROWS, 100), "bf16"], wo: ConstTensor[(128, 100), "bf16"]):
+        """K = 100: no 16-byte words along K, so the entry sends its row tiles to the other tiers."""
+        return tf.matmul(x, tf.transpose(wo, (1, 0)))
+
+
+def gemm_inputs(name: str, m: int, device: str = "cpu") -> tuple[torch.Tensor, ...]:
+    """Random inputs of ``Gemms``'s function ``name`` at ``m`` rows, weights scaled by 1 / sqrt(K)."""
+    g = torch.Generator(device=device).manual_seed(m)
+    fn = Gemms.functions[name]
+    args = []
+    for p in fn.params:
+        shape = tuple(m if not isinstance(d, int) else d for d in p.type.shape)
+        t = torch.randn(shape, generator=g, device=device)
+        if p.const or p.name == "k":
+            t = t / shape[-1] ** 0.5
+        args.append(t.to(p.type.dtype.torch_dtype))
+    return tuple(args)
+
+
+def _calls(body: list[Any]) -> list[OpCall]:
+    out = []
+    for s in body:
+        if isinstance(s, OpCall):
+            out.append(s)
+        out += _calls(getattr(s, "body", []))
+    return out
+
+
+def _matmul(fn: Any, target: Any) -> tuple[Any, OpCall]:
+    """The schedule and the call of ``fn``'s one matmul stage lowered for ``target``."""
+    lowered = lower(fn, target).functions[fn.name]
+    found = [(st.fn.schedule, c) for st in lowered.stages for c in _calls(st.fn.body) if c.family == "matmul"]
+    assert len(found) == 1, fn.name
+    return found[0]
+
+
+def test_many_rows_of_16_bit_operands_take_the_gemm_schedule_on_sm90a() -> None:
+    """One warpgroup a CTA, the ring of CUDA_GEMM_RING_BYTES its first argument, the CTA's rank and the ranks its
+    last two; the grid every column tile (and batch element) times the ranks."""
+    tiles = {"projection": 3, "residual": 1, "half_to_f32": 2, "batched_heads": 2, "odd_depth": 1}
+    for name, fn in Gemms.functions.items():
+        schedule, call = _matmul(fn, CudaTarget())
+        assert schedule.threads_per_cta == CUDA_GEMM_THREADS, name
+        assert call.workspace is not None and call.workspace.shape[0] * 2 == CUDA_GEMM_RING_BYTES, name
+        assert len(call.indices) == 2, name
+        ranks = call.indices[1].base
+        assert schedule.grid == tiles[name] * ranks, name
+        rows = 200 if name == "half_to_f32" else 4096
+        assert 1 <= ranks <= -(-rows // CUDA_GEMM_TILE_M), name
+
+
+def test_few_rows_f32_an_older_gpu_and_the_cpu_keep_their_schedules() -> None:
+    """A row count that may be 16 or fewer at launch (the decode step's GEMV), f32 operands, sm_86 and the CPU: no
+    ring, no ranks."""
+    few = DimVar("few", 1, 4097)
+
+    @func
+    def decode(x: Tensor[(few, 256), "bf16"], w: ConstTensor[(384, 256), "bf16"]):
+        return tf.matmul(x, tf.transpose(w, (1, 0)))
+
+    @func
+    def wide_f32(x: Tensor[(ROWS, 256), "f32"], w: ConstTensor[(384, 256), "f32"]):
+        return tf.matmul(x, tf.transpose(w, (1, 0)))
+
+    for fn, target in ((decode, CudaTarget()), (wide_f32, CudaTarget()),
+                       (Gemms.functions["projection"], CudaTarget("sm_86")), (Gemms.functions["projection"], "cpu")):
+        _, call = _matmul(fn, target)
+        assert call.indices == () and call.workspace is None, (fn.name, target)
+
+
+def test_the_gemm_call_passes_its_ring_rank_and_ranks_in_the_cuda_source() -> None:
+    from tilefoundry.codegen import generate
+
+    source = generate(lower(Gemms.functions["residual"], CudaTarget())).source
+    (line,) = [s for s in source.splitlines() if "ops::matmul<float>(" in s]
+    assert line.strip().startswith("ops::matmul<float>(ring, ") and "ops::plain_rows{}, int64_t(" in line, line
