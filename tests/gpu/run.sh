@@ -9,7 +9,8 @@
 #   runtime  the C++ runtime's CUDA programs (tests/gpu/*.cu), their SASS, the copy bandwidth bench and
 #            the copy ceiling by launch shape (bench/copy_ceiling.cu)
 #   compile  the compile path's CUDA target: the recorded acceptance unit built and its SASS checked, the
-#            jitted kernels against the evaluator (test_compile_cuda.py), their bench (bench/kernels.py)
+#            jitted kernels against the evaluator (test_compile_cuda.py), their bench (bench/kernels.py),
+#            the compiled GEMM against cuBLAS (bench/compiled_gemm_cuda.py)
 #   engine   model families on cuda, the decode engine's kernels and CUDA-graph path, its kernel bench
 #   decode   the decode bench at Qwen3-1.7B's shape (bench/decode.py), minutes long
 set -uo pipefail
@@ -175,6 +176,10 @@ if want compile; then
   echo "=== compiled row kernels vs torch eager / torch.compile (GB/s)"
   if PYTHONUNBUFFERED=1 "$py" bench/kernels.py --json "$out/kernels.json"; then status[kernels_bench]=passed
   else status[kernels_bench]=FAILED; fi
+  echo "=== compiled GEMM (many rows, tensor cores) vs cuBLAS at Qwen3-1.7B's projections"
+  if PYTHONUNBUFFERED=1 "$py" bench/compiled_gemm_cuda.py --json "$out/compiled_gemm.json"; then
+    status[gemm_bench]=passed
+  else status[gemm_bench]=FAILED; fi
 fi
 if want engine; then
   echo "=== python: model families on cuda"
@@ -204,7 +209,7 @@ echo "=== summary ($parts)"
 fail=0
 names=("${tests[@]}")
 want runtime && names+=(sass bench copy_ceiling)
-want compile && names+=(cuda_unit cuda_unit_sass compile rows_topk stages bench_timing kernels_bench)
+want compile && names+=(cuda_unit cuda_unit_sass compile rows_topk stages bench_timing kernels_bench gemm_bench)
 want engine && names+=(engine_build models engine engine_graph engine_bench)
 want decode && names+=(decode)
 for k in "${names[@]}"; do
