@@ -100,11 +100,12 @@ CUDA_STREAM_THREADS = 256  # matmul_stream.cuh's kWarps: change both together
 # The GEMM schedule (CUDA sm_90a, cuda/ops/matmul_gmma.cuh; change its constants together): a row tile of
 # CUDA_GEMM_TILE_M rows, column tiles of at most CUDA_GEMM_TILE_N columns (the largest divisor of N up to it, at
 # least CUDA_GEMM_MIN_TILE_N), a ring of CUDA_GEMM_RING_BYTES (four stages of 64 K of both tiles, and 1 KiB that
-# aligns it to the swizzle): one CTA an SM, about 2 x CUDA_GEMM_CTAS of them (the H200's 132 SMs twice: a CTA
-# whose rows are all past M exits at once). Measured on the H200 at Qwen3-1.7B's projections (bf16, CUDA-graph
+# aligns it to the swizzle): one CTA an SM, at most CUDA_GEMM_CTAS of them (one wave on the H200's 132 SMs; a
+# CTA whose rows are all past M exits at once). Measured on the H200 at Qwen3-1.7B's projections (bf16, CUDA-graph
 # medians, TFLOP/s at M = 1024 / 4096): this schedule q/k/v 323 / 346, o_proj 311 / 335, gate/up 244 / 237, down
-# 385 / 376 (cuBLAS 580-650); two warpgroups a CTA (256 rows a tile) or three stages (two CTAs an SM) won at
-# M = 4096 (382-441) and lost at M = 1024 (205-248 at o_proj and down).
+# 385 / 376 (cuBLAS 580-780); two waves of CTAs (2 x 132 / column tiles ranks) 306 / 272, 284 / 260, 249 / 256,
+# 371 / 304; two warpgroups a CTA (256 rows a tile) or three stages (two CTAs an SM) won at M = 4096 (382-441) and
+# lost at M = 1024 (205-248 at o_proj and down).
 CUDA_GEMM_MIN_ROWS = 17
 CUDA_GEMM_TILE_M = 128
 CUDA_GEMM_TILE_N = 128
@@ -201,7 +202,7 @@ def _cuda_gemm(m: Dim, n: Dim, batch: Dim, a: View, b: View, op: Op, target: Cud
         return None
     per_rank = (batch if isinstance(batch, int) else 1) * (n // tile)
     row_tiles = -(-rows[1] // CUDA_GEMM_TILE_M)
-    return tile, max(1, min(row_tiles, -(-2 * CUDA_GEMM_CTAS // per_rank)))
+    return tile, max(1, min(row_tiles, CUDA_GEMM_CTAS // per_rank))
 
 
 def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int, str], target: Target,
