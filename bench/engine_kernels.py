@@ -58,7 +58,7 @@ from tilefoundry.engine import (  # noqa: E402
     reference,
     require_cuda,
 )
-from tilefoundry.engine.compiled_kernels import SlotShapes, slot_functions  # noqa: E402
+from tilefoundry.engine.compiled_kernels import SlotShapes, slot_functions, slot_options  # noqa: E402
 from tilefoundry.models import open_checkpoint  # noqa: E402
 from tilefoundry.models.session import load_backend  # noqa: E402
 
@@ -103,7 +103,8 @@ def compiled_slot(name: str) -> Any:
     kernel the compiled set launches, timed alone beside the hand-written one."""
     spec = DecoderSpec(hidden=HIDDEN, heads=HEADS, kv_heads=KV, head_dim=D, vocab=VOCAB, eps=EPS,
                        max_positions=_CONFIG["max_position_embeddings"])
-    return jit(slot_functions(SlotShapes(spec, "bf16", INTER, False, True))[name], target="cuda")
+    return jit(slot_functions(SlotShapes(spec, "bf16", INTER, False, True))[name], target="cuda",
+               options=slot_options(name))  # as CompiledKernels builds it
 
 
 # ---- the cases ------------------------------------------------------------------------------------------------

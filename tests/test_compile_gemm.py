@@ -21,6 +21,7 @@ from tilefoundry.target import CudaTarget
 from tilefoundry.tir.stmt import OpCall
 
 ROWS = DimVar("rows", 17, 4097)
+ANY = DimVar("any", 1, 4097)
 
 
 @module(entry="projection")
@@ -50,6 +51,15 @@ class Gemms:
         """K = 100: no 16-byte words along K, so the entry sends its row tiles to the other tiers."""
         return tf.matmul(x, tf.transpose(wo, (1, 0)))
 
+    @func
+    def any_rows(xa: Tensor[(ANY, 128), "bf16"], norm: ConstTensor[(128,), "bf16"],
+                 wa: ConstTensor[(192, 128), "bf16"]):
+        """Rows 1 to 4096 and a norm before the projection: an entry choosing a decode step's variant (the norm a
+        prologue of the GEMV) or a prompt's (the norm a stage, then the GEMM) by the row count; the body names its
+        DimVar (the reshape), as the families' bodies do."""
+        y = tf.matmul(tf.rms_norm(xa, norm, 1e-6), tf.transpose(wa, (1, 0)))
+        return tf.reshape(y, (ANY, 2, 96))
+
 
 def gemm_inputs(name: str, m: int, device: str = "cpu") -> tuple[torch.Tensor, ...]:
     """Random inputs of ``Gemms``'s function ``name`` at ``m`` rows, weights scaled by 1 / sqrt(K)."""
@@ -59,7 +69,9 @@ def gemm_inputs(name: str, m: int, device: str = "cpu") -> tuple[torch.Tensor, .
     for p in fn.params:
         shape = tuple(m if not isinstance(d, int) else d for d in p.type.shape)
         t = torch.randn(shape, generator=g, device=device)
-        if p.const or p.name == "k":
+        if p.name == "norm":
+            t = 1 + 0.1 * t
+        elif p.const or p.name == "k":
             t = t / shape[-1] ** 0.5
         args.append(t.to(p.type.dtype.torch_dtype))
     return tuple(args)
@@ -75,8 +87,8 @@ def _calls(body: list[Any]) -> list[OpCall]:
 
 
 def _matmul(fn: Any, target: Any) -> tuple[Any, OpCall]:
-    """The schedule and the call of ``fn``'s one matmul stage lowered for ``target``."""
-    lowered = lower(fn, target).functions[fn.name]
+    """The schedule and the call of ``fn``'s one matmul stage lowered for ``target`` as one body."""
+    lowered = lower(fn, target, split_rows=False).functions[fn.name]
     found = [(st.fn.schedule, c) for st in lowered.stages for c in _calls(st.fn.body) if c.family == "matmul"]
     assert len(found) == 1, fn.name
     return found[0]
@@ -87,6 +99,8 @@ def test_many_rows_of_16_bit_operands_take_the_gemm_schedule_on_sm90a() -> None:
     last two; the grid every column tile (and batch element) times the ranks."""
     tiles = {"projection": 3, "residual": 1, "half_to_f32": 2, "batched_heads": 2, "odd_depth": 1}
     for name, fn in Gemms.functions.items():
+        if name == "any_rows":
+            continue
         schedule, call = _matmul(fn, CudaTarget())
         assert schedule.threads_per_cta == CUDA_GEMM_THREADS, name
         assert call.workspace is not None and call.workspace.shape[0] * 2 == CUDA_GEMM_RING_BYTES, name
@@ -98,8 +112,8 @@ def test_many_rows_of_16_bit_operands_take_the_gemm_schedule_on_sm90a() -> None:
 
 
 def test_few_rows_f32_an_older_gpu_and_the_cpu_keep_their_schedules() -> None:
-    """A row count that may be 16 or fewer at launch (the decode step's GEMV), f32 operands, sm_86 and the CPU: no
-    ring, no ranks."""
+    """A row count that may be 16 or fewer at launch (the decode step's GEMV, in one body), f32 operands, sm_86 and
+    the CPU: no ring, no ranks."""
     few = DimVar("few", 1, 4097)
 
     @func
@@ -122,3 +136,58 @@ def test_the_gemm_call_passes_its_ring_rank_and_ranks_in_the_cuda_source() -> No
     source = generate(lower(Gemms.functions["residual"], CudaTarget())).source
     (line,) = [s for s in source.splitlines() if "ops::matmul<float>(" in s]
     assert line.strip().startswith("ops::matmul<float>(ring, ") and "ops::plain_rows{}, int64_t(" in line, line
+
+
+def _kernels(source: str, name: str) -> list[str]:
+    """The ``__global__`` kernels of ``source`` that belong to function ``name`` (up to the first closing brace at
+    the start of a line), each with the function's name written as ``FN``."""
+    import re
+
+    found = re.findall(r"^__global__ .*?^}", source, flags=re.M | re.S)
+    return [k.replace(name, "FN") for k in found if f" {name}_stage" in k or f" {name}_kernel" in k]
+
+
+def test_a_function_of_any_row_count_dispatches_to_a_decode_and_a_prompt_variant_on_sm90a() -> None:
+    """Rows 1 to 4096: the entry takes [1, 17) to ``any_rows_few_rows`` (the GEMV with the norm fused, its kernels
+    exactly those of the function lowered as one body) and [17, 4097) to ``any_rows_many_rows`` (the norm a row-wise
+    stage, then the GEMM's ring and ranks)."""
+    from tilefoundry.codegen import generate
+
+    fn = Gemms.functions["any_rows"]
+    split = lower(fn, CudaTarget())
+    (dispatch,) = split.dispatches.values()
+    assert [(c.lo, c.hi, c.function) for c in dispatch.cases] == [(1, 17, "any_rows_few_rows"),
+                                                                   (17, 4097, "any_rows_many_rows")]
+    few, many = split.functions["any_rows_few_rows"], split.functions["any_rows_many_rows"]
+    assert [s.fn.schedule.placement for s in many.stages] == ["rows", "matmul"]
+    (call,) = [c for s in many.stages for c in _calls(s.fn.body) if c.family == "matmul"]
+    assert call.prologue is None and len(call.indices) == 2 and call.workspace is not None
+    (call,) = [c for k in few.kernels for c in _calls(k.body) if c.family == "matmul"]
+    assert call.prologue is not None and call.indices == ()
+    one = generate(lower(fn, CudaTarget(), split_rows=False)).source
+    assert _kernels(generate(split).source, "any_rows_few_rows") == _kernels(one, "any_rows")
+    assert _kernels(one, "any_rows")
+
+
+def test_the_cpu_an_older_gpu_and_split_rows_false_keep_one_body() -> None:
+    import pytest
+
+    from tilefoundry.codegen.options import CompilerOptions
+
+    fn = Gemms.functions["any_rows"]
+    for target in ("cpu", CudaTarget("sm_86")):
+        assert not lower(fn, target).dispatches
+    one = lower(fn, CudaTarget(), split_rows=False)
+    assert not one.dispatches and list(one.functions) == ["any_rows"]
+    with pytest.raises(TypeError, match="split_rows"):
+        CompilerOptions(split_rows="yes")  # type: ignore[arg-type]
+
+
+def test_the_families_decoder_functions_dispatch_by_their_token_count_on_sm90a() -> None:
+    """A model's functions name their seq DimVar in their bodies (reshapes into heads): each variant is the body
+    traced once and lowered with seq narrowed. Qwen3 in bf16: q/k/v and the MLP get a prompt's variant."""
+    from tests.test_compile_families import _family, _functions
+
+    lowered = {name: lower(fn, CudaTarget()) for name, fn in _functions(_family("qwen3", "bfloat16")).items()}
+    split = sorted(name for name, tm in lowered.items() if tm.dispatches)
+    assert split and all(f"{name}_many_rows" in lowered[name].functions for name in split), split

@@ -170,12 +170,12 @@ def streamed_inputs(name: str, m: int, device: str = "cpu") -> tuple[torch.Tenso
 def test_a_large_weight_takes_the_streamed_schedule_on_sm90_only() -> None:
     """256 CTAs of 256 threads (two an SM of an H200) for each of Streamed's functions on sm_90a; an older
     architecture, the CPU and a weight under CUDA_STREAM_MIN_BYTES keep the other schedules."""
-    for name in Streamed.functions:
-        (stage,) = lower(Streamed.functions[name], CudaTarget()).functions[name].stages
+    for name in Streamed.functions:  # one body for every row count (else 17 rows and more are a GEMM's variant)
+        (stage,) = lower(Streamed.functions[name], CudaTarget(), split_rows=False).functions[name].stages
         assert (stage.fn.schedule.grid, stage.fn.schedule.threads_per_cta) == (256, 256), name
         (stage,) = lower(Streamed.functions[name], CudaTarget("sm_86")).functions[name].stages
         assert stage.fn.schedule.threads_per_cta == 128, name
-    small = lower(Matmuls.functions["wide"], CudaTarget()).functions["wide"].stages[0].fn.schedule
+    small = lower(Matmuls.functions["wide"], CudaTarget(), split_rows=False).functions["wide"].stages[0].fn.schedule
     assert small.threads_per_cta == 128
     cpu = lower(Streamed.functions["norm_swiglu"], "cpu").functions["norm_swiglu"].stages[0].fn.schedule
     assert cpu.threads_per_cta == 1
@@ -261,9 +261,12 @@ def test_a_gather_a_matmul_cannot_read_is_refused_naming_the_operand() -> None:
 
 def test_the_cuda_lowering_runs_every_matmul_as_one_matmul_call() -> None:
     """(Its source builds with nvcc in tests/test_compile_cuda_build.py.)"""
-    tir = lower(Matmuls, CudaTarget())
+    tir = lower(Matmuls, CudaTarget(), split_rows=False)
     calls = [s for f in tir.functions.values() for k in f.kernels for s in _calls(k.body)]
     assert sum(c.family == "matmul" for c in calls) == len(Matmuls.functions)
+    split = lower(Matmuls, CudaTarget())  # 16-bit matmuls of M rows: a decode step's variant and a prompt's
+    calls = [s for f in split.functions.values() for k in f.kernels for s in _calls(k.body)]
+    assert sum(c.family == "matmul" for c in calls) == len(Matmuls.functions) + len(split.dispatches)
 
 
 def test_a_cuda_matmul_kernel_waits_for_the_earlier_kernel_inside_its_op() -> None:
@@ -301,7 +304,7 @@ def test_a_streamed_matmul_copies_constant_weights_before_its_wait_and_others_af
     def activation_weights(x: Tensor[(TOKENS, 2048), "bf16"], w: Tensor[(12288, 2048), "bf16"]):
         return tf.matmul(x, tf.transpose(w, (1, 0)))
 
-    constant = lower(Streamed, CudaTarget())
+    constant = lower(Streamed, CudaTarget(), split_rows=False)
     assert "workspace=ring, weights constant" in str(constant.functions["norm_swiglu"])
     assert "ops::make_matmul_ring<ops::weights_constant>(" in generate(constant).source
     written = lower(activation_weights, CudaTarget())

@@ -117,4 +117,8 @@ def test_a_pair_matches_the_evaluator_at_every_row_count(name: str) -> None:
 def test_the_cuda_lowering_of_a_pair_reads_both_weights_in_one_matmul() -> None:
     """(Its source builds with nvcc in tests/test_compile_cuda_build.py.)"""
     tir = lower(Pairs, CudaTarget())
-    assert "matmul<f32>(x_tile, gate_tile, up_tile" in str(tir.functions["swiglu"])
+    # a decode step's rows (m < 17): the pair; a prompt's (m >= 17, the tensor cores' GEMM): the norm a stage of its
+    # own, then one weight a matmul (lower/dispatch.py row_variants; pairs.py)
+    assert "matmul<f32>(x_tile, gate_tile, up_tile" in str(tir.functions["swiglu_few_rows"])
+    many = tir.functions["swiglu_many_rows"]
+    assert [s.fn.schedule.placement for s in many.stages] == ["rows", "matmul", "matmul"]

@@ -22,6 +22,10 @@ class CompilerOptions:
             position, a count of new rows) only from these reads them before it waits for that kernel, so their
             round trip to memory overlaps its end. A promise broken reads a stale position: pass only tensors
             written before the previous launch began (the decode engine's positions, written once a step).
+        split_rows: lower a function whose matmuls take another schedule at 17 rows and more than at 16 and fewer
+            (on a Hopper GPU, the tensor cores) as an entry choosing between two variants by that row count
+            (``lower(..., split_rows=)``); False keeps one body (the decode engine's slots, one token a step, whose
+            prompts run elsewhere).
     """
 
     opt_level: int = 3
@@ -29,6 +33,7 @@ class CompilerOptions:
     cpu_arch: str = "native"
     extra_flags: tuple[str, ...] = ()
     early_reads: tuple[str, ...] = ()
+    split_rows: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.opt_level, bool) or self.opt_level not in (0, 1, 2, 3):
@@ -45,6 +50,8 @@ class CompilerOptions:
             raise TypeError(f"CompilerOptions.early_reads must be a tuple of parameter names, got "
                             f"{self.early_reads!r}")
         object.__setattr__(self, "early_reads", tuple(dict.fromkeys(self.early_reads)))
+        if not isinstance(self.split_rows, bool):
+            raise TypeError(f"CompilerOptions.split_rows must be True or False, got {self.split_rows!r}")
 
     def canonical_text(self) -> str:
         """Every field, in declaration order, as ``name=repr(value)``."""

@@ -71,7 +71,7 @@ from .packed import PackedDecoder
 from .slots import KernelSet, StepPositions
 from .torch_kernels import TorchKernels
 
-__all__ = ["DECODE_ROWS", "CompiledKernels", "SlotShapes", "slot_functions"]
+__all__ = ["DECODE_ROWS", "CompiledKernels", "SlotShapes", "slot_functions", "slot_options"]
 
 DECODE_ROWS = 16
 """The most tokens a step on a GPU runs wholly through the compiled slots; in a longer step attention and the
@@ -92,10 +92,10 @@ before the wait (a variant of the op) changed nothing (1577 -> 1580 us), and als
 keys and values there made the step slower (1563 -> 1578 us)."""
 
 
-def _options(slot: str) -> CompilerOptions | None:
-    """The build options of slot ``slot``: its early reads, where it has some."""
-    early = EARLY_READS.get(slot, ())
-    return CompilerOptions(early_reads=early) if early else None
+def slot_options(slot: str) -> CompilerOptions:
+    """The build options of slot ``slot``: its early reads, where it has some; one body for every row count (the
+    slots run a decode step's few tokens on the GPU, a prompt's many through torch: ``CompiledKernels``)."""
+    return CompilerOptions(early_reads=EARLY_READS.get(slot, ()), split_rows=False)
 
 
 @dataclass(frozen=True)
@@ -283,7 +283,7 @@ class CompiledKernels(KernelSet):
         start = time.monotonic()
         # each build's progress on a terminal only, as this set's own line: a command's stderr stays its own
         with build_progress("terminal"), ThreadPoolExecutor(self.jobs) as pool:
-            built = dict(zip(fns, pool.map(lambda fn: jit(fn, target=target, options=_options(fn.name)),
+            built = dict(zip(fns, pool.map(lambda fn: jit(fn, target=target, options=slot_options(fn.name)),
                                            fns.values())))
         took = time.monotonic() - start
         if took > 2.0 and sys.stderr.isatty():  # as jit's own build progress: a terminal's, not a log's

@@ -30,14 +30,14 @@ from ..ir.core.module import Module
 from ..target import Target, resolve_target
 from ..tir.dispatch import Dispatch
 from ..tir.function import PrimFunc, TirModule
-from .dispatch import lower_dispatch
+from .dispatch import lower_dispatch, row_variants
 from .errors import LoweringError
 from .expand import expand_composites
 from .fuse_attention import fuse_attention
 from .gather_last import gathers_to_leading_axes
 from .meshwise import is_placed, lower_mesh
 from .move_axis import picks_to_last_axis
-from .program import Program, flatten_function
+from .program import Program, flatten_function, narrow
 from .prologue import fuse_prologues
 from .reduce_axis import split_reductions
 from .rows import analyze_rows
@@ -93,8 +93,10 @@ def lower_function(fn: Function, target: Target, declared: Declared) -> PrimFunc
                             "lower_function lowers one body; lower() and jit() lower each variant and an entry "
                             "choosing among them", fn.loc)
     prog: Program = flatten_function(fn)
+    if getattr(fn, "narrowing", None):  # a variant of row_variants: its body lowered for a narrower range
+        prog = narrow(prog, fn.narrowing)
     placed = is_placed(prog)
-    prog = expand_composites(prog if placed else fuse_prologues(fuse_attention(prog)))
+    prog = expand_composites(prog if placed else fuse_prologues(fuse_attention(prog), target))
     if placed:
         op = next((op for op in prog.ops if op.op in MATMUL_OPS or op.op in OWN_KERNEL_OPS or op.op in VIEW_OPS),
                   None)
@@ -123,8 +125,12 @@ def _one_row_space(prog: Program) -> bool:
     return True
 
 
-def lower(fn_or_mod: Any, target: str | Target | None = None) -> TirModule:
+def lower(fn_or_mod: Any, target: str | Target | None = None, *, split_rows: bool = True) -> TirModule:
     """Lower a Module (or a Function) to TIR for ``target`` (default: the Module's, else ``"cuda"``).
+
+    ``split_rows``: a function whose matmuls take another schedule at 17 rows and more than at 16 and fewer (on a
+    Hopper GPU: the tensor cores) is lowered as an entry dispatching to two variants of it by that row count
+    (``dispatch.row_variants``); False keeps one body for every row count.
 
     Raises:
         TypeError: not TileFoundry IR (a raw Python function: decorate it with @func).
@@ -137,6 +143,8 @@ def lower(fn_or_mod: Any, target: str | Target | None = None) -> TirModule:
     functions: dict[str, PrimFunc] = {}
     dispatches: dict[str, Dispatch] = {}
     for name, fn in mod.functions.items():
+        if split_rows and not getattr(fn, "variants", ()):
+            fn = row_variants(fn, tgt) or fn
         if getattr(fn, "variants", ()):  # one PrimFunction a variant, and an entry choosing among them
             dispatch, variants = lower_dispatch(fn, lambda v: lower_function(v, tgt, declared),
                                                 set(mod.functions) | set(functions))

@@ -3,6 +3,12 @@ own, named ``<function>_<variant>``, and a :class:`~tilefoundry.tir.dispatch.Dis
 that picks the variant from the DimVar's extent (tir/dispatch.py). The variants partition the DimVar's range
 (``check_partition``) and return the same types (the DimVar named back as the base's), so one entry serves every
 extent, and a CUDA graph captured at one extent replays that variant.
+
+``row_variants`` makes such variants of a function written once, where the schedule of its matmuls depends on
+their row count: on a Hopper GPU a matmul of 16-bit operands whose rows are an activation's DimVar that may be 16
+or fewer (a decode step: the GEMV schedule) and 17 or more (a prompt: the GEMM schedule on the tensor cores,
+lower/matmul.py) is lowered twice, the DimVar narrowed to ``[lo, 17)`` (``few_rows``) and to ``[17, hi)``
+(``many_rows``), and the entry picks one from the extent, as a user's ``specialize`` would.
 """
 
 from __future__ import annotations
@@ -10,13 +16,16 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 
-from ..ir.core.dispatch import check_partition
+from ..ir.core.dispatch import DimVarRangePat, check_partition
 from ..ir.core.function import Function, substituted
 from ..ir.types.dim import DimVar
 from ..ir.types.tensor_type import TensorType
+from ..target import Target
 from ..tir.dispatch import Dispatch, DispatchCase
 from ..tir.function import DimBinding, KernelParam, PrimFunc
 from .errors import LoweringError
+from .matmul import CUDA_GEMM_MIN_ROWS, gemm_operands, gemm_target
+from .program import flatten_function
 
 
 def lower_dispatch(fn: Function, lower_one: Callable[[Function], PrimFunc],
@@ -74,3 +83,25 @@ def _binding(fn: Function, dv: DimVar) -> DimBinding:
                 return DimBinding(dv, p.name, axis)
     raise LoweringError("dispatch", fn.name, f"it dispatches on {dv.name}, which no activation declares as an axis of "
                         "its own; a call dispatches on the extent an activation binds", fn.loc)
+
+
+def row_variants(fn: Function, target: Target) -> Function | None:
+    """``fn`` as a function dispatching to two variants of its own body by a matmul's row count (module
+    docstring), or None where no matmul's schedule depends on it: the first matmul ``gemm_operands`` takes whose
+    rows are an activation's DimVar spanning both sides of CUDA_GEMM_MIN_ROWS decides the DimVar."""
+    axes = {d for p in fn.activations for d in p.type.shape if isinstance(d, DimVar)}
+    if not axes or not gemm_target(target):
+        return None
+    rows = (op.inputs[0].type.shape[-2] for op in flatten_function(fn).ops
+            if gemm_operands(op, target) and op.inputs[0].type.rank >= 2)
+    dv = next((d for d in rows if isinstance(d, DimVar) and d in axes and d.lo < CUDA_GEMM_MIN_ROWS < d.hi), None)
+    if dv is None:
+        return None
+    base = copy.copy(fn)
+    base.variants = []
+    for name, lo, hi in (("few_rows", dv.lo, CUDA_GEMM_MIN_ROWS), ("many_rows", CUDA_GEMM_MIN_ROWS, dv.hi)):
+        variant = copy.copy(fn)  # the body traced once (it may name the DimVar itself, as the families' do) ...
+        variant.name, variant.pattern, variant.base, variant.variants = name, DimVarRangePat(dv, lo, hi), base, []
+        variant.narrowing = {dv: variant.pattern.narrowed()}  # ... and lowered with the DimVar narrowed
+        base.variants.append(variant)
+    return base

@@ -185,18 +185,41 @@ def _cuda_stream_tile(n: Dim, k: Dim, batch: Dim, bits: int, pair: bool, target:
     return tile if 2 * (n // tile) >= CUDA_STREAM_CTAS else None
 
 
-def _cuda_gemm(m: Dim, n: Dim, batch: Dim, a: View, b: View, op: Op, target: CudaTarget) -> tuple[int, int] | None:
+def gemm_target(target: Target) -> bool:
+    """Whether ``target`` runs the GEMM schedule: a Hopper GPU's sm_90a (wgmma)."""
+    return isinstance(target, CudaTarget) and target.arch == "sm_90a"
+
+
+def gemm_operands(op: Op, target: Target) -> bool:
+    """Whether matmul ``op`` is of the kind the GEMM schedule computes, its row count aside: a ``gemm_target``, both
+    operands of one 16-bit float type accumulated in f32."""
+    if not gemm_target(target) or op.op != "matmul":
+        return False
+    a, b = op.inputs[0].type, op.inputs[1].type
+    return a.dtype == b.dtype and a.dtype.name in ("bf16", "f16") and op.attrs["acc_dtype"].name == "f32"
+
+
+def gemm_rows(op: Op, target: Target) -> bool:
+    """Whether matmul ``op`` is one the GEMM schedule takes where its layouts allow (``_cuda_gemm``): an sm_90a
+    target (wgmma), at least CUDA_GEMM_MIN_ROWS rows whatever value the row count's DimVars take, both operands of
+    one 16-bit float type accumulated in f32. Such a matmul keeps its rms_norm and its pair out of its call
+    (prologue.py, pairs.py: the tensor cores read a as stored, one weight a call)."""
+    if not gemm_operands(op, target):
+        return False
+    a = op.inputs[0].type
+    rows = dim_range(a.shape[-2]) if a.rank >= 2 else (1, 1)
+    return rows is not None and rows[0] >= CUDA_GEMM_MIN_ROWS
+
+
+def _cuda_gemm(n: Dim, batch: Dim, op: Op, target: CudaTarget) -> tuple[int, int] | None:
     """The column tile and the CTAs a column tile (``ranks``) of the GEMM schedule, or None where it does not
-    apply: an sm_90a target (wgmma), at least CUDA_GEMM_MIN_ROWS rows whatever value the row count's DimVars take,
-    both operands of one 16-bit float type accumulated in f32, a static N with a column tile (a divisor of N, or N
-    itself under CUDA_GEMM_TILE_N) of at least CUDA_GEMM_MIN_TILE_N columns. The caller checks the layouts (runs
-    of K contiguous) and that nothing else is fused into the call (prologue, pair, reductions)."""
-    rows = dim_range(m)
-    if target.arch != "sm_90a" or rows is None or rows[0] < CUDA_GEMM_MIN_ROWS or not isinstance(n, int):
+    apply: a matmul ``gemm_rows`` takes, a static N with a column tile (a divisor of N, or N itself under
+    CUDA_GEMM_TILE_N) of at least CUDA_GEMM_MIN_TILE_N columns. The caller checks the layouts (runs of K
+    contiguous) and that nothing else is fused into the call (prologue, pair, reductions)."""
+    if not gemm_rows(op, target) or not isinstance(n, int):
         return None
-    dtype = a.root.type.dtype
-    if dtype != b.root.type.dtype or dtype.name not in ("bf16", "f16") or op.attrs["acc_dtype"].name != "f32":
-        return None
+    rows = dim_range(op.inputs[0].type.shape[-2])
+    assert rows is not None
     tile = _tile(n, CUDA_GEMM_TILE_N, 8)
     if not isinstance(tile, int) or tile < min(n, CUDA_GEMM_MIN_TILE_N):
         return None
@@ -242,7 +265,7 @@ def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int,
     ring = None
     shared = 0  # the columns the last tile shares with the one before it (a tile shifted back to end at N)
     ranks = 0  # the GEMM schedule's CTAs a column tile (0: another schedule)
-    gemm = (_cuda_gemm(m, n, product(batch), a, b, op, target)  # type: ignore[arg-type]
+    gemm = (_cuda_gemm(n, product(batch), op, target)  # type: ignore[arg-type]
             if dot and cuda and pair is None and norm_weight is None and not reductions else None)
     if gemm is not None:
         tile, ranks = gemm

@@ -19,17 +19,21 @@ Anything else stays two stages.
 from __future__ import annotations
 
 from ..ir.types.dim import dims_equal
+from ..target import Target
 from .epilogue import epilogue_result
+from .matmul import gemm_rows
 from .program import Op, Val
 from .stages import Stage, StagedProgram
 
 
-def fuse_matmul_pairs(staged: StagedProgram) -> StagedProgram:
-    """``staged`` with each fusable pair of matmul stages (see the module docstring) merged into one."""
+def fuse_matmul_pairs(staged: StagedProgram, target: Target) -> StagedProgram:
+    """``staged`` with each fusable pair of matmul stages (see the module docstring) merged into one, as lowered for
+    ``target`` (a GEMM of many rows on the tensor cores, ``matmul.gemm_rows``, takes one weight a call: no pair)."""
     stages: list[Stage] = []
     for stage in staged.stages:
         last = stages[-1] if stages else None
-        if last is not None and last.kind == "matmul" and stage.kind == "matmul" and _pair(staged, last, stage):
+        if (last is not None and last.kind == "matmul" and stage.kind == "matmul"
+                and not gemm_rows(last.ops[0], target) and _pair(staged, last, stage)):
             stages[-1] = Stage("matmul_pair", [*last.ops, *stage.ops])
             continue
         stages.append(stage)

@@ -8,6 +8,7 @@ read and rewrite this form; ``str()`` prints it.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +18,7 @@ from ..ir.core.op import op_def
 from ..ir.core.propagate import place_result
 from ..ir.core.source import SourceLoc
 from ..ir.core.tree import TreeSpec, flatten
+from ..ir.types.dim import Dim, DimExpr, DimVar, substitute
 from ..ir.types.shard import MeshSpec
 from ..ir.types.tensor_type import TensorType
 from .errors import LoweringError
@@ -122,6 +124,33 @@ def flatten_function(fn: Function) -> Program:
     prog.outputs = tuple(env[id(v)] for v in leaves)
     prog.structure = spec
     _name_by_source(prog, namer)
+    return prog
+
+
+def narrow(prog: Program, mapping: Mapping[DimVar, Dim]) -> Program:
+    """``prog`` (in place) with each DimVar in ``mapping`` replaced by its dim in every value's type and every op's
+    attributes: the body traced once, lowered for a narrower range of a DimVar (dispatch.row_variants)."""
+
+    def sub(x: Any) -> Any:
+        if isinstance(x, (DimVar, DimExpr)):
+            return substitute(x, mapping)
+        if isinstance(x, TensorType):
+            return TensorType(tuple(substitute(d, mapping) for d in x.shape), x.dtype, x.layout, x.storage)
+        if isinstance(x, tuple):
+            return tuple(sub(e) for e in x)
+        if isinstance(x, list):
+            return [sub(e) for e in x]
+        if isinstance(x, dict):
+            return {k: sub(v) for k, v in x.items()}
+        return x
+
+    seen: set[int] = set()
+    for v in (*prog.params, *(v for op in prog.ops for v in (*op.inputs, *op.outputs)), *prog.outputs):
+        if id(v) not in seen:
+            seen.add(id(v))
+            v.type = sub(v.type)
+    for op in prog.ops:
+        op.attrs = sub(op.attrs)
     return prog
 
 

@@ -13,8 +13,9 @@ attributes, and drops the ``rms_norm``. The matmul then reads its first operand 
 rounded where the unfused ops round (``expand.py``), so the result is the same function of the same inputs.
 
 It applies where every reader of ``h`` is a matmul reading it as its 2-D first operand against a 2-D second one,
-``h`` is not returned, the norm's weight is a 1-D tensor (no constant), and the matmul has no prologue yet;
-anything else is left as written (the norm a row-wise stage of its own). Runs on the ops as written, before
+``h`` is not returned, the norm's weight is a 1-D tensor (no constant), and the matmul has no prologue yet and
+is no GEMM of many rows on the tensor cores (``matmul.gemm_rows``: they read their operand as stored); anything
+else is left as written (the norm a row-wise stage of its own). Runs on the ops as written, before
 composites are expanded.
 
 Qwen3's q/k norm is the same move into a rope: ``q, k = rope(rms_norm(q, gq), rms_norm(k, gk), cos, sin, pos)``
@@ -27,13 +28,16 @@ and the norm costs no stage of its own. It applies where the rope is ``h``'s one
 
 from __future__ import annotations
 
+from ..target import Target
 from .expand import compute_dtype
+from .matmul import gemm_rows
 from .program import Op, Program, Val
 from .views import VIEW_OPS
 
 
-def fuse_prologues(prog: Program) -> Program:
-    """``prog`` with each fusable ``rms_norm`` (see the module docstring) moved into the matmuls reading it."""
+def fuse_prologues(prog: Program, target: Target) -> Program:
+    """``prog`` with each fusable ``rms_norm`` (see the module docstring) moved into the matmuls reading it, as
+    lowered for ``target``."""
     for op in list(prog.ops):
         if op.op != "rms_norm":
             continue
@@ -46,7 +50,7 @@ def fuse_prologues(prog: Program) -> Program:
             _into_rope(readers[0], op)
             prog.ops.remove(op)
             continue
-        if not all(_takes(mm, h) for mm in readers):
+        if not all(_takes(mm, h) and not gemm_rows(mm, target) for mm in readers):
             continue
         for mm in readers:
             mm.inputs = (x, mm.inputs[1], g)

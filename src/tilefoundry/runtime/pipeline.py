@@ -40,7 +40,7 @@ def build(mod: Any, *, target: str | Target | None = None, options: Any = None) 
         if module.entry is None:
             raise ValueError(f"build: Module {module.name!r} has no entry function, so a compiled module has "
                              f"nothing to call; declare @module(entry=...) (functions: {', '.join(module.functions)})")
-        tir = lower(module, target)
+        tir = lower(module, target, split_rows=getattr(options, "split_rows", True))
     early = getattr(options, "early_reads", ())  # link refuses options of another type
     if early:
         tir = tir.with_early_reads(early)
