@@ -239,9 +239,15 @@ __device__ bool apply(A const& a, B const& b, Out& out, Epi const& epi, Ring con
                       int64_t rank, int64_t ranks) {
 #if TILEFOUNDRY_MATMUL_GMMA
   if constexpr (tier_v<A, B>) {
-    if (int64_t(cute::size(ring)) * int64_t(sizeof(*cute::raw_pointer_cast(&ring(0)))) <
-            kRingBytes ||
-        !runtime_ok(a, b) || int64_t(cute::size<1>(b)) > kTileN) {
+    using R = cute::remove_cvref_t<decltype(ring(0))>;
+    if constexpr (cute::is_static<decltype(ring.layout())>::value) {
+      static_assert(
+          cute::size(decltype(ring.layout()){}) * sizeof(R) >= kRingBytes,
+          "the ring is smaller than the tier's stages: lower/matmul.py's CUDA_GEMM_RING_BYTES "
+          "and matmul_gmma.cuh's kRingBytes must agree");
+    }
+    if (int64_t(cute::size(ring)) * int64_t(sizeof(R)) < kRingBytes || !runtime_ok(a, b) ||
+        int64_t(cute::size<1>(b)) > kTileN) {
       return false;
     }
     auto* const raw = reinterpret_cast<unsigned char*>(cute::raw_pointer_cast(&ring(0)));
