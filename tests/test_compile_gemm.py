@@ -181,6 +181,8 @@ def test_the_cpu_an_older_gpu_and_split_rows_false_keep_one_body() -> None:
     assert not one.dispatches and list(one.functions) == ["any_rows"]
     with pytest.raises(TypeError, match="split_rows"):
         CompilerOptions(split_rows="yes")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="split_rows must be True or False"):
+        lower(fn, CudaTarget(), split_rows="no")  # type: ignore[arg-type]
 
 
 def test_the_families_decoder_functions_dispatch_by_their_token_count_on_sm90a() -> None:

@@ -137,6 +137,8 @@ def lower(fn_or_mod: Any, target: str | Target | None = None, *, split_rows: boo
         ValueError: the Module declares a target of another kind than ``target``.
         LoweringError: an op (or placement) the compiler cannot handle, naming the op, function and line.
     """
+    if not isinstance(split_rows, bool):
+        raise TypeError(f"lower: split_rows must be True or False, got {split_rows!r}")
     mod = as_module(fn_or_mod)
     tgt = target_for(mod, target, "lower")
     declared = declared_topologies(mod)
