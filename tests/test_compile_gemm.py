@@ -193,3 +193,21 @@ def test_the_families_decoder_functions_dispatch_by_their_token_count_on_sm90a()
     lowered = {name: lower(fn, CudaTarget()) for name, fn in _functions(_family("qwen3", "bfloat16")).items()}
     split = sorted(name for name, tm in lowered.items() if tm.dispatches)
     assert split and all(f"{name}_many_rows" in lowered[name].functions for name in split), split
+
+
+def test_a_placed_function_of_any_row_count_keeps_one_body_and_its_refusal_names_it() -> None:
+    """A function inside ``with Mesh(...)`` places its values itself: no variants, and a matmul there is refused
+    naming the function as written."""
+    import pytest
+
+    from tilefoundry.dsl import Mesh
+    from tilefoundry.lower import LoweringError
+
+    @func
+    def placed(xp: Tensor[(ANY, 128), "bf16"], wp: ConstTensor[(192, 128), "bf16"]):
+        with Mesh(("cta",), layout=(4,), names=("cta",)):
+            return tf.matmul(xp, tf.transpose(wp, (1, 0)))
+
+    with pytest.raises(LoweringError, match=r"placed.*with Mesh|with Mesh.*placed") as e:
+        lower(placed, CudaTarget())
+    assert "placed_few_rows" not in str(e.value)

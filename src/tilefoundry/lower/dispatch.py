@@ -25,6 +25,7 @@ from ..tir.dispatch import Dispatch, DispatchCase
 from ..tir.function import DimBinding, KernelParam, PrimFunc
 from .errors import LoweringError
 from .matmul import CUDA_GEMM_MIN_ROWS, gemm_operands, gemm_target
+from .meshwise import is_placed
 from .program import flatten_function
 
 
@@ -92,7 +93,10 @@ def row_variants(fn: Function, target: Target) -> Function | None:
     axes = {d for p in fn.activations for d in p.type.shape if isinstance(d, DimVar)}
     if not axes or not gemm_target(target):
         return None
-    rows = (op.inputs[0].type.shape[-2] for op in flatten_function(fn).ops
+    prog = flatten_function(fn)
+    if is_placed(prog):  # a function placing its values itself is lowered as written (meshwise.py)
+        return None
+    rows = (op.inputs[0].type.shape[-2] for op in prog.ops
             if gemm_operands(op, target) and op.inputs[0].type.rank >= 2)
     dv = next((d for d in rows if isinstance(d, DimVar) and d in axes and d.lo < CUDA_GEMM_MIN_ROWS < d.hi), None)
     if dv is None:
