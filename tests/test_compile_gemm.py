@@ -211,3 +211,30 @@ def test_a_placed_function_of_any_row_count_keeps_one_body_and_its_refusal_names
     with pytest.raises(LoweringError, match=r"placed.*with Mesh|with Mesh.*placed") as e:
         lower(placed, CudaTarget())
     assert "placed_few_rows" not in str(e.value)
+
+
+def test_the_row_variants_lowered_for_the_cpu_compute_what_the_function_does_at_every_row_count() -> None:
+    """The split's machinery end to end where it can run here: ``any_rows``'s two variants (the body traced once,
+    each lowered with its DimVar narrowed, program.narrow) and their entry, lowered and built for the CPU instead
+    of sm_90a, against the evaluator at 1, 16, 17 and 100 rows (each side of the split); outputs poisoned."""
+    from tests.compile_kernels import compiled_only
+    from tests.test_compile_families import BF16
+    from tilefoundry.ir.core.module import Module
+    from tilefoundry.lower import lower_function
+    from tilefoundry.lower.dispatch import lower_dispatch, row_variants
+    from tilefoundry.lower.topology import declared_topologies
+    from tilefoundry.runtime.check import check
+    from tilefoundry.runtime.pipeline import build
+    from tilefoundry.target import resolve_target
+    from tilefoundry.tir.function import TirModule
+
+    fn = Gemms.functions["any_rows"]
+    split = row_variants(fn, CudaTarget())
+    assert split is not None and [v.name for v in split.variants] == ["few_rows", "many_rows"]
+    cpu = resolve_target("cpu")
+    declared = declared_topologies(Module("any_rows", {"any_rows": fn}, entry="any_rows"))
+    dispatch, variants = lower_dispatch(split, lambda v: lower_function(v, cpu, declared), set())
+    compiled = build(TirModule("any_rows", cpu, variants, "any_rows", {"any_rows": dispatch}))
+    for m in (1, 16, 17, 100):
+        report = check(compiled_only(compiled), fn, gemm_inputs("any_rows", m), expect={"output": [BF16]})
+        assert report.passed, f"any_rows at {m} rows:\n{report}"
