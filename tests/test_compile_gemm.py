@@ -238,3 +238,20 @@ def test_the_row_variants_lowered_for_the_cpu_compute_what_the_function_does_at_
     for m in (1, 16, 17, 100):
         report = check(compiled_only(compiled), fn, gemm_inputs("any_rows", m), expect={"output": [BF16]})
         assert report.passed, f"any_rows at {m} rows:\n{report}"
+
+
+def test_a_prompts_argmax_after_its_gemm_is_a_row_wise_stage_of_its_own() -> None:
+    """Greedy choices over many rows: the prompt's variant runs the GEMM (ring and ranks) and the argmax as a
+    row-wise stage after it; the decode step's keeps the argmax fused after its matmul (reduce_epilogue.py)."""
+
+    @func
+    def greedy(xg: Tensor[(ANY, 128), "bf16"], wg: ConstTensor[(256, 128), "bf16"]):
+        return tf.argmax(tf.matmul(xg, tf.transpose(wg, (1, 0))), -1)
+
+    tm = lower(greedy, CudaTarget())
+    many = [c for s in tm.functions["greedy_many_rows"].stages for c in _calls(s.fn.body)]
+    few = [c for s in tm.functions["greedy_few_rows"].stages for c in _calls(s.fn.body)]
+    (gemm,) = [c for c in many if c.family == "matmul"]
+    assert len(gemm.indices) == 2 and any(c.family == "arg_reduce" for c in many)
+    (gemv,) = [c for c in few if c.family == "matmul"]
+    assert gemv.indices == ()

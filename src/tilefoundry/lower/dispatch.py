@@ -24,7 +24,7 @@ from ..target import Target
 from ..tir.dispatch import Dispatch, DispatchCase
 from ..tir.function import DimBinding, KernelParam, PrimFunc
 from .errors import LoweringError
-from .matmul import CUDA_GEMM_MIN_ROWS, gemm_operands, gemm_target
+from .gemm import CUDA_GEMM_MIN_ROWS, gemm_operands, gemm_target
 from .meshwise import is_placed
 from .program import flatten_function
 

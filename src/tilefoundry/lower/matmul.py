@@ -17,7 +17,7 @@ an SM of ``CUDA_STREAM_THREADS``, each given a ring of shared memory (a workspac
 kernel's dynamic shared memory) through which ``ops::matmul`` streams the tile's weight rows with bulk copies
 when the call has one or two rows (a decode step), the dot-product tier taking more rows in the same CTAs.
 
-Many rows on a Hopper GPU (sm_90a: at least CUDA_GEMM_MIN_ROWS rows whatever the row count's DimVar is at
+Many rows on a Hopper GPU (``gemm.gemm_rows``: at least 17 rows whatever the row count's DimVar is at
 launch, 16-bit operands contiguous along K, no prologue, pair or fused reduction) take the GEMM schedule instead
 (``_cuda_gemm``): a CTA of one warpgroup a column tile of at most CUDA_GEMM_TILE_N columns, ``ranks`` CTAs a
 column tile, each taking the row tiles of CUDA_GEMM_TILE_M rows rank, rank + ranks, ... (the call's last two
@@ -51,6 +51,7 @@ from ..tir.stmt import (
 )
 from .epilogue import constant_literal, operand_strides, step_of
 from .errors import LoweringError
+from .gemm import gemm_rows
 from .program import Op, Val
 from .reduce_epilogue import reduction_parts
 from .views import View
@@ -106,7 +107,6 @@ CUDA_STREAM_THREADS = 256  # matmul_stream.cuh's kWarps: change both together
 # 385 / 376 (cuBLAS 580-780); two waves of CTAs (2 x 132 / column tiles ranks) 306 / 272, 284 / 260, 249 / 256,
 # 371 / 304; two warpgroups a CTA (256 rows a tile) or three stages (two CTAs an SM) won at M = 4096 (382-441) and
 # lost at M = 1024 (205-248 at o_proj and down).
-CUDA_GEMM_MIN_ROWS = 17
 CUDA_GEMM_TILE_M = 128
 CUDA_GEMM_TILE_N = 128
 CUDA_GEMM_MIN_TILE_N = 64
@@ -183,32 +183,6 @@ def _cuda_stream_tile(n: Dim, k: Dim, batch: Dim, bits: int, pair: bool, target:
         return None
     tile = next((t for t in range(1, n + 1) if n % t == 0 and n // t <= CUDA_STREAM_CTAS), n)
     return tile if 2 * (n // tile) >= CUDA_STREAM_CTAS else None
-
-
-def gemm_target(target: Target) -> bool:
-    """Whether ``target`` runs the GEMM schedule: a Hopper GPU's sm_90a (wgmma)."""
-    return isinstance(target, CudaTarget) and target.arch == "sm_90a"
-
-
-def gemm_operands(op: Op, target: Target) -> bool:
-    """Whether matmul ``op`` is of the kind the GEMM schedule computes, its row count aside: a ``gemm_target``, both
-    operands of one 16-bit float type accumulated in f32."""
-    if not gemm_target(target) or op.op != "matmul":
-        return False
-    a, b = op.inputs[0].type, op.inputs[1].type
-    return a.dtype == b.dtype and a.dtype.name in ("bf16", "f16") and op.attrs["acc_dtype"].name == "f32"
-
-
-def gemm_rows(op: Op, target: Target) -> bool:
-    """Whether matmul ``op`` is one the GEMM schedule takes where its layouts allow (``_cuda_gemm``): an sm_90a
-    target (wgmma), at least CUDA_GEMM_MIN_ROWS rows whatever value the row count's DimVars take, both operands of
-    one 16-bit float type accumulated in f32. Such a matmul keeps its rms_norm and its pair out of its call
-    (prologue.py, pairs.py: the tensor cores read a as stored, one weight a call)."""
-    if not gemm_operands(op, target):
-        return False
-    a = op.inputs[0].type
-    rows = dim_range(a.shape[-2]) if a.rank >= 2 else (1, 1)
-    return rows is not None and rows[0] >= CUDA_GEMM_MIN_ROWS
 
 
 def _cuda_gemm(n: Dim, batch: Dim, op: Op, target: CudaTarget) -> tuple[int, int] | None:

@@ -21,14 +21,14 @@ from __future__ import annotations
 from ..ir.types.dim import dims_equal
 from ..target import Target
 from .epilogue import epilogue_result
-from .matmul import gemm_rows
+from .gemm import gemm_rows
 from .program import Op, Val
 from .stages import Stage, StagedProgram
 
 
 def fuse_matmul_pairs(staged: StagedProgram, target: Target) -> StagedProgram:
     """``staged`` with each fusable pair of matmul stages (see the module docstring) merged into one, as lowered for
-    ``target`` (a GEMM of many rows on the tensor cores, ``matmul.gemm_rows``, takes one weight a call: no pair)."""
+    ``target`` (a GEMM of many rows on the tensor cores, ``gemm.gemm_rows``, takes one weight a call: no pair)."""
     stages: list[Stage] = []
     for stage in staged.stages:
         last = stages[-1] if stages else None

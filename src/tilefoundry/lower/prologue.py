@@ -14,7 +14,7 @@ rounded where the unfused ops round (``expand.py``), so the result is the same f
 
 It applies where every reader of ``h`` is a matmul reading it as its 2-D first operand against a 2-D second one,
 ``h`` is not returned, the norm's weight is a 1-D tensor (no constant), and the matmul has no prologue yet and
-is no GEMM of many rows on the tensor cores (``matmul.gemm_rows``: they read their operand as stored); anything
+is no GEMM of many rows on the tensor cores (``gemm.gemm_rows``: they read their operand as stored); anything
 else is left as written (the norm a row-wise stage of its own). Runs on the ops as written, before
 composites are expanded.
 
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from ..target import Target
 from .expand import compute_dtype
-from .matmul import gemm_rows
+from .gemm import gemm_rows
 from .program import Op, Program, Val
 from .views import VIEW_OPS
 

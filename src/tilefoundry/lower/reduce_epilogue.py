@@ -46,6 +46,7 @@ from ..tir.function import Schedule
 from ..tir.layout import TLayout
 from ..tir.stmt import GmemView, OpCall, Origin, RowLoop, RowOffset, Stmt, Tag
 from .epilogue import epilogue_result, fusable_epilogue
+from .gemm import gemm_rows
 from .opmap import REDUCE_TAGS
 from .program import Op, Val
 from .stages import Stage, StagedProgram, rows_accept
@@ -69,14 +70,16 @@ def reduces_rows(op: Op) -> bool:
     return op.op == "reduce" and tuple(op.attrs["axes"]) == (1,) and op.attrs["kind"] in REDUCE_TAGS
 
 
-def fuse_reduction_epilogues(staged: StagedProgram) -> StagedProgram:
+def fuse_reduction_epilogues(staged: StagedProgram, target: Target) -> StagedProgram:
     """``staged`` with the reductions that may fuse after their matmul (see the module docstring) moved into the
     matmul's stage, as its last ops, and what else their row-wise stage computes left as a row-wise stage after
-    it."""
+    it, as lowered for ``target`` (a GEMM of many rows on the tensor cores, ``gemm.gemm_rows``, keeps its
+    reductions a row-wise stage of their own)."""
     stages: list[Stage] = []
     for stage in staged.stages:
         last = stages[-1] if stages else None
-        if last is not None and last.kind == "matmul" and stage.kind == "rows" and not split_reductions(last.ops)[1]:
+        if (last is not None and last.kind == "matmul" and stage.kind == "rows" and not split_reductions(last.ops)[1]
+                and not gemm_rows(last.ops[0], target)):
             fused = _fuse(staged, last, stage)
             if fused is not None:
                 last.ops[:], rest = fused

@@ -42,7 +42,7 @@ from .views import GatheredAxis, Strided, View, require_plain_index, row_major, 
 
 def lower_staged(prog: Program, target: Target, declared: Declared) -> PrimFunc:
     """The PrimFunction of ``prog`` run as stages (see the module docstring)."""
-    staged = fuse_reduction_epilogues(fuse_matmul_pairs(fuse_epilogues(split_stages(prog)), target))
+    staged = fuse_reduction_epilogues(fuse_matmul_pairs(fuse_epilogues(split_stages(prog)), target), target)
     outs = output_params(prog)
     homes: dict[int, str] = {id(p): p.name for p in prog.params}
     stage_of: dict[int, int] = {}
