@@ -30,16 +30,18 @@ TILEFOUNDRY_DEVICE void apply(X const& x, Src const& src, Index const& index, Al
       int64_t(program_dim<detail::dependent_level<TopologyScope::thread, Out>>());
   int64_t const first = int64_t(program_id<detail::dependent_level<TopologyScope::thread, Out>>());
   C const a = detail::convert<C>(alpha);
-  for (int64_t d = first; d < cols; d += threads) {
-    T acc = detail::convert<T>(x(d));
-    for (int64_t i = 0; i < rows; ++i) {
-      int64_t const p =
-          detail::index_in(int64_t(index(i)), extent, "index", "positions along the indexed axis");
-      if (p == at) {
-        acc = detail::convert<T>(detail::to_compute(acc) + a * detail::to_compute(src(i, d)));
-      }
+  // The thread's columns start as x's; the index is read once, and each source row it names added
+  // into them (the same adds, in the same order, as column by column: the index read once, not once
+  // a column).
+  for (int64_t d = first; d < cols; d += threads) out(d) = detail::convert<T>(x(d));
+  for (int64_t i = 0; i < rows; ++i) {
+    int64_t const p =
+        detail::index_in(int64_t(index(i)), extent, "index", "positions along the indexed axis");
+    if (p != at) continue;
+    for (int64_t d = first; d < cols; d += threads) {
+      out(d) =
+          detail::convert<T>(detail::to_compute(T(out(d))) + a * detail::to_compute(src(i, d)));
     }
-    out(d) = acc;
   }
 }
 
