@@ -32,6 +32,10 @@ namespace tilefoundry {
 namespace ops {
 namespace matmul_gmma {
 
+// Build-time knobs for measuring other shapes of the tier (lower/matmul.py's comment has the
+// numbers): they must agree with lower/matmul.py's CUDA_GEMM_TILE_M, CUDA_GEMM_THREADS and
+// CUDA_GEMM_RING_BYTES (a smaller static ring is a compile error below; a CTA of another size runs
+// the other tiers).
 #ifndef TILEFOUNDRY_MATMUL_GMMA_WARPGROUPS
 #define TILEFOUNDRY_MATMUL_GMMA_WARPGROUPS 1
 #endif
