@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from tests.test_compile_matmul import op_calls, projection_inputs
 from tilefoundry import func, lower, module
 from tilefoundry.dsl import ConstTensor, DimVar, Tensor, tf
 from tilefoundry.lower.matmul import CUDA_GEMM_RING_BYTES, CUDA_GEMM_THREADS, CUDA_GEMM_TILE_M
@@ -62,34 +63,14 @@ class Gemms:
 
 
 def gemm_inputs(name: str, m: int, device: str = "cpu") -> tuple[torch.Tensor, ...]:
-    """Random inputs of ``Gemms``'s function ``name`` at ``m`` rows, weights scaled by 1 / sqrt(K)."""
-    g = torch.Generator(device=device).manual_seed(m)
-    fn = Gemms.functions[name]
-    args = []
-    for p in fn.params:
-        shape = tuple(m if not isinstance(d, int) else d for d in p.type.shape)
-        t = torch.randn(shape, generator=g, device=device)
-        if p.name == "norm":
-            t = 1 + 0.1 * t
-        elif p.const or p.name == "k":
-            t = t / shape[-1] ** 0.5
-        args.append(t.to(p.type.dtype.torch_dtype))
-    return tuple(args)
-
-
-def _calls(body: list[Any]) -> list[OpCall]:
-    out = []
-    for s in body:
-        if isinstance(s, OpCall):
-            out.append(s)
-        out += _calls(getattr(s, "body", []))
-    return out
+    """Random inputs of ``Gemms``'s function ``name`` at ``m`` rows, weights and keys scaled by 1 / sqrt(K)."""
+    return projection_inputs(Gemms.functions[name], m, device, also_scaled=("k",))
 
 
 def _matmul(fn: Any, target: Any) -> tuple[Any, OpCall]:
     """The schedule and the call of ``fn``'s one matmul stage lowered for ``target`` as one body."""
     lowered = lower(fn, target, split_rows=False).functions[fn.name]
-    found = [(st.fn.schedule, c) for st in lowered.stages for c in _calls(st.fn.body) if c.family == "matmul"]
+    found = [(st.fn.schedule, c) for st in lowered.stages for c in op_calls(st.fn.body) if c.family == "matmul"]
     assert len(found) == 1, fn.name
     return found[0]
 
@@ -160,9 +141,9 @@ def test_a_function_of_any_row_count_dispatches_to_a_decode_and_a_prompt_variant
                                                                    (17, 4097, "any_rows_many_rows")]
     few, many = split.functions["any_rows_few_rows"], split.functions["any_rows_many_rows"]
     assert [s.fn.schedule.placement for s in many.stages] == ["rows", "matmul"]
-    (call,) = [c for s in many.stages for c in _calls(s.fn.body) if c.family == "matmul"]
+    (call,) = [c for s in many.stages for c in op_calls(s.fn.body) if c.family == "matmul"]
     assert call.prologue is None and len(call.indices) == 2 and call.workspace is not None
-    (call,) = [c for k in few.kernels for c in _calls(k.body) if c.family == "matmul"]
+    (call,) = [c for k in few.kernels for c in op_calls(k.body) if c.family == "matmul"]
     assert call.prologue is not None and call.indices == ()
     one = generate(lower(fn, CudaTarget(), split_rows=False)).source
     assert _kernels(generate(split).source, "any_rows_few_rows") == _kernels(one, "any_rows")
@@ -249,8 +230,8 @@ def test_a_prompts_argmax_after_its_gemm_is_a_row_wise_stage_of_its_own() -> Non
         return tf.argmax(tf.matmul(xg, tf.transpose(wg, (1, 0))), -1)
 
     tm = lower(greedy, CudaTarget())
-    many = [c for s in tm.functions["greedy_many_rows"].stages for c in _calls(s.fn.body)]
-    few = [c for s in tm.functions["greedy_few_rows"].stages for c in _calls(s.fn.body)]
+    many = [c for s in tm.functions["greedy_many_rows"].stages for c in op_calls(s.fn.body)]
+    few = [c for s in tm.functions["greedy_few_rows"].stages for c in op_calls(s.fn.body)]
     (gemm,) = [c for c in many if c.family == "matmul"]
     assert len(gemm.indices) == 2 and any(c.family == "arg_reduce" for c in many)
     (gemv,) = [c for c in few if c.family == "matmul"]

@@ -150,21 +150,27 @@ class Streamed:
         return tf.matmul(tf.rms_norm(x, norm, 1e-6), tf.transpose(w_wide, (1, 0)))
 
 
-def streamed_inputs(name: str, m: int, device: str = "cpu") -> tuple[torch.Tensor, ...]:
-    """Random inputs of ``Streamed``'s function ``name`` at ``m`` tokens (weights scaled by 1 / sqrt(K), the norm's
-    weight near 1)."""
+def projection_inputs(fn: Any, m: int, device: str = "cpu",
+                      also_scaled: tuple[str, ...] = ()) -> tuple[torch.Tensor, ...]:
+    """Random inputs of ``fn`` at ``m`` for its DimVar axes: weights (and the parameters ``also_scaled`` names)
+    scaled by 1 / sqrt(K), a parameter named ``norm`` near 1, each drawn in order from a generator seeded with
+    ``m``."""
     g = torch.Generator(device=device).manual_seed(m)
-    fn = Streamed.functions[name]
     args = []
     for p in fn.params:
         shape = tuple(m if not isinstance(d, int) else d for d in p.type.shape)
         t = torch.randn(shape, generator=g, device=device)
         if p.name == "norm":
             t = 1 + 0.1 * t
-        elif p.const:
+        elif p.const or p.name in also_scaled:
             t = t / shape[-1] ** 0.5
         args.append(t.to(p.type.dtype.torch_dtype))
     return tuple(args)
+
+
+def streamed_inputs(name: str, m: int, device: str = "cpu") -> tuple[torch.Tensor, ...]:
+    """Random inputs of ``Streamed``'s function ``name`` at ``m`` tokens (``projection_inputs``)."""
+    return projection_inputs(Streamed.functions[name], m, device)
 
 
 def test_a_large_weight_takes_the_streamed_schedule_on_sm90_only() -> None:
@@ -262,10 +268,10 @@ def test_a_gather_a_matmul_cannot_read_is_refused_naming_the_operand() -> None:
 def test_the_cuda_lowering_runs_every_matmul_as_one_matmul_call() -> None:
     """(Its source builds with nvcc in tests/test_compile_cuda_build.py.)"""
     tir = lower(Matmuls, CudaTarget(), split_rows=False)
-    calls = [s for f in tir.functions.values() for k in f.kernels for s in _calls(k.body)]
+    calls = [s for f in tir.functions.values() for k in f.kernels for s in op_calls(k.body)]
     assert sum(c.family == "matmul" for c in calls) == len(Matmuls.functions)
     split = lower(Matmuls, CudaTarget())  # 16-bit matmuls of M rows: a decode step's variant and a prompt's
-    calls = [s for f in split.functions.values() for k in f.kernels for s in _calls(k.body)]
+    calls = [s for f in split.functions.values() for k in f.kernels for s in op_calls(k.body)]
     assert sum(c.family == "matmul" for c in calls) == len(Matmuls.functions) + len(split.dispatches)
 
 
@@ -286,12 +292,13 @@ def test_a_cuda_matmul_kernel_waits_for_the_earlier_kernel_inside_its_op() -> No
             assert body.count("wait_for_earlier_kernels();") == 1, body
 
 
-def _calls(body: list[Any]) -> list[OpCall]:
+def op_calls(body: list[Any]) -> list[OpCall]:
+    """Every OpCall in ``body``, nested bodies included, in order."""
     out = []
     for s in body:
         if isinstance(s, OpCall):
             out.append(s)
-        out += _calls(getattr(s, "body", []))
+        out += op_calls(getattr(s, "body", []))
     return out
 
 
