@@ -110,7 +110,8 @@ CUDA_STREAM_THREADS = 256  # matmul_stream.cuh's kWarps: change both together
 CUDA_GEMM_TILE_M = 128
 CUDA_GEMM_TILE_N = 128
 CUDA_GEMM_MIN_TILE_N = 64
-CUDA_GEMM_RING_BYTES = 4 * (128 + 128) * 64 * 2 + 1024
+CUDA_GEMM_STAGES = 4  # matmul_gmma.cuh's kStages, each kTileK = 64 values of K of 16-bit elements
+CUDA_GEMM_RING_BYTES = CUDA_GEMM_STAGES * (CUDA_GEMM_TILE_M + CUDA_GEMM_TILE_N) * 64 * 2 + 1024
 CUDA_GEMM_CTAS = 132
 CUDA_GEMM_THREADS = 128
 # Threads of a CUDA CTA computing a tile (they share its elements). ops::matmul's dot-product tier makes its K split a
