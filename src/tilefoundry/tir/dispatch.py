@@ -3,7 +3,9 @@
 A ``@func`` whose body is ``pass`` and whose variants (``@f.specialize(DimVarRangePat(dv, lo, hi))``) each serve a
 range of one DimVar's extents compiles into one PrimFunction per variant and a :class:`Dispatch`: an entry of the
 function's own name that reads the DimVar from its argument (checked against the DimVar's whole range), then calls
-the entry of the variant whose range holds it, over its own parameters, which the variant checks.
+the entry of the variant whose range holds it, over its own parameters, which the variant checks. The lowering
+makes such variants by itself too, of a function whose matmuls' schedule depends on their row count
+(lower/dispatch.py ``row_variants``).
 """
 
 from __future__ import annotations
