@@ -17,7 +17,13 @@ import torch
 from tests.test_compile_matmul import op_calls, projection_inputs
 from tilefoundry import func, lower, module
 from tilefoundry.dsl import ConstTensor, DimVar, Tensor, tf
-from tilefoundry.lower.matmul import CUDA_GEMM_RING_BYTES, CUDA_GEMM_THREADS, CUDA_GEMM_TILE_M
+from tilefoundry.lower.matmul import (
+    CUDA_GEMM_CTAS,
+    CUDA_GEMM_RING_BYTES,
+    CUDA_GEMM_THREADS,
+    CUDA_GEMM_TILE_M,
+    CUDA_GEMM_TILE_N,
+)
 from tilefoundry.target import CudaTarget
 from tilefoundry.tir.stmt import OpCall
 
@@ -76,9 +82,12 @@ def _matmul(fn: Any, target: Any) -> tuple[Any, OpCall]:
 
 
 def test_many_rows_of_16_bit_operands_take_the_gemm_schedule_on_sm90a() -> None:
-    """One warpgroup a CTA, the ring of CUDA_GEMM_RING_BYTES its first argument, the CTA's rank and the ranks its
-    last two; the grid every column tile (and batch element) times the ranks."""
-    tiles = {"projection": 3, "residual": 1, "half_to_f32": 2, "batched_heads": 2, "odd_depth": 1}
+    """Two warpgroups and the copy warp a CTA, the ring of CUDA_GEMM_RING_BYTES its first argument, the CTA's rank
+    and the ranks after the epilogue. A product of two matrices read through tensor maps: one wave of CTAs taking
+    the output tiles of all N in turn. A batch of products, or rows that no 16-byte word starts (K = 100): a column
+    tile a CTA group, the grid every column tile and batch element times the ranks, no maps."""
+    mapped = {"projection": (384, 256), "residual": (96, 72), "half_to_f32": (192, 128)}
+    tiles = {"batched_heads": 2, "odd_depth": 1}
     for name, fn in Gemms.functions.items():
         if name == "any_rows":
             continue
@@ -87,9 +96,37 @@ def test_many_rows_of_16_bit_operands_take_the_gemm_schedule_on_sm90a() -> None:
         assert call.workspace is not None and call.workspace.shape[0] * 2 == CUDA_GEMM_RING_BYTES, name
         assert len(call.indices) == 2, name
         ranks = call.indices[1].base
-        assert schedule.grid == tiles[name] * ranks, name
         rows = 200 if name == "half_to_f32" else 4096
-        assert 1 <= ranks <= -(-rows // CUDA_GEMM_TILE_M), name
+        if name in mapped:
+            n, k = mapped[name]
+            row_tiles, col_tiles = -(-rows // CUDA_GEMM_TILE_M), -(-n // CUDA_GEMM_TILE_N)
+            assert ranks == min(CUDA_GEMM_CTAS, row_tiles * col_tiles) and schedule.grid == ranks, name
+            a_map, b_map = call.maps
+            row_dim = 200 if name == "half_to_f32" else ROWS
+            assert (a_map.rows, a_map.depth, a_map.stride, a_map.box_rows) == (row_dim, k, k, CUDA_GEMM_TILE_M), name
+            assert (b_map.rows, b_map.depth, b_map.stride, b_map.box_rows) == (n, k, k, CUDA_GEMM_TILE_N), name
+            assert a_map.box_depth == b_map.box_depth == 64, name
+        else:
+            assert call.maps == () and schedule.grid == tiles[name] * ranks, name
+            assert 1 <= ranks <= -(-rows // CUDA_GEMM_TILE_M), name
+
+
+def test_the_host_entry_makes_the_tensor_maps_the_kernel_takes_last() -> None:
+    """The kernel declares each map a ``__grid_constant__`` parameter and passes them to ops::matmul after the
+    ranks; the entry makes them over the arguments' pointers (the row count from the bound DimVar) and passes them
+    last; the printed TIR shows them."""
+    from tilefoundry.codegen import generate
+
+    tir = lower(Gemms.functions["residual"], CudaTarget())
+    source = generate(tir).source
+    assert "__grid_constant__ ops::tensor_map const x_map, __grid_constant__ ops::tensor_map const wr_map)" in source
+    (call,) = [s for s in source.splitlines() if "ops::matmul<float>(" in s]
+    assert call.rstrip().endswith("), x_map, wr_map);") and "ops::plain_rows{}, int64_t(" in call, call
+    assert "auto const x_map = ops::make_tensor_map(x_ptr, rows, 72, 72, 256, 64);" in source
+    assert "auto const wr_map = ops::make_tensor_map(wr_ptr, 96, 72, 72, 128, 64);" in source
+    (launch,) = [s for s in source.splitlines() if "launch.start(" in s]
+    assert launch.rstrip().endswith("x_ptr, wr_ptr, r_ptr, out_ptr, rows, x_map, wr_map);"), launch
+    assert "x_map = map %x[rows, 72]:(72, 1) box 256x64" in str(tir)
 
 
 def test_few_rows_f32_an_older_gpu_and_the_cpu_keep_their_schedules() -> None:

@@ -96,7 +96,8 @@ class HostEmitter:
             body += self.launch_stages()
         else:
             body.append(f"int64_t const grid = {cxx.dim_expr(fn.schedule.grid, self.dims)};")
-            body += self.launch(self.kernel, self.kernel.call_args(self.pointers, self.dims))
+            maps, args = self.kernel_args(self.kernel, self.pointers)
+            body += [*maps, *self.launch(self.kernel, args)]
         return [f"void {self.entry_name}({params}) {{", *("  " + line for line in body), "}"]
 
     def launch_stages(self) -> list[str]:
@@ -129,8 +130,15 @@ class HostEmitter:
             a, b = stage.unless_same
             opening = (f"if (static_cast<void const*>({pointers[a]}) != static_cast<void const*>({pointers[b]})) "
                        f"{opening}, unless {b} is {a}")
+        maps, args = self.kernel_args(kernel, bound)
         return [opening, f"  int64_t const grid = {cxx.dim_expr(stage.fn.schedule.grid, self.dims)};",
-                *("  " + line for line in self.launch(kernel, kernel.call_args(bound, self.dims))), "}"]
+                *("  " + line for line in [*maps, *self.launch(kernel, args)]), "}"]
+
+    def kernel_args(self, kernel: KernelEmitter, pointers: dict[str, str]) -> tuple[list[str], str]:
+        """The declarations of the tensor maps ``kernel`` takes (made here, on the host), and the arguments of its
+        launch over ``pointers``."""
+        maps, names = kernel.map_declarations(pointers, self.dims, self.names)
+        return maps, kernel.call_args(pointers, self.dims, names)
 
     def position_checks(self) -> list[str]:
         """The checks of the positions the stages read on the device from the function's integer arguments

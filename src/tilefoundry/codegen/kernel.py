@@ -36,6 +36,7 @@ from ..tir.stmt import (
     Sync,
     Tag,
 )
+from ..tir.tensor_map import TensorMap
 from . import cxx
 
 # Op families whose tag is the name of the dtype they compute in (``ops::matmul<float>(a, b, out)``).
@@ -84,12 +85,34 @@ class KernelEmitter:
             const = "" if p.is_output else " const"
             out.append(f"{cxx.cxx_type(p.type.dtype)}{const}*{self.pointer_qualifier} {self.pointers[p.name]}")
         out += [f"int64_t {self.dims[b.dimvar.name]}" for b in self.fn.dimvars]
+        out += [f"__grid_constant__ ops::tensor_map const {self.map_name(m)}" for m in tensor_maps(self.fn.body)]
         return out
 
-    def call_args(self, pointer_names: dict[str, str], dim_names: dict[str, str]) -> str:
-        """The arguments a host entry passes, given its own names for pointers and DimVars."""
+    def map_name(self, m: TensorMap) -> str:
+        """The kernel's name for tensor map ``m`` (a parameter)."""
+        return self.names(("map", m.name), m.name)
+
+    def call_args(self, pointer_names: dict[str, str], dim_names: dict[str, str],
+                  map_names: dict[str, str] | None = None) -> str:
+        """The arguments a host entry passes, given its own names for pointers, DimVars and the tensor maps it
+        made (``map_declarations``)."""
         args = [pointer_names[p.name] for p in self.fn.params] + [dim_names[b.dimvar.name] for b in self.fn.dimvars]
+        args += [(map_names or {})[m.name] for m in tensor_maps(self.fn.body)]
         return ", ".join(args)
+
+    def map_declarations(self, pointer_names: dict[str, str], dim_names: dict[str, str],
+                         names: cxx.Names) -> tuple[list[str], dict[str, str]]:
+        """The host entry's declarations of the tensor maps the kernel takes (``ops::make_tensor_map`` over the
+        pointers it passes), and the name of each, by map name, drawn from the entry's ``names``."""
+        lines: list[str] = []
+        made: dict[str, str] = {}
+        for m in tensor_maps(self.fn.body):
+            name = made[m.name] = names(("map", id(self), m.name), m.name)
+            rows, depth, stride, offset = (cxx.dim_expr(d, dim_names) for d in (m.rows, m.depth, m.stride, m.offset))
+            at = "" if m.offset == 0 else f" + {offset}"
+            lines.append(f"auto const {name} = ops::make_tensor_map({pointer_names[m.param]}{at}, {rows}, {depth}, "
+                         f"{stride}, {m.box_rows}, {m.box_depth});  // {m}")
+        return lines, made
 
     # -- body ---------------------------------------------------------------------------------
     def emit(self) -> list[str]:
@@ -344,6 +367,7 @@ class KernelEmitter:
             if s.workspace is not None:  # the streamed or GEMM schedule's ring comes first (cuda/ops/matmul.cuh)
                 args.insert(0, self.buffer(s.workspace))
             ranks = "".join(f", int64_t({self.row_offset(i)})" for i in s.indices)  # the GEMM schedule's row tiles
+            ranks += "".join(f", {self.map_name(m)}" for m in s.maps)  # its operands' tensor maps
             line = f"ops::matmul<{acc}>({', '.join(args)}, {out}, {epilogue}{ranks});"
         elif s.family in COMPUTE_TAGGED:  # the tag names the dtype the op computes (accumulates) in
             reads = f", {self.prologue(s.prologue, ind)}" if s.prologue is not None else ""  # rope: x normed
@@ -500,6 +524,19 @@ def _where(loc: SourceLoc) -> str:
     would carry the comment on into the next line of C++."""
     text = loc.text.rstrip().rstrip("\\").rstrip()
     return f"{_short(loc.filename)}:{loc.lineno}: {text}"
+
+
+def tensor_maps(body: list[Stmt]) -> list[TensorMap]:
+    """Every tensor map a body's calls take, first use first (each once)."""
+    found: dict[str, TensorMap] = {}
+    for s in body:
+        if isinstance(s, OpCall):
+            for m in s.maps:
+                found.setdefault(m.name, m)
+        elif isinstance(s, (MeshScope, RowLoop, RowGuard)):
+            for m in tensor_maps(s.body):
+                found.setdefault(m.name, m)
+    return list(found.values())
 
 
 def gathers(body: list[Stmt]) -> list[Gather]:

@@ -19,9 +19,12 @@ when the call has one or two rows (a decode step), the dot-product tier taking m
 
 Many rows on a Hopper GPU (``gemm.gemm_rows``: at least 17 rows whatever the row count's DimVar is at
 launch, 16-bit operands contiguous along K, no prologue, pair or fused reduction) take the GEMM schedule instead
-(``_cuda_gemm``): a CTA of one warpgroup a column tile of at most CUDA_GEMM_TILE_N columns, ``ranks`` CTAs a
-column tile, each taking the row tiles of CUDA_GEMM_TILE_M rows rank, rank + ranks, ... (the call's last two
-arguments), its operands staged through a ring of shared memory for the tensor cores (cuda/ops/matmul_gmma.cuh).
+(``_cuda_gemm``): CTAs of two warpgroups of math and a copy warp, one an SM, through the tensor cores
+(cuda/ops/matmul_gmma.cuh). A product of two matrices is read through tensor maps (``_gemm_maps``, made by the host
+entry, the copy engine filling the kernel's ring of stages): one column tile of all N, the CTAs taking its output
+tiles of CUDA_GEMM_TILE_M x CUDA_GEMM_TILE_N rank, rank + ranks, ... (the call's rank and ranks). A batch of
+products keeps a column tile of at most CUDA_GEMM_TILE_N columns a CTA group, ``ranks`` CTAs a column tile taking
+its row tiles in turn, the stages copied by the math threads.
 
 A prologue (``prologue.py``: the rms_norm of ``a``'s rows, with the norm's weight) and an epilogue
 (``epilogue.py``: elementwise ops over each result) run inside the same call.
@@ -49,6 +52,7 @@ from ..tir.stmt import (
     Stmt,
     Tag,
 )
+from ..tir.tensor_map import TensorMap
 from .epilogue import constant_literal, operand_strides, step_of
 from .errors import LoweringError
 from .gemm import gemm_rows
@@ -98,22 +102,24 @@ CUDA_STREAM_MAX_ROW_BYTES = 16 << 10
 CUDA_STREAM_RING_BYTES = 64 << 10  # the ring's shared memory a CTA (dynamic shared memory)
 CUDA_STREAM_CTAS = 264
 CUDA_STREAM_THREADS = 256  # matmul_stream.cuh's kWarps: change both together
-# The GEMM schedule (CUDA sm_90a, cuda/ops/matmul_gmma.cuh; change its constants together): a row tile of
-# CUDA_GEMM_TILE_M rows, column tiles of at most CUDA_GEMM_TILE_N columns (the largest divisor of N up to it, at
-# least CUDA_GEMM_MIN_TILE_N), a ring of CUDA_GEMM_RING_BYTES (four stages of 64 K of both tiles, and 1 KiB that
-# aligns it to the swizzle): one CTA an SM, at most CUDA_GEMM_CTAS of them (one wave on the H200's 132 SMs; a
-# CTA whose rows are all past M exits at once). Measured on the H200 at Qwen3-1.7B's projections (bf16, CUDA-graph
-# medians, TFLOP/s at M = 1024 / 4096): this schedule q/k/v 323 / 346, o_proj 311 / 335, gate/up 244 / 237, down
-# 385 / 376 (cuBLAS 580-780); two waves of CTAs (2 x 132 / column tiles ranks) 306 / 272, 284 / 260, 249 / 256,
-# 371 / 304; two warpgroups a CTA (256 rows a tile) or three stages (two CTAs an SM) won at M = 4096 (382-441) and
-# lost at M = 1024 (205-248 at o_proj and down).
-CUDA_GEMM_TILE_M = 128
+# The GEMM schedule (CUDA sm_90a, cuda/ops/matmul_gmma.cuh; change its constants together): output tiles of
+# CUDA_GEMM_TILE_M x CUDA_GEMM_TILE_N, or (a batch of products) column tiles of at most CUDA_GEMM_TILE_N columns
+# (the largest divisor of N up to it, at least CUDA_GEMM_MIN_TILE_N) cut in row tiles; a ring of
+# CUDA_GEMM_RING_BYTES (CUDA_GEMM_STAGES stages of CUDA_GEMM_TILE_K of both tiles, 1 KiB that aligns it to the
+# swizzle, and the stages' barriers): one CTA an SM, at most CUDA_GEMM_CTAS of them (one wave on the H200's 132 SMs;
+# a CTA with no tile exits at once). Measured on the H200 at Qwen3-1.7B's projections (bf16, CUDA-graph medians,
+# TFLOP/s at M = 1024 / 4096; cuBLAS 466-784): this schedule q/k/v 398 / 448, o_proj 198 / 380, gate/up 438 / 470,
+# down 304 / 563; with a column tile a CTA group (ranks of them taking its row tiles) 427 / 496, 242 / 450,
+# 362 / 352, 356 / 622 (gate/up's 96 column tiles then kept 96 CTAs busy); one warpgroup a CTA of 128 x 128 tiles,
+# cp.async, one CTA an SM: 323 / 346, 311 / 335, 244 / 237, 385 / 376 (the version before this one).
+CUDA_GEMM_TILE_M = 256
 CUDA_GEMM_TILE_N = 128
 CUDA_GEMM_MIN_TILE_N = 64
-CUDA_GEMM_STAGES = 4  # matmul_gmma.cuh's kStages, each kTileK = 64 values of K of 16-bit elements
-CUDA_GEMM_RING_BYTES = CUDA_GEMM_STAGES * (CUDA_GEMM_TILE_M + CUDA_GEMM_TILE_N) * 64 * 2 + 1024
+CUDA_GEMM_TILE_K = 64  # values of K a stage: one 128-byte row of 16-bit elements
+CUDA_GEMM_STAGES = 4  # matmul_gmma.cuh's kStages
+CUDA_GEMM_RING_BYTES = CUDA_GEMM_STAGES * (CUDA_GEMM_TILE_M + CUDA_GEMM_TILE_N) * CUDA_GEMM_TILE_K * 2 + 1024 + 128
 CUDA_GEMM_CTAS = 132
-CUDA_GEMM_THREADS = 128
+CUDA_GEMM_THREADS = 288  # two warpgroups of math and the copy warp
 # Threads of a CUDA CTA computing a tile (they share its elements). ops::matmul's dot-product tier makes its K split a
 # constant of the kernel for CTAs of this size (matmul_impl.h, kScheduleWarps: change both together).
 CUDA_MATMUL_THREADS = 128
@@ -186,15 +192,20 @@ def _cuda_stream_tile(n: Dim, k: Dim, batch: Dim, bits: int, pair: bool, target:
     return tile if 2 * (n // tile) >= CUDA_STREAM_CTAS else None
 
 
-def _cuda_gemm(n: Dim, batch: Dim, op: Op, target: CudaTarget) -> tuple[int, int] | None:
+def _cuda_gemm(n: Dim, batch: Dim, op: Op, target: CudaTarget, mapped: bool) -> tuple[int, int] | None:
     """The column tile and the CTAs a column tile (``ranks``) of the GEMM schedule, or None where it does not
-    apply: a matmul ``gemm_rows`` takes, a static N with a column tile (a divisor of N, or N itself under
-    CUDA_GEMM_TILE_N) of at least CUDA_GEMM_MIN_TILE_N columns. The caller checks the layouts (runs of K
-    contiguous) and that nothing else is fused into the call (prologue, pair, reductions)."""
+    apply: a matmul ``gemm_rows`` takes, of a static N. Where its operands are read through tensor maps
+    (``mapped``), one column tile of all N, its CTAs taking the kernel's output tiles of CUDA_GEMM_TILE_M x
+    CUDA_GEMM_TILE_N in turn (at most CUDA_GEMM_CTAS of them, one wave); else a column tile (a divisor of N, or N
+    itself under CUDA_GEMM_TILE_N) of at least CUDA_GEMM_MIN_TILE_N columns a CTA, ``ranks`` CTAs taking its row
+    tiles in turn. The caller checks the layouts (runs of K contiguous) and that nothing else is fused into the
+    call (prologue, pair, reductions)."""
     if not gemm_rows(op, target) or not isinstance(n, int):
         return None
     rows = dim_range(op.inputs[0].type.shape[-2])
     assert rows is not None
+    if mapped:
+        return n, min(CUDA_GEMM_CTAS, -(-rows[1] // CUDA_GEMM_TILE_M) * -(-n // CUDA_GEMM_TILE_N))
     tile = _tile(n, CUDA_GEMM_TILE_N, 8)
     if not isinstance(tile, int) or tile < min(n, CUDA_GEMM_MIN_TILE_N):
         return None
@@ -240,8 +251,11 @@ def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int,
     ring = None
     shared = 0  # the columns the last tile shares with the one before it (a tile shifted back to end at N)
     ranks = 0  # the GEMM schedule's CTAs a column tile (0: another schedule)
-    gemm = (_cuda_gemm(n, product(batch), op, target)  # type: ignore[arg-type]
-            if dot and cuda and pair is None and norm_weight is None and not reductions else None)
+    gemm = maps = None
+    if dot and cuda and pair is None and norm_weight is None and not reductions:
+        maps = _gemm_maps(a, b, homes, m, k, n, a_strides[-2], b_strides[-1]) \
+            if dims_equal(product(batch), 1) else ()
+        gemm = _cuda_gemm(n, product(batch), op, target, bool(maps))  # type: ignore[arg-type]
     if gemm is not None:
         tile, ranks = gemm
         threads = CUDA_GEMM_THREADS
@@ -335,10 +349,28 @@ def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int,
     indices = (RowOffset(((1, ranks, 1),)), RowOffset(base=ranks)) if ranks else ()  # the CTA's rank, the ranks
     call = OpCall("matmul", Tag(acc), (a_buf, *weights), o_buf, origin, workspace=ring, epilogue=fused,
                   prologue=prologue, indices=indices,  # the streamed tier reads before its wait:
-                  weights_constant=weights_constant and ring is not None and not ranks)
+                  weights_constant=weights_constant and ring is not None and not ranks,
+                  maps=maps if ranks and maps else ())
     after = reduction_parts(list(reductions), o_buf, tile, tiles, shared) if reductions else []
     body: list[Stmt] = [RowLoop("row", [*([Alloc(ring)] if ring is not None else []), *views, call, *after])]
     return body, matmul_schedule(target, grid, threads)
+
+
+def _gemm_maps(a: View, b: View, homes: dict[int, str], m: Dim, k: Dim, n: Dim, a_stride: Dim,
+               b_stride: Dim) -> tuple[TensorMap, ...]:
+    """The tensor maps through which the GEMM schedule's copy engine reads one matrix product's operands: ``a``'s
+    ``m`` rows of ``k`` and ``b`` as ``n`` rows (a weight stored (N, K)) of ``k``, each a box of a tile's rows of
+    CUDA_GEMM_TILE_K at a time; none where a view picks or repeats rows, or its rows start where no 16-byte word
+    does (the kernel then copies its stages itself)."""
+    if any(v.gathers or any(r != 1 for r in v.repeats) for v in (a, b)):
+        return ()
+    words = 128 // a.root.type.dtype.bits  # elements of 16 bytes: a map's rows start at multiples of them
+    if any(isinstance(d, int) and d % words for d in (a_stride, b_stride, a.offset, b.offset)):
+        return ()  # (the host checks the rest at the launch: a map it cannot make sends the call to cp.async)
+    name_a = f"{a.root.name}_map"
+    name_b = f"{b.root.name}_map" if b.root.name != a.root.name else f"{b.root.name}_map_b"
+    return (TensorMap(name_a, homes[id(a.root)], a.offset, m, k, a_stride, CUDA_GEMM_TILE_M, CUDA_GEMM_TILE_K),
+            TensorMap(name_b, homes[id(b.root)], b.offset, n, k, b_stride, CUDA_GEMM_TILE_N, CUDA_GEMM_TILE_K))
 
 
 def _epilogue(mm: Op, ops: list[Op], buffers: dict[int, Buffer], result: Val, second: Op | None = None) -> Epilogue:

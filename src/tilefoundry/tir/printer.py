@@ -35,7 +35,9 @@ def _stmt(s: Stmt, indent: str, lines: list[str]) -> None:
         outs = ", ".join(b.name for b in (s.out, *s.more_out))
         epi = f", {s.epilogue}" if s.epilogue is not None else ""
         epi += f", {s.prologue}" if s.prologue is not None else ""
-        lines.append(f"{indent}{outs} <- {s.family}<{', '.join(tmpl)}>({ins}{ws}{epi})  # {s.origin}")
+        lines += [f"{indent}{m}" for m in s.maps]  # made by the host entry, passed in
+        maps = "".join(f", {m.name}" for m in s.maps)
+        lines.append(f"{indent}{outs} <- {s.family}<{', '.join(tmpl)}>({ins}{maps}{ws}{epi})  # {s.origin}")
     elif isinstance(s, Sync):
         lines.append(f"{indent}sync<{s.kind}>" + (f"  # {s.origin}" if s.origin else ""))
     elif isinstance(s, AsyncWait):

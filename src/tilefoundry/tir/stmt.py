@@ -10,6 +10,7 @@ from ..ir.types.dim import Dim, DimVar
 from ..ir.types.dtype import DType
 from .buffer import Buffer, Literal, Operand
 from .mesh import TMesh
+from .tensor_map import TensorMap
 
 
 class Stmt:
@@ -174,7 +175,8 @@ class OpCall(Stmt):
     reads its first operand (normed rows); ``then`` unary ops an elementwise call applies to each result, in order,
     before storing it (a chain of elementwise ops run as one call: ``codegen/cpu/chains.py``).
     ``weights_constant``: a streamed matmul's second operands (its weights) are ConstTensor parameters, which no
-    kernel writes, so its CUDA entry copies them before it waits for the kernel before it.
+    kernel writes, so its CUDA entry copies them before it waits for the kernel before it. ``maps``: the tensor
+    maps of its operands the host entry makes and the call takes last (a GEMM's, ``tensor_map.py``).
     """
 
     family: str
@@ -191,6 +193,7 @@ class OpCall(Stmt):
     prologue: Prologue | None = None
     then: tuple[Tag, ...] = ()
     weights_constant: bool = False
+    maps: tuple[TensorMap, ...] = ()
 
 
 @dataclass(eq=False)

@@ -3,24 +3,43 @@
 // row-major, a weight stored (N, K) read as its transpose), 16-bit elements (bf16 or f16), sums in
 // f32.
 //
-// The schedule (lower/matmul.py's GEMM schedule): a CTA of one warpgroup (128 threads) owns a
-// column tile of at most kTileN columns and takes the row tiles of kTileM rows rank, rank + ranks,
-// ... of the rows the call was given. For each row tile it runs K in steps of kTileK through a ring
-// of kStages stages in shared memory (the call's ring, carved from the kernel's dynamic shared
-// memory): every thread copies 16-byte words of the next stages' a and b tiles with cp.async
-// (zero-filled past M, N and K), while the warpgroup's wgmma (operands read from shared memory in
-// the 128-byte swizzle GMMA expects, CuTe's Layout_K_SW128_Atom) accumulates the current stage into
-// registers. The epilogue passes each sum through the call's epilogue (a residual add, a cast) and
-// stores it.
+// The schedule (lower/matmul.py's GEMM schedule): a CTA of kWarpgroups warpgroups of math (each
+// 128 rows of a row tile) and one copy warp, one CTA an SM, takes the output tiles of kTileM x
+// kTileN rank, rank + ranks, ... (Tiles) of the columns and rows the call was given. For each tile,
+// K runs in steps of kTileK through a ring of kStages stages in shared memory (the call's ring,
+// carved from the kernel's dynamic shared memory), read by the warpgroups' wgmma in the 128-byte
+// swizzle GMMA expects (CuTe's Layout_K_SW128_Atom), the sums held in registers. The epilogue
+// passes each sum through the call's epilogue (a residual add, a cast) and stores it. The stages
+// are filled in one of two ways:
 //
-// Where the tier does not apply (another architecture, other element types, K or a row's stride not
-// a multiple of 8 elements, a pointer not 16-byte aligned) the row tiles go to the tiers of
+// - Given tensor maps of both operands (cuda/tensor_map.cuh, built by the host entry), the copy
+//   warp alone fills them: one lane issues the copy engine's (TMA's) box copies of a stage's a and
+//   b tiles, which complete on the stage's `full` barrier, and waits on the stage's `empty` barrier
+//   before refilling it, which each math warp arrives on once its wgmma has read the stage. The
+//   copy engine fills zeros past M, N and K. The copies of the next tile run under this one's
+//   epilogue.
+// - Otherwise (no map: a batch of matrices, a view the host could not describe) the math threads
+//   copy 16-byte words with cp.async (zero-filled past M, N and K) between their wgmma steps, and
+//   the copy warp does nothing.
+//
+// Measured on the H200 at Qwen3-1.7B's projections (bf16, CUDA-graph medians, M = 1024 and 4096,
+// bench/compiled_gemm_cuda.py): one warpgroup a CTA of 128 x 128 tiles, its stages copied with
+// cp.async, 0.31-0.62x cuBLAS; the same through the copy engine, three stages and two CTAs an SM,
+// 0.37-0.57x; two warpgroups (256 x 128 tiles), four stages, 0.41-0.80x. (A 128 x 128 step does
+// 64 flops a byte it reads from L2, a 256 x 128 one 85: the likelier bound; not yet profiled.)
+//
+// Where neither applies (another architecture, other element types, K or a row's stride not a
+// multiple of 8 elements, a pointer not 16-byte aligned) the row tiles go to the tiers of
 // matmul_impl.h instead, so the call is correct for any operands it accepts.
 #pragma once
 
 #include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/ops/matmul_impl.h>
+#include <tilefoundry/runtime/cuda/tensor_map.cuh>
 
+#include <cutlass/arch/barrier.h>
+
+#include <cute/arch/copy_sm90_tma.hpp>
 #include <cute/arch/mma_sm90.hpp>
 #include <cute/atom/mma_traits_sm90_gmma.hpp>
 #include <cute/tensor.hpp>
@@ -37,7 +56,7 @@ namespace matmul_gmma {
 // CUDA_GEMM_RING_BYTES (a smaller static ring is a compile error below; a CTA of another size runs
 // the other tiers).
 #ifndef TILEFOUNDRY_MATMUL_GMMA_WARPGROUPS
-#define TILEFOUNDRY_MATMUL_GMMA_WARPGROUPS 1
+#define TILEFOUNDRY_MATMUL_GMMA_WARPGROUPS 2
 #endif
 #ifndef TILEFOUNDRY_MATMUL_GMMA_STAGES
 #define TILEFOUNDRY_MATMUL_GMMA_STAGES 4
@@ -47,12 +66,16 @@ constexpr int kTileM = 128 * kWarpgroups;  // rows of a row tile (wgmma atoms of
 constexpr int kTileN = 128;  // columns of the widest column tile the schedule gives a CTA
 constexpr int kTileK = 64;   // K a stage: one 128-byte swizzle row of 16-bit elements
 constexpr int kStages = TILEFOUNDRY_MATMUL_GMMA_STAGES;  // stages: kStages - 1 loading, one read
-constexpr int kThreads = 128 * kWarpgroups;
+constexpr int kMathThreads = 128 * kWarpgroups;
+constexpr int kMathWarps = kMathThreads / 32;
+constexpr int kThreads = kMathThreads + 32;  // and the copy warp
 constexpr int kAlign = 1024;  // the 128-byte swizzle repeats every 8 rows of 128 bytes
 constexpr int64_t kStageBytes = int64_t(kTileM + kTileN) * kTileK * 2;
+constexpr int64_t kBarrierBytes = 128;  // a stage's `full` and `empty` barriers, 8 bytes each
+static_assert(2 * 8 * kStages <= kBarrierBytes, "the barriers fit their bytes");
 /// Bytes of the ring a call of this tier needs (lower/matmul.py's CUDA_GEMM_RING_BYTES): the stages
-/// of a and b, and the slack that aligns its start to the swizzle.
-constexpr int64_t kRingBytes = kStages * kStageBytes + kAlign;
+/// of a and b, the slack that aligns its start to the swizzle, and the stages' barriers.
+constexpr int64_t kRingBytes = kStages * kStageBytes + kAlign + kBarrierBytes;
 
 template <class A>
 using element_t = matmul_impl::element_t<A>;
@@ -101,6 +124,11 @@ __device__ bool runtime_ok(A const& a, B const& b) {
 }
 
 #if TILEFOUNDRY_MATMUL_GMMA
+/// A barrier among the math threads alone (named barrier 1; the copy warp is not waited for).
+__device__ __forceinline__ void sync_math() {
+  asm volatile("bar.sync 1, %0;\n" ::"n"(kMathThreads) : "memory");
+}
+
 __device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 
 template <int N>
@@ -116,7 +144,7 @@ template <int Rows, class E>
 struct Loader {
   static constexpr int kWords = kTileK * int(sizeof(E)) / 16;  // words of a row's step
   static constexpr int V = 16 / int(sizeof(E));
-  static constexpr int kRowsApart = kThreads / kWords;
+  static constexpr int kRowsApart = kMathThreads / kWords;
   static constexpr int kCopies = Rows / kRowsApart;
   static_assert(Rows % kRowsApart == 0, "a tile's rows are a whole number of the threads' passes");
 
@@ -157,36 +185,122 @@ struct Loader {
   }
 };
 
-/// The row tile of `rows` rows starting at row m0: out(m0 + m, n) = epi(m0 + m, n, sum_k a(m0 + m,
-/// k) * b(k, n)) for m < rows, n < the tile's columns.
-template <class A, class B, class Out, class Epi>
-__device__ void row_tile(A const& a, B const& b, Out& out, Epi const& epi, int64_t m0, int64_t rows,
-                         unsigned char* ring) {
-  using E = element_t<A>;
-  using T = cute::remove_cvref_t<decltype(out(0, 0))>;
+/// The math threads' share of a row tile's wgmma: the tiled wgmma, this thread's slice of it, its
+/// partitions of the ring's stages and the tile's sums in registers (make_math).
+template <class E, class Mma, class Thr, class FragA, class FragB, class Acc>
+struct Math {
   using C = Config<E>;
-  int64_t const depth = int64_t(cute::size<1>(a));
-  int64_t const cols = int64_t(cute::size<1>(b));
-  E* const smem_a = reinterpret_cast<E*>(ring);
-  E* const smem_b = smem_a + int64_t(kTileM) * kTileK * kStages;
-  auto sA = cute::make_tensor(cute::make_smem_ptr(smem_a), typename C::SmemA{});
-  auto sB = cute::make_tensor(cute::make_smem_ptr(smem_b), typename C::SmemB{});
-  E const* const a_base = &a(m0, 0);
-  E const* const b_base = &b(0, 0);
-  int64_t const a_stride = int64_t(cute::stride<0>(a));
-  int64_t const b_stride = int64_t(cute::stride<1>(b));
+  Mma mma;
+  Thr thr;
+  FragA tCrA;
+  FragB tCrB;
+  Acc acc;
 
+  /// Starts a tile: the next step overwrites the sums.
+  __device__ void begin() { mma.accumulate_ = cute::GMMA::ScaleOut::Zero; }
+
+  /// Issues the wgmma of the K step in `stage` and waits until the one before it has read its
+  /// stage (the stage may then be refilled).
+  __device__ __forceinline__ void step(int stage) {
+    cute::warpgroup_fence_operand(acc);
+    cute::warpgroup_arrive();
+    CUTE_UNROLL
+    for (int kb = 0; kb < int(cute::size<2>(tCrA)); ++kb) {
+      cute::gemm(mma, tCrA(cute::_, cute::_, kb, stage), tCrB(cute::_, cute::_, kb, stage), acc);
+      mma.accumulate_ = cute::GMMA::ScaleOut::One;
+    }
+    cute::warpgroup_commit_batch();
+    cute::warpgroup_wait<1>();
+    cute::warpgroup_fence_operand(acc);
+  }
+
+  /// Waits for the last step; `steps == 0` (K = 0) makes every sum zero.
+  __device__ void finish(int64_t steps) {
+    cute::warpgroup_wait<0>();
+    cute::warpgroup_fence_operand(acc);
+    if (steps == 0) cute::clear(acc);
+  }
+
+  /// out(m0 + m, n0 + n) = epi(m0 + m, n0 + n, the sum) for m < rows, n < cols of the tile.
+  template <class Out, class Epi>
+  __device__ void store(Out& out, Epi const& epi, int64_t m0, int64_t n0, int64_t rows,
+                        int64_t cols) const {
+    using T = cute::remove_cvref_t<decltype(out(0, 0))>;
+    auto const coords = thr.partition_C(
+        cute::make_identity_tensor(cute::Shape<typename C::TileM, typename C::TileN>{}));
+    CUTE_UNROLL
+    for (int i = 0; i < int(cute::size(acc)); ++i) {
+      int64_t const m = int64_t(cute::get<0>(coords(i)));
+      int64_t const n = int64_t(cute::get<1>(coords(i)));
+      if (m < rows && n < cols) {
+        matmul_impl::store<T>(out, epi, m0 + m, n0 + n, float(acc(i)), 0.0f);
+      }
+    }
+  }
+};
+
+/// The math of a thread over the stages sA and sB (stages_of).
+template <class E, class SA, class SB>
+__device__ auto make_math(SA const& sA, SB const& sB) {
+  using C = Config<E>;
   typename C::Mma mma;
   auto thr = mma.get_slice(threadIdx.x);
-  auto tCsA = thr.partition_A(sA);  // (MMA, MMA_M, MMA_K, stages)
-  auto tCsB = thr.partition_B(sB);
-  auto tCrA = thr.make_fragment_A(tCsA);
-  auto tCrB = thr.make_fragment_B(tCsB);
+  auto tCrA = thr.make_fragment_A(thr.partition_A(sA));
+  auto tCrB = thr.make_fragment_B(thr.partition_B(sB));
   auto acc = cute::partition_fragment_C(mma, cute::Shape<typename C::TileM, typename C::TileN>{});
+  return Math<E, decltype(mma), decltype(thr), decltype(tCrA), decltype(tCrB), decltype(acc)>{
+      mma, thr, tCrA, tCrB, acc};
+}
 
+/// The ring's stages as CuTe tensors of a's and b's tiles.
+template <class E>
+__device__ auto stages_of(unsigned char* ring) {
+  using C = Config<E>;
+  E* const smem_a = reinterpret_cast<E*>(ring);
+  E* const smem_b = smem_a + int64_t(kTileM) * kTileK * kStages;
+  return cute::make_tuple(cute::make_tensor(cute::make_smem_ptr(smem_a), typename C::SmemA{}),
+                          cute::make_tensor(cute::make_smem_ptr(smem_b), typename C::SmemB{}));
+}
+
+/// The output tiles of an M x N product, kTileM x kTileN each, numbered down the rows first: tile
+/// t covers rows m0(t) up to rows(t) of them and columns n0(t) up to cols(t) of them. CTA `rank` of
+/// `ranks` takes tiles rank, rank + ranks, ...: at(0), at(1), ... until one is -1. (32-bit
+/// arithmetic: a 64-bit division is a call, around which registers spill.) Measured on the H200 at
+/// Qwen3-1.7B's projections against two other orders (CUDA-graph medians, M = 1024 and 4096): tiles
+/// numbered along the columns first were up to 4.5% faster at six cases and 12.7% slower at gate/up
+/// and down at M = 4096; each CTA keeping one column tile (where the CTAs outnumber them) was up to
+/// 4% faster at four cases and 6-27% slower at gate/up and down at M = 4096.
+struct Tiles {
+  int m, n, rank, ranks, row_tiles, count;
+
+  __device__ Tiles(int64_t m_, int64_t n_, int64_t rank_, int64_t ranks_)
+      : m(int(m_)),
+        n(int(n_)),
+        rank(int(rank_)),
+        ranks(int(ranks_)),
+        row_tiles(int((m_ + kTileM - 1) / kTileM)),
+        count(row_tiles * int((n_ + kTileN - 1) / kTileN)) {}
+
+  __device__ int at(int i) const { return rank + i * ranks < count ? rank + i * ranks : -1; }
+  __device__ int m0(int t) const { return t % row_tiles * kTileM; }
+  __device__ int n0(int t) const { return t / row_tiles * kTileN; }
+  __device__ int rows(int t) const { return m - m0(t) < kTileM ? m - m0(t) : kTileM; }
+  __device__ int cols(int t) const { return n - n0(t) < kTileN ? n - n0(t) : kTileN; }
+};
+
+/// Output tile t, its stages copied by the math threads with cp.async: out(m, n) = epi(m, n, sum_k
+/// a(m, k) * b(k, n)) for the tile's rows m and columns n.
+template <class A, class B, class Out, class Epi>
+__device__ void row_tile(A const& a, B const& b, Out& out, Epi const& epi, Tiles const& tiles,
+                         int t, unsigned char* ring) {
+  using E = element_t<A>;
+  int64_t const depth = int64_t(cute::size<1>(a));
+  int64_t const m0 = tiles.m0(t), n0 = tiles.n0(t), rows = tiles.rows(t), cols = tiles.cols(t);
+  auto [sA, sB] = stages_of<E>(ring);
+  auto math = make_math<E>(sA, sB);
   int64_t const steps = (depth + kTileK - 1) / kTileK;
-  Loader<kTileM, E> const load_a(sA, a_base, a_stride, rows);
-  Loader<kTileN, E> const load_b(sB, b_base, b_stride, cols);
+  Loader<kTileM, E> const load_a(sA, &a(m0, 0), int64_t(cute::stride<0>(a)), rows);
+  Loader<kTileN, E> const load_b(sB, &b(0, n0), int64_t(cute::stride<1>(b)), cols);
   auto const load = [&](int64_t step) {
     int const stage = int(step % kStages);
     load_a.copy(step * kTileK, depth, stage);
@@ -197,50 +311,111 @@ __device__ void row_tile(A const& a, B const& b, Out& out, Epi const& epi, int64
     if (s < steps) load(s);
     commit();  // one group a step, empty past the last: the wait below counts steps
   }
-  mma.accumulate_ = cute::GMMA::ScaleOut::Zero;
+  math.begin();
   for (int64_t step = 0; step < steps; ++step) {
     wait_copies<kStages - 2>();  // this thread's words of `step` have landed
-    __syncthreads();             // ... and every thread's
+    sync_math();                 // ... and every math thread's
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // seen by wgmma's reads
-    int const stage = int(step % kStages);
-    cute::warpgroup_fence_operand(acc);
-    cute::warpgroup_arrive();
-    CUTE_UNROLL
-    for (int kb = 0; kb < int(cute::size<2>(tCrA)); ++kb) {
-      cute::gemm(mma, tCrA(cute::_, cute::_, kb, stage), tCrB(cute::_, cute::_, kb, stage), acc);
-      mma.accumulate_ = cute::GMMA::ScaleOut::One;
-    }
-    cute::warpgroup_commit_batch();
-    cute::warpgroup_wait<1>();  // the step before has been read: its stage may be refilled
-    cute::warpgroup_fence_operand(acc);
-    __syncthreads();  // ... by every warp of the warpgroup
+    math.step(int(step % kStages));  // ... and the step before has been read
+    sync_math();                     // ... by every warp of the warpgroup
     if (step + kStages - 1 < steps) load(step + kStages - 1);
     commit();
   }
-  cute::warpgroup_wait<0>();
-  cute::warpgroup_fence_operand(acc);
-  if (steps == 0) cute::clear(acc);  // K = 0: every sum is zero
+  math.finish(steps);
+  math.store(out, epi, m0, n0, rows, cols);
+  sync_math();  // the ring is reused by the next tile
+}
 
-  auto const coords = thr.partition_C(
-      cute::make_identity_tensor(cute::Shape<typename C::TileM, typename C::TileN>{}));
-  CUTE_UNROLL
-  for (int i = 0; i < int(cute::size(acc)); ++i) {
-    int64_t const m = int64_t(cute::get<0>(coords(i)));
-    int64_t const n = int64_t(cute::get<1>(coords(i)));
-    if (m < rows && n < cols) {
-      matmul_impl::store<T>(out, epi, m0 + m, n, float(acc(i)), 0.0f);
+/// Where a view starting at `first` lies in map `m`: its first row, or -1 where it does not start
+/// a row of the map.
+template <class E>
+__device__ int64_t map_row(tensor_map const& m, E const* first) {
+  int64_t const at = int64_t(first - static_cast<E const*>(m.base));
+  return at >= 0 && at % m.stride == 0 ? at / m.stride : -1;
+}
+
+/// Whether the tensor maps describe a and b: made, of their row strides and depth, and a's rows
+/// and b's columns inside them.
+template <class A, class B>
+__device__ bool maps_ok(A const& a, B const& b, tensor_map const& ma, tensor_map const& mb) {
+  using E = element_t<A>;
+  int64_t const depth = int64_t(cute::size<1>(a));
+  int64_t const ra = map_row(ma, &a(0, 0));
+  int64_t const rb = map_row(mb, &b(0, 0));
+  return ma.ok && mb.ok && ma.depth == depth && mb.depth == depth &&
+         ma.stride == int64_t(cute::stride<0>(a)) && mb.stride == int64_t(cute::stride<1>(b)) &&
+         ra >= 0 && ra + int64_t(cute::size<0>(a)) <= ma.rows && rb >= 0 &&
+         rb + int64_t(cute::size<1>(b)) <= mb.rows && ra < (int64_t(1) << 31) &&
+         rb < (int64_t(1) << 31) && sizeof(E) == 2;
+}
+
+/// This CTA's tiles rank, rank + ranks, ... with their stages filled by the copy warp through the
+/// tensor maps (the file's first comment).
+template <class A, class B, class Out, class Epi>
+__device__ void mapped_tiles(A const& a, B const& b, Out& out, Epi const& epi, Tiles const& tiles,
+                             tensor_map const& ma, tensor_map const& mb, unsigned char* ring) {
+  using E = element_t<A>;
+  using Full = cutlass::arch::ClusterTransactionBarrier;
+  using Empty = cutlass::arch::ClusterBarrier;
+  int64_t const depth = int64_t(cute::size<1>(a));
+  int64_t const steps = (depth + kTileK - 1) / kTileK;
+  auto* const full = reinterpret_cast<uint64_t*>(ring + kStages * kStageBytes);
+  auto* const empty = full + kStages;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      Full::init(&full[s], 1);             // the copy lane's arrival, then the copies' bytes
+      Empty::init(&empty[s], kMathWarps);  // a lane of each math warp, its wgmma done
     }
+    cutlass::arch::fence_barrier_init();
   }
-  __syncthreads();  // the ring is reused by the next row tile
+  __syncthreads();
+  bool const lead = threadIdx.x % 32 == 0;
+  if (int(threadIdx.x) >= kMathThreads) {  // the copy warp: one lane issues every copy
+    if (!lead) return;
+    int32_t const a_row = int32_t(map_row(ma, &a(0, 0)));
+    int32_t const b_row = int32_t(map_row(mb, &b(0, 0)));
+    auto [sA, sB] = stages_of<E>(ring);
+    uint64_t const hint = uint64_t(cute::TMA::CacheHintSm90::EVICT_NORMAL);
+    int64_t it = 0;  // the K steps of every tile, one after the other through the ring
+    for (int i = 0, t = tiles.at(0); t >= 0; t = tiles.at(++i)) {
+      int32_t const m0 = a_row + int32_t(tiles.m0(t));
+      int32_t const n0 = b_row + int32_t(tiles.n0(t));
+      for (int64_t step = 0; step < steps; ++step, ++it) {
+        int const s = int(it % kStages);
+        Empty::wait(&empty[s], uint32_t((it / kStages) & 1) ^ 1u);  // read in the round before
+        Full::arrive_and_expect_tx(&full[s], uint32_t(kStageBytes));
+        int32_t const k0 = int32_t(step * kTileK);
+        cute::SM90_TMA_LOAD_2D::copy(&ma.map, &full[s], hint, &sA(0, 0, s), k0, m0);
+        cute::SM90_TMA_LOAD_2D::copy(&mb.map, &full[s], hint, &sB(0, 0, s), k0, n0);
+      }
+    }
+    return;
+  }
+  auto [sA, sB] = stages_of<E>(ring);
+  auto math = make_math<E>(sA, sB);
+  int64_t it = 0;
+  for (int i = 0, t = tiles.at(0); t >= 0; t = tiles.at(++i)) {
+    math.begin();
+    for (int64_t step = 0; step < steps; ++step, ++it) {
+      int const s = int(it % kStages);
+      Full::wait(&full[s], uint32_t((it / kStages) & 1));
+      math.step(s);  // ... and the step before has been read: its stage may be refilled
+      if (step > 0 && lead) Empty::arrive(&empty[(it - 1) % kStages]);
+    }
+    math.finish(steps);
+    if (steps > 0 && lead) Empty::arrive(&empty[(it - 1) % kStages]);
+    math.store(out, epi, tiles.m0(t), tiles.n0(t), tiles.rows(t), tiles.cols(t));
+  }
 }
 #endif
 
-/// The call of the GEMM schedule: this CTA's row tiles rank, rank + ranks, ... of a's rows through
+/// The call of the GEMM schedule: this CTA's output tiles rank, rank + ranks, ... (Tiles) through
 /// the tensor cores where the tier applies (true), else nothing done (false: the caller takes the
-/// other tiers).
+/// other tiers). `ma` and `mb`, where given, are tensor maps of a's and b's memory.
 template <class A, class B, class Out, class Epi, class Ring>
 __device__ bool apply(A const& a, B const& b, Out& out, Epi const& epi, Ring const& ring,
-                      int64_t rank, int64_t ranks) {
+                      int64_t rank, int64_t ranks, tensor_map const* ma = nullptr,
+                      tensor_map const* mb = nullptr) {
 #if TILEFOUNDRY_MATMUL_GMMA
   if constexpr (tier_v<A, B>) {
     using R = cute::remove_cvref_t<decltype(ring(0))>;
@@ -250,23 +425,25 @@ __device__ bool apply(A const& a, B const& b, Out& out, Epi const& epi, Ring con
           "the ring is smaller than the tier's stages: lower/matmul.py's CUDA_GEMM_RING_BYTES "
           "and matmul_gmma.cuh's kRingBytes must agree");
     }
-    if (int64_t(cute::size(ring)) * int64_t(sizeof(R)) < kRingBytes || !runtime_ok(a, b) ||
-        int64_t(cute::size<1>(b)) > kTileN) {
+    if (int64_t(cute::size(ring)) * int64_t(sizeof(R)) < kRingBytes || !runtime_ok(a, b)) {
       return false;
     }
     auto* const raw = reinterpret_cast<unsigned char*>(cute::raw_pointer_cast(&ring(0)));
     auto* const aligned = reinterpret_cast<unsigned char*>(
         (reinterpret_cast<uintptr_t>(raw) + kAlign - 1) / kAlign * kAlign);
-    int64_t const total = int64_t(cute::size<0>(a));
-    for (int64_t tile = rank; tile * kTileM < total; tile += ranks) {
-      int64_t const m0 = tile * kTileM;
-      int64_t const rows = total - m0 < kTileM ? total - m0 : kTileM;
-      row_tile(a, b, out, epi, m0, rows, aligned);
+    Tiles const tiles(int64_t(cute::size<0>(a)), int64_t(cute::size<1>(b)), rank, ranks);
+    if (ma != nullptr && mb != nullptr && maps_ok(a, b, *ma, *mb)) {
+      mapped_tiles(a, b, out, epi, tiles, *ma, *mb, aligned);
+      return true;
+    }
+    if (int(threadIdx.x) >= kMathThreads) return true;  // the copy warp has nothing to do
+    for (int i = 0, t = tiles.at(0); t >= 0; t = tiles.at(++i)) {
+      row_tile(a, b, out, epi, tiles, t, aligned);
     }
     return true;
   }
 #endif
-  (void)a, (void)b, (void)out, (void)epi, (void)ring, (void)rank, (void)ranks;
+  (void)a, (void)b, (void)out, (void)epi, (void)ring, (void)rank, (void)ranks, (void)ma, (void)mb;
   return false;
 }
 
