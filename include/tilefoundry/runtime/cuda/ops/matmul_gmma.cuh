@@ -52,9 +52,9 @@ namespace ops {
 namespace matmul_gmma {
 
 // Build-time knobs for measuring other shapes of the tier (lower/matmul.py's comment has the
-// numbers): they must agree with lower/matmul.py's CUDA_GEMM_TILE_M, CUDA_GEMM_THREADS and
-// CUDA_GEMM_RING_BYTES (a smaller static ring is a compile error below; a CTA of another size runs
-// the other tiers).
+// numbers): they must agree with lower/matmul.py's CUDA_GEMM_TILE_M, CUDA_GEMM_STAGES,
+// CUDA_GEMM_THREADS and CUDA_GEMM_RING_BYTES (a smaller static ring is a compile error below; a CTA
+// of another size runs the other tiers).
 #ifndef TILEFOUNDRY_MATMUL_GMMA_WARPGROUPS
 #define TILEFOUNDRY_MATMUL_GMMA_WARPGROUPS 2
 #endif
@@ -63,9 +63,9 @@ namespace matmul_gmma {
 #endif
 constexpr int kWarpgroups = TILEFOUNDRY_MATMUL_GMMA_WARPGROUPS;  // each 128 rows of a row tile
 constexpr int kTileM = 128 * kWarpgroups;  // rows of a row tile (wgmma atoms of 64 rows)
-constexpr int kTileN = 128;  // columns of the widest column tile the schedule gives a CTA
-constexpr int kTileK = 64;   // K a stage: one 128-byte swizzle row of 16-bit elements
-constexpr int kStages = TILEFOUNDRY_MATMUL_GMMA_STAGES;  // stages: kStages - 1 loading, one read
+constexpr int kTileN = 128;                // columns of an output tile
+constexpr int kTileK = 64;                 // K a stage: one 128-byte swizzle row of 16-bit elements
+constexpr int kStages = TILEFOUNDRY_MATMUL_GMMA_STAGES;  // stages of the ring
 constexpr int kMathThreads = 128 * kWarpgroups;
 constexpr int kMathWarps = kMathThreads / 32;
 constexpr int kThreads = kMathThreads + 32;  // and the copy warp
@@ -112,7 +112,7 @@ struct Config {
 };
 
 /// Whether the run-time conditions hold: K, both operands' row strides and their starts allow
-/// 16-byte words, and the CTA is one warpgroup.
+/// 16-byte words, and the CTA is the schedule's (the warpgroups of math and the copy warp).
 template <class A, class B>
 __device__ bool runtime_ok(A const& a, B const& b) {
   using E = element_t<A>;
