@@ -54,6 +54,12 @@ class Gemms:
         return tf.matmul(q, tf.transpose(k, (0, 2, 1)))
 
     @func
+    def sliced(xs: Tensor[(ROWS, 320), "bf16"], ws: ConstTensor[(256, 192), "bf16"]):
+        """A slice of the activation's columns (q of a packed q/k/v): its map starts 64 values into each row, rows
+        320 apart and 192 long; two output tiles of 128 columns."""
+        return tf.matmul(tf.slice(xs, (0, 64), (ROWS, 192)), tf.transpose(ws, (1, 0)))
+
+    @func
     def odd_depth(x: Tensor[(ROWS, 100), "bf16"], wo: ConstTensor[(128, 100), "bf16"]):
         """K = 100: no 16-byte words along K, so the entry sends its row tiles to the other tiers."""
         return tf.matmul(x, tf.transpose(wo, (1, 0)))
@@ -86,7 +92,7 @@ def test_many_rows_of_16_bit_operands_take_the_gemm_schedule_on_sm90a() -> None:
     and the ranks after the epilogue. A product of two matrices read through tensor maps: one wave of CTAs taking
     the output tiles of all N in turn. A batch of products, or rows that no 16-byte word starts (K = 100): a column
     tile a CTA group, the grid every column tile and batch element times the ranks, no maps."""
-    mapped = {"projection": (384, 256), "residual": (96, 72), "half_to_f32": (192, 128)}
+    mapped = {"projection": (384, 256), "residual": (96, 72), "half_to_f32": (192, 128), "sliced": (256, 192)}
     tiles = {"batched_heads": 2, "odd_depth": 1}
     for name, fn in Gemms.functions.items():
         if name == "any_rows":
@@ -103,7 +109,10 @@ def test_many_rows_of_16_bit_operands_take_the_gemm_schedule_on_sm90a() -> None:
             assert ranks == min(CUDA_GEMM_CTAS, row_tiles * col_tiles) and schedule.grid == ranks, name
             a_map, b_map = call.maps
             row_dim = 200 if name == "half_to_f32" else ROWS
-            assert (a_map.rows, a_map.depth, a_map.stride, a_map.box_rows) == (row_dim, k, k, CUDA_GEMM_TILE_M), name
+            a_stride, a_offset = (320, 64) if name == "sliced" else (k, 0)
+            expected = (row_dim, k, a_stride, CUDA_GEMM_TILE_M)
+            assert (a_map.rows, a_map.depth, a_map.stride, a_map.box_rows) == expected, name
+            assert a_map.offset == a_offset and b_map.offset == 0, name
             assert (b_map.rows, b_map.depth, b_map.stride, b_map.box_rows) == (n, k, k, CUDA_GEMM_TILE_N), name
             assert a_map.box_depth == b_map.box_depth == 64, name
         else:

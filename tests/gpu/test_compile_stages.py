@@ -253,12 +253,13 @@ def test_a_streamed_matmul_matches_the_evaluator_on_cuda(name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(Gemms.functions))
 def test_many_rows_through_the_tensor_cores_match_the_evaluator_on_cuda(name: str) -> None:
-    """The GEMM schedule (wgmma; K = 100 through the entry's fallback to the other tiers) at row counts around its
-    row tiles of 128: one tile partly full, one whole, one and a row, several; ``any_rows`` also at 1 and 16 rows
-    (its entry's decode-step variant); outputs poisoned."""
+    """The GEMM schedule (wgmma, its stages filled through tensor maps; a batch through cp.async; K = 100 through the
+    entry's fallback to the other tiers) at row counts around its row tiles of 256: one tile partly full, one whole,
+    one and a row, several; ``any_rows`` also at 1 and 16 rows (its entry's decode-step variant); outputs
+    poisoned."""
     compiled = jit(Gemms).functions[name]
     fn = Gemms.functions[name]
-    rows = {"half_to_f32": (200,), "any_rows": (1, 16, 17, 100, 700)}.get(name, (17, 100, 128, 129, 700))
+    rows = {"half_to_f32": (200,), "any_rows": (1, 16, 17, 100, 700)}.get(name, (17, 129, 256, 257, 700))
     for m in rows:  # 16-bit sums: BF16 (f16's rounding too)
         report = check(compiled_only(compiled), fn, gemm_inputs(name, m, "cuda"), expect={"output": [BF16]})
         assert report.passed, f"{name} at M = {m}:\n{report}"
