@@ -265,11 +265,11 @@ __device__ auto stages_of(unsigned char* ring) {
 /// The output tiles of an M x N product, kTileM x kTileN each, numbered down the rows first: tile
 /// t covers rows m0(t) up to rows(t) of them and columns n0(t) up to cols(t) of them. CTA `rank` of
 /// `ranks` takes tiles rank, rank + ranks, ...: at(0), at(1), ... until one is -1. (32-bit
-/// arithmetic: a 64-bit division is a call, around which registers spill.) Measured on the H200 at
+/// arithmetic: a GPU divides 64-bit integers in a long subroutine.) Measured on the H200 at
 /// Qwen3-1.7B's projections against two other orders (CUDA-graph medians, M = 1024 and 4096): tiles
-/// numbered along the columns first were up to 4.5% faster at six cases and 12.7% slower at gate/up
-/// and down at M = 4096; each CTA keeping one column tile (where the CTAs outnumber them) was up to
-/// 4% faster at four cases and 6-27% slower at gate/up and down at M = 4096.
+/// numbered along the columns first, 12.7% slower at gate/up and down at M = 4096, the other six
+/// cases within 4.5%; each CTA keeping one column tile (where the CTAs outnumber them), 24-27%
+/// slower at gate/up (both M) and 6% at down at M = 4096, the other five within 4%.
 struct Tiles {
   int m, n, rank, ranks, row_tiles, count;
 
