@@ -35,6 +35,7 @@ from ..tir.stmt import (
     Stmt,
     Sync,
     Tag,
+    calls,
 )
 from ..tir.tensor_map import TensorMap
 from . import cxx
@@ -529,13 +530,9 @@ def _where(loc: SourceLoc) -> str:
 def tensor_maps(body: list[Stmt]) -> list[TensorMap]:
     """Every tensor map a body's calls take, first use first (each once)."""
     found: dict[str, TensorMap] = {}
-    for s in body:
-        if isinstance(s, OpCall):
-            for m in s.maps:
-                found.setdefault(m.name, m)
-        elif isinstance(s, (MeshScope, RowLoop, RowGuard)):
-            for m in tensor_maps(s.body):
-                found.setdefault(m.name, m)
+    for c in calls(body):
+        for m in c.maps:
+            found.setdefault(m.name, m)
     return list(found.values())
 
 

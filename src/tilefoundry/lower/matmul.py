@@ -204,13 +204,13 @@ def _cuda_gemm(n: Dim, batch: Dim, op: Op, target: CudaTarget, mapped: bool) -> 
         return None
     rows = dim_range(op.inputs[0].type.shape[-2])
     assert rows is not None
+    row_tiles = -(-rows[1] // CUDA_GEMM_TILE_M)
     if mapped:
-        return n, min(CUDA_GEMM_CTAS, -(-rows[1] // CUDA_GEMM_TILE_M) * -(-n // CUDA_GEMM_TILE_N))
+        return n, min(CUDA_GEMM_CTAS, row_tiles * -(-n // CUDA_GEMM_TILE_N))
     tile = _tile(n, CUDA_GEMM_TILE_N, 8)
     if not isinstance(tile, int) or tile < min(n, CUDA_GEMM_MIN_TILE_N):
         return None
     per_rank = (batch if isinstance(batch, int) else 1) * (n // tile)
-    row_tiles = -(-rows[1] // CUDA_GEMM_TILE_M)
     return tile, max(1, min(row_tiles, CUDA_GEMM_CTAS // per_rank))
 
 
@@ -251,7 +251,8 @@ def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int,
     ring = None
     shared = 0  # the columns the last tile shares with the one before it (a tile shifted back to end at N)
     ranks = 0  # the GEMM schedule's CTAs a column tile (0: another schedule)
-    gemm = maps = None
+    gemm = None
+    maps: tuple[TensorMap, ...] = ()  # the GEMM's operands read through the copy engine
     if dot and cuda and pair is None and norm_weight is None and not reductions:
         maps = _gemm_maps(a, b, homes, m, k, n, a_strides[-2], b_strides[-1]) \
             if dims_equal(product(batch), 1) else ()
@@ -350,7 +351,7 @@ def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int,
     call = OpCall("matmul", Tag(acc), (a_buf, *weights), o_buf, origin, workspace=ring, epilogue=fused,
                   prologue=prologue, indices=indices,  # the streamed tier reads before its wait:
                   weights_constant=weights_constant and ring is not None and not ranks,
-                  maps=maps if ranks and maps else ())
+                  maps=maps if ranks else ())
     after = reduction_parts(list(reductions), o_buf, tile, tiles, shared) if reductions else []
     body: list[Stmt] = [RowLoop("row", [*([Alloc(ring)] if ring is not None else []), *views, call, *after])]
     return body, matmul_schedule(target, grid, threads)

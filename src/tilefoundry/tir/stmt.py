@@ -255,6 +255,16 @@ class RowLoop(Stmt):
     body: list[Stmt] = field(default_factory=list)
 
 
+def calls(body: list[Stmt]) -> Iterator[OpCall]:
+    """Every op call of ``body``, those of its nested scopes (mesh scopes, row loops, row guards) included, in
+    order."""
+    for s in body:
+        if isinstance(s, OpCall):
+            yield s
+        elif isinstance(s, (MeshScope, RowLoop, RowGuard)):
+            yield from calls(s.body)
+
+
 __all__ = [
     "Alloc",
     "AliasView",
@@ -273,6 +283,7 @@ __all__ = [
     "Stmt",
     "Sync",
     "Tag",
+    "calls",
 ]
 
 

@@ -42,7 +42,7 @@ from ...ir.types.dim import Dim, dimvars_of, floordiv
 from ...ir.types.storage import Storage
 from ...tir.buffer import Buffer
 from ...tir.function import KernelParam, PrimFunc, TirModule
-from ...tir.stmt import Alloc, GmemView, MeshScope, OpCall, RowGuard, RowLoop, Stmt
+from ...tir.stmt import Alloc, GmemView, MeshScope, OpCall, RowLoop, Stmt, calls
 from .. import cxx
 from ..host import HostEmitter
 from ..kernel import KernelEmitter, allocations, gathers, meshes_of
@@ -141,13 +141,7 @@ WORKSPACE_MAKERS = {"reduce": "ops::make_reduce_workspace", "matmul": "ops::make
 
 def _workspaces(body: list[Stmt]) -> dict[int, OpCall]:
     """The workspaces of the calls in ``body``, each with the call it serves."""
-    found: dict[int, OpCall] = {}
-    for s in body:
-        if isinstance(s, OpCall) and s.workspace is not None:
-            found[id(s.workspace)] = s
-        elif isinstance(s, (MeshScope, RowLoop, RowGuard)):
-            found.update(_workspaces(s.body))
-    return found
+    return {id(c.workspace): c for c in calls(body) if c.workspace is not None}
 
 
 def checked_alignment(fn: PrimFunc, p: KernelParam) -> int:
