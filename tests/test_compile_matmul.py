@@ -27,7 +27,6 @@ from tests.compile_kernels import compiled_only
 from tilefoundry import func, jit, lower, module
 from tilefoundry.codegen import generate
 from tilefoundry.dsl import ConstTensor, DimVar, Tensor, tf
-from tilefoundry.lower import LoweringError
 from tilefoundry.runtime.check import allclose, check, equal
 from tilefoundry.target import CudaTarget
 from tilefoundry.tir import OpCall
@@ -253,16 +252,6 @@ def test_only_the_chosen_experts_weights_are_read() -> None:
     chosen = torch.tensor([3, 1])
     got = compiled(x, poisoned, chosen)
     torch.testing.assert_close(got, x @ experts[chosen].transpose(1, 2), rtol=1e-5, atol=1e-5)
-
-
-def test_a_gather_a_matmul_cannot_read_is_refused_naming_the_operand() -> None:
-    @func
-    def picked_rows(x: Tensor[(6, 8), "f32"], w: ConstTensor[(4, 8), "f32"], rows: Tensor[(3,), "i64"]):
-        return tf.matmul(tf.index_select(x, rows, 0), tf.transpose(w, (1, 0)))
-
-    with pytest.raises(LoweringError, match=r"matmul in picked_rows: its operand a is a view .* picked by positions "
-                                            r"\(index_select\); only a weight's batch axis may be picked"):
-        lower(picked_rows, "cpu")
 
 
 def test_the_cuda_lowering_runs_every_matmul_as_one_matmul_call() -> None:

@@ -28,6 +28,9 @@ from tests.test_compile_attention import Attention, check_far_query_positions  #
 from tests.test_compile_attention import _inputs as attention_inputs  # noqa: E402
 from tests.test_compile_concat import Joins  # noqa: E402
 from tests.test_compile_concat import _inputs as join_inputs  # noqa: E402
+from tests.test_compile_copied_views import F32 as COPIED_F32  # noqa: E402
+from tests.test_compile_copied_views import CopiedViews  # noqa: E402
+from tests.test_compile_copied_views import _inputs as copied_inputs  # noqa: E402
 from tests.test_compile_dispatch import reference_attend  # noqa: E402
 from tests.test_compile_epilogue import BF16 as EPILOGUE_BF16  # noqa: E402
 from tests.test_compile_epilogue import F32 as EPILOGUE_F32  # noqa: E402
@@ -88,7 +91,7 @@ def built() -> None:
     from tilefoundry.target import CudaTarget
 
     fns = [Matmuls, Streamed, Gemms, Attention, Epilogues, RopeCache, Argmaxes, Reductions, RaggedHeads, Splits, Joins,
-           Zeros, IndexCopies, AxisReductions, Aranges, OtherAxes, IndexAdds, Patterns,
+           Zeros, IndexCopies, AxisReductions, Aranges, OtherAxes, IndexAdds, Patterns, CopiedViews,
            *reference_functions().values(), reference_attend(),
            *(fn for fam, dt in FAMILIES for fn in _functions(_family(fam, dt)).values())]
     linkables = [generate(lower(f, CudaTarget())) for f in fns]
@@ -315,6 +318,17 @@ def test_index_add_sums_each_result_row_in_order_on_cuda(name: str) -> None:
         want = fn(*args)
         got = compiled(*_cuda(args))
         assert torch.equal(got.cpu(), want), f"{name} at n = {n}"
+
+
+@pytest.mark.parametrize("name", sorted(CopiedViews.functions))
+def test_an_operand_copied_for_its_kernel_matches_the_evaluator_on_cuda(name: str) -> None:
+    """Rows picked by positions before a matmul or an attention, copied by a row-wise stage first (as
+    tests/test_compile_copied_views.py states), on the GPU."""
+    fn = CopiedViews.functions[name]
+    compiled = jit(CopiedViews).functions[name]
+    for s in (1, 17, 64):
+        report = check(compiled_only(compiled), fn, _cuda(copied_inputs(name, s)), expect={"output": [COPIED_F32]})
+        assert report.passed, f"{name} at {s}:\n{report}"
 
 
 @pytest.mark.parametrize("name", sorted(Patterns.functions))

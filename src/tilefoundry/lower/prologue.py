@@ -13,7 +13,9 @@ attributes, and drops the ``rms_norm``. The matmul then reads its first operand 
 rounded where the unfused ops round (``expand.py``), so the result is the same function of the same inputs.
 
 It applies where every reader of ``h`` is a matmul reading it as its 2-D first operand against a 2-D second one,
-``h`` is not returned, the norm's weight is a 1-D tensor (no constant), and the matmul has no prologue yet and
+``h`` is not returned, ``x`` is no view of rows picked by positions (an embedding's rows at the token ids: the
+matmul reads its first operand through strides only, so the norm's stage reads them and writes ``h``), the norm's
+weight is a 1-D tensor (no constant), and the matmul has no prologue yet and
 is no GEMM of many rows on the tensor cores (``gemm.gemm_rows``: they read their operand as stored); anything
 else is left as written (the norm a row-wise stage of its own). Runs on the ops as written, before
 composites are expanded.
@@ -50,7 +52,7 @@ def fuse_prologues(prog: Program, target: Target) -> Program:
             _into_rope(readers[0], op)
             prog.ops.remove(op)
             continue
-        if not all(_takes(mm, h) and not gemm_rows(mm, target) for mm in readers):
+        if _gathered(x) or not all(_takes(mm, h) and not gemm_rows(mm, target) for mm in readers):
             continue
         for mm in readers:
             mm.inputs = (x, mm.inputs[1], g)

@@ -10,10 +10,16 @@ reads them. A value one stage writes and a later one reads lives in a *temporary
 memory it allocates for the call), unless it is a result of the function, which is written straight into
 the caller's output (through a contiguous view: a reshaped result is the result). The entry checks its
 arguments once and launches the stages in order on its stream.
+
+An operand a matmul, attention, rope or index_add kernel cannot read through its view (rows picked by positions,
+or repeated, where that kernel takes neither: the activations' rows of a matmul picked by token ids, a paged
+cache's keys picked by their slots) is first copied into contiguous memory by an identity cast, a row-wise stage
+that reads the view through its strides and positions (``_unreadable``, ``_copy_site``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..ir.types.dim import Dim
@@ -83,9 +89,13 @@ def split_stages(prog: Program) -> StagedProgram:
     """
     storage: dict[int, tuple[Dim, ...]] = {}
     copied: set[int] = set()
+    sites: set[tuple[int, int]] = set()  # the inputs copied for ops that could not read them
     while True:
         try:
-            return _split(prog, storage)
+            return _split(prog, storage, sites)
+        except _Unreadable as e:
+            sites.add((id(e.op), e.index))
+            _copy_input(prog, e.op, e.index)
         except Regroup as e:
             root = e.view.root
             strided = root.producer is not None and root.producer.op in STRIDED_RESULT_OPS
@@ -101,15 +111,79 @@ def split_stages(prog: Program) -> StagedProgram:
 
 def _copy_before(prog: Program, reshape: Op) -> None:
     """Insert an identity cast of ``reshape``'s operand before it, and have it reshape the copy instead."""
-    (x,) = reshape.inputs
+    _copy_input(prog, reshape, 0)
+
+
+def _copy_input(prog: Program, op: Op, index: int) -> None:
+    """Insert an identity cast of ``op``'s input ``index`` before ``op`` (a row-wise stage reading it through its
+    view, writing contiguous memory), and have ``op`` read the copy instead."""
+    x = op.inputs[index]
     copy = Val(TensorType(x.type.shape, x.type.dtype), prog.namer.unique(f"{x.name}_contiguous"))
-    cast = Op("cast", (x,), (copy,), {"dtype": x.type.dtype}, reshape.loc, reshape.meshes, reshape.composite)
+    cast = Op("cast", (x,), (copy,), {"dtype": x.type.dtype}, op.loc, op.meshes, op.composite)
     copy.producer = cast
-    prog.ops.insert(prog.ops.index(reshape), cast)
-    reshape.inputs = (copy,)
+    prog.ops.insert(prog.ops.index(op), cast)
+    op.inputs = (*op.inputs[:index], copy, *op.inputs[index + 1:])
 
 
-def _split(prog: Program, storage: dict[int, tuple[Dim, ...]]) -> StagedProgram:
+class _Unreadable(Exception):
+    """Input ``index`` of ``op`` is to be copied first: a view a kernel cannot read (``_unreadable``), or the value
+    of a view op on the way to one (``_copy_site``)."""
+
+    def __init__(self, op: Op, index: int) -> None:
+        super().__init__(op.op)
+        self.op = op
+        self.index = index
+
+
+def _unreadable(op: Op, views: list[View]) -> int | None:
+    """The first input of ``op`` (its inputs' ``views``) that its kernel cannot read through its view: rows picked
+    by positions (``index_select``) or repeated (``repeat_interleave``) where the op's lowering takes neither. A
+    matmul reads a weight's batch axes picked (a mixture's chosen experts) and either operand's batch axes
+    repeated; attention reads its key and value heads repeated (GQA); rope its q and k repeated; index_add
+    neither. None: every input is readable as it is."""
+    def picked(v: View, axes: range | None = None) -> bool:
+        return any(axes is None or a in axes for a, _, _ in v.gathers)
+
+    def repeated(v: View, axes: range | None = None) -> bool:
+        return any(r != 1 for a, r in enumerate(v.repeats) if axes is None or a in axes)
+
+    def last_two(v: View) -> range:
+        return range(max(0, len(v.shape) - 2), len(v.shape))
+
+    rules: dict[int, bool] = {}
+    if op.op == "matmul":
+        a, b = views[:2]
+        rules = {0: picked(a) or repeated(a, last_two(a)), 1: picked(b, last_two(b)) or repeated(b, last_two(b))}
+    elif op.op == "attention":
+        q, k, v = views[:3]
+        rules = {0: picked(q) or repeated(q), 1: picked(k) or repeated(k, last_two(k)),
+                 2: picked(v) or repeated(v, last_two(v)), **{i: picked(p) for i, p in enumerate(views[3:], 3)}}
+    elif op.op == "rope":
+        rules = {i: picked(v) or (i >= 2 and repeated(v)) for i, v in enumerate(views)}
+    elif op.op == "index_add":
+        rules = {i: picked(views[i]) or repeated(views[i]) for i in (0, 2)}
+    return next((i for i, bad in rules.items() if bad), None)
+
+
+def _copy_site(op: Op, index: int, view: Callable[[Val], View]) -> tuple[Op, int] | None:
+    """Where to copy ``op``'s unreadable input ``index``: that input, where a row-wise stage can read it through its
+    view (``rows_strided``), else the nearest value before it, through the view ops it is made by, that one can
+    (a weight's rows picked, then transposed: the picked rows, before the transpose), as the op reading that value
+    and its input's index. None: no value on the way can be copied (the op's lowering refuses it, naming it)."""
+    reader, at = op, index
+    while True:
+        v = reader.inputs[at]
+        if rows_strided(view(v)):
+            return reader, at
+        if v.producer is None or v.producer.op not in VIEW_OPS or v.producer.op in _PICKS:
+            return None  # (before the op that picks or repeats, a copy would not hold what it picks)
+        reader, at = v.producer, 0
+
+
+_PICKS = frozenset({"index_select", "repeat_interleave"})  # view ops that pick or repeat rows
+
+
+def _split(prog: Program, storage: dict[int, tuple[Dim, ...]], sites: set[tuple[int, int]]) -> StagedProgram:
     views: dict[int, View] = {}
     stages: list[Stage] = []
 
@@ -127,6 +201,10 @@ def _split(prog: Program, storage: dict[int, tuple[Dim, ...]]) -> StagedProgram:
         if op.op == "constant":
             continue  # copied into the stages that read it
         if op.op in MATMUL_OPS or op.op in OWN_KERNEL_OPS:
+            unreadable = _unreadable(op, [view(v) for v in op.inputs])
+            site = _copy_site(op, unreadable, view) if unreadable is not None else None
+            if site is not None and (id(site[0]), site[1]) not in sites:  # (once: else the op's lowering refuses)
+                raise _Unreadable(*site)
             stages.append(Stage(op.op, [op]))
             continue
         if is_reduce_across_rows(op):
