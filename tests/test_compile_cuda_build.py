@@ -3,7 +3,7 @@
 The families' decoder-layer functions (Qwen3 in bf16: q/k/v with its norm, q/k norms, attention with RoPE and the
 cache writes, the MLP, embedding, head), and the modules of tests/test_compile_prologue.py, test_compile_pairs.py,
 test_compile_epilogue.py, test_compile_matmul.py (its matmuls, and those of the streamed schedule),
-test_compile_gemm.py (many rows through the tensor cores), test_compile_copied_views.py,
+test_compile_gemm.py (many rows through the tensor cores), test_compile_copied_views.py, test_compile_cache_update.py,
 test_compile_rope_cache.py and test_compile_reduce_epilogue.py, and the engine's routed MoE slot,
 lowered for CUDA into one Module: one nvcc run (about 15 s of every nvcc run here is the runtime's headers, paid
 once) that must print no warning, and whose library exports every function's entry. What each module computes is
@@ -18,6 +18,7 @@ import shutil
 import pytest
 
 from tests.test_compile_arange import Aranges
+from tests.test_compile_cache_update import FlatCaches
 from tests.test_compile_concat import Joins
 from tests.test_compile_copied_views import CopiedViews
 from tests.test_compile_dispatch import reference_attend
@@ -81,7 +82,8 @@ def _everything() -> TirModule:
               "reduce_axes": dict(AxisReductions.functions), "arange": dict(Aranges.functions),
               "other_axes": dict(OtherAxes.functions), "index_add": dict(IndexAdds.functions),
               "patterns": dict(Patterns.functions), "gemm": dict(Gemms.functions),
-              "copied_views": dict(CopiedViews.functions), "moe": {"moe": _moe_slot()}}
+              "copied_views": dict(CopiedViews.functions), "flat_caches": dict(FlatCaches.functions),
+              "moe": {"moe": _moe_slot()}}
     seen: dict[str, int] = {}
     for fns in groups.values():
         for name in fns:

@@ -26,6 +26,8 @@ from tests.test_compile_arange import Aranges  # noqa: E402
 from tests.test_compile_attention import CASES as ATTENTION_CASES  # noqa: E402
 from tests.test_compile_attention import Attention, check_far_query_positions  # noqa: E402
 from tests.test_compile_attention import _inputs as attention_inputs  # noqa: E402
+from tests.test_compile_cache_update import FlatCaches  # noqa: E402
+from tests.test_compile_cache_update import _inputs as flat_cache_inputs  # noqa: E402
 from tests.test_compile_concat import Joins  # noqa: E402
 from tests.test_compile_concat import _inputs as join_inputs  # noqa: E402
 from tests.test_compile_copied_views import F32 as COPIED_F32  # noqa: E402
@@ -91,7 +93,7 @@ def built() -> None:
     from tilefoundry.target import CudaTarget
 
     fns = [Matmuls, Streamed, Gemms, Attention, Epilogues, RopeCache, Argmaxes, Reductions, RaggedHeads, Splits, Joins,
-           Zeros, IndexCopies, AxisReductions, Aranges, OtherAxes, IndexAdds, Patterns, CopiedViews,
+           Zeros, IndexCopies, AxisReductions, Aranges, OtherAxes, IndexAdds, Patterns, CopiedViews, FlatCaches,
            *reference_functions().values(), reference_attend(),
            *(fn for fam, dt in FAMILIES for fn in _functions(_family(fam, dt)).values())]
     linkables = [generate(lower(f, CudaTarget())) for f in fns]
@@ -329,6 +331,17 @@ def test_an_operand_copied_for_its_kernel_matches_the_evaluator_on_cuda(name: st
     for s in (1, 17, 64):
         report = check(compiled_only(compiled), fn, _cuda(copied_inputs(name, s)), expect={"output": [COPIED_F32]})
         assert report.passed, f"{name} at {s}:\n{report}"
+
+
+@pytest.mark.parametrize("name", sorted(FlatCaches.functions))
+def test_a_cache_of_rows_of_one_element_matches_the_evaluator_on_cuda(name: str) -> None:
+    """Token ids and scores written at a position of a (batch, capacity) cache (tests/test_compile_cache_update.py)."""
+    fn = FlatCaches.functions[name]
+    compiled = jit(FlatCaches).functions[name]
+    for s, at, written in ((1, 0, 1), (7, 5, 7), (40, 20, 33)):
+        report = check(compiled_only(compiled), fn, _cuda(flat_cache_inputs(name, s, at, written)),
+                       expect={"output": [equal()]})
+        assert report.passed, f"{name}: {s} rows at {at}:\n{report}"
 
 
 @pytest.mark.parametrize("name", sorted(Patterns.functions))

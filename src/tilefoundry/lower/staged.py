@@ -37,7 +37,7 @@ from .rope import RowsInto, rope_bodies
 from .rowwise import lower_rows
 from .schedule import Declared
 from .stages import StagedProgram, split_stages, sub_program
-from .views import GatheredAxis, Strided, View, require_plain_index, row_major, rows_strided
+from .views import VIEW_OPS, GatheredAxis, Strided, View, require_plain_index, row_major, rows_strided
 
 
 def lower_staged(prog: Program, target: Target, declared: Declared) -> PrimFunc:
@@ -355,9 +355,11 @@ class _Stages:
 
     def read_only_by(self, root: Val, ops: list[Op]) -> bool:
         """Whether no op but ``ops`` reads ``root``'s memory and the function does not return it: an output may
-        then take its place (the caller passing one tensor as both)."""
+        then take its place (the caller passing one tensor as both). View ops read nothing (they run nowhere): the
+        ops reading their results through them count."""
         inside = {id(o) for o in ops}
-        readers = [o for o in self.prog.ops for v in o.inputs if self.staged.view(v).root is root]
+        readers = [o for o in self.prog.ops for v in o.inputs
+                   if self.staged.view(v).root is root and o.op not in VIEW_OPS]
         returned = any(self.staged.view(v).root is root for v in self.prog.outputs)
         return not returned and all(id(o) in inside for o in readers)
 

@@ -87,6 +87,7 @@ def split_stages(prog: Program) -> StagedProgram:
     reshape's operand is first copied into contiguous memory (an identity cast, a row-wise stage reading the
     view through its strides), where its rows are contiguous.
     """
+    _cache_row_axes(prog)
     storage: dict[int, tuple[Dim, ...]] = {}
     copied: set[int] = set()
     sites: set[tuple[int, int]] = set()  # the inputs copied for ops that could not read them
@@ -107,6 +108,31 @@ def split_stages(prog: Program) -> StagedProgram:
                 _copy_before(prog, e.reshape)
             else:
                 raise LoweringError(e.op, e.function, e.reason, e.loc) from None
+
+
+def _cache_row_axes(prog: Program) -> None:
+    """Give each cache update of rows with no axis after the sequence axis (a cache of ``(batch, capacity)``: token
+    ids, a score per position) an axis of extent 1 after it: the update runs on reshapes of the cache and the new
+    rows to ``(..., 1)``, and its result is reshaped back, so its kernels write rows of one element as they write
+    any row (``staged.py``'s cache_update)."""
+    for op in [o for o in prog.ops if o.op == "cache_update" and o.inputs[3].type.rank == 2]:
+        cache, pos, n_new, new = op.inputs
+        (result,) = op.outputs
+        cache3, new3 = (_reshaped(prog, op, v, (*v.type.shape, 1)) for v in (cache, new))
+        result3 = Val(TensorType((*result.type.shape, 1), result.type.dtype), prog.namer.unique(f"{result.name}_rows"))
+        op.inputs, op.outputs, result3.producer = (cache3, pos, n_new, new3), (result3,), op
+        back = Op("reshape", (result3,), (result,), {"new_shape": tuple(result.type.shape)}, op.loc, op.meshes,
+                  op.composite)
+        result.producer = back
+        prog.ops.insert(prog.ops.index(op) + 1, back)
+
+
+def _reshaped(prog: Program, before: Op, v: Val, shape: tuple[Dim, ...]) -> Val:
+    """``v`` reshaped to ``shape`` by a reshape inserted before ``before``."""
+    out = Val(TensorType(shape, v.type.dtype), prog.namer.unique(f"{v.name}_rows"))
+    out.producer = Op("reshape", (v,), (out,), {"new_shape": shape}, before.loc, before.meshes, before.composite)
+    prog.ops.insert(prog.ops.index(before), out.producer)
+    return out
 
 
 def _copy_before(prog: Program, reshape: Op) -> None:
