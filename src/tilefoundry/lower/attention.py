@@ -41,7 +41,8 @@ CUDA_ATTENTION_THREADS = 128
 CUDA_ATTENTION_CTAS = 132
 CUDA_MAX_SPLITS = 16
 CUDA_MIN_SLICE = 64
-# On the CPU a CTA is a thread of the OpenMP loop: a few slices keep both cores busy on one key head.
+# On the CPU a CTA is a thread of the OpenMP loop: a few slices keep both cores busy on one key head (slices of the
+# keys for a decode step's few query rows, of the rows for a prompt's many: cpu/ops/attention.h).
 CPU_MAX_SPLITS = 4
 CPU_MIN_SLICE = 32
 # The largest thread-block cluster a key head's slices may form (16: beyond the portable 8, which Hopper allows).

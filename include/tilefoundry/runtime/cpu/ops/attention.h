@@ -7,6 +7,7 @@
 #include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/numeric.h>
 #include <tilefoundry/runtime/common/ops/attention_impl.h>
+#include <tilefoundry/runtime/common/ops/matmul_blocked.h>
 
 #include <algorithm>
 #include <cmath>
@@ -26,16 +27,26 @@ using ::tilefoundry::detail::unit_stride_v;
 /// contiguous and the dot products accumulate in float. The slice's keys are copied once as floats,
 /// transposed in blocks of kBlock keys (for each block and each of the head's dimensions, the
 /// block's kBlock values side by side: one vector), and its values as float rows. Query rows go
-/// kRows at a time: per block of keys, each dimension's vector of keys is loaded once and
-/// multiplied into the kRows rows' vectors of kBlock scores (held in registers); a row's scores,
-/// their largest, their exponentials and their sum are vector lanes; the value rows are added into
-/// each row's weighted sum a vector at a time where Dv is whole vectors (the sum in a register
+/// kRows at a time, read (as floats) at the first block one of them sees: per block of keys, each
+/// dimension's vector of keys is loaded once and multiplied into the kRows rows' vectors of kBlock
+/// scores (held in registers: kRows independent chains of multiply-adds); a row's scores, their
+/// largest, their exponentials and their sum are vector lanes; where Dv is whole vectors, each
+/// vector of a value row is loaded once and added into the kRows rows' weighted sums (in registers
 /// across the block's keys). A block no row of the group may see is skipped (a causal prompt's
-/// later keys). Products are fused multiply-adds where the CPU has them. Each score is rounded and
-/// scaled as the general tier's (attention_impl.h); the online softmax is the same sum, rescaled
-/// per block instead of per key. Measured on this project's 2-core machine, SmolLM2-135M's
-/// attention over a 500-token prompt, f32, two threads: 7.6 -> 5.7 ms where the block's scores,
-/// maximum and exponentials were scalar and its sums in memory (torch SDPA told is_causal: 2.9).
+/// later keys), and a row that sees no key of the slice stores only its maximum (-inf) and sum.
+/// With many query rows (a prompt: at least kRows a slice) the slices are of rows, each against
+/// every key (no slice's rows left waiting on a causal mask, one slice a row for the combine); with
+/// few (a decode step), of keys. Float keys go into kt by 16 x 16 transposes (transposed_block).
+/// Products are fused multiply-adds where the CPU has them. Each score is rounded and scaled as the
+/// general tier's (attention_impl.h); the online softmax is the same sum, rescaled per block
+/// instead of per key. Measured on this project's 2-core machine, f32, two threads
+/// (bench/compiled_attention_cpu.py; x: SDPA's time over this one's): SmolLM2-135M's attention over
+/// a 500-token prompt 7.6 -> 5.7 ms where the block's scores, maximum and exponentials were scalar
+/// and its sums in memory; four rows a group, each row's value sums a vector at a time,
+/// Qwen3-1.7B's (16 heads over 8, head_dim 128) at 64 / 128 / 256 / 500 tokens 1.09 / 0.84 / 0.86 /
+/// 0.96x SDPA; eight rows, each value vector loaded once for them, 1.17 / 0.99 / 1.04 / 1.14x
+/// (sixteen rows: within noise of eight); slices of rows and keys transposed by vectors, 1.23 /
+/// 1.04-1.09 / 1.06-1.10 at 64 / 128 / 256 (SmolLM2's at 128: 1.18 -> 1.29-1.62).
 template <class Q, class K, class V>
 constexpr bool rows_tier_v = unit_stride_v<2, Q>&& unit_stride_v<0, K>&& unit_stride_v<1, V>;
 
@@ -79,31 +90,62 @@ inline float sum_of(float const (&x)[N]) {
   return t[0];
 }
 
+/// Keys [n, n + 16) of float rows (`stride` apart, `depth` values each) into a block of kt
+/// (column[d][j] = dimension d of key n + j) by 16 x 16 transposes, where all 16 keys exist, depth
+/// is whole vectors and the CPU has AVX-512 (true); else nothing (false: the caller copies them a
+/// value at a time, for this key and the next).
+template <class E, class Block>
+inline bool transposed_block(E const* rows, int64_t stride, int64_t left, int64_t depth,
+                             Block* column) {
+#if TILEFOUNDRY_BF16_DOT
+  if constexpr (std::is_same_v<E, float> && sizeof(Block) == 16 * sizeof(float)) {
+    if (left < 16 || depth % 16 != 0 || !matmul_blocked::f32_wide::available()) return false;
+    for (int64_t d0 = 0; d0 < depth; d0 += 16) {
+      matmul_blocked::avx512::transpose16(rows + d0, stride, reinterpret_cast<float*>(column + d0),
+                                          16);
+    }
+    return true;
+  }
+#endif
+  (void)rows, (void)stride, (void)left, (void)depth, (void)column;
+  return false;
+}
+
 template <class Scores, class Visible, class Q, class K, class V, class Part>
 inline void rows(Scores scores, Visible visible, Q const& q, K const& k, V const& v, Part&& part,
                  int64_t split, int64_t splits) {
   using T = cute::remove_cvref_t<decltype(q(0, 0, 0))>;
   using P = typename Visible::position_t;
-  constexpr int kRows = 4;    // query rows scored together (d0 .. d3 below)
+  constexpr int kRows = 8;    // query rows scored together
   constexpr int kBlock = 16;  // keys scored together: one vector of scores per query row
-  static_assert(kRows == 4, "d0 .. d3 below name the rows' scores");
   typedef float block_t __attribute__((vector_size(kBlock * sizeof(float))));
   int64_t const groups = int64_t(cute::size<0>(q));
   int64_t const rows = int64_t(cute::size<1>(q));
   int64_t const depth = int64_t(cute::size<2>(q));
   int64_t const dv = int64_t(cute::size<1>(v));
-  attention_impl::KeyRange const keys =
-      attention_impl::slice_of(visible.keys(int64_t(cute::size<1>(k))), split, splits, 1);
+  int64_t const total = groups * rows;
+  // Many query rows (a prompt): slice `split` takes every splits-th group of rows against every
+  // key, and marks the other rows unseen (the combine then reads one slice a row); few (a decode
+  // step): every row against the slice's share of the keys.
+  bool const by_rows = splits > 1 && total >= splits * kRows;
+  attention_impl::KeyRange const keys = attention_impl::slice_of(
+      visible.keys(int64_t(cute::size<1>(k))), by_rows ? 0 : split, by_rows ? 1 : splits, 1);
   int64_t const n_keys = keys.end - keys.begin;
   int64_t const blocks = (n_keys + kBlock - 1) / kBlock;
   // kt[b * depth + d][j]: dimension d of key b * kBlock + j of the slice (0 past its end).
   std::vector<block_t> kt(static_cast<size_t>(blocks * depth));
   std::vector<float> vf(static_cast<size_t>(n_keys * dv));  // the slice's value rows, as floats
   std::vector<P> kpos(static_cast<size_t>(n_keys));
+  bool whole = false;  // the block of key n transposed whole (transposed_block)
   for (int64_t n = 0; n < n_keys; ++n) {
     auto const* const kn = &k(0, keys.begin + n);
     block_t* const column = &kt[size_t(n / kBlock * depth)];
-    for (int64_t d = 0; d < depth; ++d) column[d][n % kBlock] = detail::convert<float>(kn[d]);
+    if (n % kBlock == 0) {
+      whole = transposed_block(kn, int64_t(cute::stride<1>(k)), n_keys - n, depth, column);
+    }
+    if (!whole) {
+      for (int64_t d = 0; d < depth; ++d) column[d][n % kBlock] = detail::convert<float>(kn[d]);
+    }
     auto const* const vn = &v(keys.begin + n, 0);
     for (int64_t e = 0; e < dv; ++e) vf[size_t(n * dv + e)] = detail::convert<float>(vn[e]);
     kpos[size_t(n)] = visible.key(keys.begin + n);
@@ -113,7 +155,6 @@ inline void rows(Scores scores, Visible visible, Q const& q, K const& k, V const
   }
   std::vector<float> qf(static_cast<size_t>(kRows * depth));
   std::vector<float> acc(static_cast<size_t>(kRows * dv));
-  int64_t const total = groups * rows;
   int64_t const threads =
       int64_t(program_dim<detail::dependent_level<TopologyScope::thread, Part>>());
   int64_t const first = int64_t(program_id<detail::dependent_level<TopologyScope::thread, Part>>());
@@ -127,13 +168,18 @@ inline void rows(Scores scores, Visible visible, Q const& q, K const& k, V const
       ms[r] = row / groups;
       gs[r] = row - ms[r] * groups;
       at[r] = visible.query(ms[r]);
-      for (int64_t d = 0; d < depth; ++d) {
-        qf[size_t(r * depth + d)] = detail::convert<float>(q(gs[r], ms[r], d));
-      }
       mx[r] = -INFINITY;
       sum[r] = 0.0f;
     }
-    std::fill(acc.begin(), acc.end(), 0.0f);
+    if (by_rows && r0 / kRows % splits != split) {  // another slice's rows: none seen here
+      for (int r = 0; r < live; ++r) {
+        part(gs[r], ms[r], dv) = -INFINITY;
+        part(gs[r], ms[r], dv + 1) = 0.0f;
+      }
+      continue;
+    }
+    bool started = false;  // the rows' q read and their sums cleared: at the first block they see
+    float const* qrow[kRows] = {};  // each row of q, as floats
     for (int64_t b = 0; b < blocks; ++b) {
       int const width = n_keys - b * kBlock < kBlock ? int(n_keys - b * kBlock) : kBlock;
       bool seen[kRows][kBlock];
@@ -145,18 +191,28 @@ inline void rows(Scores scores, Visible visible, Q const& q, K const& k, V const
         }
       }
       if (!any) continue;  // no row sees a key of the block
+      if (!started) {      // float rows are read where they are; others converted once
+        for (int r = 0; r < kRows; ++r) {
+          if constexpr (std::is_same_v<T, float>) {
+            qrow[r] = &q(gs[r], ms[r], 0);
+          } else {
+            for (int64_t d = 0; d < depth; ++d) {
+              qf[size_t(r * depth + d)] = detail::convert<float>(q(gs[r], ms[r], d));
+            }
+            qrow[r] = &qf[size_t(r * depth)];
+          }
+        }
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        started = true;
+      }
       block_t const* const column = &kt[size_t(b * depth)];
       // the rows' scores, in registers through the loop
-      block_t d0 = {}, d1 = {}, d2 = {}, d3 = {};
-      float const* const q0 = qf.data();
+      block_t dots[kRows] = {};
       for (int64_t d = 0; d < depth; ++d) {
         block_t const keys_d = column[d];
-        d0 = fma_lanes(q0[d], keys_d, d0);
-        d1 = fma_lanes(q0[depth + d], keys_d, d1);
-        d2 = fma_lanes(q0[2 * depth + d], keys_d, d2);
-        d3 = fma_lanes(q0[3 * depth + d], keys_d, d3);
+#pragma GCC unroll 16
+        for (int r = 0; r < kRows; ++r) dots[r] = fma_lanes(qrow[r][d], keys_d, dots[r]);
       }
-      block_t const dots[kRows] = {d0, d1, d2, d3};
       float p[kRows][kBlock];
       for (int r = 0; r < kRows; ++r) {
         float s[kBlock];
@@ -184,21 +240,23 @@ inline void rows(Scores scores, Visible visible, Q const& q, K const& k, V const
         }
         sum[r] += sum_of(p[r]);
       }
-      if (dv % kBlock == 0) {  // a row's sum a vector at a time, in a register across the keys
+      if (dv % kBlock == 0) {  // the rows' sums a vector at a time, in registers across the keys
         float const* const v0 = &vf[size_t(b * kBlock * dv)];
-        for (int r = 0; r < kRows; ++r) {
-          for (int64_t e = 0; e < dv; e += kBlock) {
-            block_t sum_e;
-            std::memcpy(&sum_e, &acc[size_t(r * dv + e)], sizeof sum_e);
-            for (int j = 0; j < width; ++j) {
+        for (int64_t e = 0; e < dv; e += kBlock) {
+          block_t sums[kRows];
+          for (int r = 0; r < kRows; ++r)
+            std::memcpy(&sums[r], &acc[size_t(r * dv + e)], sizeof sums[r]);
+          for (int j = 0; j < width; ++j) {
+            block_t vj;  // each value vector loaded once for the rows
+            std::memcpy(&vj, v0 + j * dv + e, sizeof vj);
+            for (int r = 0; r < kRows; ++r) {
               float const pj = p[r][j];
-              if (pj == 0.0f) continue;  // a key the row does not see: its value row never read
-              block_t vj;
-              std::memcpy(&vj, v0 + j * dv + e, sizeof vj);
-              sum_e = fma_lanes(pj, vj, sum_e);
+              block_t const added = fma_lanes(pj, vj, sums[r]);
+              sums[r] = pj == 0.0f ? sums[r] : added;  // a key the row does not see adds nothing
             }
-            std::memcpy(&acc[size_t(r * dv + e)], &sum_e, sizeof sum_e);
           }
+          for (int r = 0; r < kRows; ++r)
+            std::memcpy(&acc[size_t(r * dv + e)], &sums[r], sizeof sums[r]);
         }
         continue;
       }
@@ -212,8 +270,15 @@ inline void rows(Scores scores, Visible visible, Q const& q, K const& k, V const
         }
       }
     }
+    // (a row that saw no key of the slice: its maximum -inf, its sums never read by the combine)
     for (int r = 0; r < live; ++r) {
-      for (int64_t e = 0; e < dv; ++e) part(gs[r], ms[r], e) = acc[size_t(r * dv + e)];
+      if (mx[r] != -INFINITY) {
+        if (int64_t(cute::stride<2>(part)) == 1) {  // the row's Dv sums side by side: one copy
+          std::memcpy(&part(gs[r], ms[r], 0), &acc[size_t(r * dv)], size_t(dv) * sizeof(float));
+        } else {
+          for (int64_t e = 0; e < dv; ++e) part(gs[r], ms[r], e) = acc[size_t(r * dv + e)];
+        }
+      }
       part(gs[r], ms[r], dv) = mx[r];
       part(gs[r], ms[r], dv + 1) = sum[r];
     }
@@ -232,7 +297,8 @@ inline void run(Scores scores, Visible visible, Q const& q, K const& k, V const&
 }
 
 /// attention_impl::combine's sums, a row (g, m) at a time: each slice's weight e^(its maximum -
-/// the largest) found once for the row, not once for each of its Dv elements.
+/// the largest) found once for the row, not once for each of its Dv elements, and only the slices
+/// whose keys the row saw (a maximum above -inf) summed.
 template <class Part, class Out>
 inline void combine_rows(Part const& part, Out&& out) {
   using T = cute::remove_cvref_t<decltype(out(0, 0, 0))>;
@@ -241,6 +307,8 @@ inline void combine_rows(Part const& part, Out&& out) {
   int64_t const rows = int64_t(cute::size<1>(out));
   int64_t const dv = int64_t(cute::size<2>(out));
   std::vector<float> weight(static_cast<size_t>(splits));
+  std::vector<int64_t> live(static_cast<size_t>(splits));
+  std::vector<float const*> row(static_cast<size_t>(splits));  // each live slice's row of sums
   int64_t const threads =
       int64_t(program_dim<detail::dependent_level<TopologyScope::thread, Out>>());
   for (int64_t i = int64_t(program_id<detail::dependent_level<TopologyScope::thread, Out>>());
@@ -253,15 +321,22 @@ inline void combine_rows(Part const& part, Out&& out) {
       mx = ms > mx ? ms : mx;
     }
     float sum = 0.0f;
+    int64_t seen = 0;  // the slices whose keys the row saw, their weights first in `weight`
     for (int64_t s = 0; s < splits; ++s) {
       float const ms = part(s, g, m, dv);
-      weight[size_t(s)] = ms == -INFINITY ? 0.0f : detail::exp_(ms - mx);
-      if (ms != -INFINITY) sum += weight[size_t(s)] * part(s, g, m, dv + 1);
+      if (ms == -INFINITY) continue;
+      weight[size_t(seen)] = detail::exp_(ms - mx);
+      live[size_t(seen++)] = s;
+      sum += weight[size_t(seen - 1)] * part(s, g, m, dv + 1);
     }
+    bool const rows_contiguous = int64_t(cute::stride<3>(part)) == 1;
+    for (int64_t i = 0; i < seen && rows_contiguous; ++i)
+      row[size_t(i)] = &part(live[size_t(i)], g, m, 0);
     for (int64_t d = 0; d < dv; ++d) {
       float acc = 0.0f;
-      for (int64_t s = 0; s < splits; ++s) {
-        if (part(s, g, m, dv) != -INFINITY) acc += weight[size_t(s)] * part(s, g, m, d);
+      for (int64_t i = 0; i < seen; ++i) {
+        acc += weight[size_t(i)] *
+               (rows_contiguous ? row[size_t(i)][d] : part(live[size_t(i)], g, m, d));
       }
       out(g, m, d) = detail::convert<T>(acc / sum);
     }
