@@ -488,3 +488,23 @@ def test_ragged_heads_match_the_evaluator_on_the_cpu(name: str) -> None:
         "output[0]": [allclose(atol=0.5, rtol=2**-6)], "output[1]": [equal()]}
     report = check(compiled_only(compiled), fn, ragged_inputs(name, 0), expect=expect)
     assert report.passed, f"{name}:\n{report}"
+
+
+@func
+def one_hot_choice(x: Tensor[(M, 16), "f32"], w: ConstTensor[(4, 16), "f32"]):
+    """The argmax fused after its matmul, then a one-hot of it built from an arange (an op of no input)."""
+    y = tf.matmul(x, tf.transpose(w, (1, 0)))
+    hot = tf.cast(tf.reshape(tf.arange(4), (1, 4)) == tf.reshape(tf.argmax(y, -1), (M, 1)), "f32")
+    return y * hot
+
+
+def test_an_op_of_no_input_in_the_stage_after_a_fused_argmax_matches_the_evaluator() -> None:
+    """The fusion's scan of the stage after the matmul passes over an arange (it once read its first input)."""
+    compiled = jit(one_hot_choice, target="cpu")
+    g = torch.Generator().manual_seed(5)
+    for m in (1, 7, 40):
+        # small integers: every product exact in f32, so the argmax has one answer (the first of equal maxima)
+        x = torch.randint(-3, 4, (m, 16), generator=g).float()
+        w = torch.randint(-3, 4, (4, 16), generator=g).float()
+        report = check(compiled_only(compiled), one_hot_choice, (x, w), expect={"output": [equal()]})
+        assert report.passed, f"{m} rows:\n{report}"

@@ -62,8 +62,7 @@ CUDA_MERGE_THREADS = 1024
 def reduces_rows(op: Op) -> bool:
     """Whether ``op`` is a reduction that may fuse after a matmul: an argmax, or a reduce of a kind ``ops::reduce``
     has, along the last axis of a 2-D value."""
-    x = op.inputs[0]
-    if x.type.rank != 2:
+    if op.op not in ("argmax", "reduce") or op.inputs[0].type.rank != 2:  # (an arange, say, has no input)
         return False
     if op.op == "argmax":
         return op.attrs["axis"] == 1
