@@ -116,6 +116,41 @@ def test_a_value_that_is_no_tensor_is_a_type_error_naming_the_parameter(rms: Com
 
 
 
+def test_arguments_may_be_passed_by_their_parameters_names(rms: CompiledModule, red: CompiledModule) -> None:
+    """As torch users call a module: after the positional arguments, by name, outputs too."""
+    x, w = _x(4)
+    want = rms(x, w)
+    assert torch.equal(rms(x, weight=w), want) and torch.equal(rms(x=x, weight=w), want)
+    out = torch.empty_like(want)
+    assert rms(x=x, weight=w, out=out) is out and torch.equal(out, want)
+    outs = (torch.empty(2), torch.empty(2, 1), torch.empty(2))
+    got = red(torch.randn(2, 5), out0=outs[0], out1=outs[1], out2=outs[2])
+    assert all(a is b for a, b in zip(got, outs))
+
+
+def test_a_name_unknown_given_twice_or_after_a_gap_is_a_type_error_naming_it(rms: CompiledModule,
+                                                                             red: CompiledModule) -> None:
+    x, w = _x()
+    out = torch.full_like(x, float("nan"))
+    with pytest.raises(TypeError, match=r"rms_norm has no parameter 'bias'; its inputs: x, weight, its outputs: out"):
+        rms(x, w, bias=w)
+    with pytest.raises(TypeError, match=r"rms_norm: x is given twice, by position and by name"):
+        rms(x, x=x)
+    with pytest.raises(TypeError, match=r"rms_norm: out given by name while weight is not"):
+        rms(x, out=out)
+    with pytest.raises(TypeError, match=r"1 of 3 outputs given \(out0\)"):
+        red(torch.randn(2, 5), out0=torch.empty(2))
+    assert out.isnan().all()  # nothing ran
+
+
+def test_a_meta_or_sparse_tensor_is_refused_naming_the_parameter(rms: CompiledModule) -> None:
+    x, w = _x()
+    with pytest.raises(ValueError, match=r"rms_norm: input x is a tensor on the meta device \(it holds no data\)"):
+        rms(torch.empty(5, K.HIDDEN, dtype=torch.bfloat16, device="meta"), w)
+    with pytest.raises(ValueError, match=r"rms_norm: input weight is a tensor of layout torch.sparse_coo"):
+        rms(x, w.float().to_sparse())
+
+
 @module(entry="scaled_norm", target="cpu")
 class TwoKernels:
     @func

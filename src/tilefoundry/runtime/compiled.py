@@ -28,6 +28,9 @@ class CompiledModule(RuntimeModule):
       (any DLPack-compatible tensors);
     * any other count between the two (some outputs only) is a TypeError.
 
+    Arguments may be given by their parameters' names after the positional ones, as torch users call a module
+    (``f(x, w=w)``); an unknown name, one given twice, or a gap before a named one is a TypeError naming them.
+
     One output comes back bare, several as a tuple. The entry itself checks every argument (device,
     dtype, rank, extents, DimVars, contiguity) and raises TypeError / ValueError naming the parameter.
 
@@ -69,9 +72,12 @@ class CompiledModule(RuntimeModule):
                                  f"{attr!r}; its functions: {', '.join(functions)}")
         return super().__getattr__(attr)
 
-    def forward(self, *args: Any) -> Any:
-        """Run the entry by the out-param convention (see the class docstring)."""
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the entry by the out-param convention (see the class docstring). Arguments may also be passed by
+        their parameters' names, after the positional ones (``f(x, w=w)``, ``f(x=x, w=w, out=out)``)."""
         abi = self.type
+        if kwargs:
+            args = self._by_name(args, kwargs)
         n_in, n_all = abi.input_count, len(abi.params)
         for i, (p, a) in enumerate(zip(abi.params, args)):
             if a is None:
@@ -84,6 +90,11 @@ class CompiledModule(RuntimeModule):
                 role = "input" if i < n_in else "output"
                 raise TypeError(f"{abi.name}: {role} {p.name} is not a tensor but {type(a).__name__} {_short(a)}, "
                                 f"declared {p.type}; pass a tensor (a torch.Tensor, or any DLPack tensor)")
+            if isinstance(a, torch.Tensor) and (a.layout != torch.strided or a.device.type == "meta"):
+                role = "input" if i < n_in else "output"
+                what = "on the meta device (it holds no data)" if a.device.type == "meta" else f"of layout {a.layout}"
+                raise ValueError(f"{abi.name}: {role} {p.name} is a tensor {what}, declared {p.type}; pass a dense "
+                                 "tensor in memory (.to_dense(), or one made on 'cpu' or 'cuda')")
         if len(args) == n_in:
             outputs = self._allocate(args)
             self.fn(*args, *outputs)
@@ -100,6 +111,28 @@ class CompiledModule(RuntimeModule):
                             f"by its {abi.output_count} outputs ({_names(abi.output_params)}); got {len(args)} "
                             "arguments")
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def _by_name(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+        """``args`` followed by ``kwargs`` in the parameters' order: every input, and every output or none."""
+        abi = self.type
+        names = [p.name for p in abi.params]
+        for name in kwargs:
+            if name not in names:
+                raise TypeError(f"{abi.name} has no parameter {name!r}; its inputs: {_names(abi.input_params)}, its "
+                                f"outputs: {_names(abi.output_params)}")
+            if names.index(name) < len(args):
+                raise TypeError(f"{abi.name}: {name} is given twice, by position and by name")
+        merged = list(args)
+        for name in names[len(args):]:
+            if name not in kwargs:
+                break
+            merged.append(kwargs[name])
+        if len(merged) - len(args) != len(kwargs):
+            missing = ", ".join(n for n in names[len(args):] if n not in kwargs and names.index(n) < abi.input_count)
+            later = ", ".join(n for n in kwargs if names.index(n) >= len(merged))
+            raise TypeError(f"{abi.name}: {later} given by name while "
+                            f"{missing or 'an output before it'} is not; pass every input, and every output or none")
+        return tuple(merged)
 
     def _allocate(self, args: tuple[Any, ...]) -> tuple[torch.Tensor, ...]:
         abi = self.type
