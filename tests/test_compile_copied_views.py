@@ -1,13 +1,14 @@
 """Views an op's kernel cannot read are copied first: jitted for the CPU against the evaluator.
 
-A matmul reads its operands through strides, so rows picked by positions (``index_select``) in its first
-operand, or picked along a weight's rows or columns, are no layout it can take; nor are the keys of an attention
-picked by positions (a paged cache's slots). Such an operand is copied by a row-wise stage of its own, which
-reads the view through its strides and positions, into contiguous memory the op then reads
-(``lower/stages.py``: ``_unreadable``). An embedding's rows normed before a projection (a model's first layer
-written in one function) keep the norm as that row-wise stage instead of fusing it into the matmul
-(``lower/prologue.py``). A decoder written as one function (embedding to head, as a model source outside the
-families may) compiles that way too. Tolerances: f32 sums in another order than torch's, to 1e-5.
+A matmul reads its operands through strides, so rows picked by positions (``index_select``) in its first operand, or
+picked along a weight's rows or columns, are no layout it can take; nor are the keys of an attention picked by
+positions (a paged cache's slots). Such an operand is copied by a row-wise stage of its own, which reads the view
+through its strides and positions, into contiguous memory the op then reads (``lower/stages.py``: ``_unreadable``).
+An embedding's rows normed before a projection (a model's first layer written in one function) keep the norm as that
+row-wise stage instead of fusing it into the matmul (``lower/prologue.py``). Rows picked from picked rows, or picked
+rows sliced or reshaped (views no strides express over positions read on the device), read a copy of the picked rows
+too. A decoder written as one function (embedding to head, as a model source outside the families may) compiles that
+way too. Tolerances: f32 sums in another order than torch's, to 1e-5.
 """
 
 from __future__ import annotations
@@ -49,6 +50,19 @@ class CopiedViews:
                      tokens: Tensor[(7,), "i64"]):
         """The logits of a few tokens: the head's rows picked, read as the product's columns."""
         return tf.matmul(x, tf.transpose(tf.index_select(head, tokens, 0), (1, 0)))
+
+    @func
+    def picked_twice(x: Tensor[(40, HIDDEN), "f32"], rows: Tensor[(S,), "i64"], again: Tensor[(S,), "i64"]):
+        """Rows picked from rows already picked (a view no strides express: the first pick is copied)."""
+        return tf.exp(tf.index_select(tf.index_select(x, rows, 0), again, 0))
+
+    @func
+    def picked_then_viewed(x: Tensor[(40, HIDDEN), "f32"], rows: Tensor[(S,), "i64"]):
+        """Picked rows, then their columns sliced and swapped and their rows reshaped into heads."""
+        h = tf.index_select(x, rows, 0)
+        swapped = tf.concat([tf.slice(h, (0, HIDDEN // 2), (S, HIDDEN // 2)), tf.slice(h, (0, 0), (S, HIDDEN // 2))], 1)
+        heads = tf.reshape(swapped, (S, 2, HIDDEN // 2))
+        return tf.reduce(heads, axes=(-1,), keepdim=False, kind="sum")
 
     @func
     def paged_keys(q: Tensor[(S, H, D), "f32"], k_cache: Tensor[(128, H, D), "f32"],
@@ -130,6 +144,10 @@ def _inputs(name: str, s: int) -> tuple[Any, ...]:
 
     if name == "picked_rows":
         return r(40, HIDDEN), ids(s, 40), r(OUT, HIDDEN)
+    if name == "picked_twice":
+        return r(40, HIDDEN), ids(s, 40), ids(s, s)
+    if name == "picked_then_viewed":
+        return r(40, HIDDEN), ids(s, 40)
     if name == "first_layer":
         return r(VOCAB, HIDDEN), ids(s, VOCAB), r(HIDDEN), r(OUT, HIDDEN)
     if name == "vocab_subset":
@@ -140,7 +158,8 @@ def _inputs(name: str, s: int) -> tuple[Any, ...]:
     return r(s, H, D), r(128, H, D), r(128, H, D), slots, kv_pos[c - s:] if s <= c else kv_pos, kv_pos
 
 
-@pytest.mark.parametrize("name", ["picked_rows", "first_layer", "vocab_subset", "paged_keys"])
+@pytest.mark.parametrize("name", ["picked_rows", "first_layer", "vocab_subset", "paged_keys", "picked_twice",
+                                  "picked_then_viewed"])
 def test_an_operand_its_kernel_cannot_read_is_copied_and_matches_the_evaluator(name: str) -> None:
     compiled = jit(CopiedViews, target="cpu").functions[name]
     fn = CopiedViews.functions[name]

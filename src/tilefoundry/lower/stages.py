@@ -217,12 +217,23 @@ def _split(prog: Program, storage: dict[int, tuple[Dim, ...]], sites: set[tuple[
         return views.get(id(v)) or whole(v, storage.get(id(v)))
 
     for op in prog.ops:
-        if op.op == "index_select":
-            views[id(op.outputs[0])] = index_view(prog, op, view(op.inputs[0]), view(op.inputs[1]))
-            continue
-        if op.op in VIEW_OPS or (op.op in ("reshard", "local") and id(op.inputs[0]) in views):
-            for i, out in enumerate(op.outputs):  # a split's parts, else the one result
-                views[id(out)] = view_of_op(prog, op, view(op.inputs[0]), i)
+        viewing = op.op in VIEW_OPS or (op.op in ("reshard", "local") and id(op.inputs[0]) in views)
+        if op.op == "index_select" or viewing:
+            try:
+                if op.op == "index_select":
+                    views[id(op.outputs[0])] = index_view(prog, op, view(op.inputs[0]), view(op.inputs[1]))
+                    continue
+                for i, out in enumerate(op.outputs):  # a split's parts, else the one result
+                    views[id(out)] = view_of_op(prog, op, view(op.inputs[0]), i)
+            except Regroup:
+                raise
+            except LoweringError:
+                # no view of rows already picked or repeated: the view op reads a copy of them instead
+                src = view(op.inputs[0])
+                picked = src.gathers or any(r != 1 for r in src.repeats)
+                if not picked or not rows_strided(src) or (id(op), 0) in sites:
+                    raise
+                raise _Unreadable(op, 0) from None
             continue
         if op.op == "constant":
             continue  # copied into the stages that read it
