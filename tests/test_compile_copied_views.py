@@ -7,8 +7,11 @@ through its strides and positions, into contiguous memory the op then reads (``l
 An embedding's rows normed before a projection (a model's first layer written in one function) keep the norm as that
 row-wise stage instead of fusing it into the matmul (``lower/prologue.py``). Rows picked from picked rows, or picked
 rows sliced or reshaped (views no strides express over positions read on the device), read a copy of the picked rows
-too. A decoder written as one function (embedding to head, as a model source outside the families may) compiles that
-way too. Tolerances: f32 sums in another order than torch's, to 1e-5.
+too, and so does a row-wise op whose rows run along the picked axis (a softmax over it, through a transpose).
+Positions read from a slice of a tensor are copied into a plain one for index_select, index_add and index_copy; a
+single source row of index_copy lands at its position (the row-wise kernel once dropped the position of an axis of
+extent 1). A decoder written as one function (embedding to head, as a model source outside the families may)
+compiles that way too. Tolerances: f32 sums in another order than torch's, to 1e-5.
 """
 
 from __future__ import annotations
@@ -63,6 +66,19 @@ class CopiedViews:
         swapped = tf.concat([tf.slice(h, (0, HIDDEN // 2), (S, HIDDEN // 2)), tf.slice(h, (0, 0), (S, HIDDEN // 2))], 1)
         heads = tf.reshape(swapped, (S, 2, HIDDEN // 2))
         return tf.reduce(heads, axes=(-1,), keepdim=False, kind="sum")
+
+    @func
+    def softmax_over_picked(x: Tensor[(40, HIDDEN), "f32"], rows: Tensor[(S,), "i64"]):
+        """A softmax over the picked rows' axis, through a transpose (rows of the view a position apart)."""
+        return tf.transpose(tf.softmax(tf.transpose(tf.index_select(x, rows, 0), (1, 0))), (1, 0))
+
+    @func
+    def positions_sliced(x: Tensor[(40, HIDDEN), "f32"], ids: Tensor[(8,), "i64"], small: Tensor[(4,), "i64"]):
+        """index_select, index_add and index_copy reading their positions from slices of tensors (copied into
+        plain ones first), the last writing one row."""
+        picked = tf.index_select(x, tf.slice(ids, (2,), (5,)), 0)
+        added = tf.index_add(picked, 0, tf.slice(small, (1,), (3,)), tf.slice(picked, (0, 0), (3, HIDDEN)))
+        return tf.index_copy(added, 0, tf.slice(small, (0,), (1,)), tf.slice(x, (0, 0), (1, HIDDEN)) * 2.0)
 
     @func
     def paged_keys(q: Tensor[(S, H, D), "f32"], k_cache: Tensor[(128, H, D), "f32"],
@@ -146,8 +162,10 @@ def _inputs(name: str, s: int) -> tuple[Any, ...]:
         return r(40, HIDDEN), ids(s, 40), r(OUT, HIDDEN)
     if name == "picked_twice":
         return r(40, HIDDEN), ids(s, 40), ids(s, s)
-    if name == "picked_then_viewed":
+    if name in ("picked_then_viewed", "softmax_over_picked"):
         return r(40, HIDDEN), ids(s, 40)
+    if name == "positions_sliced":
+        return r(40, HIDDEN), ids(8, 40), ids(4, 5)
     if name == "first_layer":
         return r(VOCAB, HIDDEN), ids(s, VOCAB), r(HIDDEN), r(OUT, HIDDEN)
     if name == "vocab_subset":
@@ -159,7 +177,7 @@ def _inputs(name: str, s: int) -> tuple[Any, ...]:
 
 
 @pytest.mark.parametrize("name", ["picked_rows", "first_layer", "vocab_subset", "paged_keys", "picked_twice",
-                                  "picked_then_viewed"])
+                                  "picked_then_viewed", "softmax_over_picked", "positions_sliced"])
 def test_an_operand_its_kernel_cannot_read_is_copied_and_matches_the_evaluator(name: str) -> None:
     compiled = jit(CopiedViews, target="cpu").functions[name]
     fn = CopiedViews.functions[name]

@@ -128,7 +128,10 @@ class _RowLowering:
         terms = []
         gathers = []
         for j, axis in enumerate(self.form(v).lead):
-            if axis is None:
+            if axis is None:  # an axis of extent 1 the rows do not run along: position 0 of it
+                if j in gathered:  # ... which a gather still places: at the index's first position
+                    g = gathered[j]
+                    gathers.append(Gather(g.index, RowOffset(), strides[j], g.bound, g.table))
                 continue
             div = product(lead[axis + 1:])
             mod = lead[axis] if axis > 0 else None

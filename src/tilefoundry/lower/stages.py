@@ -28,7 +28,7 @@ from .errors import LoweringError
 from .program import Op, Program, Val
 from .reduce_axis import is_reduce_across_rows
 from .rows import analyze_rows
-from .views import VIEW_OPS, Regroup, View, index_view, rows_strided, storage_for, view_of_op, whole
+from .views import VIEW_OPS, Regroup, View, index_view, plain_index, rows_strided, storage_for, view_of_op, whole
 
 MATMUL_OPS = frozenset({"matmul"})
 # Ops with kernels of their own (a stage each): rope rotates a row by rows read at positions on the device; a
@@ -188,6 +188,8 @@ def _unreadable(op: Op, views: list[View]) -> int | None:
         rules = {i: picked(v) or (i >= 2 and repeated(v)) for i, v in enumerate(views)}
     elif op.op == "index_add":
         rules = {i: picked(views[i]) or repeated(views[i]) for i in (0, 2)}
+    if op.op in ("index_add", "index_copy"):  # positions read from a plain tensor: a slice of one is copied
+        rules[1] = not plain_index(views[1])
     return next((i for i, bad in rules.items() if bad), None)
 
 
@@ -229,6 +231,8 @@ def _split(prog: Program, storage: dict[int, tuple[Dim, ...]], sites: set[tuple[
                 raise
             except LoweringError:
                 # no view of rows already picked or repeated: the view op reads a copy of them instead
+                if op.op == "index_select" and not plain_index(view(op.inputs[1])) and (id(op), 1) not in sites:
+                    raise _Unreadable(op, 1) from None  # positions read from a copy of them
                 src = view(op.inputs[0])
                 picked = src.gathers or any(r != 1 for r in src.repeats)
                 if not picked or not rows_strided(src) or (id(op), 0) in sites:
@@ -244,6 +248,10 @@ def _split(prog: Program, storage: dict[int, tuple[Dim, ...]], sites: set[tuple[
                 raise _Unreadable(*site)
             stages.append(Stage(op.op, [op]))
             continue
+        for i, v in enumerate(op.inputs):  # a row-wise op reads rows one stride apart: a picked last axis is copied
+            site = _copy_site(op, i, view) if not rows_strided(view(v)) else None
+            if site is not None and (id(site[0]), site[1]) not in sites:
+                raise _Unreadable(*site)
         if is_reduce_across_rows(op):
             stages.append(Stage("reduce_axis", [op]))
             continue

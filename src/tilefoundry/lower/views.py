@@ -196,11 +196,17 @@ def view_of_op(prog: Program, op: Op, src: View, output: int = 0) -> View:
     raise AssertionError(op.op)  # pragma: no cover - callers pass view ops only
 
 
+def plain_index(index: View) -> bool:
+    """Whether ``index`` is a plain 1-D tensor of positions: one axis, from its start, none of its elements picked
+    or repeated."""
+    return (len(index.shape) == 1 and dims_equal(index.offset, 0) and not index.gathers
+            and all(r == 1 for r in index.repeats))
+
+
 def require_plain_index(function: str, op: Op, index: View) -> None:
-    """Refuse (naming ``op`` in ``function``) an ``index`` of positions that is not a plain 1-D tensor: one axis,
-    from its start, none of its elements picked or repeated."""
-    if len(index.shape) != 1 or not dims_equal(index.offset, 0) or index.gathers or any(r != 1 for r in
-                                                                                          index.repeats):
+    """Refuse (naming ``op`` in ``function``) an ``index`` of positions that is not a plain 1-D tensor
+    (``plain_index``)."""
+    if not plain_index(index):
         raise LoweringError(op.op, function, f"its index {index} is not a plain 1-D tensor; not compiled yet", op.loc)
 
 
