@@ -9,9 +9,10 @@ row-wise stage instead of fusing it into the matmul (``lower/prologue.py``). Row
 rows sliced or reshaped (views no strides express over positions read on the device), read a copy of the picked rows
 too, and so does a row-wise op whose rows run along the picked axis (a softmax over it, through a transpose).
 Positions read from a slice of a tensor are copied into a plain one for index_select, index_add and index_copy; a
-single source row of index_copy lands at its position (the row-wise kernel once dropped the position of an axis of
-extent 1). A decoder written as one function (embedding to head, as a model source outside the families may)
-compiles that way too. Tolerances: f32 sums in another order than torch's, to 1e-5.
+single source row of index_copy, and a static single token's embedding row, come from and go to their positions (the
+row-wise kernel once dropped the position of an axis of extent 1: row 0 was read or written instead). A decoder
+written as one function (embedding to head, as a model source outside the families may) compiles that way too.
+Tolerances: f32 sums in another order than torch's, to 1e-5.
 """
 
 from __future__ import annotations
@@ -79,6 +80,11 @@ class CopiedViews:
         picked = tf.index_select(x, tf.slice(ids, (2,), (5,)), 0)
         added = tf.index_add(picked, 0, tf.slice(small, (1,), (3,)), tf.slice(picked, (0, 0), (3, HIDDEN)))
         return tf.index_copy(added, 0, tf.slice(small, (0,), (1,)), tf.slice(x, (0, 0), (1, HIDDEN)) * 2.0)
+
+    @func
+    def one_token(emb: ConstTensor[(VOCAB, HIDDEN), "f32"], token: Tensor[(1,), "i64"]):
+        """A decode step's embedding with a static single token: the row at its id, not row 0."""
+        return tf.index_select(emb, token, 0) * 2.0
 
     @func
     def paged_keys(q: Tensor[(S, H, D), "f32"], k_cache: Tensor[(128, H, D), "f32"],
@@ -164,6 +170,8 @@ def _inputs(name: str, s: int) -> tuple[Any, ...]:
         return r(40, HIDDEN), ids(s, 40), ids(s, s)
     if name in ("picked_then_viewed", "softmax_over_picked"):
         return r(40, HIDDEN), ids(s, 40)
+    if name == "one_token":
+        return r(VOCAB, HIDDEN), ids(1, VOCAB) if s > 1 else torch.tensor([VOCAB - 1])
     if name == "positions_sliced":
         return r(40, HIDDEN), ids(8, 40), ids(4, 5)
     if name == "first_layer":
@@ -177,7 +185,7 @@ def _inputs(name: str, s: int) -> tuple[Any, ...]:
 
 
 @pytest.mark.parametrize("name", ["picked_rows", "first_layer", "vocab_subset", "paged_keys", "picked_twice",
-                                  "picked_then_viewed", "softmax_over_picked", "positions_sliced"])
+                                  "picked_then_viewed", "softmax_over_picked", "positions_sliced", "one_token"])
 def test_an_operand_its_kernel_cannot_read_is_copied_and_matches_the_evaluator(name: str) -> None:
     compiled = jit(CopiedViews, target="cpu").functions[name]
     fn = CopiedViews.functions[name]
