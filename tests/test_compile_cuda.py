@@ -463,8 +463,11 @@ def test_outputs_may_share_memory_with_no_input_and_no_other_output(entries: Any
     out = bf16(2, 2048)
     with pytest.raises(ValueError, match="add_rms_norm_2048: output out0 shares memory with input residual"):
         entries["add_rms_norm_2048"](x, r, w, bf16(2, 2048, base=r), out)
+    # both outputs inside one buffer of their own (a view running past its base's buffer could meet any other
+    # tensor's memory, and the entry would rightly name that one: this test once failed so, by where w was allocated)
+    both = bf16(4, 2048)
     with pytest.raises(ValueError, match="output out1 shares memory with output out0; pass each output a tensor"):
-        entries["add_rms_norm_2048"](x, r, w, out, bf16(2, 2048, base=out, byte_offset=4096))
+        entries["add_rms_norm_2048"](x, r, w, bf16(2, 2048, base=both), bf16(2, 2048, base=both, byte_offset=4096))
 
 
 @needs_nvcc
