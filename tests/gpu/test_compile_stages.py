@@ -39,6 +39,8 @@ from tests.test_compile_epilogue import F32 as EPILOGUE_F32  # noqa: E402
 from tests.test_compile_epilogue import Epilogues  # noqa: E402
 from tests.test_compile_epilogue import _inputs as epilogue_inputs  # noqa: E402
 from tests.test_compile_families import BF16, F32, _expect, _family, _functions, _inputs  # noqa: E402
+from tests.test_compile_fuzz import _inputs as chain_inputs  # noqa: E402
+from tests.test_compile_fuzz import _picking_seeds, chain  # noqa: E402
 from tests.test_compile_gemm import Gemms, gemm_inputs  # noqa: E402
 from tests.test_compile_index_add import IndexAdds  # noqa: E402
 from tests.test_compile_index_add import _inputs as index_add_inputs  # noqa: E402
@@ -94,6 +96,7 @@ def built() -> None:
 
     fns = [Matmuls, Streamed, Gemms, Attention, Epilogues, RopeCache, Argmaxes, Reductions, RaggedHeads, Splits, Joins,
            Zeros, IndexCopies, AxisReductions, Aranges, OtherAxes, IndexAdds, Patterns, CopiedViews, FlatCaches,
+           *(chain(seed)[0] for seed in _picking_seeds(3)),
            *reference_functions().values(), reference_attend(),
            *(fn for fam, dt in FAMILIES for fn in _functions(_family(fam, dt)).values())]
     linkables = [generate(lower(f, CudaTarget())) for f in fns]
@@ -331,6 +334,17 @@ def test_an_operand_copied_for_its_kernel_matches_the_evaluator_on_cuda(name: st
     for s in (1, 17, 64):
         report = check(compiled_only(compiled), fn, _cuda(copied_inputs(name, s)), expect={"output": [COPIED_F32]})
         assert report.passed, f"{name} at {s}:\n{report}"
+
+
+@pytest.mark.parametrize("seed", _picking_seeds(3))
+def test_random_chains_that_pick_rows_match_the_evaluator_on_cuda(seed: int) -> None:
+    """tests/test_compile_fuzz.py's chains that pick rows, on the GPU (to 1e-4, as on the CPU)."""
+    fn, kinds = chain(seed)
+    compiled = jit(fn)
+    for s in (1, 5, 40):
+        report = check(compiled_only(compiled), fn, _cuda(chain_inputs(seed, s)),
+                       expect={p: [allclose(atol=1e-4, rtol=1e-4)] for p in output_paths(fn)})
+        assert report.passed, f"seed {seed} {kinds} at s = {s}:\n{report}"
 
 
 @pytest.mark.parametrize("name", sorted(FlatCaches.functions))
