@@ -11,10 +11,12 @@ memory it allocates for the call), unless it is a result of the function, which 
 the caller's output (through a contiguous view: a reshaped result is the result). The entry checks its
 arguments once and launches the stages in order on its stream.
 
-An operand a matmul, attention, rope or index_add kernel cannot read through its view (rows picked by positions,
-or repeated, where that kernel takes neither: the activations' rows of a matmul picked by token ids, a paged
-cache's keys picked by their slots) is first copied into contiguous memory by an identity cast, a row-wise stage
-that reads the view through its strides and positions (``_unreadable``, ``_copy_site``).
+An operand a matmul, attention, rope, index_add or index_copy kernel cannot read through its view (rows picked by
+positions, or repeated, where that kernel takes neither: the activations' rows of a matmul picked by token ids, a
+paged cache's keys picked by their slots; positions read from a slice of a tensor) is first copied into contiguous
+memory by an identity cast, a row-wise stage that reads the view through its strides and positions (``_unreadable``,
+``_copy_site``). So is a view op's operand no view can be taken of (picked rows sliced, reshaped or picked again),
+and a row-wise op's whose rows would run along a picked axis.
 """
 
 from __future__ import annotations
@@ -166,31 +168,45 @@ def _unreadable(op: Op, views: list[View]) -> int | None:
     by positions (``index_select``) or repeated (``repeat_interleave``) where the op's lowering takes neither. A
     matmul reads a weight's batch axes picked (a mixture's chosen experts) and either operand's batch axes
     repeated; attention reads its key and value heads repeated (GQA); rope its q and k repeated; index_add
-    neither. None: every input is readable as it is."""
-    def picked(v: View, axes: range | None = None) -> bool:
-        return any(axes is None or a in axes for a, _, _ in v.gathers)
-
-    def repeated(v: View, axes: range | None = None) -> bool:
-        return any(r != 1 for a, r in enumerate(v.repeats) if axes is None or a in axes)
-
-    def last_two(v: View) -> range:
-        return range(max(0, len(v.shape) - 2), len(v.shape))
-
+    neither; index_add and index_copy read their positions from a plain tensor (``plain_index``). None: every input
+    is readable as it is."""
     rules: dict[int, bool] = {}
     if op.op == "matmul":
         a, b = views[:2]
-        rules = {0: picked(a) or repeated(a, last_two(a)), 1: picked(b, last_two(b)) or repeated(b, last_two(b))}
+        rules = {0: _picked(a) or _repeated(a, _last_two(a)),
+                 1: _picked(b, _last_two(b)) or _repeated(b, _last_two(b))}
     elif op.op == "attention":
         q, k, v = views[:3]
-        rules = {0: picked(q) or repeated(q), 1: picked(k) or repeated(k, last_two(k)),
-                 2: picked(v) or repeated(v, last_two(v)), **{i: picked(p) for i, p in enumerate(views[3:], 3)}}
+        rules = {0: _picked(q) or _repeated(q), 1: _picked(k) or _repeated(k, _last_two(k)),
+                 2: _picked(v) or _repeated(v, _last_two(v)), **{i: _picked(p) for i, p in enumerate(views[3:], 3)}}
     elif op.op == "rope":
-        rules = {i: picked(v) or (i >= 2 and repeated(v)) for i, v in enumerate(views)}
+        rules = {i: _picked(v) or (i >= 2 and _repeated(v)) for i, v in enumerate(views)}
     elif op.op == "index_add":
-        rules = {i: picked(views[i]) or repeated(views[i]) for i in (0, 2)}
+        rules = {i: _picked(views[i]) or _repeated(views[i]) for i in (0, 2)}
     if op.op in ("index_add", "index_copy"):  # positions read from a plain tensor: a slice of one is copied
         rules[1] = not plain_index(views[1])
     return next((i for i, bad in rules.items() if bad), None)
+
+
+def _picked(v: View, axes: range | None = None) -> bool:
+    """Whether ``v`` reads any of ``axes`` (all: None) through positions (``index_select``)."""
+    return any(axes is None or a in axes for a, _, _ in v.gathers)
+
+
+def _repeated(v: View, axes: range | None = None) -> bool:
+    """Whether any of ``v``'s ``axes`` (all: None) repeats its elements (``repeat_interleave``)."""
+    return any(r != 1 for a, r in enumerate(v.repeats) if axes is None or a in axes)
+
+
+def _last_two(v: View) -> range:
+    return range(max(0, len(v.shape) - 2), len(v.shape))
+
+
+def _copy_first(site: tuple[Op, int] | None, sites: set[tuple[int, int]]) -> None:
+    """Have input ``site[1]`` of ``site[0]`` copied first (``_Unreadable``), unless there is no site or it was
+    copied already (then the op's lowering refuses what it still cannot read, naming it)."""
+    if site is not None and (id(site[0]), site[1]) not in sites:
+        raise _Unreadable(*site)
 
 
 def _copy_site(op: Op, index: int, view: Callable[[Val], View]) -> tuple[Op, int] | None:
@@ -230,28 +246,25 @@ def _split(prog: Program, storage: dict[int, tuple[Dim, ...]], sites: set[tuple[
             except Regroup:
                 raise
             except LoweringError:
-                # no view of rows already picked or repeated: the view op reads a copy of them instead
-                if op.op == "index_select" and not plain_index(view(op.inputs[1])) and (id(op), 1) not in sites:
-                    raise _Unreadable(op, 1) from None  # positions read from a copy of them
+                # no view of positions read from a slice, or of rows already picked or repeated: the view op reads
+                # a copy of them instead
+                if op.op == "index_select" and not plain_index(view(op.inputs[1])):
+                    _copy_first((op, 1), sites)
                 src = view(op.inputs[0])
-                picked = src.gathers or any(r != 1 for r in src.repeats)
-                if not picked or not rows_strided(src) or (id(op), 0) in sites:
-                    raise
-                raise _Unreadable(op, 0) from None
+                if _picked(src) or _repeated(src):
+                    _copy_first((op, 0) if rows_strided(src) else None, sites)
+                raise
             continue
         if op.op == "constant":
             continue  # copied into the stages that read it
         if op.op in MATMUL_OPS or op.op in OWN_KERNEL_OPS:
             unreadable = _unreadable(op, [view(v) for v in op.inputs])
-            site = _copy_site(op, unreadable, view) if unreadable is not None else None
-            if site is not None and (id(site[0]), site[1]) not in sites:  # (once: else the op's lowering refuses)
-                raise _Unreadable(*site)
+            _copy_first(_copy_site(op, unreadable, view) if unreadable is not None else None, sites)
             stages.append(Stage(op.op, [op]))
             continue
         for i, v in enumerate(op.inputs):  # a row-wise op reads rows one stride apart: a picked last axis is copied
-            site = _copy_site(op, i, view) if not rows_strided(view(v)) else None
-            if site is not None and (id(site[0]), site[1]) not in sites:
-                raise _Unreadable(*site)
+            if not rows_strided(view(v)):
+                _copy_first(_copy_site(op, i, view), sites)
         if is_reduce_across_rows(op):
             stages.append(Stage("reduce_axis", [op]))
             continue

@@ -80,18 +80,16 @@ class CompiledModule(RuntimeModule):
             args = self._by_name(args, kwargs)
         n_in, n_all = abi.input_count, len(abi.params)
         for i, (p, a) in enumerate(zip(abi.params, args)):
+            role = "input" if i < n_in else "output"
             if a is None:
-                role = "input" if i < n_in else "output"
                 way = ("pass a tensor" if i < n_in else
                        f"pass a tensor for every output, or none of them ({_names(abi.output_params)}) to have them "
                        "allocated")
                 raise TypeError(f"{abi.name}: {role} {p.name} is None; {way}")
             if not _is_tensor(a):
-                role = "input" if i < n_in else "output"
                 raise TypeError(f"{abi.name}: {role} {p.name} is not a tensor but {type(a).__name__} {_short(a)}, "
                                 f"declared {p.type}; pass a tensor (a torch.Tensor, or any DLPack tensor)")
             if isinstance(a, torch.Tensor) and (a.layout != torch.strided or a.device.type == "meta"):
-                role = "input" if i < n_in else "output"
                 what = "on the meta device (it holds no data)" if a.device.type == "meta" else f"of layout {a.layout}"
                 raise ValueError(f"{abi.name}: {role} {p.name} is a tensor {what}, declared {p.type}; pass a dense "
                                  "tensor in memory (.to_dense(), or one made on 'cpu' or 'cuda')")
