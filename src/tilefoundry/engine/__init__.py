@@ -13,7 +13,9 @@ compiler: it cannot yet express them from ``@func``s. :func:`load_kernels` build
 disk) and loads them as a tvm-ffi module whose functions take torch tensors; outputs are preallocated by the
 caller and passed last, before the scalars. ``packing`` lays weights out as the fused kernels read them (the
 engine packs with it); ``workspace`` sizes the scratch buffers two kernels keep between launches;
-``reference`` is each kernel's meaning in torch.
+``reference`` is each kernel's meaning in torch. :mod:`.parallel` splits a model over the ranks of a
+tensor-parallel group (:class:`TensorParallel`), each rank's engine running its slices through
+:class:`ParallelKernels`.
 """
 
 from .compiled_kernels import CompiledKernels
@@ -23,12 +25,14 @@ from .decoder import DecoderLayerWeights, DecoderSpec, DecoderWeights
 from .library import ENTRIES, KernelBuildError, build_kernels, load_kernels, require_cuda
 from .packed import PackedDecoder, PackedLayer, pack_decoder
 from .packing import pack_gate_up, pack_qkv
+from .parallel import TensorParallel, TensorParallelError, active_parallel
+from .parallel_kernels import ParallelKernels
 from .slots import KernelSet, StepPositions
 from .torch_kernels import TorchKernels
 from .workspace import argmax_workspace, attention_workspace
 
 __all__ = ["ENTRIES", "CompiledKernels", "CudaKernels", "DecodeEngine", "DecoderLayerWeights", "DecoderSpec",
            "DecoderWeights", "EngineStats", "KernelBuildError", "KernelSet", "PackedDecoder", "PackedLayer",
-           "StepPositions", "TorchKernels", "argmax_workspace", "attention_workspace", "build_kernels",
-           "default_kernels", "greedy_choice", "load_kernels", "pack_decoder", "pack_gate_up", "pack_qkv",
-           "require_cuda"]
+           "ParallelKernels", "StepPositions", "TensorParallel", "TensorParallelError", "TorchKernels",
+           "active_parallel", "argmax_workspace", "attention_workspace", "build_kernels", "default_kernels",
+           "greedy_choice", "load_kernels", "pack_decoder", "pack_gate_up", "pack_qkv", "require_cuda"]

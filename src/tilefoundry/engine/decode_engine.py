@@ -29,6 +29,8 @@ import torch
 from ..runtime.decorator import bound_weights
 from .decoder import DecoderSpec, DecoderWeights
 from .packed import PackedDecoder, pack_decoder
+from .parallel import TensorParallel, active_parallel, local_spec, shard_weights
+from .parallel_kernels import ParallelKernels
 from .slots import KernelSet, StepPositions
 from .torch_kernels import TorchKernels
 
@@ -58,7 +60,9 @@ class _Activations:
 
     @classmethod
     def allocate(cls, spec: DecoderSpec, packed: PackedDecoder, rows: int, logit_rows: int, dtype: torch.dtype,
-                 device: torch.device) -> _Activations:
+                 device: torch.device, vocab: int) -> _Activations:
+        """The buffers of a step on the sizes ``spec`` gives (a tensor-parallel rank's own heads), with logits of
+        the whole ``vocab``."""
         widths = {layer.gate_up.shape[0] // 2 for layer in packed.layers if layer.gate_up is not None}
         inter = max(widths, default=0)
 
@@ -68,7 +72,7 @@ class _Activations:
         s = spec
         return cls(x=empty(rows, s.hidden), qkv=empty(rows, (s.heads + 2 * s.kv_heads) * s.head_dim),
                    q=empty(rows, s.heads, s.head_dim), attn=empty(rows, s.heads, s.head_dim), act=empty(rows, inter),
-                   logits=empty(logit_rows, s.vocab))
+                   logits=empty(logit_rows, vocab))
 
 
 def greedy_choice(logits: torch.Tensor) -> tuple[int, bool]:
@@ -117,15 +121,20 @@ class DecodeEngine:
             need for this model (``KernelSet.prepare``) before its first step.
         graph: capture the decode step as a CUDA graph: None (default) on CUDA devices, True to insist (refused
             on a CPU), False for eager steps.
+        parallel: split the model over a tensor-parallel group (:class:`~.parallel.TensorParallel`; default: the
+            one made active by ``TensorParallel.active()``, else none): this rank keeps its slice of every weight
+            and its own heads' cache, and its kernel set runs wrapped in :class:`~.parallel_kernels.ParallelKernels`.
+            Every rank of the group must build its engine and run the same steps with the same tokens.
 
     Raises:
         TypeError: ``twin`` does not describe itself to the engine, or ``kernels`` is not a KernelSet.
-        ValueError: ``capacity`` out of range, ``graph=True`` on a CPU, or weights split over devices or dtypes.
+        ValueError: ``capacity`` out of range, ``graph=True`` on a CPU, weights split over devices or dtypes, or
+            sizes that do not divide over the tensor-parallel ranks.
         NotLoadedError: the twin's weights are not loaded.
     """
 
     def __init__(self, twin: Any, capacity: int, *, kernels: KernelSet | None = None,
-                 graph: bool | None = None) -> None:
+                 graph: bool | None = None, parallel: TensorParallel | None = None) -> None:
         spec = getattr(type(twin), "decoder_spec", None)
         if not isinstance(spec, DecoderSpec) or not callable(getattr(twin, "decoder_weights", None)):
             raise TypeError(
@@ -139,11 +148,22 @@ class DecodeEngine:
         if not isinstance(weights, DecoderWeights):
             raise TypeError(f"{type(twin).__name__}.decoder_weights() returned a {type(weights).__name__}, not "
                             "DecoderWeights")
+        if parallel is None:
+            parallel = active_parallel()
+        if parallel is not None and not isinstance(parallel, TensorParallel):
+            raise TypeError(f"DecodeEngine: parallel must be a TensorParallel, got {type(parallel).__name__}")
+        self.parallel = parallel if parallel is not None and parallel.world > 1 else None
         self.spec: DecoderSpec = spec
+        # The sizes this process runs: a tensor-parallel rank's own heads and vocabulary rows.
+        self._local = local_spec(spec, self.parallel.world) if self.parallel is not None else spec
         self.device = _one_device(weights)
         self.dtype = weights.dtype
+        if self.parallel is not None:
+            weights = shard_weights(weights, spec, self.parallel)
         self.kernels: KernelSet = kernels if kernels is not None else default_kernels(self.dtype, self.device)
         chosen = kernels is not None
+        if self.parallel is not None:
+            self.kernels = ParallelKernels(self.kernels, self.parallel)
         if graph and self.device.type != "cuda":
             raise ValueError(f"DecodeEngine: graph=True captures CUDA graphs, which need the weights on a CUDA "
                              f"device; they are on {self.device} (pass graph=None or False)")
@@ -155,16 +175,18 @@ class DecodeEngine:
         with torch.inference_mode(False):  # ordinary tensors even when built under inference_mode
             self.weights: PackedDecoder = pack_decoder(weights)
         try:
-            self.kernels.prepare(spec, self.weights, self.dtype, self.device)
+            self.kernels.prepare(self._local, self.weights, self.dtype, self.device)
         except (RuntimeError, OSError) as error:  # a BuildError, a missing compiler
             if chosen:
                 raise
             self.kernels = _torch_instead(self.kernels.name, error, stacklevel=3)
+            if self.parallel is not None:
+                self.kernels = ParallelKernels(self.kernels, self.parallel)
         with torch.inference_mode(False):
             # A step's inputs, one 16-byte row each (token, position, context), copied from host staging rows.
             self._inputs = torch.zeros((3, 4), dtype=torch.int32, device=self.device)
             self._staging = torch.zeros((3, 4), dtype=torch.int32, pin_memory=pinned)
-            self._decode = _Activations.allocate(spec, self.weights, 1, 1, self.dtype, self.device)
+            self._decode = _Activations.allocate(self._local, self.weights, 1, 1, self.dtype, self.device, spec.vocab)
             # Greedy decoding's result (token, finite) on the device, and its two host rows (see greedy).
             self._greedy_result = torch.zeros(2, dtype=torch.int64, device=self.device)
             self._greedy_host = torch.zeros((2, 2), dtype=torch.int64, pin_memory=pinned)
@@ -183,7 +205,8 @@ class DecodeEngine:
     # -- state ----------------------------------------------------------------------------------------
     @property
     def caches(self) -> tuple[tuple[torch.Tensor, torch.Tensor], ...]:
-        """Each layer's (keys, values), (capacity, kv_heads, head_dim) views of the engine's own cache.
+        """Each layer's (keys, values), (capacity, kv_heads, head_dim) views of the engine's own cache (a
+        tensor-parallel rank's: its own key/value heads).
 
         The first ``length`` positions are meaningful. They are the engine's buffers, updated in place by
         every step: copy them to keep a state.
@@ -232,7 +255,7 @@ class DecodeEngine:
         if not 1 <= capacity <= limit:
             raise ValueError(f"DecodeEngine: capacity {capacity} must lie in [1, {limit}] ({limit} is the model's "
                              "max_position_embeddings)")
-        s = self.spec
+        s = self._local
         self._kv = torch.empty(0)  # the old cache goes before the new one is made
         with torch.inference_mode(False):
             self._kv = torch.zeros((len(self.weights.layers), 2, capacity, s.kv_heads, s.head_dim), dtype=self.dtype,
@@ -246,7 +269,8 @@ class DecodeEngine:
 
     def load_caches(self, caches: Any, length: int) -> None:
         """Copy ``caches`` (per layer (keys, values), each (capacity, kv_heads, head_dim) or with a leading batch
-        axis of 1, as the semantic Module holds them) into the engine's cache, holding ``length`` positions.
+        axis of 1, as the semantic Module holds them) into the engine's cache, holding ``length`` positions. A
+        tensor-parallel rank takes its own key/value heads of caches of the whole model's.
 
         The given tensors are read, never kept or changed.
         """
@@ -257,10 +281,14 @@ class DecodeEngine:
             raise ValueError(f"DecodeEngine.load_caches: {len(caches)} (keys, values) pairs given, the model has "
                              f"{self._kv.shape[0]} layers")
         want = tuple(self._kv.shape[2:])
+        whole = (want[0], self.spec.kv_heads, want[2])  # a tensor-parallel rank takes its heads of the whole cache
         for i, pair in enumerate(caches):
             for j, t in enumerate(pair):
                 got = tuple(t.shape[1:]) if t.dim() == len(want) + 1 and t.shape[0] == 1 else tuple(t.shape)
-                if got != want:
+                if got == whole and whole != want:
+                    assert self.parallel is not None
+                    t = t.reshape(whole).narrow(1, self.parallel.rank * want[1], want[1])
+                elif got != want:
                     raise ValueError(f"DecodeEngine.load_caches: layer {i} {('keys', 'values')[j]} is "
                                      f"{tuple(t.shape)}; the engine holds {want} (capacity, kv_heads, head_dim)")
                 self._kv[i, j].copy_(t.reshape(want))
@@ -286,8 +314,8 @@ class DecodeEngine:
             return self.decode(int(ids[0]))
         self._check_room(count)
         with torch.no_grad(), _on(self.device):
-            act = _Activations.allocate(self.spec, self.weights, count, count if all_logits else 1, self.dtype,
-                                        self.device)
+            act = _Activations.allocate(self._local, self.weights, count, count if all_logits else 1, self.dtype,
+                                        self.device, self.spec.vocab)
             at = self._positions(0, self.length, count)
             self.kernels.embed(ids.to(self.device), self.weights.embed, act.x)
             # A RoPE whose frequencies depend on the sequence rotates a forward by its own last position.

@@ -5,7 +5,8 @@ EngineStep makes it one for a comparison: it takes exactly the inputs the semant
 ``prepare_inputs_for_generation`` returns), loads the given caches into the engine's buffers (copies: the
 given tensors are never changed), runs the step generation runs (the decode step for one token, on CUDA the
 replayed CUDA graph; prefill for several) and returns the logits of every token and the new caches, shaped as
-the semantic forward returns them::
+the semantic forward returns them (a tensor-parallel engine's: every rank's heads gathered, so each rank of the
+group must call it)::
 
     step = EngineStep(DecodeEngine(twin, capacity))
     inputs = reference.prepare_inputs_for_generation(ids, start, caches)
@@ -63,5 +64,10 @@ class EngineStep:
             logits = engine.decode(int(input_ids[0]))
         else:
             logits = engine.prefill(input_ids, all_logits=True)
-        new = tuple((k.clone().unsqueeze(0), v.clone().unsqueeze(0)) for k, v in engine.caches)
+        tp = engine.parallel
+        if tp is None:
+            new = tuple((k.clone().unsqueeze(0), v.clone().unsqueeze(0)) for k, v in engine.caches)
+        else:  # a tensor-parallel rank holds its own heads: the whole cache is every rank's, in rank order
+            new = tuple(tuple(torch.cat(tp.all_gather(t, "caches"), dim=1).unsqueeze(0) for t in pair)
+                        for pair in engine.caches)
         return logits.clone(), new

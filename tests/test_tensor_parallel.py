@@ -1,0 +1,119 @@
+"""Tensor-parallel decoding over gloo, as CPU processes (``engine/parallel.py``, ``engine/parallel_kernels.py``,
+``engine/ranks.py``): each family's tiny random model split over two ranks passes ``check`` against the semantic
+Module (logits and the whole caches, every rank's heads gathered) and decodes the greedy tokens of one rank;
+sizes that do not divide are refused by name; a rank that dies makes the other fail with a clear error, not hang.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import multiprocessing
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests import tp_worker
+from tilefoundry.engine import DecoderSpec, TensorParallel
+from tilefoundry.engine.parallel import local_spec, shard_weights
+from tilefoundry.engine.ranks import RankFailedError, run_ranks
+from tilefoundry.models import open_checkpoint
+from tilefoundry.models.twins import build_twin
+
+from .hf_models import make_checkpoint
+
+
+def _results(out: Path, world: int) -> list[dict]:
+    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(world)]
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("tp")
+    folders = {}
+    for family in ("llama", "llama_tied", "qwen2", "qwen3", "qwen3_moe"):
+        make_checkpoint(family, root / family, sharded=False)
+        folders[family] = root / family
+    return folders
+
+
+@pytest.mark.parametrize(("family", "kernels"), [
+    ("llama", "torch"), ("llama_tied", "torch"), ("qwen2", "torch"), ("qwen3", "torch"), ("qwen3_moe", "torch"),
+    ("qwen3", "compiled"), ("qwen3_moe", "compiled")])
+def test_two_ranks_pass_check_and_decode_the_one_rank_tokens(checkpoints, tmp_path: Path, family: str,
+                                                              kernels: str) -> None:
+    run_ranks(2, tp_worker.check_family, (str(checkpoints[family]), kernels, str(tmp_path)), timeout_s=120)
+    for rank, got in enumerate(_results(tmp_path, 2)):
+        assert got["kernels"] == f"{kernels}, tensor parallel over 2 ranks"
+        assert got["local_heads"] == 1  # of the models' 2 key/value heads
+        for report in got["reports"]:
+            assert report["passed"], f"{family} rank {rank} at {report['step']}:\n{report['text']}"
+        assert got["logits_max_diff"] < 1e-4, (family, rank)
+        assert got["tokens"] == got["want"], (family, rank)
+
+
+def test_sizes_that_do_not_divide_are_refused_by_name(checkpoints) -> None:
+    spec = DecoderSpec(hidden=64, heads=8, kv_heads=2, head_dim=16, vocab=256, eps=1e-6, max_positions=64)
+    with pytest.raises(ValueError, match=r"num_key_value_heads = 2 is not a multiple of 4; choose a --tp"):
+        local_spec(spec, 4)
+    with pytest.raises(ValueError, match=r"num_attention_heads = 6 is not a multiple of 4"):
+        local_spec(DecoderSpec(hidden=64, heads=6, kv_heads=6, head_dim=16, vocab=256, eps=1e-6,
+                               max_positions=64), 4)
+    with pytest.raises(ValueError, match=r"vocab_size = 255 is not a multiple of 2"):
+        local_spec(DecoderSpec(hidden=64, heads=2, kv_heads=2, head_dim=16, vocab=255, eps=1e-6,
+                               max_positions=64), 2)
+    opened = open_checkpoint(checkpoints["llama"], progress=False)
+    twin = build_twin(opened.module, opened.config)
+    twin.load(opened.resource("cpu"))
+    weights, spec = twin.decoder_weights(), type(twin).decoder_spec  # intermediate_size 96
+    many = dataclasses.replace(spec, heads=64, kv_heads=64, head_dim=2)  # heads that divide over 64 ranks
+    with pytest.raises(ValueError, match=r"layer 0's intermediate_size = 96 is not a multiple of 64"):
+        shard_weights(weights, many, TensorParallel(0, 64))
+
+
+def test_a_rank_slice_is_its_heads_and_vocabulary_rows(checkpoints) -> None:
+    opened = open_checkpoint(checkpoints["qwen3_moe"], progress=False)
+    twin = build_twin(opened.module, opened.config)
+    twin.load(opened.resource("cpu"))
+    weights, spec = twin.decoder_weights(), type(twin).decoder_spec
+    part = shard_weights(weights, spec, TensorParallel(1, 2))
+    d = spec.head_dim
+    assert torch.equal(part.embed, weights.embed[128:])
+    dense, routed = weights.layers[1], weights.layers[0]  # mlp_only_layers=[1]
+    assert torch.equal(part.layers[1].q_proj, dense.q_proj[2 * d:])  # query heads 2, 3 of 4
+    assert torch.equal(part.layers[1].k_proj, dense.k_proj[d:])  # key/value head 1 of 2
+    assert torch.equal(part.layers[1].o_proj, dense.o_proj[:, 2 * d:])
+    assert torch.equal(part.layers[1].down_proj, dense.down_proj[:, 48:])
+    assert torch.equal(part.layers[0].experts_up, routed.experts_up[:, 16:])
+    assert torch.equal(part.layers[0].experts_down, routed.experts_down[:, :, 16:])
+    assert part.layers[0].router is routed.router and part.final_norm is weights.final_norm
+
+
+def test_a_rank_that_raises_is_named(tmp_path: Path) -> None:
+    with pytest.raises(RankFailedError, match=r"tensor parallel rank \d of 2 failed:[\s\S]*FileNotFoundError"):
+        run_ranks(2, tp_worker.check_family, (str(tmp_path / "missing"), "torch", str(tmp_path)), timeout_s=30)
+
+
+def test_a_rank_that_dies_makes_the_other_fail_instead_of_hanging(checkpoints, tmp_path: Path) -> None:
+    """Ranks joined by hand (as torchrun starts them: nobody ends the others when one dies)."""
+    ctx = multiprocessing.get_context("spawn")
+    store = str(tmp_path / "group")
+    args = (2, store, 20.0, str(checkpoints["qwen3"]), str(tmp_path))
+    ranks = [ctx.Process(target=tp_worker.join_by_hand, args=(r, *args)) for r in range(2)]
+    start = time.monotonic()
+    for p in ranks:
+        p.start()
+    for p in ranks:
+        p.join(timeout=240)
+    alive = [p.is_alive() for p in ranks]
+    for p in ranks:
+        if p.is_alive():
+            p.kill()
+    assert not any(alive), f"a rank still runs after {time.monotonic() - start:.0f} s: {alive}"
+    assert ranks[1].exitcode == 3
+    got = json.loads((tmp_path / "rank0.json").read_text())
+    assert got["error"] == "TensorParallelError", got
+    assert "rank 0 of 2: the embedding collective failed" in got["message"]
+    assert "another rank died or stopped answering" in got["message"]
