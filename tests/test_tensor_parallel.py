@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import multiprocessing
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -22,7 +24,7 @@ from tilefoundry.engine.ranks import RankFailedError, run_ranks
 from tilefoundry.models import open_checkpoint
 from tilefoundry.models.twins import build_twin
 
-from .hf_models import make_checkpoint
+from .hf_models import add_tokenizer, make_checkpoint
 
 
 def _results(out: Path, world: int) -> list[dict]:
@@ -117,3 +119,52 @@ def test_a_rank_that_dies_makes_the_other_fail_instead_of_hanging(checkpoints, t
     assert got["error"] == "TensorParallelError", got
     assert "rank 0 of 2: the embedding collective failed" in got["message"]
     assert "another rank died or stopped answering" in got["message"]
+
+
+@pytest.fixture(scope="module")
+def ckpt_with_tokenizer(checkpoints) -> Path:
+    folder = checkpoints["qwen3"]
+    add_tokenizer(folder)
+    return folder
+
+
+def _generate(*argv: str, runner: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    command = [*runner, "-m", "tilefoundry", "generate", *argv] if runner else [
+        sys.executable, "-m", "tilefoundry", "generate", *argv]
+    return subprocess.run(command, capture_output=True, text=True, timeout=600)
+
+
+def test_generate_tp_2_prints_the_one_rank_tokens_once(ckpt_with_tokenizer: Path) -> None:
+    argv = ("--ckpt", str(ckpt_with_tokenizer), "--prompt", "Hello there", "--max-new-tokens", "6", "--json")
+    one, two = _generate(*argv), _generate(*argv, "--tp", "2")
+    assert one.returncode == 0, one.stderr
+    assert two.returncode == 0, two.stderr
+    assert len(two.stdout.splitlines()) == 1  # rank 0 alone speaks
+    got, want = json.loads(two.stdout), json.loads(one.stdout)
+    assert got["tokens"] == want["tokens"] and len(got["tokens"]) == 6
+    assert got["tp"] == 2 and "tensor parallel over 2 ranks" in got["runner"]
+    assert "Terminating process" not in two.stderr and "terminate called" not in two.stderr
+
+
+def test_generate_tp_runs_as_torchruns_ranks(ckpt_with_tokenizer: Path) -> None:
+    torchrun = Path(sys.executable).with_name("torchrun")
+    argv = ("--ckpt", str(ckpt_with_tokenizer), "--prompt", "Hello there", "--max-new-tokens", "4", "--json")
+    ran = _generate(*argv, "--tp", "2", runner=(str(torchrun), "--nproc-per-node", "2"))
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout)["tokens"] == json.loads(_generate(*argv).stdout)["tokens"]
+    refused = _generate(*argv, "--tp", "4", runner=(str(torchrun), "--nproc-per-node", "2"))
+    assert refused.returncode != 0
+    assert "--tp 4 but torchrun started 2 ranks; give --tp 2" in refused.stderr
+
+
+@pytest.mark.parametrize(("extra", "words"), [
+    (("--tp", "4"), "refused: tensor parallel over 4 ranks: the model's num_key_value_heads = 2 is not a multiple "
+                    "of 4; choose a --tp that divides it"),
+    (("--tp", "2", "--backend", "reference"), "refused: --tp 2 splits the runtime twin's decode engine over ranks"),
+    (("--tp", "0"), "argument --tp"),
+])
+def test_generate_tp_refusals_are_one_line(ckpt_with_tokenizer: Path, extra: tuple[str, ...], words: str) -> None:
+    ran = _generate("--ckpt", str(ckpt_with_tokenizer), "--prompt", "Hi", "--max-new-tokens", "2", *extra)
+    assert ran.returncode == 2
+    lines = [line for line in ran.stderr.splitlines() if "Warning" not in line and line.strip()]
+    assert len(lines) == 1 and words in lines[0], ran.stderr

@@ -10,6 +10,7 @@ from typing import TextIO
 
 from .refusal import Refusal
 from .text_options import REFUSED, add_model_options, add_text_options, open_session, reason, sampling_of, use_threads
+from .tp_ranks import add_tp_option, run_parallel, wants_parallel
 
 NAME = "generate"
 HELP = "generate text from a checkpoint folder (reference evaluator or runtime twin)"
@@ -62,6 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     prompt.add_argument("--prompt-file", metavar="PATH", help="read the prompt from a file (- : standard input)")
     parser.add_argument("--chat", action="store_true", help="wrap the prompt in the tokenizer's chat template")
     add_text_options(parser)
+    add_tp_option(parser)
     parser.add_argument("--quiet", action="store_true", help="print only the generated text")
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object (text, tokens, timings) instead of streaming the text")
@@ -105,15 +107,24 @@ def read_prompt(args: argparse.Namespace, stdin: TextIO | None = None) -> str:
 def run(args: argparse.Namespace) -> int:
     """Generate; exit 0 on success, 2 (Refusal) when the request cannot be served, the reason named."""
     prompt = read_prompt(args)
+    if wants_parallel(args):
+        return run_parallel(args, NAME, generate, prompt)
+    return generate(args, prompt, True)
+
+
+def generate(args: argparse.Namespace, prompt: str, speak: bool) -> int:
+    """Load, generate from ``prompt`` and print (when ``speak``: one tensor-parallel rank alone speaks)."""
     sampling = sampling_of(args)
     threads = use_threads(args)
     session = open_session(args, prompt, chat=args.chat)
     try:
-        result = session.generate(sampling, stream=None if args.json else sys.stdout, stop=args.stop)
+        result = session.generate(sampling, stream=None if args.json or not speak else sys.stdout, stop=args.stop)
     except REFUSED as error:
-        if not args.json:
+        if speak and not args.json:
             print(flush=True)  # ends the line of text streamed so far
         raise Refusal(reason(error)) from None
+    if not speak:
+        return 0
     if args.json:
         print(json.dumps({
             "text": result.text, "tokens": result.tokens, "prompt_tokens": session.prompt_tokens,
@@ -121,6 +132,7 @@ def run(args: argparse.Namespace) -> int:
             "threads": threads, "prefill_ms": result.prefill_seconds * 1e3,
             "decode_tokens_per_second": result.decode_tokens_per_second, "stopped_by": result.stopped_by,
             "stop_token": result.stop_token, "stop_string": result.stop_string, "runner": result.runner,
+            "tp": args.tp,
         }))
         return 0
     print()

@@ -13,15 +13,18 @@ its peers raises instead of hanging.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import logging
 import os
+import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from .parallel import TensorParallel
 
-__all__ = ["DEFAULT_TIMEOUT_S", "RankFailedError", "backend_for", "run_ranks", "torchrun_rank"]
+__all__ = ["DEFAULT_TIMEOUT_S", "RankFailedError", "backend_for", "exit_now", "leave", "run_ranks", "torchrun_rank"]
 
 DEFAULT_TIMEOUT_S = 300.0
 """How long a collective waits for the other ranks before it fails (the first one includes loading the model)."""
@@ -54,10 +57,44 @@ def _rank_main(rank: int, world: int, store: str, backend: str, timeout_s: float
     import torch.distributed as dist
 
     tp = _init(backend, f"file://{store}", rank, world, timeout_s)
+    status = 0
     try:
-        target(tp, *args)
+        try:
+            target(tp, *args)
+            leave(tp)
+        except SystemExit as stop:  # the target's own exit status
+            status = stop.code if isinstance(stop.code, int) else 1
     finally:
         dist.destroy_process_group()
+    exit_now(status)
+
+
+def exit_now(status: int) -> None:
+    """End a rank's process once its group is gone, its output flushed, without the interpreter's finalisation:
+    gloo's worker threads may still hold objects whose release then aborts the process (SIGABRT, "terminate called
+    without an active exception"), one exit in three here after a step's collectives."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
+def leave(tp: TensorParallel) -> None:
+    """Wait until every rank is done before the group goes: gloo aborts a process whose group is destroyed while a
+    peer still talks to it (seen as "terminate called without an active exception" at exit)."""
+    import torch.distributed as dist
+
+    tp._run(lambda: dist.barrier(group=tp.group), "leaving")
+
+
+@contextlib.contextmanager
+def _quiet(log: logging.Logger) -> Iterator[None]:
+    """``log``'s warnings held back for the block: the failing rank's own error says what happened."""
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
 
 
 def run_ranks(world: int, target: Callable[..., Any], args: tuple = (), *, backend: str = "gloo",
@@ -74,7 +111,8 @@ def run_ranks(world: int, target: Callable[..., Any], args: tuple = (), *, backe
 
     if isinstance(world, bool) or not isinstance(world, int) or world < 1:
         raise ValueError(f"run_ranks: world must be a positive integer (ranks), got {world!r}")
-    with tempfile.TemporaryDirectory(prefix="tilefoundry-tp-") as folder:
+    spawn_log = logging.getLogger("torch.multiprocessing.spawn")  # its "Terminating process ..." lines
+    with tempfile.TemporaryDirectory(prefix="tilefoundry-tp-") as folder, _quiet(spawn_log):
         store = os.path.join(folder, "group")
         try:
             mp.start_processes(_rank_main, args=(world, store, backend, timeout_s, target, args), nprocs=world,

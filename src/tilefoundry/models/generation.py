@@ -315,7 +315,10 @@ class _EngineSteps(_Steps):
 
     @property
     def runner(self) -> str:  # type: ignore[override]
-        return f"decode engine ({self.engine.kernels.name} kernels; CUDA graph: {self.engine.graph_status})"
+        engine = self.engine
+        kernels = getattr(engine.kernels, "inner", engine.kernels).name
+        split = f", tensor parallel over {engine.parallel.world} ranks" if engine.parallel is not None else ""
+        return f"decode engine ({kernels} kernels{split}; CUDA graph: {engine.graph_status})"
 
     def first(self) -> torch.Tensor:
         self.engine.reset()
