@@ -18,10 +18,11 @@ import pytest
 import torch
 
 from tests import tp_worker
-from tilefoundry.engine import DecoderSpec, TensorParallel
+from tilefoundry.engine import DecodeEngine, DecoderSpec, TensorParallel, TorchKernels
 from tilefoundry.engine.parallel import local_spec, shard_weights
 from tilefoundry.engine.ranks import RankFailedError, run_ranks
 from tilefoundry.models import open_checkpoint
+from tilefoundry.models.tensor_parallel import load_rank_twin
 from tilefoundry.models.twins import build_twin
 
 from .hf_models import add_tokenizer, make_checkpoint
@@ -54,6 +55,67 @@ def test_two_ranks_pass_check_and_decode_the_one_rank_tokens(checkpoints, tmp_pa
             assert report["passed"], f"{family} rank {rank} at {report['step']}:\n{report['text']}"
         assert got["logits_max_diff"] < 1e-4, (family, rank)
         assert got["tokens"] == got["want"], (family, rank)
+
+
+@pytest.mark.parametrize("family", ["llama_tied", "qwen2", "qwen3_moe"])
+def test_two_ranks_of_twins_read_slice_by_slice_pass_check(checkpoints, tmp_path: Path, family: str) -> None:
+    run_ranks(2, tp_worker.check_family, (str(checkpoints[family]), "torch", str(tmp_path), True), timeout_s=120)
+    for rank, got in enumerate(_results(tmp_path, 2)):
+        for report in got["reports"]:
+            assert report["passed"], f"{family} rank {rank} at {report['step']}:\n{report['text']}"
+        assert got["logits_max_diff"] < 1e-4 and got["tokens"] == got["want"], (family, rank)
+
+
+@pytest.mark.parametrize("family", ["llama", "llama_tied", "qwen2", "qwen3", "qwen3_moe"])
+def test_a_rank_twin_holds_the_slice_the_engine_would_cut(checkpoints, family: str) -> None:
+    """Read slice by slice from the file (models/tensor_parallel.py) or cut from the whole weights in memory
+    (engine/parallel.py): the same tensors."""
+    opened = open_checkpoint(checkpoints[family], progress=False)
+    whole = build_twin(opened.module, opened.config)
+    whole.load(opened.resource("cpu"))
+    weights, spec = whole.decoder_weights(), type(whole).decoder_spec
+    for rank in (0, 1):
+        twin = load_rank_twin(opened, "cpu", TensorParallel(rank, 2))
+        assert type(twin).decoder_rank == (rank, 2) and type(twin).decoder_spec == local_spec(spec, 2)
+        got, want = twin.decoder_weights().tensors(), shard_weights(weights, spec, TensorParallel(rank, 2)).tensors()
+        assert got.keys() == want.keys()
+        for name in want:
+            assert torch.equal(got[name], want[name]), (family, rank, name)
+        assert (twin.decoder_weights().lm_head is twin.decoder_weights().embed) == (family == "llama_tied")
+        with pytest.raises(ValueError, match=rf"the twin holds tensor-parallel rank {rank} of 2's slice"):
+            DecodeEngine(twin, 16, kernels=TorchKernels())
+
+
+def test_ranks_opening_an_unprepared_moe_checkpoint_at_once_share_one_prepare(checkpoints, tmp_path: Path,
+                                                                              monkeypatch) -> None:
+    """Per-expert weights are stacked into the cache once: the first rank prepares, the other waits for it (both
+    used to prepare, and the second replaced the folder the first had opened)."""
+    monkeypatch.setenv("TILEFOUNDRY_CACHE", str(tmp_path / "cache"))  # nothing prepared yet; the ranks inherit it
+    run_ranks(2, tp_worker.open_at_once, (str(checkpoints["qwen3_moe"]), str(tmp_path)), timeout_s=120)
+    got = _results(tmp_path, 2)
+    assert got[0] == got[1] and got[0]["layers"] == 3
+    assert Path(got[0]["weights_dir"]).parent == tmp_path / "cache" / "prepared"
+
+
+def test_a_slice_is_read_without_reading_the_whole_tensor(checkpoints, monkeypatch) -> None:
+    from tilefoundry.runtime.resource.safetensors_resource import SafetensorsResource
+
+    opened = open_checkpoint(checkpoints["qwen3"], progress=False)
+    layer = opened.resource("cpu").subtree("model").subtree("layers").subtree("0").subtree("self_attn")
+    whole = layer.load("o_proj.weight")
+    assert layer.shape_of("o_proj.weight") == tuple(whole.shape)
+
+    def refused(*args: object) -> None:
+        raise AssertionError("a slice read the whole tensor")
+
+    monkeypatch.setattr(SafetensorsResource, "_read", refused)
+    assert torch.equal(layer.load_slice("o_proj.weight", 1, 32, 64), whole[:, 32:64])
+    assert layer.shape_of("o_proj.weight") == tuple(whole.shape)
+    with pytest.raises(ValueError, match=r"load_slice\('o_proj.weight', dim=1, \[32, 129\)\): the tensor has shape "
+                                         r"\(64, 128\)"):
+        layer.load_slice("o_proj.weight", 1, 32, 129)
+    with pytest.raises(ValueError, match=r"non-empty range of one of its axes"):
+        layer.load_slice("o_proj.weight", 2, 0, 1)
 
 
 def test_sizes_that_do_not_divide_are_refused_by_name(checkpoints) -> None:

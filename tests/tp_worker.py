@@ -14,6 +14,7 @@ from tilefoundry.engine import CompiledKernels, DecodeEngine, TensorParallel, Te
 from tilefoundry.ir.core.tree import flatten, leaf_paths
 from tilefoundry.models import open_checkpoint
 from tilefoundry.models.engine_step import EngineStep
+from tilefoundry.models.tensor_parallel import load_rank_twin
 from tilefoundry.models.twins import build_twin
 from tilefoundry.runtime.check import check, parse_predicate
 
@@ -45,12 +46,16 @@ def _greedy(engine: DecodeEngine) -> list[int]:
     return [token] + [t for t, _ in engine.greedy(token, NEW_TOKENS - 1)]
 
 
-def check_family(tp: TensorParallel, folder: str, kernels: str, out: str) -> None:
+def check_family(tp: TensorParallel, folder: str, kernels: str, out: str, sliced: bool = False) -> None:
     """The tensor-parallel engine's steps through ``check`` against the semantic Module, and its greedy tokens
-    beside a one-rank engine's on the same weights."""
+    beside a one-rank engine's on the same weights; ``sliced``: the rank's engine built from the twin of its slice
+    (each split weight read as only that slice), else from the whole twin, split in memory."""
     reference, twin = _loaded(folder)
     made = CompiledKernels() if kernels == "compiled" else TorchKernels()
-    engine = DecodeEngine(twin, CAPACITY, kernels=made, parallel=tp)
+    mine = twin
+    if sliced:
+        mine = load_rank_twin(open_checkpoint(folder, progress=False), "cpu", tp)
+    engine = DecodeEngine(mine, CAPACITY, kernels=made, parallel=tp)
     reports = []
     for context, tokens in STEPS:
         gen = torch.Generator().manual_seed(context + tokens)
@@ -97,3 +102,10 @@ def join_by_hand(rank: int, world: int, store: str, timeout_s: float, folder: st
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=timeout_s))
     one_rank_dies(TensorParallel.from_group(timeout_s=timeout_s), folder, out)
+
+
+def open_at_once(tp: TensorParallel, folder: str, out: str) -> None:
+    """Every rank opens a checkpoint that must be prepared first, at the same time, and reads from it."""
+    opened = open_checkpoint(folder, progress=False)
+    twin = load_rank_twin(opened, "cpu", tp)
+    _write(out, tp.rank, {"weights_dir": str(opened.weights_dir), "layers": len(twin.decoder_weights().layers)})

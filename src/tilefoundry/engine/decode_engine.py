@@ -29,7 +29,7 @@ import torch
 from ..runtime.decorator import bound_weights
 from .decoder import DecoderSpec, DecoderWeights
 from .packed import PackedDecoder, pack_decoder
-from .parallel import TensorParallel, active_parallel, local_spec, shard_weights
+from .parallel import TensorParallel, active_parallel, local_spec, shard_weights, whole_spec
 from .parallel_kernels import ParallelKernels
 from .slots import KernelSet, StepPositions
 from .torch_kernels import TorchKernels
@@ -153,12 +153,18 @@ class DecodeEngine:
         if parallel is not None and not isinstance(parallel, TensorParallel):
             raise TypeError(f"DecodeEngine: parallel must be a TensorParallel, got {type(parallel).__name__}")
         self.parallel = parallel if parallel is not None and parallel.world > 1 else None
-        self.spec: DecoderSpec = spec
-        # The sizes this process runs: a tensor-parallel rank's own heads and vocabulary rows.
-        self._local = local_spec(spec, self.parallel.world) if self.parallel is not None else spec
+        sliced = getattr(type(twin), "decoder_rank", None)  # a twin of one rank's slice (models.tensor_parallel)
+        here = (self.parallel.rank, self.parallel.world) if self.parallel is not None else None
+        if sliced is not None and tuple(sliced) != here:
+            raise ValueError(f"DecodeEngine: the twin holds tensor-parallel rank {sliced[0]} of {sliced[1]}'s slice of "
+                             f"the model; build the engine on that rank (parallel=TensorParallel({sliced[0]}, "
+                             f"{sliced[1]}, ...), or inside its TensorParallel.active())")
+        # The whole model's sizes, and those this process runs: a tensor-parallel rank's own heads and vocabulary.
+        self.spec: DecoderSpec = whole_spec(spec, sliced[1]) if sliced is not None else spec
+        self._local = local_spec(self.spec, self.parallel.world) if self.parallel is not None else spec
         self.device = _one_device(weights)
         self.dtype = weights.dtype
-        if self.parallel is not None:
+        if self.parallel is not None and sliced is None:
             weights = shard_weights(weights, spec, self.parallel)
         self.kernels: KernelSet = kernels if kernels is not None else default_kernels(self.dtype, self.device)
         chosen = kernels is not None
@@ -186,7 +192,8 @@ class DecodeEngine:
             # A step's inputs, one 16-byte row each (token, position, context), copied from host staging rows.
             self._inputs = torch.zeros((3, 4), dtype=torch.int32, device=self.device)
             self._staging = torch.zeros((3, 4), dtype=torch.int32, pin_memory=pinned)
-            self._decode = _Activations.allocate(self._local, self.weights, 1, 1, self.dtype, self.device, spec.vocab)
+            self._decode = _Activations.allocate(self._local, self.weights, 1, 1, self.dtype, self.device,
+                                                  self.spec.vocab)
             # Greedy decoding's result (token, finite) on the device, and its two host rows (see greedy).
             self._greedy_result = torch.zeros(2, dtype=torch.int64, device=self.device)
             self._greedy_host = torch.zeros((2, 2), dtype=torch.int64, pin_memory=pinned)

@@ -30,7 +30,7 @@ import torch
 
 from .decoder import DecoderLayerWeights, DecoderSpec, DecoderWeights
 
-__all__ = ["TensorParallel", "TensorParallelError", "active_parallel", "local_spec", "shard_weights"]
+__all__ = ["TensorParallel", "TensorParallelError", "active_parallel", "local_spec", "shard_weights", "whole_spec"]
 
 
 class TensorParallelError(RuntimeError):
@@ -127,6 +127,12 @@ def local_spec(spec: DecoderSpec, world: int) -> DecoderSpec:
     kv_heads = _split("the model's", spec.kv_heads, world, "num_key_value_heads")
     vocab = _split("the model's", spec.vocab, world, "vocab_size")
     return dataclasses.replace(spec, heads=heads, kv_heads=kv_heads, vocab=vocab)
+
+
+def whole_spec(local: DecoderSpec, world: int) -> DecoderSpec:
+    """The whole model's sizes, from one rank's of ``world`` (the inverse of :func:`local_spec`)."""
+    return dataclasses.replace(local, heads=local.heads * world, kv_heads=local.kv_heads * world,
+                               vocab=local.vocab * world)
 
 
 def _rows(t: torch.Tensor, rank: int, world: int, dim: int = 0) -> torch.Tensor:

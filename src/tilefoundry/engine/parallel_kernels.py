@@ -107,4 +107,4 @@ class ParallelKernels(KernelSet):
     def head(self, x: torch.Tensor, norm: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, eps: float) -> None:
         local = self._scratch((out.shape[0], weight.shape[0]), out)
         self.inner.head(x, norm, weight, local, eps)
-        torch.cat(self.tp.all_gather(local, "lm_head logits"), dim=1, out=out)
+        out.copy_(torch.cat(self.tp.all_gather(local, "lm_head logits"), dim=1))

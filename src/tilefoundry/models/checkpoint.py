@@ -8,10 +8,13 @@ only prepare stacks; nothing is ever written into the checkpoint folder itself.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import hashlib
 import os
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -122,10 +125,26 @@ def open_checkpoint(folder: str | os.PathLike[str], *, progress: bool = True, al
         return OpenedCheckpoint(path, config, mod, path, alias, hf_known_extras(config), allow_unused)
     cached = prepared_cache_dir(path)
     if not is_prepared(cached):
-        print(f"{path.name}: per-expert weights must be stacked once; preparing into {cached}", flush=True)
-        prepare_hf_folder(path, cached, config=config, mod=mod, alias=alias, progress=progress,
-                          allow_unused=allow_unused)
+        with _preparing(cached):  # one process prepares; another opening it meanwhile waits, then reads its folder
+            if not is_prepared(cached):
+                print(f"{path.name}: per-expert weights must be stacked once; preparing into {cached}", flush=True)
+                prepare_hf_folder(path, cached, config=config, mod=mod, alias=alias, progress=progress,
+                                  allow_unused=allow_unused)
     return OpenedCheckpoint(path, config, mod, cached, None, allow_unused=allow_unused)
+
+
+@contextlib.contextmanager
+def _preparing(cached: Path) -> Iterator[None]:
+    """An exclusive lock on the automatic prepare into ``cached`` (a lock file beside it, in the cache): without it
+    two processes opening one checkpoint at once (the ranks of ``generate --tp``) both prepared, and the second
+    replaced the folder the first had opened."""
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    with open(cached.parent / f".{cached.name}.opening", "a+") as lock:  # not write_prepared's own .lock
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def prepare_hf_folder(folder: Path, out: str | os.PathLike[str], *, config: ModelConfig | None = None,

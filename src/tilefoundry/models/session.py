@@ -265,10 +265,18 @@ def _prompt_ids(tokenizer: Any, prompt: str | Sequence[Message], chat: bool, sys
 
 
 def load_backend(opened: OpenedCheckpoint, backend: str, device: str) -> Any:
-    """The reference LoadedModule, or the family's runtime twin loaded from the same weights.
+    """The reference LoadedModule, or the family's runtime twin loaded from the same weights (inside a
+    ``TensorParallel.active()`` group: the twin of this rank's slice, reading only that slice of each split weight).
 
     Checkpoint tensors the load did not read are refused (OpenedCheckpoint.refuse_unread).
     """
+    from ..engine.parallel import active_parallel
+
+    tp = active_parallel()
+    if backend == "twin" and tp is not None and tp.world > 1:  # a tensor-parallel rank reads its slice alone
+        from .tensor_parallel import load_rank_twin
+
+        return load_rank_twin(opened, device, tp)
     resource = opened.resource(device)
     if backend == "reference":
         model: Any = opened.module.load(resource)

@@ -130,11 +130,12 @@ def _decoder_weights(twin: RuntimeModule, c: ModelConfig) -> DecoderWeights:
                           forward_tables=forward_tables if per_forward else None)
 
 
-def build_twin(sem: Module, config: ModelConfig) -> RuntimeModule:
+def build_twin(sem: Module, config: ModelConfig, *, rank: tuple[int, int] | None = None) -> RuntimeModule:
     """A runtime twin of the causal LM ``sem`` (built by ``build_causal_lm(config)``), not yet loaded.
 
     Once loaded, it is what ``DecodeEngine(twin, capacity)`` is built from (``decoder_spec``,
-    ``decoder_weights()``).
+    ``decoder_weights()``). ``rank`` = (r, N) marks the twin of tensor-parallel rank r's slice of a model split
+    over N ranks (``config`` the slice's sizes: :mod:`.tensor_parallel`), which only an engine of that rank runs.
     """
     eps = config.rms_norm_eps
     classes: dict[int, type[RuntimeModule]] = {}
@@ -160,5 +161,6 @@ def build_twin(sem: Module, config: ModelConfig) -> RuntimeModule:
         return _decoder_weights(self, config)
 
     body = {"embed": runtime_func(embed), "head": runtime_func(tied_head if tied else head),
-            "decoder": tuple(children), "decoder_spec": decoder_spec(config), "decoder_weights": decoder_weights}
+            "decoder": tuple(children), "decoder_spec": decoder_spec(config), "decoder_weights": decoder_weights,
+            "decoder_rank": rank}
     return runtime_module(sem)(type("CausalLMTwin", (), body))()

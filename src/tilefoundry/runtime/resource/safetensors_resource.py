@@ -15,7 +15,7 @@ from .alias import AliasValue, validate_alias_table
 from .checkpoint_index import SINGLE_NAME, CheckpointLayout, read_checkpoint_layout
 from .device import resolve_device
 from .errors import CheckpointError, WeightNotFoundError
-from .scoped import ReadRequest, ScopedResource
+from .scoped import ReadRequest, ScopedResource, check_slice
 from .shard_file import ShardPool
 
 __all__ = ["SafetensorsResource"]
@@ -132,6 +132,45 @@ class SafetensorsResource(ScopedResource):
         self._ckpt.pool.close()
 
     def _read(self, key: str, request: ReadRequest) -> torch.Tensor:
+        shard = self._shard_of(key, request)
+        try:
+            tensor = shard.handle.get_tensor(key)
+        except SafetensorError as exc:
+            raise CheckpointError(
+                f"reading {key!r} from shard {os.fspath(shard.path)!r} failed: {exc}; restore the shard "
+                "from the checkpoint's source"
+            ) from None
+        return self._placed(tensor)
+
+    def _read_slice(self, key: str, request: ReadRequest, dim: int, start: int, stop: int) -> torch.Tensor:
+        """Only the slice's bytes, through safetensors' ``get_slice``."""
+        shard = self._shard_of(key, request)
+        try:
+            part = shard.handle.get_slice(key)
+            shape = tuple(part.get_shape())
+            check_slice(shape, request.name, dim, start, stop)
+            tensor = part[(slice(None),) * dim + (slice(start, stop),)]
+        except SafetensorError as exc:
+            raise CheckpointError(
+                f"reading a slice of {key!r} from shard {os.fspath(shard.path)!r} failed: {exc}; restore the shard "
+                "from the checkpoint's source"
+            ) from None
+        return self._placed(tensor.contiguous())
+
+    def _shape(self, key: str, request: ReadRequest) -> tuple[int, ...]:
+        """From the shard's header."""
+        shard = self._shard_of(key, request)
+        try:
+            return tuple(shard.handle.get_slice(key).get_shape())
+        except SafetensorError as exc:
+            raise CheckpointError(f"reading the shape of {key!r} from shard {os.fspath(shard.path)!r} failed: {exc}; "
+                                  "restore the shard from the checkpoint's source") from None
+
+    def _placed(self, tensor: torch.Tensor) -> torch.Tensor:
+        return tensor if tensor.device == self._ckpt.device else tensor.to(self._ckpt.device)
+
+    def _shard_of(self, key: str, request: ReadRequest):  # noqa: ANN202 - the pool's opened shard
+        """The opened shard holding the raw key ``key`` (WeightNotFoundError / CheckpointError if none)."""
         layout = self._ckpt.layout
         if layout.weight_map is not None:
             shard_name = layout.weight_map.get(key)
@@ -158,16 +197,7 @@ class SafetensorsResource(ScopedResource):
                     f"{request.name!r} to the stored name",
                     key=key,
                 )
-        try:
-            tensor = shard.handle.get_tensor(key)
-        except SafetensorError as exc:
-            raise CheckpointError(
-                f"reading {key!r} from shard {os.fspath(shard.path)!r} failed: {exc}; restore the shard "
-                "from the checkpoint's source"
-            ) from None
-        if tensor.device != self._ckpt.device:
-            tensor = tensor.to(self._ckpt.device)
-        return tensor
+        return shard
 
     def __repr__(self) -> str:
         return (

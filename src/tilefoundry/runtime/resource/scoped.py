@@ -23,7 +23,7 @@ import torch
 from .alias import AliasValue, Preprocessed, join_key, lookup_alias, normalize_prefix
 from .errors import UnreadTensorsError
 
-__all__ = ["ReadRequest", "ScopedResource"]
+__all__ = ["ReadRequest", "ScopedResource", "check_slice"]
 
 _Self = TypeVar("_Self", bound="ScopedResource")
 
@@ -55,6 +55,18 @@ def _check_name(name: object, what: str) -> str:
     if not name:
         raise ValueError(f"{what} takes a non-empty weight name, got ''")
     return name
+
+
+def check_slice(shape: tuple[int, ...], name: str, dim: int, start: int, stop: int) -> None:
+    """Refuse a slice ``[start, stop)`` along ``dim`` that does not lie inside ``shape``, naming the weight."""
+    if not 0 <= dim < len(shape) or not 0 <= start < stop <= shape[dim]:
+        raise ValueError(f"load_slice({name!r}, dim={dim}, [{start}, {stop})): the tensor has shape "
+                         f"{tuple(shape)}; the slice must be a non-empty range of one of its axes")
+
+
+def _narrow(tensor: torch.Tensor, name: str, dim: int, start: int, stop: int) -> torch.Tensor:
+    check_slice(tuple(tensor.shape), name, dim, start, stop)
+    return tensor.narrow(dim, start, stop - start).clone()
 
 
 class ScopedResource(ABC):
@@ -159,6 +171,49 @@ class ScopedResource(ABC):
             raw = self._fetch(join_key(prefix, value.name), request)
             return self._apply(value, raw, name, hit.key)
         return self._fetch(join_key(prefix, value), request)
+
+    def load_slice(self, name: str, dim: int, start: int, stop: int) -> torch.Tensor:
+        """Return indices ``[start, stop)`` along axis ``dim`` of the tensor ``name`` resolves to, reading only
+        those bytes where the storage allows it (a safetensors file: ``get_slice``). A tensor-parallel rank reads
+        its slice of one checkpoint so.
+
+        A Preprocessed alias reads its whole raw tensor, applies its read, then slices the result.
+
+        Raises KeyError (WeightNotFoundError) when absent, TypeError for a one-to-many alias (as ``load``), and
+        ValueError when ``dim`` or ``[start, stop)`` lies outside the tensor's shape.
+        """
+        name = _check_name(name, "load_slice")
+        prefix = self._prefix
+        hit = lookup_alias(self._alias, prefix, name)
+        if hit is not None and isinstance(hit.value, Preprocessed):
+            return _narrow(self.load(name), name, dim, start, stop)
+        if hit is not None and isinstance(hit.value, tuple):
+            self.load(name)  # raises the TypeError naming load_group
+        key = f"{prefix}{name}" if hit is None else join_key(prefix, hit.value)  # type: ignore[arg-type]
+        request = ReadRequest(name, prefix, None if hit is None else hit.key)
+        tensor = self._read_slice(key, request, dim, start, stop)
+        self._reads.add(key)
+        return tensor
+
+    def shape_of(self, name: str) -> tuple[int, ...]:
+        """The shape of the tensor ``name`` resolves to (as ``load`` would return it), reading no more than the
+        storage needs to tell (a safetensors file: its header)."""
+        name = _check_name(name, "shape_of")
+        prefix = self._prefix
+        hit = lookup_alias(self._alias, prefix, name)
+        if hit is not None and isinstance(hit.value, (Preprocessed, tuple)):
+            return tuple(self.load(name).shape)
+        key = f"{prefix}{name}" if hit is None else join_key(prefix, hit.value)  # type: ignore[arg-type]
+        return self._shape(key, ReadRequest(name, prefix, None if hit is None else hit.key))
+
+    def _shape(self, key: str, request: ReadRequest) -> tuple[int, ...]:
+        """The raw key's shape: here from the tensor read; a resource that can tell without reading overrides it."""
+        return tuple(self._read(key, request).shape)
+
+    def _read_slice(self, key: str, request: ReadRequest, dim: int, start: int, stop: int) -> torch.Tensor:
+        """Read ``[start, stop)`` along ``dim`` of the raw key ``key``: here the whole tensor, then its slice (a copy
+        of its own); a resource that can read less overrides it."""
+        return _narrow(self._read(key, request), request.name, dim, start, stop)
 
     def load_group(self, name: str) -> tuple[torch.Tensor, ...] | None:
         """Return the raw tensors of the one-to-many alias ``name`` in declared order, never stacked.
