@@ -26,9 +26,15 @@ for ``--rounds`` rounds and medians are reported.
 its own runner (``project``, then ``project-<set>``), so one run measures the sets side by side; each result's
 ``kernels`` names the set that ran.
 
+``--tp 1,2`` also runs this project's engine split over N tensor-parallel ranks for each N above 1 (runner
+``project-tp<N>``: N processes, rank r on cuda:r through NCCL, or gloo processes on the CPU), each rank reading
+its slice of the saved checkpoint; its bound is N times the one-device bound (each GPU reads 1/N of the
+weights a token), reported per N in ``bound_tokens_per_s_by_tp``.
+
     python bench/decode.py --shape qwen3-1.7b --json decode.json
     python bench/decode.py --device cpu --shape smollm2-135m
     python bench/decode.py --device cpu --runners project --kernels compiled,torch --rounds 5
+    python bench/decode.py --shape qwen3-8b --runners project --tp 1,2 --json decode_tp.json
 """
 
 from __future__ import annotations
@@ -66,6 +72,9 @@ SHAPES: dict[str, tuple[str, dict[str, Any], int | None]] = {
     # name: (family, config, parameter count to assert)
     "qwen3-1.7b": ("qwen3", dict(_QWEN3, vocab_size=151936, hidden_size=2048, intermediate_size=6144,
                                  num_hidden_layers=28, max_position_embeddings=40960), 1_720_574_976),
+    "qwen3-8b": ("qwen3", dict(_QWEN3, vocab_size=151936, hidden_size=4096, intermediate_size=12288,
+                               num_hidden_layers=36, num_attention_heads=32, max_position_embeddings=40960,
+                               tie_word_embeddings=False), 8_190_735_360),
     "qwen3-0.6b": ("qwen3", dict(_QWEN3, vocab_size=151936, hidden_size=1024, intermediate_size=3072,
                                  num_hidden_layers=28, max_position_embeddings=40960), 596_049_920),
     "smollm2-135m": ("llama", dict(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
@@ -165,6 +174,69 @@ class ProjectRunner:
         start = time.perf_counter()
         generate(self.model, prompt, 1, device=self.device)  # its first token ends with a host read
         return time.perf_counter() - start
+
+
+class RankRunner(ProjectRunner):
+    """This project's engine on one tensor-parallel rank: the twin of its slice, read slice by slice."""
+
+    def __init__(self, tp: Any, folder: Path, device: str, capacity: int, kernels: str | None) -> None:
+        from tilefoundry.engine import DecodeEngine
+        from tilefoundry.models.tensor_parallel import load_rank_twin
+
+        twin = load_rank_twin(open_checkpoint(folder, progress=False), device, tp)
+        engine = DecodeEngine(twin, capacity, kernels=kernel_set(kernels) if kernels is not None else None,
+                              parallel=tp)
+        self.kernels = engine.kernels.name
+        self.model, self.device = engine, device
+        self.label = f"TileFoundry engine, tp {tp.world}"
+
+
+def tp_rank_main(tp: Any, folder: str, device: str, capacity: int, kernels: str | None, prompt: list[int],
+                 long_prompt: list[int], n: int, warmup: int, rounds: int, out: str) -> None:
+    """One rank of a ``project-tp<N>`` runner (every rank runs the same steps; rank 0 writes the Result)."""
+    if torch.device(device).type == "cuda":
+        device = f"cuda:{tp.rank}"
+        torch.cuda.set_device(device)
+    else:
+        from tilefoundry.runtime.threads import physical_cores, set_threads
+
+        set_threads(max(1, physical_cores() // tp.world))
+    runner = RankRunner(tp, Path(folder), device, capacity, kernels)
+    key = f"project-tp{tp.world}"
+    result = Result(key, runner.label, n, kernels=runner.kernels)
+    start = time.perf_counter()
+    runner.generate(prompt, warmup)
+    result.setup_s = time.perf_counter() - start
+    for _ in range(rounds):
+        with Peak(device) as peak:
+            result.tokens, seconds = runner.generate(prompt, n)
+        result.runs_tokens_per_s.append(len(result.tokens) / seconds)
+    result.tokens_per_s = statistics.median(result.runs_tokens_per_s)
+    result.peak_memory_gb = peak.gb
+    result.prefill_s = runner.prefill(long_prompt)
+    result.notes = [f"{tp.world} ranks; peak memory of rank 0", f"median of {rounds} runs"]
+    if tp.rank == 0:
+        Path(out).write_text(json.dumps(asdict(result)))
+
+
+def measure_tp(world: int, args: argparse.Namespace, folder: Path, prompt: list[int], long_prompt: list[int],
+               capacity: int, tmp: str) -> Result:
+    """The ``project-tp<world>`` runner: ``world`` ranks started for it, rank 0's measurement."""
+    from tilefoundry.engine.ranks import RankFailedError, backend_for, run_ranks
+
+    out = Path(tmp) / f"tp{world}.json"
+    rounds = args.rounds if torch.device(args.device).type == "cpu" else 1
+    try:
+        run_ranks(world, tp_rank_main, (str(folder), args.device, capacity, args.kernels[0], prompt, long_prompt,
+                                        args.new_tokens, args.warmup_tokens, rounds, str(out)),
+                  backend=backend_for(args.device), timeout_s=600)
+    except RankFailedError as error:
+        return Result(f"project-tp{world}", f"TileFoundry engine, tp {world}", args.new_tokens,
+                      error=str(error).splitlines()[0][:300])
+    result = Result(**json.loads(out.read_text()))
+    print(f"  {result.label}: {result.tokens_per_s:.1f} tokens/s over {args.new_tokens} tokens, prefill of "
+          f"{len(long_prompt)} {1e3 * result.prefill_s:.0f} ms", flush=True)
+    return result
 
 
 KERNEL_SETS = ("compiled", "cuda", "torch")
@@ -485,6 +557,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--kernels", help=f"comma-separated kernel sets of the engine, each its own project runner "
                                       f"(project, then project-<set>), of {', '.join(KERNEL_SETS)} (default: the "
                                       "engine's default for the device)")
+    ap.add_argument("--tp", default="1",
+                    help="comma-separated tensor-parallel rank counts of this project's engine (default 1); each N "
+                         "above 1 is its own runner, project-tp<N>, after the others")
     ap.add_argument("--prompt-tokens", type=int, default=32)
     ap.add_argument("--new-tokens", type=int, help="greedy tokens each runner generates (1024 on cuda, 16 on cpu)")
     ap.add_argument("--hf-tokens", type=int, help="tokens for transformers eager (128 on cuda)")
@@ -515,6 +590,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         ap.error(f"unknown runner(s) {', '.join(unknown)}; choose from {', '.join(RUNNERS)}")
     if "hf-compile" in args.runners and not cuda:
         ap.error("the hf-compile runner needs --device cuda")
+    try:
+        args.tp = [int(n) for n in args.tp.split(",")]
+    except ValueError:
+        ap.error(f"--tp takes comma-separated rank counts, got {args.tp!r}")
+    if any(n < 1 for n in args.tp):
+        ap.error(f"--tp rank counts must be >= 1, got {args.tp}")
+    if cuda and torch.cuda.is_available() and max(args.tp) > torch.cuda.device_count():
+        ap.error(f"--tp {max(args.tp)} needs {max(args.tp)} GPUs, one a rank; torch sees {torch.cuda.device_count()}")
     args.kernels = args.kernels.split(",") if args.kernels else [None]
     bad = [k for k in args.kernels if k is not None and k not in KERNEL_SETS]
     if bad:
@@ -567,6 +650,10 @@ def main(argv: list[str] | None = None) -> int:
         hf.save_pretrained(folder)
         if not cuda:
             results, peer_margins = cpu_rounds(args, hf, folder, prompt, long_prompt, capacity)
+            if "project" in args.runners:
+                for world in (n for n in args.tp if n > 1):
+                    results[f"project-tp{world}"] = measure_tp(world, args, folder, prompt, long_prompt,
+                                                               capacity, tmp)
         else:
             if "torch" in args.runners:
                 peer = TorchPeerRunner(hf, device, capacity, compile=not args.no_compile)
@@ -591,6 +678,9 @@ def main(argv: list[str] | None = None) -> int:
                                            args.warmup_tokens)
                     del project
                     torch.cuda.empty_cache()
+                for world in (n for n in args.tp if n > 1):
+                    results[f"project-tp{world}"] = measure_tp(world, args, folder, prompt, long_prompt, capacity,
+                                                               tmp)
             if "hf-compile" in args.runners:
                 timeout = args.hf_compile_timeout
                 if args.time_budget is not None:
@@ -620,6 +710,7 @@ def main(argv: list[str] | None = None) -> int:
     report = {"shape": args.shape, "device": device, "device_name": torch.cuda.get_device_name() if cuda else None,
               "dtype": args.dtype, "parameters": params, "bytes_per_token": bytes_per_token,
               "copy_tb_per_s": copy, "bound_tokens_per_s": copy * 1e12 / bytes_per_token if copy else None,
+              "bound_tokens_per_s_by_tp": {n: n * copy * 1e12 / bytes_per_token for n in args.tp} if copy else None,
               "prompt_tokens": args.prompt_tokens, "prefill_tokens": args.prefill_tokens,
               "clear_margin": args.clear_margin, "results": {k: asdict(v) for k, v in results.items()},
               "agreement_with_torch_peer" if peer_margins else "agreement_with_transformers": agreements}
@@ -672,7 +763,12 @@ def print_table(report: dict[str, Any]) -> None:
           + (f"; bound {bound:.0f} tokens/s at {report['copy_tb_per_s']:.2f} TB/s" if bound else ""))
     print(f"{'runner':<34}{'tokens/s':>9}{'tokens':>7}{'% bound':>8}{'GPU GB':>7}"
           f"{'prefill ' + str(report['prefill_tokens']):>13}  tokens vs peer")
+    by_tp = report.get("bound_tokens_per_s_by_tp") or {}
     for key, r in report["results"].items():
+        if key.startswith("project-tp") and by_tp:
+            bound = by_tp[int(key[len("project-tp"):])]
+        else:
+            bound = report["bound_tokens_per_s"]
         if r["error"]:
             print(f"{r['label']:<34}{'':>9}{'':>7}{'':>8}{'':>7}{'':>13}  {r['error']}")
             continue

@@ -43,3 +43,23 @@ def test_bench_refuses_an_unknown_kernel_set() -> None:
     proc = subprocess.run([sys.executable, str(ROOT / "bench" / "decode.py"), "--device", "cpu", "--kernels",
                            "compiled,triton"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "unknown kernel set(s) triton; choose from compiled, cuda, torch" in proc.stderr
+
+
+def test_cpu_bench_runs_the_engine_split_over_two_ranks(tmp_path: Path) -> None:
+    out = tmp_path / "decode.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "decode.py"), "--device", "cpu", "--shape", "tiny", "--runners",
+         "project,torch", "--no-compile", "--tp", "1,2", "--new-tokens", "8", "--prefill-tokens", "20", "--rounds",
+         "1", "--json", str(out)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    report = json.loads(out.read_text())
+    split = report["results"]["project-tp2"]
+    assert split["error"] is None and split["label"] == "TileFoundry engine, tp 2" and split["prefill_s"] > 0
+    assert split["tokens"] == report["results"]["project"]["tokens"] and len(split["tokens"]) == 8
+    assert report["agreement_with_torch_peer"]["project-tp2"]["ok"]
+
+
+def test_bench_refuses_a_bad_rank_count() -> None:
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "decode.py"), "--device", "cpu", "--tp", "1,x"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "--tp takes comma-separated rank counts, got '1,x'" in proc.stderr

@@ -109,3 +109,25 @@ def open_at_once(tp: TensorParallel, folder: str, out: str) -> None:
     opened = open_checkpoint(folder, progress=False)
     twin = load_rank_twin(opened, "cpu", tp)
     _write(out, tp.rank, {"weights_dir": str(opened.weights_dir), "layers": len(twin.decoder_weights().layers)})
+
+
+def cuda_greedy(tp: TensorParallel, folder: str, out: str) -> None:
+    """On GPUs (rank r on cuda:r, NCCL): the rank's engine (its slice read alone, the default kernels, the greedy
+    step captured as a CUDA graph with its collectives) against one GPU's engine on rank 0's device."""
+    device = f"cuda:{tp.rank}"
+    torch.cuda.set_device(device)
+    opened = open_checkpoint(folder, progress=False)
+    engine = DecodeEngine(load_rank_twin(opened, device, tp), CAPACITY, parallel=tp)
+    tokens = _greedy(engine)
+    engine.reset()
+    logits = engine.prefill(torch.tensor(PROMPT), all_logits=True).float().cpu()
+    result = {"tokens": tokens, "graph": engine.graph_status, "kernels": engine.kernels.name}
+    if tp.rank == 0:
+        whole = build_twin(opened.module, opened.config)
+        whole.load(opened.resource(device))
+        single = DecodeEngine(whole, CAPACITY, parallel=TensorParallel(0, 1))
+        result["want"] = _greedy(single)
+        single.reset()
+        want = single.prefill(torch.tensor(PROMPT), all_logits=True).float().cpu()
+        result["rel_l2"] = float((logits - want).norm() / want.norm())
+    _write(out, tp.rank, result)

@@ -13,6 +13,8 @@
 #            the compiled GEMM against cuBLAS (bench/compiled_gemm_cuda.py)
 #   engine   model families on cuda, the decode engine's kernels and CUDA-graph path, its kernel bench
 #   decode   the decode bench at Qwen3-1.7B's shape (bench/decode.py), minutes long
+#   tp       (not in the default: needs two GPUs) tensor-parallel decoding over NCCL, and the decode bench at
+#            Qwen3-1.7B's and Qwen3-8B's shapes at --tp 1 and 2 (bench/decode.py --tp 1,2)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -22,7 +24,7 @@ mkdir -p "$build" "$out"
 py=${PYTHON:-python3}
 parts=,${TF_GPU_PARTS:-runtime,compile,engine,decode},
 for p in ${parts//,/ }; do
-  case $p in runtime|compile|engine|decode) ;; *) echo "run.sh: TF_GPU_PARTS names '$p'; use runtime, compile, engine, decode"; exit 2 ;; esac
+  case $p in runtime|compile|engine|decode|tp) ;; *) echo "run.sh: TF_GPU_PARTS names '$p'; use runtime, compile, engine, decode, tp"; exit 2 ;; esac
 done
 want() { [[ $parts == *,$1,* ]]; }
 
@@ -205,6 +207,17 @@ if want decode; then
   then status[decode]=passed; else status[decode]=FAILED; fi
 fi
 
+if want tp; then
+  echo "=== python: tensor parallel decoding over two GPUs (NCCL, collectives inside the CUDA graph)"
+  if "$py" -m pytest -q -p no:cacheprovider tests/gpu/test_tensor_parallel_cuda.py; then status[tp]=passed
+  else status[tp]=FAILED; fi
+  for shape in qwen3-1.7b qwen3-8b; do
+    echo "=== decode speed at $shape's shape, this project's engine at --tp 1 and 2"
+    if PYTHONUNBUFFERED=1 "$py" bench/decode.py --shape $shape --runners project --tp 1,2 --new-tokens 512 \
+        --json "$out/decode_tp_$shape.json"; then status[tp_$shape]=passed; else status[tp_$shape]=FAILED; fi
+  done
+fi
+
 echo "=== summary ($parts)"
 fail=0
 names=("${tests[@]}")
@@ -212,6 +225,7 @@ want runtime && names+=(sass bench copy_ceiling)
 want compile && names+=(cuda_unit cuda_unit_sass compile rows_topk stages bench_timing kernels_bench gemm_bench)
 want engine && names+=(engine_build models engine engine_graph engine_bench)
 want decode && names+=(decode)
+want tp && names+=(tp tp_qwen3-1.7b tp_qwen3-8b)
 for k in "${names[@]}"; do
   echo "$k: ${status[$k]:-not run}"
   [[ ${status[$k]:-} == passed* ]] || fail=1
