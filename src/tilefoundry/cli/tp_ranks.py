@@ -15,6 +15,7 @@ import copy
 import os
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,10 @@ from typing import Any
 from .refusal import Refusal
 
 __all__ = ["add_tp_option", "run_parallel", "wants_parallel"]
+
+_LATER_S = 2.0
+"""How long a rank but rank 0 waits before it exits refusing: ranks refuse a request together, and the first rank
+to exit ends the others."""
 
 
 def add_tp_option(parser: argparse.ArgumentParser) -> None:
@@ -91,7 +96,37 @@ def _rank_main(tp: Any, command: str, body: Callable[..., int], args: argparse.N
                 print(refusal_line(command, str(refusal)), file=sys.stderr)
         else:
             Path(folder, f"refused-{tp.rank}").write_text(str(refusal), encoding="utf-8")
+            if tp.rank != 0:  # rank 0, refusing the same request, says it first (the parent prefers its reason)
+                time.sleep(_LATER_S)
         sys.exit(2)
+
+
+def _as_torchrun_rank(tp: Any, args: argparse.Namespace, command: str, body: Callable[..., int],
+                      payload: Any) -> None:
+    """This process as one of torchrun's ranks: the same checks, then ``body``; a refusal said once (by rank 0),
+    and every rank ends with the command's status, the group left first (never returns)."""
+    import torch.distributed as dist
+
+    from ..engine.ranks import exit_now, leave
+    from .refusal import refusal_line
+
+    status = 0
+    try:
+        try:
+            if args.tp not in (1, tp.world):
+                raise Refusal(f"--tp {args.tp} but torchrun started {tp.world} ranks; give --tp {tp.world} or drop it")
+            _checked(args)
+            _rank_main(tp, command, body, args, payload, None)
+            leave(tp)
+        except Refusal as refusal:
+            if tp.rank == 0:
+                print(refusal_line(command, str(refusal)), file=sys.stderr)
+            status = 2
+        except SystemExit as stop:
+            status = stop.code if isinstance(stop.code, int) else 1
+    finally:
+        dist.destroy_process_group()
+    exit_now(status)  # the finalisation gloo may abort skipped (engine/ranks.py says why)
 
 
 def run_parallel(args: argparse.Namespace, command: str, body: Callable[..., int], payload: Any) -> int:
@@ -102,27 +137,11 @@ def run_parallel(args: argparse.Namespace, command: str, body: Callable[..., int
     """
     from ..engine.ranks import RankFailedError, backend_for, run_ranks, torchrun_rank
 
-    _checked(args)
     backend = backend_for(args.device)
-    joined = torchrun_rank(backend, args.tp_timeout)
+    joined = torchrun_rank(backend, args.tp_timeout)  # None unless torchrun started this process
     if joined is not None:
-        if args.tp not in (1, joined.world):
-            raise Refusal(f"--tp {args.tp} but torchrun started {joined.world} ranks; give --tp {joined.world} or "
-                          "drop it")
-        import torch.distributed as dist
-
-        from ..engine.ranks import exit_now, leave
-
-        status = 0
-        try:
-            try:
-                _rank_main(joined, command, body, args, payload, None)
-                leave(joined)
-            except SystemExit as stop:
-                status = stop.code if isinstance(stop.code, int) else 1
-        finally:
-            dist.destroy_process_group()
-        exit_now(status)  # the finalisation gloo may abort skipped (engine/ranks.py says why)
+        _as_torchrun_rank(joined, args, command, body, payload)
+    _checked(args)
     with tempfile.TemporaryDirectory(prefix="tilefoundry-ranks-") as folder:
         try:
             run_ranks(args.tp, _rank_main, (command, body, args, payload, folder), backend=backend,

@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,7 +90,7 @@ class TensorParallel:
         import torch.distributed as dist
 
         wide = t if t.dtype in (torch.float32, torch.float64) else t.float()
-        self._run(lambda: dist.all_reduce(wide, group=self.group), what)
+        self.collective(lambda: dist.all_reduce(wide, group=self.group), what)
         if wide is not t:
             t.copy_(wide)
 
@@ -99,12 +99,14 @@ class TensorParallel:
         import torch.distributed as dist
 
         parts = [torch.empty_like(local) for _ in range(self.world)]
-        self._run(lambda: dist.all_gather(parts, local.contiguous(), group=self.group), what)
+        self.collective(lambda: dist.all_gather(parts, local.contiguous(), group=self.group), what)
         return parts
 
-    def _run(self, collective: Any, what: str) -> None:
+    def collective(self, run: Callable[[], Any], what: str) -> None:
+        """``run()`` (a torch.distributed call on this group); a failure becomes a TensorParallelError naming
+        this rank and ``what`` the collective was for."""
         try:
-            collective()
+            run()
         except (RuntimeError, OSError) as error:  # gloo / NCCL: a peer gone, or the timeout passed
             text = " ".join(str(error).split())[:300]
             waited = f" (timeout {self.timeout_s:g} s)" if self.timeout_s is not None else ""

@@ -83,7 +83,7 @@ def leave(tp: TensorParallel) -> None:
     peer still talks to it (seen as "terminate called without an active exception" at exit)."""
     import torch.distributed as dist
 
-    tp._run(lambda: dist.barrier(group=tp.group), "leaving")
+    tp.collective(lambda: dist.barrier(group=tp.group), "leaving")
 
 
 @contextlib.contextmanager
