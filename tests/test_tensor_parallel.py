@@ -155,6 +155,16 @@ def test_a_rank_slice_is_its_heads_and_vocabulary_rows(checkpoints) -> None:
     assert part.layers[0].router is routed.router and part.final_norm is weights.final_norm
 
 
+def test_an_engine_refuses_a_group_this_process_is_not_in(checkpoints) -> None:
+    opened = open_checkpoint(checkpoints["llama"], progress=False)
+    twin = build_twin(opened.module, opened.config)
+    twin.load(opened.resource("cpu"))
+    with pytest.raises(ValueError, match=r"TensorParallel\(rank=1, world=2\): torch.distributed is not initialised"):
+        DecodeEngine(twin, 16, kernels=TorchKernels(), parallel=TensorParallel(1, 2))
+    with pytest.raises(ValueError, match=r"rank must lie in \[0, 2\), got 2"):
+        TensorParallel(2, 2)
+
+
 def test_a_rank_that_raises_is_named(tmp_path: Path) -> None:
     with pytest.raises(RankFailedError, match=r"tensor parallel rank \d of 2 failed:[\s\S]*FileNotFoundError"):
         run_ranks(2, tp_worker.check_family, (str(tmp_path / "missing"), "torch", str(tmp_path)), timeout_s=30)

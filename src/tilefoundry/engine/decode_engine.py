@@ -153,6 +153,8 @@ class DecodeEngine:
         if parallel is not None and not isinstance(parallel, TensorParallel):
             raise TypeError(f"DecodeEngine: parallel must be a TensorParallel, got {type(parallel).__name__}")
         self.parallel = parallel if parallel is not None and parallel.world > 1 else None
+        if self.parallel is not None:
+            self.parallel.check_group()
         sliced = getattr(type(twin), "decoder_rank", None)  # a twin of one rank's slice (models.tensor_parallel)
         here = (self.parallel.rank, self.parallel.world) if self.parallel is not None else None
         if sliced is not None and tuple(sliced) != here:

@@ -75,6 +75,20 @@ class TensorParallel:
                                "torch.distributed.init_process_group first (tilefoundry generate --tp N does)")
         return cls(rank=dist.get_rank(group), world=dist.get_world_size(group), group=group, timeout_s=timeout_s)
 
+    def check_group(self) -> None:
+        """Refuse a group this process is not in as described: torch.distributed not initialised, or another
+        rank or size than ``rank`` / ``world`` (say, a TensorParallel built by hand)."""
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()):
+            raise ValueError(f"TensorParallel(rank={self.rank}, world={self.world}): torch.distributed is not "
+                             "initialised in this process; call torch.distributed.init_process_group first (or run "
+                             "tilefoundry generate --tp N, which starts the ranks)")
+        rank, world = dist.get_rank(self.group), dist.get_world_size(self.group)
+        if (rank, world) != (self.rank, self.world):
+            raise ValueError(f"TensorParallel(rank={self.rank}, world={self.world}) but this process is rank {rank} "
+                             f"of {world} in its group; build it with TensorParallel.from_group()")
+
     @contextlib.contextmanager
     def active(self) -> Iterator[TensorParallel]:
         """``with tp.active():`` engines built inside (``generate`` builds one) split over this group."""
