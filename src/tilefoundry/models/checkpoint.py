@@ -135,11 +135,12 @@ def open_checkpoint(folder: str | os.PathLike[str], *, progress: bool = True, al
 
 @contextlib.contextmanager
 def _preparing(cached: Path) -> Iterator[None]:
-    """An exclusive lock on the automatic prepare into ``cached`` (a lock file beside it, in the cache): without it
+    """An exclusive lock on the automatic prepare into ``cached`` (a lock file in the cache's ``.locks``): without it
     two processes opening one checkpoint at once (the ranks of ``generate --tp``) both prepared, and the second
     replaced the folder the first had opened."""
-    cached.parent.mkdir(parents=True, exist_ok=True)
-    with open(cached.parent / f".{cached.name}.opening", "a+") as lock:  # not write_prepared's own .lock
+    locks = cache_root() / ".locks"  # beside the prepared folders, not among them
+    locks.mkdir(parents=True, exist_ok=True)
+    with open(locks / f"prepare-{cached.name}.lock", "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
