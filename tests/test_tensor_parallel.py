@@ -240,3 +240,13 @@ def test_generate_tp_refusals_are_one_line(ckpt_with_tokenizer: Path, extra: tup
     assert ran.returncode == 2
     lines = [line for line in ran.stderr.splitlines() if "Warning" not in line and line.strip()]
     assert len(lines) == 1 and words in lines[0], ran.stderr
+
+
+def test_the_greedy_choice_is_gathered_as_torch_argmax_makes_it(tmp_path: Path) -> None:
+    """(largest logit, its index, all finite) from each rank: the first largest across ranks, the first NaN."""
+    run_ranks(2, tp_worker.greedy_choices, (str(tmp_path),), timeout_s=60)
+    for rank, got in enumerate(_results(tmp_path, 2)):
+        for name, case in got.items():
+            assert case["result"] == case["want"], (rank, name, case)
+            assert case["step"] == [case["want"][0], 1, 1], (rank, name, case)
+    assert _results(tmp_path, 2)[0]["tie across ranks"]["result"] == [3, 1]

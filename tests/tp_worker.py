@@ -131,3 +131,38 @@ def cuda_greedy(tp: TensorParallel, folder: str, out: str) -> None:
         want = single.prefill(torch.tensor(PROMPT), all_logits=True).float().cpu()
         result["rel_l2"] = float((logits - want).norm() / want.norm())
     _write(out, tp.rank, result)
+
+
+class _PresetHead(TorchKernels):
+    """A head that writes this rank's columns of a row chosen by the test (the greedy choice is what is tested)."""
+
+    def __init__(self, row: torch.Tensor) -> None:
+        self.row = row
+
+    def head(self, x, norm, weight, out, eps) -> None:  # noqa: ANN001
+        first = int(weight[0, 0])  # the test's weight carries the rank's first column
+        out.copy_(self.row[first:first + weight.shape[0]][None])
+
+
+def greedy_choices(tp: TensorParallel, out: str) -> None:
+    """ParallelKernels.greedy_head's gathered choice against torch.argmax over the whole row, for rows with ties
+    across ranks, a NaN, infinities."""
+    from tilefoundry.engine import ParallelKernels
+
+    torch.set_num_threads(1)
+    vocab, rows = 16, 8
+    cases = {"random": torch.randn(vocab, generator=torch.Generator().manual_seed(0))}
+    cases["tie across ranks"] = torch.zeros(vocab).index_fill_(0, torch.tensor([3, 9]), 2.0)
+    nan = float("nan")
+    cases["nan on rank 1"] = torch.arange(vocab, dtype=torch.float32).index_fill_(0, torch.tensor([12, 14]), nan)
+    cases["inf"] = torch.zeros(vocab).index_fill_(0, torch.tensor([5, 11]), float("inf"))
+    got = {}
+    for name, row in cases.items():
+        kernels = ParallelKernels(_PresetHead(row), tp)
+        weight = torch.full((rows, 4), float(tp.rank * rows))
+        logits, result = torch.zeros(1, vocab), torch.zeros(2, dtype=torch.int64)
+        step = torch.zeros(3, 4, dtype=torch.int32)
+        kernels.greedy_head(torch.zeros(1, 4), torch.ones(4), weight, logits, result, step, 1e-6)
+        got[name] = {"result": result.tolist(), "want": [int(torch.argmax(row)), int(torch.isfinite(row).all())],
+                     "step": step[:, 0].tolist()}
+    _write(out, tp.rank, got)

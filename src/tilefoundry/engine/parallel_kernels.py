@@ -11,7 +11,9 @@ this set adds what makes the slices one model again:
   sums, less the residual counted by the other N - 1 ranks, is the residual plus the whole output (summed in
   float, rounded once);
 * ``head``: each rank's logits are its vocabulary rows' columns, all-gathered into the whole row;
-* ``greedy_head``: the base set's, over the gathered row (``head``), so every rank chooses the same token.
+* ``greedy_head``: each rank's (largest logit, its index, all finite) of its own columns, gathered (three numbers
+  a rank, not the row): the largest wins, the lowest index among equals and the first NaN as ``torch.argmax``
+  picks them; ``logits`` then holds only the rank's own columns of the row (greedy decoding never reads it).
 
 q/k/v, RoPE with the cache write, attention and gate/up with SwiGLU need nothing: a rank's heads and intermediate
 columns are its own.
@@ -108,3 +110,19 @@ class ParallelKernels(KernelSet):
         local = self._scratch((out.shape[0], weight.shape[0]), out)
         self.inner.head(x, norm, weight, local, eps)
         out.copy_(torch.cat(self.tp.all_gather(local, "lm_head logits"), dim=1))
+
+    def greedy_head(self, x: torch.Tensor, norm: torch.Tensor, weight: torch.Tensor, logits: torch.Tensor,
+                    result: torch.Tensor, step: torch.Tensor, eps: float) -> None:
+        rows = weight.shape[0]
+        first = self.tp.rank * rows  # this rank's first vocabulary row
+        local = self._scratch((1, rows), logits)
+        self.inner.head(x, norm, weight, local, eps)
+        logits[-1:, first:first + rows].copy_(local)
+        row = local[0].float()
+        best = torch.argmax(row)
+        mine = torch.stack((row[best], (best + first).float(), torch.isfinite(row).all().float()))
+        pairs = torch.stack(self.tp.all_gather(mine, "greedy choice"))  # (world, 3), in vocabulary order
+        chosen = pairs[torch.argmax(pairs[:, 0]), 1].long()  # the first largest, or the first NaN
+        result.copy_(torch.stack((chosen, pairs[:, 2].min().long())))
+        step[0, 0].copy_(chosen)
+        step[1:, 0].add_(1)

@@ -123,7 +123,9 @@ class KernelSet(ABC):
         as ``torch.argmax``; 1 if every logit is finite, else 0); and ``step`` (3, W) int32, the next step's
         inputs, gets the token in ``[0, 0]`` and one more in ``[1, 0]`` (position) and ``[2, 0]`` (context).
 
-        This default runs :meth:`head` and torch; a set overrides it to fuse the choice into the head's kernel.
+        This default runs :meth:`head` and torch; a set overrides it to fuse the choice into the head's kernel (a
+        tensor-parallel rank's set, :class:`~.parallel_kernels.ParallelKernels`, writes only its own columns of
+        ``logits``: greedy decoding reads ``result``).
         """
         self.head(x, norm, weight, logits, eps)
         row = logits[-1]
