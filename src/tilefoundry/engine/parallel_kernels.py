@@ -7,9 +7,10 @@ this set adds what makes the slices one model again:
   and an all-reduce adds the ranks' rows (exact: one rank gives each row);
 * ``linear_residual`` (o_proj, down): each rank's product is a partial sum over its input columns; rank 0 adds it
   to the residual, every other rank writes it alone, and an all-reduce adds them (so the residual counts once);
-* ``moe``: the wrapped slot adds its experts' partial output to the residual on every rank; the all-reduce of those
-  sums, less the residual counted by the other N - 1 ranks, is the residual plus the whole output (summed in
-  float, rounded once);
+* ``moe``: the wrapped slot adds its experts' partial output to the residual on every rank (rounded there as the
+  slot rounds it: its norm reads the residual, so it cannot be left out); the all-reduce of those sums, less the
+  residual counted by the other N - 1 ranks, is the residual plus the whole output, summed and subtracted in
+  float and rounded once more;
 * ``head``: each rank's logits are its vocabulary rows' columns, all-gathered into the whole row;
 * ``greedy_head``: each rank's (largest logit, its index, all finite) of its own columns, gathered (three numbers
   a rank, not the row): the largest wins, the lowest index among equals and the first NaN as ``torch.argmax``
