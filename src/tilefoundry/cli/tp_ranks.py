@@ -69,13 +69,15 @@ def _checked(args: argparse.Namespace) -> None:
             raise Refusal(f"--tp {args.tp} needs {args.tp} GPUs, one a rank, and this machine has {have}")
 
 
-def _rank_args(args: argparse.Namespace, rank: int, world: int) -> argparse.Namespace:
+def _rank_args(args: argparse.Namespace, world: int) -> argparse.Namespace:
     """The options one rank runs with: its own GPU, and its share of the CPU threads unless --threads says."""
     from ..runtime.threads import default_threads
 
     mine = copy.copy(args)
     if args.device.startswith("cuda"):
-        mine.device = f"cuda:{rank}"
+        import torch
+
+        mine.device = f"cuda:{torch.cuda.current_device()}"  # the rank's own GPU, made current as it joined
     if args.threads is None:
         mine.threads = max(1, default_threads() // world)
     return mine
@@ -84,7 +86,7 @@ def _rank_args(args: argparse.Namespace, rank: int, world: int) -> argparse.Name
 def _rank_main(tp: Any, command: str, body: Callable[..., int], args: argparse.Namespace, payload: Any,
                folder: str | None) -> None:
     """One rank: ``body(args, payload, speak)`` inside the group; a refusal written for the parent, exit 2."""
-    mine = _rank_args(args, tp.rank, tp.world)
+    mine = _rank_args(args, tp.world)
     try:
         with tp.active():
             body(mine, payload, tp.rank == 0)

@@ -2,7 +2,8 @@
 
 ``run_ranks(world, target, args)`` starts ``world`` processes (``spawn``: each a fresh interpreter), makes them one
 ``torch.distributed`` group (gloo on CPUs, NCCL on GPUs, met through a file in a temporary folder, so no port is
-chosen or taken) and calls ``target(tp, *args)`` in each with its :class:`~.parallel.TensorParallel`. It returns
+chosen or taken) and calls ``target(tp, *args)`` in each with its :class:`~.parallel.TensorParallel`; with NCCL,
+rank r's current device is ``cuda:r`` (under torchrun, ``cuda:LOCAL_RANK``) before it joins. It returns
 when every rank has returned; a rank that raises or dies ends the others and raises :class:`RankFailedError`
 naming it (its exit status in ``.exit_code``). Under ``torchrun`` (``WORLD_SIZE`` and ``RANK`` set) the process
 is already one rank: :func:`torchrun_rank` joins the group torchrun describes instead.
@@ -43,9 +44,15 @@ def backend_for(device: str) -> str:
     return "nccl" if device.startswith("cuda") else "gloo"
 
 
-def _init(backend: str, init_method: str, rank: int, world: int, timeout_s: float) -> TensorParallel:
+def _init(backend: str, init_method: str, rank: int, world: int, timeout_s: float,
+          local_rank: int) -> TensorParallel:
+    """Join the group; with NCCL, on GPU ``local_rank`` first (NCCL's communicator takes the current device)."""
     import torch.distributed as dist
 
+    if backend == "nccl":
+        import torch
+
+        torch.cuda.set_device(local_rank)
     dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=timeout_s))
     return TensorParallel.from_group(timeout_s=timeout_s)
@@ -56,7 +63,7 @@ def _rank_main(rank: int, world: int, store: str, backend: str, timeout_s: float
     """One spawned rank: join the group, run ``target``, leave the group."""
     import torch.distributed as dist
 
-    tp = _init(backend, f"file://{store}", rank, world, timeout_s)
+    tp = _init(backend, f"file://{store}", rank, world, timeout_s, rank)
     status = 0
     try:
         try:
@@ -131,4 +138,4 @@ def torchrun_rank(backend: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> TensorP
     if "WORLD_SIZE" not in os.environ or "RANK" not in os.environ:
         return None
     world, rank = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"])
-    return _init(backend, "env://", rank, world, timeout_s)
+    return _init(backend, "env://", rank, world, timeout_s, int(os.environ.get("LOCAL_RANK", rank)))
