@@ -10,7 +10,6 @@ has no compiler still loads an entry built for the same source and flags by any 
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -22,6 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..runtime.file_lock import exclusive_lock
 from ..runtime.resource.prepared import cache_root  # the one place that decides $TILEFOUNDRY_CACHE
 
 ENTRY_FILE = "entry.json"
@@ -80,14 +80,8 @@ class DiskCache:
     @contextmanager
     def locked(self, base_key: str) -> Iterator[None]:
         """Hold the key's exclusive lock (a second builder of the key waits here, then finds the entry)."""
-        locks = self.dir / ".locks"
-        locks.mkdir(parents=True, exist_ok=True)
-        with open(locks / f"{base_key}.lock", "a+") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
+        with exclusive_lock(self.dir / ".locks" / f"{base_key}.lock"):
+            yield
 
     def put(self, base_key: str, compiler_key: str, fill: Callable[[Path], dict]) -> Path:
         """Create an entry: ``fill(tmp)`` writes its files into a fresh folder and returns its metadata.

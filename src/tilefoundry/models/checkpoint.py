@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fcntl
 import hashlib
 import os
 import sys
@@ -22,6 +21,7 @@ from typing import Any
 import torch
 
 from ..ir.core.module import Module
+from ..runtime.file_lock import exclusive_lock
 from ..runtime.prepare import prepare_module
 from ..runtime.resource import AliasValue, SafetensorsResource
 from ..runtime.resource.checkpoint_index import read_checkpoint_layout
@@ -138,14 +138,8 @@ def _preparing(cached: Path) -> Iterator[None]:
     """An exclusive lock on the automatic prepare into ``cached`` (a lock file in the cache's ``.locks``): without it
     two processes opening one checkpoint at once (the ranks of ``generate --tp``) both prepared, and the second
     replaced the folder the first had opened."""
-    locks = cache_root() / ".locks"  # beside the prepared folders, not among them
-    locks.mkdir(parents=True, exist_ok=True)
-    with open(locks / f"prepare-{cached.name}.lock", "a+") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    with exclusive_lock(cache_root() / ".locks" / f"prepare-{cached.name}.lock"):  # not among the prepared folders
+        yield
 
 
 def prepare_hf_folder(folder: Path, out: str | os.PathLike[str], *, config: ModelConfig | None = None,
