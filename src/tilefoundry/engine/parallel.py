@@ -30,7 +30,8 @@ import torch
 
 from .decoder import DecoderLayerWeights, DecoderSpec, DecoderWeights
 
-__all__ = ["TensorParallel", "TensorParallelError", "active_parallel", "local_spec", "shard_weights", "whole_spec"]
+__all__ = ["LAYER_SPLIT_AXES", "TensorParallel", "TensorParallelError", "active_parallel", "local_spec",
+           "shard_weights", "split_size", "whole_spec"]
 
 
 class TensorParallelError(RuntimeError):
@@ -130,7 +131,8 @@ class TensorParallel:
             ) from error
 
 
-def _split(what: str, size: int, world: int, name: str) -> int:
+def split_size(what: str, size: int, world: int, name: str) -> int:
+    """``size`` / ``world``; a ValueError naming ``what``'s ``name`` (a config field) when it does not divide."""
     if size % world:
         raise ValueError(f"tensor parallel over {world} ranks: {what} {name} = {size} is not a multiple of {world}; "
                          f"choose a --tp that divides it")
@@ -139,9 +141,9 @@ def _split(what: str, size: int, world: int, name: str) -> int:
 
 def local_spec(spec: DecoderSpec, world: int) -> DecoderSpec:
     """The sizes one rank of ``world`` runs: its query and key/value heads and its vocabulary rows."""
-    heads = _split("the model's", spec.heads, world, "num_attention_heads")
-    kv_heads = _split("the model's", spec.kv_heads, world, "num_key_value_heads")
-    vocab = _split("the model's", spec.vocab, world, "vocab_size")
+    heads = split_size("the model's", spec.heads, world, "num_attention_heads")
+    kv_heads = split_size("the model's", spec.kv_heads, world, "num_key_value_heads")
+    vocab = split_size("the model's", spec.vocab, world, "vocab_size")
     return dataclasses.replace(spec, heads=heads, kv_heads=kv_heads, vocab=vocab)
 
 
@@ -157,32 +159,30 @@ def _rows(t: torch.Tensor, rank: int, world: int, dim: int = 0) -> torch.Tensor:
     return t.narrow(dim, rank * step, step).contiguous()
 
 
-def _shard_layer(i: int, w: DecoderLayerWeights, spec: DecoderSpec, rank: int, world: int) -> DecoderLayerWeights:
-    d = spec.head_dim
+# The axis along which a rank holds 1/N of each split weight of a layer (DecoderLayerWeights' fields, the names
+# the model families declare them under too); every other weight (norms, the router) is whole on every rank.
+LAYER_SPLIT_AXES = {
+    "q_proj": 0, "k_proj": 0, "v_proj": 0, "q_bias": 0, "k_bias": 0, "v_bias": 0,  # whole heads
+    "o_proj": 1,  # its input columns: the rank's heads
+    "gate_proj": 0, "up_proj": 0, "down_proj": 1,  # intermediate columns
+    "experts_gate": 1, "experts_up": 1, "experts_down": 2,  # each expert's intermediate columns
+}
+# The config field a split weight's extent along its axis is (what a refusal names), for the weights whose sizes
+# local_spec has not checked (it checks the heads).
+_SPLIT_SIZES = {"gate_proj": "intermediate_size", "up_proj": "intermediate_size", "down_proj": "intermediate_size",
+                "experts_gate": "moe_intermediate_size", "experts_up": "moe_intermediate_size",
+                "experts_down": "moe_intermediate_size"}
 
-    def heads(t: torch.Tensor | None, count: int) -> torch.Tensor | None:  # rows of whole heads
+
+def _shard_layer(i: int, w: DecoderLayerWeights, rank: int, world: int) -> DecoderLayerWeights:
+    change = {}
+    for name, axis in LAYER_SPLIT_AXES.items():
+        t = getattr(w, name)
         if t is None:
-            return None
-        per = count // world * d
-        return t.narrow(0, rank * per, per).contiguous()
-
-    change: dict[str, Any] = {
-        "q_proj": heads(w.q_proj, spec.heads), "k_proj": heads(w.k_proj, spec.kv_heads),
-        "v_proj": heads(w.v_proj, spec.kv_heads), "q_bias": heads(w.q_bias, spec.heads),
-        "k_bias": heads(w.k_bias, spec.kv_heads), "v_bias": heads(w.v_bias, spec.kv_heads),
-        "o_proj": _rows(w.o_proj, rank, world, dim=1),
-    }
-    if w.routed:
-        assert w.experts_gate is not None and w.experts_up is not None and w.experts_down is not None
-        _split(f"layer {i}'s", w.experts_gate.shape[1], world, "moe_intermediate_size")
-        change.update(experts_gate=_rows(w.experts_gate, rank, world, dim=1),
-                      experts_up=_rows(w.experts_up, rank, world, dim=1),
-                      experts_down=_rows(w.experts_down, rank, world, dim=2))
-    else:
-        assert w.gate_proj is not None and w.up_proj is not None and w.down_proj is not None
-        _split(f"layer {i}'s", w.gate_proj.shape[0], world, "intermediate_size")
-        change.update(gate_proj=_rows(w.gate_proj, rank, world), up_proj=_rows(w.up_proj, rank, world),
-                      down_proj=_rows(w.down_proj, rank, world, dim=1))
+            continue
+        if name in _SPLIT_SIZES:
+            split_size(f"layer {i}'s", t.shape[axis], world, _SPLIT_SIZES[name])
+        change[name] = _rows(t, rank, world, dim=axis)
     return dataclasses.replace(w, **change)
 
 
@@ -195,4 +195,4 @@ def shard_weights(weights: DecoderWeights, spec: DecoderSpec, tp: TensorParallel
     tied = weights.lm_head is weights.embed
     return dataclasses.replace(
         weights, embed=embed, lm_head=embed if tied else _rows(weights.lm_head, rank, world),
-        layers=tuple(_shard_layer(i, w, spec, rank, world) for i, w in enumerate(weights.layers)))
+        layers=tuple(_shard_layer(i, w, rank, world) for i, w in enumerate(weights.layers)))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ..engine.parallel import TensorParallel
+from ..engine.parallel import LAYER_SPLIT_AXES, TensorParallel, split_size
 from ..runtime import RuntimeModule
 from .checkpoint import OpenedCheckpoint
 from .config import ModelConfig
@@ -22,27 +22,16 @@ from .twins import build_twin
 
 __all__ = ["SPLIT_AXES", "load_rank_twin", "rank_config"]
 
-SPLIT_AXES = {
-    "embed_tokens": 0, "lm_head": 0,  # vocabulary rows
-    "q_proj": 0, "k_proj": 0, "v_proj": 0, "q_bias": 0, "k_bias": 0, "v_bias": 0,  # whole heads
-    "o_proj": 1,  # its input columns: the rank's heads
-    "gate_proj": 0, "up_proj": 0, "down_proj": 1,  # intermediate columns
-    "experts_gate": 1, "experts_up": 1, "experts_down": 2,  # each expert's intermediate columns
-}
+SPLIT_AXES = {"embed_tokens": 0, "lm_head": 0, **LAYER_SPLIT_AXES}  # the vocabulary rows, and the engine's split
 """The axis along which a rank holds 1/N of each split weight (by the name the model families declare it under);
 every other weight (norms, the router) is whole on every rank."""
-
 
 # ModelConfig's fields by the names config.json gives them (what a refusal names).
 _JSON_NAMES = {"num_heads": "num_attention_heads", "num_kv_heads": "num_key_value_heads"}
 
 
 def _divided(config: ModelConfig, field: str, world: int) -> int:
-    size = getattr(config, field)
-    if size % world:
-        raise ValueError(f"tensor parallel over {world} ranks: the model's {_JSON_NAMES.get(field, field)} = {size} "
-                         f"is not a multiple of {world}; choose a --tp that divides it")
-    return size // world
+    return split_size("the model's", getattr(config, field), world, _JSON_NAMES.get(field, field))
 
 
 def rank_config(config: ModelConfig, world: int) -> ModelConfig:
@@ -68,10 +57,7 @@ class _RankSlices:
         if axis is None:
             return self._resource.load(name)
         whole = self._resource.shape_of(name)[axis]  # from the file's header: no tensor is read
-        if whole % self._world:
-            raise ValueError(f"tensor parallel over {self._world} ranks: {name} has {whole} along axis {axis}, not a "
-                             f"multiple of {self._world}")
-        share = whole // self._world
+        share = split_size(f"the weight {name}'s", whole, self._world, f"extent along axis {axis}")
         return self._resource.load_slice(name, axis, self._rank * share, (self._rank + 1) * share)
 
     def load_group(self, name: str) -> Any:
