@@ -156,21 +156,31 @@ class ScopedResource(ABC):
         ``name`` is a one-to-many (tuple-valued) alias.
         """
         name = _check_name(name, "load")
+        stored = self._stored(name)
+        if stored is not None:
+            return self._fetch(*stored)
+        hit = lookup_alias(self._alias, self._prefix, name)
+        assert hit is not None and isinstance(hit.value, Preprocessed)
+        raw = self._fetch(join_key(self._prefix, hit.value.name), ReadRequest(name, self._prefix, hit.key))
+        return self._apply(hit.value, raw, name, hit.key)
+
+    def _stored(self, name: str) -> tuple[str, ReadRequest] | None:
+        """The raw key ``name`` reads as it is stored (no alias, or a one-to-one alias) and how it was reached; None
+        for a Preprocessed alias (its raw tensor read, then changed). A one-to-many alias is a TypeError naming
+        ``load_group``."""
         prefix = self._prefix
         hit = lookup_alias(self._alias, prefix, name)
         if hit is None:
-            return self._fetch(f"{prefix}{name}", ReadRequest(name, prefix))
+            return f"{prefix}{name}", ReadRequest(name, prefix)
         value = hit.value
-        request = ReadRequest(name, prefix, hit.key)
         if isinstance(value, tuple):
             raise TypeError(
                 f"{name!r} (alias {hit.key!r}) is a one-to-many group of {len(value)} raw tensors "
                 f"{value!r}; read it with load_group({name!r}), which returns them in declared order"
             )
         if isinstance(value, Preprocessed):
-            raw = self._fetch(join_key(prefix, value.name), request)
-            return self._apply(value, raw, name, hit.key)
-        return self._fetch(join_key(prefix, value), request)
+            return None
+        return join_key(prefix, value), ReadRequest(name, prefix, hit.key)
 
     def load_slice(self, name: str, dim: int, start: int, stop: int) -> torch.Tensor:
         """Return indices ``[start, stop)`` along axis ``dim`` of the tensor ``name`` resolves to, reading only
@@ -183,14 +193,10 @@ class ScopedResource(ABC):
         ValueError when ``dim`` or ``[start, stop)`` lies outside the tensor's shape.
         """
         name = _check_name(name, "load_slice")
-        prefix = self._prefix
-        hit = lookup_alias(self._alias, prefix, name)
-        if hit is not None and isinstance(hit.value, Preprocessed):
+        stored = self._stored(name)
+        if stored is None:
             return _narrow(self.load(name), name, dim, start, stop)
-        if hit is not None and isinstance(hit.value, tuple):
-            self.load(name)  # raises the TypeError naming load_group
-        key = f"{prefix}{name}" if hit is None else join_key(prefix, hit.value)  # type: ignore[arg-type]
-        request = ReadRequest(name, prefix, None if hit is None else hit.key)
+        key, request = stored
         tensor = self._read_slice(key, request, dim, start, stop)
         self._reads.add(key)
         return tensor
@@ -199,12 +205,8 @@ class ScopedResource(ABC):
         """The shape of the tensor ``name`` resolves to (as ``load`` would return it), reading no more than the
         storage needs to tell (a safetensors file: its header)."""
         name = _check_name(name, "shape_of")
-        prefix = self._prefix
-        hit = lookup_alias(self._alias, prefix, name)
-        if hit is not None and isinstance(hit.value, (Preprocessed, tuple)):
-            return tuple(self.load(name).shape)
-        key = f"{prefix}{name}" if hit is None else join_key(prefix, hit.value)  # type: ignore[arg-type]
-        return self._shape(key, ReadRequest(name, prefix, None if hit is None else hit.key))
+        stored = self._stored(name)
+        return tuple(self.load(name).shape) if stored is None else self._shape(*stored)
 
     def _shape(self, key: str, request: ReadRequest) -> tuple[int, ...]:
         """The raw key's shape: here from the tensor read; a resource that can tell without reading overrides it."""
