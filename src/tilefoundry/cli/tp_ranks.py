@@ -18,7 +18,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from .refusal import Refusal
 
@@ -91,44 +91,33 @@ def _rank_main(tp: Any, command: str, body: Callable[..., int], args: argparse.N
         with tp.active():
             body(mine, payload, tp.rank == 0)
     except Refusal as refusal:
-        if folder is None:  # under torchrun: no parent to tell; rank 0 says it, every rank stops
-            if tp.rank == 0:
-                from .refusal import refusal_line
-
-                print(refusal_line(command, str(refusal)), file=sys.stderr)
-        else:
-            Path(folder, f"refused-{tp.rank}").write_text(str(refusal), encoding="utf-8")
-            if tp.rank != 0:  # rank 0, refusing the same request, says it first (the parent prefers its reason)
-                time.sleep(_LATER_S)
+        if folder is None:  # under torchrun: no parent to tell (_as_torchrun_rank says it)
+            raise
+        Path(folder, f"refused-{tp.rank}").write_text(str(refusal), encoding="utf-8")
+        if tp.rank != 0:  # rank 0, refusing the same request, says it first (the parent prefers its reason)
+            time.sleep(_LATER_S)
         sys.exit(2)
 
 
 def _as_torchrun_rank(tp: Any, args: argparse.Namespace, command: str, body: Callable[..., int],
-                      payload: Any) -> None:
+                      payload: Any) -> NoReturn:
     """This process as one of torchrun's ranks: the same checks, then ``body``; a refusal said once (by rank 0),
-    and every rank ends with the command's status, the group left first (never returns)."""
-    import torch.distributed as dist
-
-    from ..engine.ranks import exit_now, leave
+    and every rank ends with the command's status, the group left first."""
+    from ..engine.ranks import finish_rank
     from .refusal import refusal_line
 
-    status = 0
-    try:
+    def run() -> None:
         try:
             if args.tp not in (1, tp.world):
                 raise Refusal(f"--tp {args.tp} but torchrun started {tp.world} ranks; give --tp {tp.world} or drop it")
             _checked(args)
             _rank_main(tp, command, body, args, payload, None)
-            leave(tp)
         except Refusal as refusal:
             if tp.rank == 0:
                 print(refusal_line(command, str(refusal)), file=sys.stderr)
-            status = 2
-        except SystemExit as stop:
-            status = stop.code if isinstance(stop.code, int) else 1
-    finally:
-        dist.destroy_process_group()
-    exit_now(status)  # the finalisation gloo may abort skipped (engine/ranks.py says why)
+            sys.exit(2)
+
+    finish_rank(tp, run)
 
 
 def run_parallel(args: argparse.Namespace, command: str, body: Callable[..., int], payload: Any) -> int:

@@ -21,11 +21,11 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NoReturn
 
 from .parallel import TensorParallel
 
-__all__ = ["DEFAULT_TIMEOUT_S", "RankFailedError", "backend_for", "exit_now", "leave", "run_ranks", "torchrun_rank"]
+__all__ = ["DEFAULT_TIMEOUT_S", "RankFailedError", "backend_for", "finish_rank", "run_ranks", "torchrun_rank"]
 
 DEFAULT_TIMEOUT_S = 300.0
 """How long a collective waits for the other ranks before it fails (the first one includes loading the model)."""
@@ -61,36 +61,30 @@ def _init(backend: str, init_method: str, rank: int, world: int, timeout_s: floa
 def _rank_main(rank: int, world: int, store: str, backend: str, timeout_s: float,
                target: Callable[..., Any], args: tuple) -> None:
     """One spawned rank: join the group, run ``target``, leave the group."""
+    tp = _init(backend, f"file://{store}", rank, world, timeout_s, rank)
+    finish_rank(tp, lambda: target(tp, *args))
+
+
+def finish_rank(tp: TensorParallel, run: Callable[[], None]) -> NoReturn:
+    """Run ``run()`` on this rank, then end its process: after a barrier (every rank done; gloo aborts a process
+    whose group goes while a peer still talks to it), the group destroyed, the output flushed, with ``run``'s
+    status (a SystemExit's code, else 0) and without the interpreter's finalisation, in which gloo's worker threads
+    made one exit in three here abort (SIGABRT, "terminate called without an active exception"). An exception
+    other than SystemExit leaves the group and propagates."""
     import torch.distributed as dist
 
-    tp = _init(backend, f"file://{store}", rank, world, timeout_s, rank)
     status = 0
     try:
         try:
-            target(tp, *args)
-            leave(tp)
-        except SystemExit as stop:  # the target's own exit status
+            run()
+            tp.collective(lambda: dist.barrier(group=tp.group), "leaving")
+        except SystemExit as stop:
             status = stop.code if isinstance(stop.code, int) else 1
     finally:
         dist.destroy_process_group()
-    exit_now(status)
-
-
-def exit_now(status: int) -> None:
-    """End a rank's process once its group is gone, its output flushed, without the interpreter's finalisation:
-    gloo's worker threads may still hold objects whose release then aborts the process (SIGABRT, "terminate called
-    without an active exception"), one exit in three here after a step's collectives."""
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)
-
-
-def leave(tp: TensorParallel) -> None:
-    """Wait until every rank is done before the group goes: gloo aborts a process whose group is destroyed while a
-    peer still talks to it (seen as "terminate called without an active exception" at exit)."""
-    import torch.distributed as dist
-
-    tp.collective(lambda: dist.barrier(group=tp.group), "leaving")
 
 
 @contextlib.contextmanager
