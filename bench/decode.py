@@ -195,8 +195,7 @@ def tp_rank_main(tp: Any, folder: str, device: str, capacity: int, kernels: str 
                  long_prompt: list[int], n: int, warmup: int, rounds: int, out: str) -> None:
     """One rank of a ``project-tp<N>`` runner (every rank runs the same steps; rank 0 writes the Result)."""
     if torch.device(device).type == "cuda":
-        device = f"cuda:{tp.rank}"
-        torch.cuda.set_device(device)
+        device = f"cuda:{torch.cuda.current_device()}"  # run_ranks made the rank's own GPU current
     else:
         from tilefoundry.runtime.threads import physical_cores, set_threads
 
@@ -237,6 +236,13 @@ def measure_tp(world: int, args: argparse.Namespace, folder: Path, prompt: list[
     print(f"  {result.label}: {result.tokens_per_s:.1f} tokens/s over {args.new_tokens} tokens, prefill of "
           f"{len(long_prompt)} {1e3 * result.prefill_s:.0f} ms", flush=True)
     return result
+
+
+def measure_tps(args: argparse.Namespace, folder: Path, prompt: list[int], long_prompt: list[int], capacity: int,
+                tmp: str) -> dict[str, Result]:
+    """The ``project-tp<N>`` runners by result key, one for each ``--tp`` N above 1."""
+    return {f"project-tp{world}": measure_tp(world, args, folder, prompt, long_prompt, capacity, tmp)
+            for world in args.tp if world > 1}
 
 
 KERNEL_SETS = ("compiled", "cuda", "torch")
@@ -651,9 +657,7 @@ def main(argv: list[str] | None = None) -> int:
         if not cuda:
             results, peer_margins = cpu_rounds(args, hf, folder, prompt, long_prompt, capacity)
             if "project" in args.runners:
-                for world in (n for n in args.tp if n > 1):
-                    results[f"project-tp{world}"] = measure_tp(world, args, folder, prompt, long_prompt,
-                                                               capacity, tmp)
+                results.update(measure_tps(args, folder, prompt, long_prompt, capacity, tmp))
         else:
             if "torch" in args.runners:
                 peer = TorchPeerRunner(hf, device, capacity, compile=not args.no_compile)
@@ -678,9 +682,7 @@ def main(argv: list[str] | None = None) -> int:
                                            args.warmup_tokens)
                     del project
                     torch.cuda.empty_cache()
-                for world in (n for n in args.tp if n > 1):
-                    results[f"project-tp{world}"] = measure_tp(world, args, folder, prompt, long_prompt, capacity,
-                                                               tmp)
+                results.update(measure_tps(args, folder, prompt, long_prompt, capacity, tmp))
             if "hf-compile" in args.runners:
                 timeout = args.hf_compile_timeout
                 if args.time_budget is not None:

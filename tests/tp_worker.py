@@ -114,8 +114,7 @@ def open_at_once(tp: TensorParallel, folder: str, out: str) -> None:
 def cuda_greedy(tp: TensorParallel, folder: str, out: str) -> None:
     """On GPUs (rank r on cuda:r, NCCL): the rank's engine (its slice read alone, the default kernels, the greedy
     step captured as a CUDA graph with its collectives) against one GPU's engine on rank 0's device."""
-    device = f"cuda:{tp.rank}"
-    torch.cuda.set_device(device)
+    device = f"cuda:{torch.cuda.current_device()}"  # run_ranks made cuda:rank current (NCCL refuses one GPU twice)
     opened = open_checkpoint(folder, progress=False)
     engine = DecodeEngine(load_rank_twin(opened, device, tp), CAPACITY, parallel=tp)
     tokens = _greedy(engine)
