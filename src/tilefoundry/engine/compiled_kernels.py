@@ -70,6 +70,7 @@ from .decoder import DecoderSpec
 from .packed import PackedDecoder
 from .slots import KernelSet, StepPositions
 from .torch_kernels import TorchKernels
+from .workspace import Scratches
 
 __all__ = ["DECODE_ROWS", "CompiledKernels", "SlotShapes", "slot_functions", "slot_options"]
 
@@ -270,7 +271,7 @@ class CompiledKernels(KernelSet):
         self._torch = TorchKernels()
         self._aranges: dict[torch.device, torch.Tensor] = {}
         self._rows_of: tuple[StepPositions, torch.Tensor] | None = None
-        self._scratches: dict[tuple, torch.Tensor] = {}
+        self._scratches = Scratches()
 
     def prepare(self, spec: DecoderSpec, weights: PackedDecoder, dtype: torch.dtype, device: torch.device) -> None:
         """Build (or load) every slot's kernel for this model: its sizes, dtype and device."""
@@ -403,18 +404,10 @@ class CompiledKernels(KernelSet):
         if x.shape[0] != 1:
             return self._torch.moe(x, norm, router, experts_gate, experts_up, experts_down, out, eps, top_k,
                                    normalize)
-        mixed = self._scratch(x)  # out may be x: the slot reads x after its last stage begins writing
+        # out may be x: the slot reads x after its last stage begins writing
+        mixed = self._scratches.get(tuple(x.shape), x)
         self._fn("moe")(x, norm, router, experts_gate, experts_up, experts_down, mixed)
         out.copy_(mixed)
-
-    def _scratch(self, like: torch.Tensor) -> torch.Tensor:
-        """A tensor of ``like``'s shape, dtype and device that this set keeps (one per shape: a captured graph
-        replays into the same memory)."""
-        key = (tuple(like.shape), like.dtype, like.device)
-        have = self._scratches.get(key)
-        if have is None:
-            have = self._scratches[key] = torch.empty_like(like)
-        return have
 
     def head(self, x: torch.Tensor, norm: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, eps: float) -> None:
         self._eps(eps)

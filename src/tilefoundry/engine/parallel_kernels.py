@@ -28,6 +28,7 @@ import torch
 
 from .parallel import TensorParallel
 from .slots import KernelSet, StepPositions
+from .workspace import Scratches
 
 if TYPE_CHECKING:
     from .decoder import DecoderSpec
@@ -50,18 +51,11 @@ class ParallelKernels(KernelSet):
         self.inner = inner
         self.tp = tp
         self.name = f"{inner.name}, tensor parallel over {tp.world} ranks"
-        self._scratches: dict[tuple, torch.Tensor] = {}
+        self._scratches = Scratches()
 
     def prepare(self, spec: DecoderSpec, weights: PackedDecoder, dtype: torch.dtype, device: torch.device) -> None:
         """Build the wrapped set for the rank's own sizes (``spec`` is the rank's: its heads and vocabulary rows)."""
         self.inner.prepare(spec, weights, dtype, device)
-
-    def _scratch(self, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
-        key = (shape, like.dtype, like.device)
-        have = self._scratches.get(key)
-        if have is None:
-            have = self._scratches[key] = torch.empty(shape, dtype=like.dtype, device=like.device)
-        return have
 
     def embed(self, ids: torch.Tensor, table: torch.Tensor, out: torch.Tensor) -> None:
         rows = table.shape[0]
@@ -90,7 +84,7 @@ class ParallelKernels(KernelSet):
             if out.data_ptr() == residual.data_ptr():
                 out.zero_()
             else:
-                residual = self._scratch(tuple(residual.shape), residual).zero_()
+                residual = self._scratches.get(tuple(residual.shape), residual).zero_()
         self.inner.linear_residual(x, weight, residual, out)
         self.tp.all_reduce(out, "o_proj / down projection")
 
@@ -101,14 +95,14 @@ class ParallelKernels(KernelSet):
     def moe(self, x: torch.Tensor, norm: torch.Tensor, router: torch.Tensor, experts_gate: torch.Tensor,
             experts_up: torch.Tensor, experts_down: torch.Tensor, out: torch.Tensor, eps: float, top_k: int,
             normalize: bool) -> None:
-        summed = self._scratch(tuple(x.shape), x)  # x + this rank's part (out may be x: x is read after)
+        summed = self._scratches.get(tuple(x.shape), x)  # x + this rank's part (out may be x: x is read after)
         self.inner.moe(x, norm, router, experts_gate, experts_up, experts_down, summed, eps, top_k, normalize)
         wide = summed.float()
         self.tp.all_reduce(wide, "routed experts")
         out.copy_(wide.sub_(x.float(), alpha=self.tp.world - 1))
 
     def head(self, x: torch.Tensor, norm: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, eps: float) -> None:
-        local = self._scratch((out.shape[0], weight.shape[0]), out)
+        local = self._scratches.get((out.shape[0], weight.shape[0]), out)
         self.inner.head(x, norm, weight, local, eps)
         out.copy_(torch.cat(self.tp.all_gather(local, "lm_head logits"), dim=1))
 
@@ -116,7 +110,7 @@ class ParallelKernels(KernelSet):
                     result: torch.Tensor, step: torch.Tensor, eps: float) -> None:
         rows = weight.shape[0]
         first = self.tp.rank * rows  # this rank's first vocabulary row
-        local = self._scratch((1, rows), logits)
+        local = self._scratches.get((1, rows), logits)
         self.inner.head(x, norm, weight, local, eps)
         logits[-1:, first:first + rows].copy_(local)
         row = local[0].float()

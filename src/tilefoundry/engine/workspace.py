@@ -8,6 +8,8 @@
 
 Both are safe to replay in a CUDA graph, one launch at a time (two launches running at once, on two
 streams, each need their own).
+
+:class:`Scratches` holds the buffers a kernel set's slots write between two of their kernels, one per shape.
 """
 
 from __future__ import annotations
@@ -35,3 +37,19 @@ def attention_workspace(kernels: Any, tokens: int, heads: int, kv_heads: int, he
                                                             else 0)
     nbytes = int(kernels.attention_workspace_bytes(tokens, heads, kv_heads, head_dim, splits, index))
     return torch.zeros(nbytes, dtype=torch.uint8, device=device)
+
+
+class Scratches:
+    """The tensors a kernel set keeps for its slots' intermediate results, one per (shape, dtype, device): a CUDA
+    graph captured once replays into the same memory."""
+
+    def __init__(self) -> None:
+        self._kept: dict[tuple, torch.Tensor] = {}
+
+    def get(self, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
+        """The kept tensor of ``shape`` with ``like``'s dtype and device (made, uninitialised, the first time)."""
+        key = (tuple(shape), like.dtype, like.device)
+        have = self._kept.get(key)
+        if have is None:
+            have = self._kept[key] = torch.empty(shape, dtype=like.dtype, device=like.device)
+        return have
