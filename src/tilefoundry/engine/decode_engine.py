@@ -170,8 +170,6 @@ class DecodeEngine:
             weights = shard_weights(weights, spec, self.parallel)
         self.kernels: KernelSet = kernels if kernels is not None else default_kernels(self.dtype, self.device)
         chosen = kernels is not None
-        if self.parallel is not None:
-            self.kernels = ParallelKernels(self.kernels, self.parallel)
         if graph and self.device.type != "cuda":
             raise ValueError(f"DecodeEngine: graph=True captures CUDA graphs, which need the weights on a CUDA "
                              f"device; they are on {self.device} (pass graph=None or False)")
@@ -188,8 +186,8 @@ class DecodeEngine:
             if chosen:
                 raise
             self.kernels = _torch_instead(self.kernels.name, error, stacklevel=3)
-            if self.parallel is not None:
-                self.kernels = ParallelKernels(self.kernels, self.parallel)
+        if self.parallel is not None:  # the set built for the rank's sizes, its collectives added
+            self.kernels = ParallelKernels(self.kernels, self.parallel)
         with torch.inference_mode(False):
             # A step's inputs, one 16-byte row each (token, position, context), copied from host staging rows.
             self._inputs = torch.zeros((3, 4), dtype=torch.int32, device=self.device)
