@@ -88,7 +88,8 @@ def _matmul(fn: Any, target: Any) -> tuple[Any, OpCall]:
 
 
 def test_many_rows_of_16_bit_operands_take_the_gemm_schedule_on_sm90a() -> None:
-    """Two warpgroups and the copy warp a CTA, the ring of CUDA_GEMM_RING_BYTES its first argument, the CTA's rank
+    """Two warpgroups and the copy warpgroup a CTA, built for one CTA an SM (the register cap setmaxnreg needs), the
+    ring of CUDA_GEMM_RING_BYTES its first argument, the CTA's rank
     and the ranks after the epilogue. A product of two matrices read through tensor maps: one wave of CTAs taking
     the output tiles of all N in turn. A batch of products, or rows that no 16-byte word starts (K = 100): a column
     tile a CTA group, the grid every column tile and batch element times the ranks, no maps."""
@@ -98,7 +99,7 @@ def test_many_rows_of_16_bit_operands_take_the_gemm_schedule_on_sm90a() -> None:
         if name == "any_rows":
             continue
         schedule, call = _matmul(fn, CudaTarget())
-        assert schedule.threads_per_cta == CUDA_GEMM_THREADS, name
+        assert schedule.threads_per_cta == CUDA_GEMM_THREADS and schedule.ctas_per_sm == 1, name
         assert call.workspace is not None and call.workspace.shape[0] * 2 == CUDA_GEMM_RING_BYTES, name
         assert len(call.indices) == 2, name
         ranks = call.indices[1].base
@@ -129,6 +130,7 @@ def test_the_host_entry_makes_the_tensor_maps_the_kernel_takes_last() -> None:
     tir = lower(Gemms.functions["residual"], CudaTarget())
     source = generate(tir).source
     assert "__grid_constant__ ops::tensor_map const x_map, __grid_constant__ ops::tensor_map const wr_map)" in source
+    assert f"__global__ void __launch_bounds__({CUDA_GEMM_THREADS}, 1) residual_stage0_kernel(" in source
     (call,) = [s for s in source.splitlines() if "ops::matmul<float>(" in s]
     assert call.rstrip().endswith("), x_map, wr_map);") and "ops::plain_rows{}, int64_t(" in call, call
     assert "auto const x_map = ops::make_tensor_map(x_ptr, rows, 72, 72, 256, 64);" in source

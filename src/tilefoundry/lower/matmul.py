@@ -19,7 +19,7 @@ when the call has one or two rows (a decode step), the dot-product tier taking m
 
 Many rows on a Hopper GPU (``gemm.gemm_rows``: at least 17 rows whatever the row count's DimVar is at
 launch, 16-bit operands contiguous along K, no prologue, pair or fused reduction) take the GEMM schedule instead
-(``_cuda_gemm``): CTAs of two warpgroups of math and a copy warp, one an SM, through the tensor cores
+(``_cuda_gemm``): CTAs of two warpgroups of math and a copy warpgroup, one an SM, through the tensor cores
 (cuda/ops/matmul_gmma.cuh). A product of two matrices is read through tensor maps (``_gemm_maps``, made by the host
 entry, the copy engine filling the kernel's ring of stages): one column tile of all N, the CTAs taking its output
 tiles of CUDA_GEMM_TILE_M x CUDA_GEMM_TILE_N rank, rank + ranks, ... (the call's rank and ranks). A batch of
@@ -103,32 +103,36 @@ CUDA_STREAM_RING_BYTES = 64 << 10  # the ring's shared memory a CTA (dynamic sha
 CUDA_STREAM_CTAS = 264
 CUDA_STREAM_THREADS = 256  # matmul_stream.cuh's kWarps: change both together
 # The GEMM schedule (CUDA sm_90a, cuda/ops/matmul_gmma.cuh; change its constants together): output tiles of
-# CUDA_GEMM_TILE_M x CUDA_GEMM_TILE_N, or (a batch of products) column tiles of at most CUDA_GEMM_TILE_N columns
-# (the largest divisor of N up to it, at least CUDA_GEMM_MIN_TILE_N) cut in row tiles; a ring of
-# CUDA_GEMM_RING_BYTES (CUDA_GEMM_STAGES stages of CUDA_GEMM_TILE_K of both tiles, 1 KiB that aligns it to the
-# swizzle, and the stages' barriers): one CTA an SM, at most CUDA_GEMM_CTAS of them (one wave on the H200's 132 SMs;
-# a CTA with no tile exits at once). Measured on the H200 at Qwen3-1.7B's projections (bf16, CUDA-graph medians,
-# TFLOP/s at M = 1024 / 4096; cuBLAS 466-784): this schedule q/k/v 398 / 448, o_proj 198 / 380, gate/up 438 / 470,
-# down 304 / 563; with a column tile a CTA group (ranks of them taking its row tiles) 427 / 496, 242 / 450,
-# 362 / 352, 356 / 622 (gate/up's 96 column tiles then kept 96 CTAs busy); one warpgroup a CTA of 128 x 128 tiles,
-# cp.async, one CTA an SM: 323 / 346, 311 / 335, 244 / 237, 385 / 376 (the version before this one).
+# CUDA_GEMM_TILE_M x CUDA_GEMM_TILE_N, or (a batch of products) column tiles of at most CUDA_GEMM_TILE_N columns (the
+# largest divisor of N up to it, at least CUDA_GEMM_MIN_TILE_N) cut in row tiles; a ring of CUDA_GEMM_RING_BYTES
+# (CUDA_GEMM_STAGES stages of CUDA_GEMM_TILE_K of both tiles, 1 KiB that aligns it to the swizzle, the stages' barriers,
+# and the math warps' staging of their sums on the way out): one CTA an SM, at most CUDA_GEMM_CTAS of them (one wave on
+# the H200's 132 SMs; a CTA with no tile exits at once). Measured on the H200 at Qwen3-1.7B's projections (bf16,
+# CUDA-graph medians, TFLOP/s at M = 1024 / 4096; cuBLAS 466-784): this schedule q/k/v 398 / 448, o_proj 198 / 380,
+# gate/up 438 / 470, down 304 / 563; with a column tile a CTA group (ranks of them taking its row tiles) 427 / 496, 242
+# / 450, 362 / 352, 356 / 622 (gate/up's 96 column tiles then kept 96 CTAs busy); one warpgroup a CTA of 128 x 128
+# tiles, cp.async, one CTA an SM: 323 / 346, 311 / 335, 244 / 237, 385 / 376 (the version before this one).
 CUDA_GEMM_TILE_M = 256
 CUDA_GEMM_TILE_N = 128
 CUDA_GEMM_MIN_TILE_N = 64
 CUDA_GEMM_TILE_K = 64  # values of K a stage: one 128-byte row of 16-bit elements
 CUDA_GEMM_STAGES = 4  # matmul_gmma.cuh's kStages
-CUDA_GEMM_RING_BYTES = CUDA_GEMM_STAGES * (CUDA_GEMM_TILE_M + CUDA_GEMM_TILE_N) * CUDA_GEMM_TILE_K * 2 + 1024 + 128
+CUDA_GEMM_OUT_BYTES = (CUDA_GEMM_TILE_M // 32) * 8 * CUDA_GEMM_TILE_N * 4  # 8 rows of f32 sums a math warp
+CUDA_GEMM_RING_BYTES = (CUDA_GEMM_STAGES * (CUDA_GEMM_TILE_M + CUDA_GEMM_TILE_N) * CUDA_GEMM_TILE_K * 2 + 1024 + 128
+                        + CUDA_GEMM_OUT_BYTES)
 CUDA_GEMM_CTAS = 132
-CUDA_GEMM_THREADS = 288  # two warpgroups of math and the copy warp
+CUDA_GEMM_THREADS = 384  # two warpgroups of math and the copy warpgroup (its registers given to the math)
 # Threads of a CUDA CTA computing a tile (they share its elements). ops::matmul's dot-product tier makes its K split a
 # constant of the kernel for CTAs of this size (matmul_impl.h, kScheduleWarps: change both together).
 CUDA_MATMUL_THREADS = 128
 
 
 def matmul_schedule(target: Target, grid: Dim, threads: int = CUDA_MATMUL_THREADS) -> Schedule:
-    """One CTA per batch element and column tile; on CUDA its ``threads`` share the tile."""
-    return Schedule("matmul", grid, threads if isinstance(target, CudaTarget) else 1, rows=grid, rows_per_cta=1,
-                    vector_width=1)
+    """One CTA per batch element and column tile; on CUDA its ``threads`` share the tile (the GEMM schedule's
+    CTAs, one an SM, built for that: matmul_gmma.cuh moves the copy warpgroup's registers to the math)."""
+    cuda = isinstance(target, CudaTarget)
+    return Schedule("matmul", grid, threads if cuda else 1, rows=grid, rows_per_cta=1, vector_width=1,
+                    ctas_per_sm=1 if cuda and threads == CUDA_GEMM_THREADS else 0)
 
 
 def _tile(n: Dim, most: int, panel: int = 1) -> Dim:

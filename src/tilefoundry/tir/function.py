@@ -54,6 +54,8 @@ class Schedule:
             a GPU loads in one instruction).
         cluster: consecutive CTAs launched as one thread-block cluster (CUDA, sm_90 and later), which run
             at once and may wait for each other; 1: none.
+        ctas_per_sm: the CTAs an SM the kernel is built to hold at once (CUDA: ``__launch_bounds__``' minimum,
+            which caps its registers a thread at entry, as ``setmaxnreg`` needs); 0: unstated.
     """
 
     placement: str
@@ -63,11 +65,13 @@ class Schedule:
     rows_per_cta: Dim = 1
     vector_width: int = 1
     cluster: int = 1
+    ctas_per_sm: int = 0
 
     def __str__(self) -> str:
         text = (f"placement={self.placement} grid={self.grid} threads_per_cta={self.threads_per_cta} "
                 f"rows={self.rows} rows_per_cta={self.rows_per_cta} vector_width={self.vector_width}")
-        return text + (f" cluster={self.cluster}" if self.cluster > 1 else "")
+        text += f" cluster={self.cluster}" if self.cluster > 1 else ""
+        return text + (f" ctas_per_sm={self.ctas_per_sm}" if self.ctas_per_sm else "")
 
 
 class EntryParams:

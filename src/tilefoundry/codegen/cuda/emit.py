@@ -181,7 +181,8 @@ class CudaKernel(KernelEmitter):
         super().__init__(fn)
         self.launch = _derive_launch_config(fn)
         self.part = part  # a part of a shared launch (launches.py): a __device__ function of its CTA index
-        self.qualifier = f"__global__ void __launch_bounds__({self.launch.block})"
+        bounds = f"{self.launch.block}, {fn.schedule.ctas_per_sm}" if fn.schedule.ctas_per_sm else self.launch.block
+        self.qualifier = f"__global__ void __launch_bounds__({bounds})"
         if part:
             self.qualifier = "__device__ __forceinline__ void"
             self.cta_index = "cta"

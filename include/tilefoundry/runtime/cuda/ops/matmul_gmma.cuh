@@ -4,29 +4,34 @@
 // f32.
 //
 // The schedule (lower/matmul.py's GEMM schedule): a CTA of kWarpgroups warpgroups of math (each
-// 128 rows of a row tile) and one copy warp, one CTA an SM, takes the output tiles of kTileM x
+// 128 rows of a row tile) and one copy warpgroup, one CTA an SM, takes the output tiles of kTileM x
 // kTileN rank, rank + ranks, ... (Tiles) of the columns and rows the call was given. For each tile,
 // K runs in steps of kTileK through a ring of kStages stages in shared memory (the call's ring,
 // carved from the kernel's dynamic shared memory), read by the warpgroups' wgmma in the 128-byte
-// swizzle GMMA expects (CuTe's Layout_K_SW128_Atom), the sums held in registers. The epilogue
-// passes each sum through the call's epilogue (a residual add, a cast) and stores it. The stages
-// are filled in one of two ways:
+// swizzle GMMA expects (CuTe's Layout_K_SW128_Atom), the sums held in registers (the copy
+// warpgroup gives the math most of its registers: setmaxnreg). The epilogue passes each sum
+// through the call's epilogue (a residual add, a cast) and stores it, in 16-byte words through a
+// staging of each warp's rows in shared memory (Math::store). The stages are filled in one of two
+// ways:
 //
 // - Given tensor maps of both operands (cuda/tensor_map.cuh, built by the host entry), the copy
-//   warp alone fills them: one lane issues the copy engine's (TMA's) box copies of a stage's a and
+//   warpgroup fills them: one lane issues the copy engine's (TMA's) box copies of a stage's a and
 //   b tiles, which complete on the stage's `full` barrier, and waits on the stage's `empty` barrier
 //   before refilling it, which each math warp arrives on once its wgmma has read the stage. The
 //   copy engine fills zeros past M, N and K. The copies of the next tile run under this one's
 //   epilogue.
 // - Otherwise (no map: a batch of matrices, a view the host could not describe) the math threads
 //   copy 16-byte words with cp.async (zero-filled past M, N and K) between their wgmma steps, and
-//   the copy warp does nothing.
+//   the copy warpgroup does nothing.
 //
 // Measured on the H200 at Qwen3-1.7B's projections (bf16, CUDA-graph medians, M = 1024 and 4096,
 // bench/compiled_gemm_cuda.py): one warpgroup a CTA of 128 x 128 tiles, its stages copied with
 // cp.async, 0.31-0.62x cuBLAS; the same through the copy engine, three stages and two CTAs an SM,
-// 0.37-0.57x; two warpgroups (256 x 128 tiles), four stages, 0.41-0.80x. (A 128 x 128 step does
-// 64 flops a byte it reads from L2, a 256 x 128 one 85: the likelier bound; not yet profiled.)
+// 0.37-0.57x; two warpgroups (256 x 128 tiles), four stages, 0.41-0.80x. Profiled (ncu, q/k/v at
+// M = 1024, K = 2048: 49 us against cuBLAS's 26; 36% of L2's throughput, so not bound there), that
+// version spent about half its warps' samples in the epilogue's 2-byte stores (each touching a
+// 32-byte sector of its own) and spilled 80 bytes (168 registers, the cap of 9 warps an SM); the
+// staging and the register move answer those two.
 //
 // Where neither applies (another architecture, other element types, K or a row's stride not a
 // multiple of 8 elements, a pointer not 16-byte aligned) the row tiles go to the tiers of
@@ -38,6 +43,7 @@
 #include <tilefoundry/runtime/cuda/tensor_map.cuh>
 
 #include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
 
 #include <cute/arch/copy_sm90_tma.hpp>
 #include <cute/arch/mma_sm90.hpp>
@@ -68,14 +74,24 @@ constexpr int kTileK = 64;                 // K a stage: one 128-byte swizzle ro
 constexpr int kStages = TILEFOUNDRY_MATMUL_GMMA_STAGES;  // stages of the ring
 constexpr int kMathThreads = 128 * kWarpgroups;
 constexpr int kMathWarps = kMathThreads / 32;
-constexpr int kThreads = kMathThreads + 32;  // and the copy warp
+constexpr int kThreads = kMathThreads + 128;  // and the copy warpgroup
+// Registers a thread once the CTA starts (setmaxnreg): the copy warpgroup gives all but
+// kCopyRegisters of the 65536 / kThreads each thread starts with (__launch_bounds__(kThreads, 1))
+// to the math.
+constexpr int kCopyRegisters = 40;
+constexpr int kMathRegisters = (65536 / 128 - kCopyRegisters) / kWarpgroups / 8 * 8 < 240
+                                   ? (65536 / 128 - kCopyRegisters) / kWarpgroups / 8 * 8
+                                   : 240;
 constexpr int kAlign = 1024;  // the 128-byte swizzle repeats every 8 rows of 128 bytes
 constexpr int64_t kStageBytes = int64_t(kTileM + kTileN) * kTileK * 2;
 constexpr int64_t kBarrierBytes = 128;  // a stage's `full` and `empty` barriers, 8 bytes each
 static_assert(2 * 8 * kStages <= kBarrierBytes, "the barriers fit their bytes");
+constexpr int kOutRows = 8;  // rows of sums a math warp stages on their way out (Math::store)
+constexpr int64_t kOutBytes = int64_t(kMathWarps) * kOutRows * kTileN * 4;
 /// Bytes of the ring a call of this tier needs (lower/matmul.py's CUDA_GEMM_RING_BYTES): the stages
-/// of a and b, the slack that aligns its start to the swizzle, and the stages' barriers.
-constexpr int64_t kRingBytes = kStages * kStageBytes + kAlign + kBarrierBytes;
+/// of a and b, the slack that aligns its start to the swizzle, the stages' barriers and the math
+/// warps' staging of their sums.
+constexpr int64_t kRingBytes = kStages * kStageBytes + kAlign + kBarrierBytes + kOutBytes;
 
 template <class A>
 using element_t = matmul_impl::element_t<A>;
@@ -112,7 +128,7 @@ struct Config {
 };
 
 /// Whether the run-time conditions hold: K, both operands' row strides and their starts allow
-/// 16-byte words, and the CTA is the schedule's (the warpgroups of math and the copy warp).
+/// 16-byte words, and the CTA is the schedule's (the warpgroups of math and the copy warpgroup).
 template <class A, class B>
 __device__ bool runtime_ok(A const& a, B const& b) {
   using E = element_t<A>;
@@ -124,7 +140,7 @@ __device__ bool runtime_ok(A const& a, B const& b) {
 }
 
 #if TILEFOUNDRY_MATMUL_GMMA
-/// A barrier among the math threads alone (named barrier 1; the copy warp is not waited for).
+/// A barrier among the math threads alone (named barrier 1; the copy warpgroup is not waited for).
 __device__ __forceinline__ void sync_math() {
   asm volatile("bar.sync 1, %0;\n" ::"n"(kMathThreads) : "memory");
 }
@@ -221,21 +237,80 @@ struct Math {
     if (steps == 0) cute::clear(acc);
   }
 
-  /// out(m0 + m, n0 + n) = epi(m0 + m, n0 + n, the sum) for m < rows, n < cols of the tile.
+  /// out(m0 + m, n0 + n) = epi(m0 + m, n0 + n, the sum) for m < rows, n < cols of the tile,
+  /// through `staging` (this warp's kOutRows x kTileN floats of the ring). A thread's sums are
+  /// pairs of adjacent columns in two rows of each 64-row atom (wgmma's layout of C), which stored
+  /// as they are make 2-byte writes each touching a sector of its own (measured on the H200: half a
+  /// 256 x 128 tile's time at K = 2048). So the warp passes its rows through shared memory, 8 at a
+  /// time (a row each quad of lanes), and reads them back 8 columns a lane: 16 lanes a row,
+  /// passed through the epilogue and written as 16-byte words where the 8 columns exist, are
+  /// contiguous in out and aligned (else one element at a time). A row's 8-column blocks are
+  /// swizzled by its row (block ^ row % 4), so a quad's writes of four rows meet no bank twice.
   template <class Out, class Epi>
   __device__ void store(Out& out, Epi const& epi, int64_t m0, int64_t n0, int64_t rows,
-                        int64_t cols) const {
+                        int64_t cols, float* staging) const {
     using T = cute::remove_cvref_t<decltype(out(0, 0))>;
+    static_assert(cute::size<0, 0>(Acc{}) == 2 && cute::size<0, 1>(Acc{}) == 2 &&
+                      cute::size<0, 2>(Acc{}) * 8 == kTileN && cute::size<2>(Acc{}) == 1,
+                  "wgmma's C: (column pair, row half, 8-column block) x atoms of rows");
     auto const coords = thr.partition_C(
         cute::make_identity_tensor(cute::Shape<typename C::TileM, typename C::TileN>{}));
+    int const lane = int(threadIdx.x) % 32;
+    int const quad_row = lane / 4;
+    auto const swizzled = [](int row, int col) { return row * kTileN + (col ^ ((row & 3) << 3)); };
+    bool const contiguous = int64_t(cute::stride<1>(out)) == 1 && sizeof(T) == 2;
     CUTE_UNROLL
-    for (int i = 0; i < int(cute::size(acc)); ++i) {
-      int64_t const m = int64_t(cute::get<0>(coords(i)));
-      int64_t const n = int64_t(cute::get<1>(coords(i)));
-      if (m < rows && n < cols) {
-        matmul_impl::store<T>(out, epi, m0 + m, n0 + n, float(acc(i)), 0.0f);
+    for (int atom = 0; atom < int(cute::size<1>(Acc{})); ++atom) {
+      CUTE_UNROLL
+      for (int half = 0; half < 2; ++half) {
+        __syncwarp();  // the reads of the rows before are done
+        CUTE_UNROLL
+        for (int block = 0; block < kTileN / 8; ++block) {
+          auto const at = cute::make_coord(cute::make_coord(0, half, block), atom, 0);
+          int const col = int(cute::get<1>(coords(at)));
+          auto const next = cute::make_coord(cute::make_coord(1, half, block), atom, 0);
+          *reinterpret_cast<float2*>(&staging[swizzled(quad_row, col)]) =
+              make_float2(float(acc(at)), float(acc(next)));
+        }
+        __syncwarp();
+        // the staged rows are this warp's rows first, first + 1, ... (quad q's row is first + q)
+        int64_t const first = m0 + __shfl_sync(0xffffffffu,
+                                               int(cute::get<0>(coords(cute::make_coord(
+                                                   cute::make_coord(0, half, 0), atom, 0)))),
+                                               0);
+        CUTE_UNROLL
+        for (int pass = 0; pass < kOutRows * kTileN / 8 / 32; ++pass) {
+          int const word = lane + 32 * pass;
+          int const row = word / (kTileN / 8);
+          int const col = word % (kTileN / 8) * 8;
+          if (first - m0 + row >= rows || col >= cols) continue;
+          alignas(16) float v[8];
+          *reinterpret_cast<float4*>(&v[0]) =
+              *reinterpret_cast<float4 const*>(&staging[swizzled(row, col)]);
+          *reinterpret_cast<float4*>(&v[4]) =
+              *reinterpret_cast<float4 const*>(&staging[swizzled(row, col) + 4]);
+          int64_t const m = first + row, n = n0 + col;
+          if (contiguous && col + 8 <= cols &&
+              (reinterpret_cast<uintptr_t>(&out(m, n)) & 15) == 0) {
+            alignas(16) T packed[8];
+            CUTE_UNROLL
+            for (int e = 0; e < 8; ++e) packed[e] = value<T>(epi, m, n + e, v[e]);
+            *reinterpret_cast<uint4*>(&out(m, n)) = *reinterpret_cast<uint4 const*>(packed);
+          } else {
+            CUTE_UNROLL
+            for (int e = 0; e < 8; ++e) {
+              if (col + e < cols) matmul_impl::store<T>(out, epi, m, n + e, v[e], 0.0f);
+            }
+          }
+        }
       }
     }
+  }
+
+  /// Element (m, n) of out: the epilogue of its sum v, rounded into T.
+  template <class T, class Epi>
+  __device__ static T value(Epi const& epi, int64_t m, int64_t n, float v) {
+    return ::tilefoundry::detail::convert<T>(epi(m, n, v));
   }
 };
 
@@ -260,6 +335,12 @@ __device__ auto stages_of(unsigned char* ring) {
   E* const smem_b = smem_a + int64_t(kTileM) * kTileK * kStages;
   return cute::make_tuple(cute::make_tensor(cute::make_smem_ptr(smem_a), typename C::SmemA{}),
                           cute::make_tensor(cute::make_smem_ptr(smem_b), typename C::SmemB{}));
+}
+
+/// This math warp's staging of its sums in the ring (Math::store), past the stages' barriers.
+__device__ inline float* staging_of(unsigned char* ring) {
+  auto* const all = reinterpret_cast<float*>(ring + kStages * kStageBytes + kBarrierBytes);
+  return all + int64_t(threadIdx.x / 32) * kOutRows * kTileN;
 }
 
 /// The output tiles of an M x N product, kTileM x kTileN each, numbered down the rows first: tile
@@ -322,7 +403,7 @@ __device__ void row_tile(A const& a, B const& b, Out& out, Epi const& epi, Tiles
     commit();
   }
   math.finish(steps);
-  math.store(out, epi, m0, n0, rows, cols);
+  math.store(out, epi, m0, n0, rows, cols, staging_of(ring));
   sync_math();  // the ring is reused by the next tile
 }
 
@@ -349,8 +430,8 @@ __device__ bool maps_ok(A const& a, B const& b, tensor_map const& ma, tensor_map
          rb < (int64_t(1) << 31) && sizeof(E) == 2;
 }
 
-/// This CTA's tiles rank, rank + ranks, ... with their stages filled by the copy warp through the
-/// tensor maps (the file's first comment).
+/// This CTA's tiles rank, rank + ranks, ... with their stages filled by the copy warpgroup through
+/// the tensor maps (the file's first comment).
 template <class A, class B, class Out, class Epi>
 __device__ void mapped_tiles(A const& a, B const& b, Out& out, Epi const& epi, Tiles const& tiles,
                              tensor_map const& ma, tensor_map const& mb, unsigned char* ring) {
@@ -370,8 +451,9 @@ __device__ void mapped_tiles(A const& a, B const& b, Out& out, Epi const& epi, T
   }
   __syncthreads();
   bool const lead = threadIdx.x % 32 == 0;
-  if (int(threadIdx.x) >= kMathThreads) {  // the copy warp: one lane issues every copy
-    if (!lead) return;
+  if (int(threadIdx.x) >= kMathThreads) {  // the copy warpgroup: one lane issues every copy
+    cutlass::arch::warpgroup_reg_dealloc<kCopyRegisters>();
+    if (int(threadIdx.x) != kMathThreads) return;
     int32_t const a_row = int32_t(map_row(ma, &a(0, 0)));
     int32_t const b_row = int32_t(map_row(mb, &b(0, 0)));
     auto [sA, sB] = stages_of<E>(ring);
@@ -391,6 +473,7 @@ __device__ void mapped_tiles(A const& a, B const& b, Out& out, Epi const& epi, T
     }
     return;
   }
+  cutlass::arch::warpgroup_reg_alloc<kMathRegisters>();
   auto [sA, sB] = stages_of<E>(ring);
   auto math = make_math<E>(sA, sB);
   int64_t it = 0;
@@ -404,7 +487,7 @@ __device__ void mapped_tiles(A const& a, B const& b, Out& out, Epi const& epi, T
     }
     math.finish(steps);
     if (steps > 0 && lead) Empty::arrive(&empty[(it - 1) % kStages]);
-    math.store(out, epi, tiles.m0(t), tiles.n0(t), tiles.rows(t), tiles.cols(t));
+    math.store(out, epi, tiles.m0(t), tiles.n0(t), tiles.rows(t), tiles.cols(t), staging_of(ring));
   }
 }
 #endif
@@ -436,7 +519,11 @@ __device__ bool apply(A const& a, B const& b, Out& out, Epi const& epi, Ring con
       mapped_tiles(a, b, out, epi, tiles, *ma, *mb, aligned);
       return true;
     }
-    if (int(threadIdx.x) >= kMathThreads) return true;  // the copy warp has nothing to do
+    if (int(threadIdx.x) >= kMathThreads) {  // the copy warpgroup has nothing to do
+      cutlass::arch::warpgroup_reg_dealloc<kCopyRegisters>();
+      return true;
+    }
+    cutlass::arch::warpgroup_reg_alloc<kMathRegisters>();
     for (int i = 0, t = tiles.at(0); t >= 0; t = tiles.at(++i)) {
       row_tile(a, b, out, epi, tiles, t, aligned);
     }
