@@ -194,6 +194,29 @@ def test_on_a_gpu_with_clusters_a_key_heads_slices_merge_in_their_own_kernel() -
     assert "start_in_clusters" not in generate(lower(Attention, "cuda:sm_80")).source
 
 
+def test_a_prompts_many_query_rows_run_in_blocks_through_the_tensor_cores_on_a_gpu() -> None:
+    """At 17 query rows or more (the entry's prompt variant), 16-bit operands of a head_dim that is a multiple of 16,
+    sm_80 and later: one kernel, a CTA for each 64 of a key head's G x M query rows, writing them whole
+    (ops::attention_rows: no temporary of the slices' states, no combine); the decode variant keeps its slices of
+    the keys, as do f32 operands, the CPU target and a GPU before sm_80."""
+    tir = lower(Attention, "cuda:sm_90a")
+    for name in ("causal_bf16", "cache_strict_bf16"):
+        cases = [(c.lo, c.function) for c in tir.dispatches[name].cases]
+        assert cases == [(1, f"{name}_few_rows"), (17, f"{name}_many_rows")], name
+        stages = tir.functions[f"{name}_many_rows"].stages
+        (rows,) = [st for st in stages if st.fn.schedule.placement == "attention"]
+        blocks = f"(2*s + 63)//(64)"  # G = 2 query heads a key head, s tokens: 64 rows a CTA
+        assert str(rows.fn.schedule.grid) == f"{KV}*{blocks}" and rows.fn.schedule.threads_per_cta == 128, name
+        assert [p.name for p in rows.fn.params if p.is_output] == list(rows.args[-1:]), name  # the result alone
+        (few,) = [st for st in tir.functions[f"{name}_few_rows"].stages if st.fn.schedule.placement == "attention"]
+        assert few.fn.schedule.cluster > 1, name  # the keys' slices, merged in clusters
+    source = generate(tir).source
+    assert source.count("ops::attention_rows<float>(") == 2
+    assert "causal_many_rows" not in tir.functions  # f32: one body, its keys in slices
+    for target in ("cpu", "cuda:sm_75"):
+        assert "ops::attention_rows" not in generate(lower(Attention, target)).source, target
+
+
 def test_a_query_that_sees_no_key_gets_nan_as_in_the_evaluator() -> None:
     compiled = jit(Attention, target="cpu").functions["causal"]
     q, keys, vals, _, kv_pos = _inputs("causal", 2, 9)

@@ -68,6 +68,13 @@ def _moe_slot() -> Function:
     return slot_functions(SlotShapes(spec, "bf16", 0, False, True, 4, 32))["moe"]
 
 
+def _attention_slot() -> Function:
+    """The engine's attention slot at Qwen3's head_dim of 128 (bf16), whose prompt variant (17 rows and more) runs
+    blocks of query rows through the tensor cores (ops::attention_rows)."""
+    spec = DecoderSpec(hidden=512, heads=4, kv_heads=2, head_dim=128, vocab=256, eps=1e-6, max_positions=256)
+    return slot_functions(SlotShapes(spec, "bf16", 0, False, False))["attention"]
+
+
 def _everything() -> TirModule:
     """Every module's functions lowered for CUDA into one TirModule (each module lowered as itself: their weights'
     names differ in shape across them), a function named after its module where two would share a name."""
@@ -83,7 +90,7 @@ def _everything() -> TirModule:
               "other_axes": dict(OtherAxes.functions), "index_add": dict(IndexAdds.functions),
               "patterns": dict(Patterns.functions), "gemm": dict(Gemms.functions),
               "copied_views": dict(CopiedViews.functions), "flat_caches": dict(FlatCaches.functions),
-              "moe": {"moe": _moe_slot()}}
+              "moe": {"moe": _moe_slot()}, "prompt_attention": {"prompt_attention": _attention_slot()}}
     seen: dict[str, int] = {}
     for fns in groups.values():
         for name in fns:
@@ -96,8 +103,10 @@ def _everything() -> TirModule:
             unique = name if seen[name] == 1 else f"{group}_{name}"
             renamed[unique] = _renamed(fn, unique)
         # one body for every row count but in the GEMM group, whose any_rows is the split's own case: the families'
-        # prompt variants are more instantiations of the same tensor-core tier (nvcc 95 -> 155 s with them all)
-        lowered = lower(Module(group, renamed, entry=next(iter(renamed))), CudaTarget(), split_rows=group == "gemm")
+        # prompt variants are more instantiations of the same tensor-core tier (nvcc 95 -> 155 s with them all); and
+        # the prompt attention's, whose many rows take the attention's tensor-core tier
+        split = group in ("gemm", "prompt_attention")
+        lowered = lower(Module(group, renamed, entry=next(iter(renamed))), CudaTarget(), split_rows=split)
         functions.update(lowered.functions)
         dispatches.update(lowered.dispatches)
     return TirModule("CudaBuild", CudaTarget(), functions, next(iter(functions)), dispatches)
@@ -109,9 +118,11 @@ def test_every_compiled_family_and_fusion_builds_with_nvcc_as_one_unit_and_expor
     # At -O1: the build's warnings and exports are the point here, and -O1 halves nvcc's time on this unit (cicc 61 ->
     # 32 s, the host compile 41 -> 18, ptxas 27 -> 18 on this 2-core machine), which shortens `make test` (its limit
     # is 15 minutes). The same functions build at -O3 where they run: tests/gpu/test_compile_stages.py, jit's default.
-    linked = link(generate(mod), CompilerOptions(opt_level=1))
+    generated = generate(mod)
+    linked = link(generated, CompilerOptions(opt_level=1))
     assert linked.library.is_file() and "warning" not in linked.diagnostics.lower(), linked.diagnostics
     entries = load_library(linked)
     for name in (*mod.functions, *mod.dispatches):
         assert callable(entries[name]), name
     assert "reference_attend" in mod.dispatches  # the reference-style attend (renamed: the family has one)
+    assert "ops::attention_rows<float>(" in generated.source  # the prompt attention's tensor-core tier

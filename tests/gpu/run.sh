@@ -10,7 +10,8 @@
 #            the copy ceiling by launch shape (bench/copy_ceiling.cu)
 #   compile  the compile path's CUDA target: the recorded acceptance unit built and its SASS checked, the
 #            jitted kernels against the evaluator (test_compile_cuda.py), their bench (bench/kernels.py),
-#            the compiled GEMM against cuBLAS (bench/compiled_gemm_cuda.py)
+#            the compiled GEMM against cuBLAS (bench/compiled_gemm_cuda.py), the compiled prompt attention
+#            against SDPA (bench/compiled_prefill_attention_cuda.py)
 #   engine   model families on cuda, the decode engine's kernels and CUDA-graph path, its kernel bench
 #   decode   the decode bench at Qwen3-1.7B's shape (bench/decode.py), minutes long
 #   tp       (not in the default: needs two GPUs) tensor-parallel decoding over NCCL, and the decode bench at
@@ -182,6 +183,10 @@ if want compile; then
   if PYTHONUNBUFFERED=1 "$py" bench/compiled_gemm_cuda.py --json "$out/compiled_gemm.json"; then
     status[gemm_bench]=passed
   else status[gemm_bench]=FAILED; fi
+  echo "=== compiled prompt attention (blocks of query rows, tensor cores) vs SDPA's flash backend"
+  if PYTHONUNBUFFERED=1 "$py" bench/compiled_prefill_attention_cuda.py --json "$out/compiled_prefill_attention.json"
+  then status[attention_bench]=passed
+  else status[attention_bench]=FAILED; fi
 fi
 if want engine; then
   echo "=== python: model families on cuda"
@@ -222,7 +227,8 @@ echo "=== summary ($parts)"
 fail=0
 names=("${tests[@]}")
 want runtime && names+=(sass bench copy_ceiling)
-want compile && names+=(cuda_unit cuda_unit_sass compile rows_topk stages bench_timing kernels_bench gemm_bench)
+want compile && names+=(cuda_unit cuda_unit_sass compile rows_topk stages bench_timing kernels_bench gemm_bench
+                         attention_bench)
 want engine && names+=(engine_build models engine engine_graph engine_bench)
 want decode && names+=(decode)
 want tp && names+=(tp tp_qwen3-1.7b tp_qwen3-8b)

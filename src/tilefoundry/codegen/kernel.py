@@ -350,6 +350,11 @@ class KernelEmitter:
             indices = [f"int64_t({self.row_offset(i)})" for i in s.indices]
             acc = cxx.COMPUTE_TYPES[s.tag.name]
             line = f"ops::attention<{acc}>({', '.join([*functors, *args, out, *indices])});"
+        elif s.family == "attention_rows":  # ops::attention_rows<Acc>(scores, [cmp, qpos, [kpos,]] q, k, v, out, block)
+            functors = [self.tag_of(t) for t in s.functors]
+            block = f"int64_t({self.row_offset(s.indices[0])})"
+            acc = cxx.COMPUTE_TYPES[s.tag.name]
+            line = f"ops::attention_rows<{acc}>({', '.join([*functors, *args, out, block])});"
         elif s.family == "attention_combine":  # ops::attention_combine(part, out[, rank, ranks]): ranks a cluster's
             indices = [f"int64_t({self.row_offset(i)})" for i in s.indices]
             line = f"ops::attention_combine({', '.join([args[0], out, *indices])});"

@@ -22,7 +22,7 @@ decode step at context 300; through shared memory the step took 1540 us.
 
 from __future__ import annotations
 
-from ..ir.types.dim import Dim, dim_range, dims_equal, floordiv, product
+from ..ir.types.dim import Dim, dim_range, dims_equal, floordiv, product, total
 from ..ir.types.dtype import f32
 from ..ir.types.storage import Storage
 from ..target import CudaTarget, Target
@@ -31,6 +31,7 @@ from ..tir.function import Schedule
 from ..tir.layout import TLayout
 from ..tir.stmt import GmemView, OpCall, Origin, RowLoop, RowOffset, Stmt, Tag
 from .errors import LoweringError
+from .gemm import CUDA_GEMM_MIN_ROWS
 from .program import Op
 from .views import View
 
@@ -47,6 +48,11 @@ CPU_MAX_SPLITS = 4
 CPU_MIN_SLICE = 32
 # The largest thread-block cluster a key head's slices may form (16: beyond the portable 8, which Hopper allows).
 CUDA_MAX_CLUSTER = 16
+# A prompt's attention (at least CUDA_GEMM_MIN_ROWS query rows, as the GEMM schedule's matmuls: dispatch.py's
+# row_variants splits a function there) through the tensor cores (sm_80 and later: ops::attention_rows,
+# cuda/ops/attention_mma.cuh): a CTA of CUDA_ATTENTION_THREADS takes CUDA_ATTENTION_BLOCK_ROWS query rows of one key
+# head over every key they see, and writes them (no slices, no combine).
+CUDA_ATTENTION_BLOCK_ROWS = 64  # attention_mma.cuh's kBlockRows
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -88,12 +94,30 @@ def _grouping(q: View, k: View, v: View) -> tuple[Dim, int, tuple[int, int]]:
     return heads, groups, (rk, rv)
 
 
-def attention_bodies(name: str, op: Op, views: list[View], out: View, part: str, homes: dict[int, str],
+def rows_tier(op: Op, q: View, k: View, v: View, target: Target) -> bool:
+    """Whether attention ``op`` over ``q``, ``k``, ``v`` runs as blocks of query rows through the tensor cores
+    (``ops::attention_rows``; no temporary, no combine): a CUDA target of sm_80 or later, at least
+    CUDA_GEMM_MIN_ROWS query rows whatever value their DimVars take, 16-bit operands of one type summed in f32, a
+    static head_dim (a multiple of 16, at most 128) of contiguous elements in q, the keys and the values
+    (attention_mma.cuh's tier)."""
+    if not isinstance(target, CudaTarget) or target.sm < 80:
+        return False
+    rows = dim_range(q.shape[-2])
+    d, dv = q.shape[-1], v.shape[-1]
+    dtypes = {x.root.type.dtype.name for x in (q, k, v)}
+    return (rows is not None and rows[0] >= CUDA_GEMM_MIN_ROWS and len(dtypes) == 1 and dtypes <= {"bf16", "f16"}
+            and op.attrs["acc_dtype"].name == "f32" and isinstance(d, int) and d == dv and d % 16 == 0
+            and d <= 128 and dims_equal(q.strides[-1], 1) and dims_equal(k.strides[-2], 1)
+            and dims_equal(v.strides[-1], 1))
+
+
+def attention_bodies(name: str, op: Op, views: list[View], out: View, part: str | None, homes: dict[int, str],
                      target: Target) -> list[tuple[list[Stmt], Schedule]]:
     """The statements and schedules of the two kernels, the slices' and the combine, or of the one kernel doing
-    both in clusters (``merges_in_clusters``)
-    (``name``: the function, as refusals name it; ``part``: the temporary's name; ``homes``: the parameter each
-    view's root is in)."""
+    both in clusters (``merges_in_clusters``), or (``part`` None: where ``rows_tier`` holds) of the one kernel of
+    blocks of query rows
+    (``name``: the function, as refusals name it; ``part``: the slices' temporary's name; ``homes``: the parameter
+    each view's root is in)."""
     q, k, v = views[:3]
     for what, view in (("q", q), ("keys", k), ("values", v), ("result", out), *(("positions", p) for p in views[3:])):
         if view.gathers:
@@ -105,7 +129,12 @@ def attention_bodies(name: str, op: Op, views: list[View], out: View, part: str,
     heads, groups, (rk, rv) = _grouping(q, k, v)
     m, d = q.shape[-2:]
     n, dv = v.shape[-2:]
-    splits = attention_splits(target, heads, n)
+    rows = part is None
+    if rows and not rows_tier(op, q, k, v, target):
+        raise ValueError("attention_bodies: no temporary for the slices' states, but the rows tier does not apply")
+    # CTAs a key head: blocks of its G x M query rows, or slices of its keys
+    splits = (floordiv(total((product((groups, m)), CUDA_ATTENTION_BLOCK_ROWS - 1)), CUDA_ATTENTION_BLOCK_ROWS)
+              if rows else attention_splits(target, heads, n))
     batched = len(q.shape) == 3
     threads = CUDA_ATTENTION_THREADS if isinstance(target, CudaTarget) else 1
     origin = Origin(op.op, op.loc, op.composite)
@@ -122,15 +151,20 @@ def attention_bodies(name: str, op: Op, views: list[View], out: View, part: str,
         body.append(GmemView(buf, homes[id(view.root)], RowOffset(terms, (), view.offset)))
         return buf
 
-    # The slices' kernel: CTA row = key head * splits + slice.
+    # The slices' kernel: CTA row = key head * splits + slice (or block of rows).
     state = (groups, m, dv + 2)
     body: list[Stmt] = []
     qb = gmem(body, "q", q, (groups, m, d), (q.strides[0] if batched else 0, *q.strides[-2:]),
               ((splits, None, product((groups, q.strides[0]))),) if batched else ())
     kb = gmem(body, "keys", k, (d, n), k.strides[-2:], head_term(k, rk, splits))
     vb = gmem(body, "vals", v, (n, dv), v.strides[-2:], head_term(v, rv, splits))
-    pb = Buffer(f"{part}_slice", f32, Storage.gmem, state, TLayout(state, (product((m, dv + 2)), dv + 2, 1)))
-    body.append(GmemView(pb, part, RowOffset(((1, None, product(state)),))))
+    o_strides = (out.strides[0] if batched else 0, *out.strides[-2:])
+    if part is not None:
+        pb = Buffer(f"{part}_slice", f32, Storage.gmem, state, TLayout(state, (product((m, dv + 2)), dv + 2, 1)))
+        body.append(GmemView(pb, part, RowOffset(((1, None, product(state)),))))
+    else:
+        pb = gmem(body, "out", out, (groups, m, dv), o_strides,
+                  ((splits, None, product((groups, out.strides[0]))),) if batched else ())
     functors = [_scores(op, q)]
     operands: list[Buffer] = []
     if op.attrs["cmp"] is not None:
@@ -140,10 +174,14 @@ def attention_bodies(name: str, op: Op, views: list[View], out: View, part: str,
         if not op.attrs.get("key_index"):  # else key n's position is n (ops::attention's cache form)
             kpos = views[4]
             operands.append(gmem(body, "kpos", kpos, (n,), (kpos.strides[1],), ()))
+    grid = product((heads, splits))
+    if part is None:  # the block's query rows written whole
+        body.append(OpCall("attention_rows", Tag(op.attrs["acc_dtype"].name), (*operands, qb, kb, vb), pb, origin,
+                           functors=tuple(functors), indices=(RowOffset(((1, splits, 1),)),)))
+        return [([RowLoop("row", body)], Schedule("attention", grid, threads, rows=grid, rows_per_cta=1))]
     call = OpCall("attention", Tag(op.attrs["acc_dtype"].name), (*operands, qb, kb, vb), pb, origin,
                   functors=tuple(functors), indices=(RowOffset(((1, splits, 1),)), RowOffset(base=splits)))
     body.append(call)
-    grid = product((heads, splits))
 
     def combine(body: list[Stmt], per_cta: Dim, indices: tuple[RowOffset, ...]) -> None:
         """The merge of the key head ``row // per_cta``'s slices into its outputs."""
@@ -151,7 +189,6 @@ def attention_bodies(name: str, op: Op, views: list[View], out: View, part: str,
         sb = Buffer(f"{part}_slices", f32, Storage.gmem, states,
                     TLayout(states, (product(state), product((m, dv + 2)), dv + 2, 1)))
         body.append(GmemView(sb, part, RowOffset(((per_cta, None, product(states)),))))
-        o_strides = (out.strides[0] if batched else 0, *out.strides[-2:])
         ob = gmem(body, "out", out, (groups, m, dv), o_strides,
                   ((per_cta, None, product((groups, out.strides[0]))),) if batched else ())
         body.append(OpCall("attention_combine", None, (sb,), ob, origin, indices=indices))

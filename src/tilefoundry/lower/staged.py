@@ -22,7 +22,7 @@ from ..ir.types.tensor_type import TensorType
 from ..target import Target
 from ..tir.function import CacheWrite, DimBinding, KernelParam, PrimFunc, Schedule, StageCall
 from ..tir.stmt import Bound, Gather, GmemView, RowGuard, RowOffset, Stmt
-from .attention import attention_bodies, attention_part_shape
+from .attention import attention_bodies, attention_part_shape, rows_tier
 from .epilogue import epilogue_inputs, epilogue_result, fuse_epilogues
 from .errors import LoweringError
 from .index_add import index_add_body
@@ -365,23 +365,32 @@ class _Stages:
 
     def attention(self, name: str, op: Op, views: list[View], out: View) -> list[StageCall]:
         """The kernels of an attention (``attention.py``): the keys' slices into a temporary of the slices'
-        states, then their combine into the result; or one kernel doing both, a key head's slices a cluster."""
+        states, then their combine into the result; or one kernel doing both, a key head's slices a cluster; or
+        (a prompt's many query rows on a GPU with tensor cores: ``rows_tier``) one kernel of blocks of rows."""
+        ins = tuple(KernelParam(self.homes[id(r)], TensorType(r.type.shape, r.type.dtype), False)
+                    for r in _distinct([v.root for v in views]))
+        result = KernelParam(self.homes[id(out.root)], TensorType(out.root.type.shape, out.root.type.dtype), True)
+        kernels: tuple[PrimFunc, ...]
+        if rows_tier(op, *views[:3], self.target):
+            ((body, sched),) = attention_bodies(self.prog.name, op, views, out, None, self.homes, self.target)
+            kernels = (PrimFunc(f"{name}_rows", (*ins, result), 1, (), sched, body, op.loc),)
+            return self.stage_calls(kernels)
         part = KernelParam(self.prog.namer.unique(f"{op.outputs[0].name}_slices"),
                            TensorType(attention_part_shape(*views[:3], self.target), f32), False)
         self.temps.append(part)
         bodies = attention_bodies(self.prog.name, op, views, out, part.name, self.homes, self.target)
-        ins = tuple(KernelParam(self.homes[id(r)], TensorType(r.type.shape, r.type.dtype), False)
-                    for r in _distinct([v.root for v in views]))
-        result = KernelParam(self.homes[id(out.root)], TensorType(out.root.type.shape, out.root.type.dtype), True)
         written = KernelParam(part.name, part.type, True)
         if len(bodies) == 1:
             ((body, sched),) = bodies
-            kernels: tuple[PrimFunc, ...] = (PrimFunc(f"{name}_merged", (*ins, written, result), 2, (), sched, body,
-                                                      op.loc),)
+            kernels = (PrimFunc(f"{name}_merged", (*ins, written, result), 2, (), sched, body, op.loc),)
         else:
             (body1, sched1), (body2, sched2) = bodies
             kernels = (PrimFunc(f"{name}_slices", (*ins, written), 1, (), sched1, body1, op.loc),
                        PrimFunc(f"{name}_combine", (part, result), 1, (), sched2, body2, op.loc))
+        return self.stage_calls(kernels)
+
+    def stage_calls(self, kernels: tuple[PrimFunc, ...]) -> list[StageCall]:
+        """A stage's kernels as calls, each of its own DimVars, its parameters passed by name."""
         calls = []
         for fn in kernels:
             fn.dimvars = self.dimvars(fn)

@@ -61,7 +61,8 @@ TILEFOUNDRY_DEVICE float score(scores_as_is, float dot) {
 
 /// Key n visible to query row m: cmp(kpos(n), qpos(m)), or always. A tier reads a key's position
 /// (key) with its key and value rows and a query's (query) once, then tests the two (test); it
-/// scans the first keys(N) of its N keys only (the others are visible to no query row).
+/// scans the first keys(N) of its N keys only (the others are visible to no query row), or
+/// keys_of(N, first, end) for the queries [first, end).
 template <class Cmp, class QPos, class KPos>
 struct visible_where {
   Cmp cmp;
@@ -73,6 +74,7 @@ struct visible_where {
   TILEFOUNDRY_DEVICE bool test(position_t k, position_t q) const { return bool(cmp(k, q)); }
   TILEFOUNDRY_DEVICE bool operator()(int64_t m, int64_t n) const { return test(key(n), query(m)); }
   TILEFOUNDRY_DEVICE int64_t keys(int64_t n) const { return n; }
+  TILEFOUNDRY_DEVICE int64_t keys_of(int64_t n, int64_t, int64_t) const { return n; }
 };
 struct visible_always {
   using position_t = int;
@@ -81,6 +83,7 @@ struct visible_always {
   TILEFOUNDRY_DEVICE bool test(int, int) const { return true; }
   TILEFOUNDRY_DEVICE bool operator()(int64_t, int64_t) const { return true; }
   TILEFOUNDRY_DEVICE int64_t keys(int64_t n) const { return n; }
+  TILEFOUNDRY_DEVICE int64_t keys_of(int64_t n, int64_t, int64_t) const { return n; }
 };
 /// The type of a key's index in keys k (D x N): int where N's extent is held in an int or is a
 /// static int (the compiler's views), int64_t where it is held in 64 bits. The grouped tier's loop
@@ -123,10 +126,14 @@ struct visible_index {
   TILEFOUNDRY_DEVICE bool test(I k, I q) const { return bool(cmp(k, q)); }
   TILEFOUNDRY_DEVICE bool operator()(int64_t m, int64_t n) const { return test(key(n), query(m)); }
   TILEFOUNDRY_DEVICE int64_t keys(int64_t n) const {
+    return keys_of(n, 0, int64_t(cute::size<0>(qpos)));
+  }
+  /// ... the first keys any of the queries [first, end) may see.
+  TILEFOUNDRY_DEVICE int64_t keys_of(int64_t n, int64_t first, int64_t end) const {
     constexpr bool le = std::is_same<Cmp, le_op>::value;
     if constexpr (le || std::is_same<Cmp, lt_op>::value) {
       int64_t most = -1;  // the largest query position: keys past it (or at it, for lt) are hidden
-      for (int64_t m = 0; m < int64_t(cute::size<0>(qpos)); ++m) {
+      for (int64_t m = first; m < end; ++m) {
         int64_t const p = query(m);
         most = p > most ? p : most;
       }

@@ -20,6 +20,7 @@
 #include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/ops/attention_impl.h>
 #include <tilefoundry/runtime/common/ops/packed.h>
+#include <tilefoundry/runtime/cuda/ops/attention_mma.cuh>
 
 #include <cstdint>
 #include <cuda_bf16.h>
@@ -517,6 +518,52 @@ __device__ void attention(Scores scores, Cmp cmp, QPos const& qpos, Q const& q, 
                           V const& v, Part&& part, int64_t split, int64_t splits) {
   attention_impl::visible_index<Cmp, QPos, attention_impl::key_index_t<K>> const visible{cmp, qpos};
   attention_impl::apply<Acc>(scores, visible, q, k, v, part, split, splits);
+}
+
+namespace attention_impl {
+/// A block of query rows written whole (ops::attention_rows): the tensor-core tier's, which
+/// lower/attention.py asks for only where it applies (attention_mma::tier, sm_80 and later).
+template <class Acc, class Scores, class Visible, class Q, class K, class V, class Out>
+__device__ void rows(Scores scores, Visible const& visible, Q const& q, K const& k, V const& v,
+                     Out& out, int64_t block) {
+  static_assert(attention_mma::tier<Acc, Q, K, V>(),
+                "ops::attention_rows takes 16-bit q, k, v of one type, rows of a static head_dim "
+                "(a multiple of 16, at most 128) with their elements contiguous, sums in float");
+#if TILEFOUNDRY_ATTENTION_MMA
+  attention_mma::block<Acc>(scores, visible, q, k, v, out, block * attention_mma::kBlockRows);
+#else
+  (void)scores, (void)visible, (void)q, (void)k, (void)v, (void)out, (void)block;
+  __trap();  // built for a GPU before sm_80, which lower/attention.py never gives this op
+#endif
+}
+}  // namespace attention_impl
+
+/// Many query rows at once (a prompt's attention): block `block` of attention_mma::kBlockRows rows
+/// of the G x M query rows of q (row r: token r / G of query head r % G), softmax(scores) @ v
+/// written to out (G x M x Dv), each row over every key it sees, through the tensor cores
+/// (cuda/ops/attention_mma.cuh). Every key visible.
+template <class Acc, class Scores, class Q, class K, class V, class Out>
+__device__ void attention_rows(Scores scores, Q const& q, K const& k, V const& v, Out&& out,
+                               int64_t block) {
+  attention_impl::rows<Acc>(scores, attention_impl::visible_always{}, q, k, v, out, block);
+}
+
+/// ... key n visible to query row m where cmp(kpos(n), qpos(m)).
+template <class Acc, class Scores, class Cmp, class QPos, class KPos, class Q, class K, class V,
+          class Out>
+__device__ void attention_rows(Scores scores, Cmp cmp, QPos const& qpos, KPos const& kpos,
+                               Q const& q, K const& k, V const& v, Out&& out, int64_t block) {
+  attention_impl::visible_where<Cmp, QPos, KPos> const visible{cmp, qpos, kpos};
+  attention_impl::rows<Acc>(scores, visible, q, k, v, out, block);
+}
+
+/// ... key n visible to query row m where cmp(n, qpos(m)) (the keys a cache in position order: a
+/// block reads the keys up to its largest position only).
+template <class Acc, class Scores, class Cmp, class QPos, class Q, class K, class V, class Out>
+__device__ void attention_rows(Scores scores, Cmp cmp, QPos const& qpos, Q const& q, K const& k,
+                               V const& v, Out&& out, int64_t block) {
+  attention_impl::visible_index<Cmp, QPos, attention_impl::key_index_t<K>> const visible{cmp, qpos};
+  attention_impl::rows<Acc>(scores, visible, q, k, v, out, block);
 }
 
 /// The slices' states part (S x G x M x (Dv + 2)) merged into out (G x M x Dv).

@@ -1,0 +1,320 @@
+// ops::attention_rows's tensor-core tier (sm_80 and later): a prompt's attention, many query rows
+// against the keys, as a flash-style kernel on mma.sync (m16n8k16, 16-bit operands, float sums).
+//
+// A CTA of kThreads takes kBlockRows query rows of one key head (row r: token r / G of the query
+// head r % G among the G that read that key head, as ops::attention numbers them), a warp 16 of
+// them. It loads its rows of q into registers once (through shared memory), then runs over the keys
+// the rows may see in tiles of kKeyTile: each tile of keys and values copied into shared memory
+// (cp.async where rows are 16-byte words, else element by element), the scores of the warp's 16
+// rows against the tile's keys from mma.sync, made scores as the evaluator makes them (rounded to
+// T, scaled, rounded: attention_impl::score), the invisible ones -inf, an online softmax in
+// registers (running maximum and sum a row, the weighted sum of value rows rescaled when the
+// maximum grows), the tile's weights rounded to T and multiplied with the tile's values by
+// mma.sync. The keys' copy for the next tile starts before this tile's values are read, the
+// values' after. The output is the weighted sum over the sum, rounded to T.
+//
+// The keys a block's rows may see are bounded by the visibility's keys_of (the largest position
+// of the block's tokens, for a causal cache), read on the device: a causal prompt's first blocks
+// read few tiles.
+//
+// Measured on the H200 (2026-12-05, bench/compiled_prefill_attention_cuda.py: Qwen3-1.7B's 16 / 8
+// heads of 128, bf16, a causal prompt from position 0, CUDA-graph medians) against SDPA's flash
+// backend: 1024 tokens 67.2 us against 35.8 (0.53x), 8192 tokens 1605 us against 965 (0.60x, 171
+// against 285 TFLOP/s). 166 registers, 34 KiB of shared memory: three CTAs an SM. Not yet done: a
+// second stage of keys and values (their copies overlap one product each), 128 rows a CTA, the
+// blocks of a causal prompt ordered longest first.
+#pragma once
+
+#include <tilefoundry/runtime/common/config.h>
+#include <tilefoundry/runtime/common/ops/attention_impl.h>
+
+#include <cstdint>
+#include <type_traits>
+
+namespace tilefoundry {
+namespace ops {
+namespace attention_mma {
+
+constexpr int kThreads = 128;  // four warps, 16 query rows each
+constexpr int kBlockRows = 64;
+constexpr int kKeyTile = 64;  // keys a tile
+
+template <class T>
+using elem_t = cute::remove_cvref_t<T>;
+
+/// Whether the tier's static conditions hold: q (G x M x D), k (D x N), v (N x Dv) of one 16-bit
+/// float type, D == Dv static, a multiple of 16 and at most 128, each row's elements contiguous,
+/// sums in float.
+template <class Acc, class Q, class K, class V>
+TILEFOUNDRY_HOST_DEVICE constexpr bool tier() {
+  using E = elem_t<decltype(std::declval<Q const&>()(0, 0, 0))>;
+  using QL = decltype(std::declval<Q const&>().layout());
+  using KL = decltype(std::declval<K const&>().layout());
+  using VL = decltype(std::declval<V const&>().layout());
+  if constexpr (!std::is_same_v<Acc, float> ||
+                !(std::is_same_v<E, cute::bfloat16_t> || std::is_same_v<E, cute::half_t>) ||
+                !std::is_same_v<E, elem_t<decltype(std::declval<K const&>()(0, 0))>> ||
+                !std::is_same_v<E, elem_t<decltype(std::declval<V const&>()(0, 0))>>) {
+    return false;
+  } else if constexpr (!cute::is_static<decltype(cute::shape<2>(std::declval<QL>()))>::value ||
+                       !cute::is_static<decltype(cute::shape<1>(std::declval<VL>()))>::value) {
+    return false;
+  } else {
+    constexpr int D = int(decltype(cute::shape<2>(std::declval<QL>()))::value);
+    constexpr int DV = int(decltype(cute::shape<1>(std::declval<VL>()))::value);
+    return D == DV && D % 16 == 0 && D <= 128 &&
+           cute::is_constant<1, decltype(cute::stride<2>(std::declval<QL>()))>::value &&
+           cute::is_constant<1, decltype(cute::stride<0>(std::declval<KL>()))>::value &&
+           cute::is_constant<1, decltype(cute::stride<1>(std::declval<VL>()))>::value;
+  }
+}
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define TILEFOUNDRY_ATTENTION_MMA 1
+#else
+#define TILEFOUNDRY_ATTENTION_MMA 0
+#endif
+
+#if TILEFOUNDRY_ATTENTION_MMA
+/// d += a b for one m16n8k16 tile: a 16 x 16 (row-major fragments), b 16 x 8, d 16 x 8 floats.
+template <class E>
+__device__ __forceinline__ void mma(float (&d)[4], uint32_t const (&a)[4], uint32_t b0,
+                                    uint32_t b1) {
+  if constexpr (std::is_same_v<E, cute::bfloat16_t>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+/// Four 8 x 8 blocks of 16-bit elements from shared memory, transposed (ldmatrix .trans): lane l
+/// gives the address of row l % 8 of block l / 8.
+__device__ __forceinline__ void load_transposed(uint32_t (&r)[4], unsigned address) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+
+/// Two floats rounded to E, packed in a 32-bit word (the first in the low half).
+template <class E>
+__device__ __forceinline__ uint32_t pack(float lo, float hi) {
+  E const pair[2] = {E(lo), E(hi)};
+  uint32_t word;
+  memcpy(&word, pair, 4);
+  return word;
+}
+
+__device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+/// Waits until at most N of this thread's groups of copies are still in flight.
+template <int N>
+__device__ __forceinline__ void wait_groups() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+/// e^x as the hardware's base-2 exponential of x log2(e): a weight of the softmax, whose sum
+/// divides it (ops::attention's grouped tier computes it so too).
+__device__ __forceinline__ float weight_of(float x) { return exp2f(x * 1.4426950408889634f); }
+
+/// Rows [first, first + count) of `rows` x D elements (row i at src(i), D contiguous) into the
+/// tile at `dst` (rows kStride elements apart), zeros past `count`: 16-byte cp.async copies where
+/// `words` (the rows' starts are 16-byte aligned), else element by element; one group of copies.
+template <int D, int kStride, class E, class Src>
+__device__ __forceinline__ void fill(E* dst, Src const& src, int64_t count, bool words) {
+  constexpr int W = 8;  // elements of a 16-byte word
+  constexpr int kWords = D / W;
+  for (int i = int(threadIdx.x); i < kKeyTile * kWords; i += kThreads) {
+    int const row = i / kWords, col = i % kWords * W;
+    E* const to = dst + row * kStride + col;
+    if (row < count && words) {
+      unsigned const s = unsigned(__cvta_generic_to_shared(to));
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src(row) + col)
+                   : "memory");
+    } else {
+      CUTE_UNROLL
+      for (int e = 0; e < W; ++e) to[e] = row < count ? src(row)[col + e] : E(0.0f);
+    }
+  }
+  commit();
+}
+
+/// Rows [r0, r0 + kBlockRows) of a key head's G x M rows: softmax(scores(q k^T), visible) v into
+/// out.
+template <class Acc, class Scores, class Visible, class Q, class K, class V, class Out>
+__device__ void block(Scores scores, Visible const& visible, Q const& q, K const& k, V const& v,
+                      Out& out, int64_t r0) {
+  using E = elem_t<decltype(q(0, 0, 0))>;
+  using T = E;
+  constexpr int D = int(decltype(cute::shape<2>(q.layout()))::value);
+  constexpr int kStride = D + 8;  // elements between rows of a tile: 16 bytes more, no conflicts
+  constexpr int kDTiles = D / 8;  // n-tiles of the output, k-steps of the scores are D / 16
+  __shared__ __align__(16) E sK[kKeyTile * kStride];
+  __shared__ __align__(16) E sV[kKeyTile * kStride];
+
+  int64_t const groups = int64_t(cute::size<0>(q));
+  int64_t const total = groups * int64_t(cute::size<1>(q));
+  int64_t const n_keys = int64_t(cute::size<1>(k));
+  int const warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+  int const g = lane / 4, t = lane % 4;
+  auto const aligned = [](void const* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
+  bool const words = aligned(&q(0, 0, 0)) && aligned(&k(0, 0)) && aligned(&v(0, 0)) &&
+                     int64_t(cute::stride<0>(q)) % 8 == 0 && int64_t(cute::stride<1>(q)) % 8 == 0 &&
+                     int64_t(cute::stride<1>(k)) % 8 == 0 && int64_t(cute::stride<0>(v)) % 8 == 0;
+
+  // this block's rows of q through sK, then into registers: the A fragments of every k-step
+  int64_t const rows_here = total - r0 < kBlockRows ? total - r0 : kBlockRows;
+  auto const q_row = [&](int i) {
+    int64_t const r = r0 + i;
+    return &q(r % groups, r / groups, 0);
+  };
+  fill<D, kStride>(sK, q_row, rows_here, words);
+  wait_groups<0>();
+  __syncthreads();
+  uint32_t qf[D / 16][4];
+  int const row_a = warp * 16 + g;  // this thread's rows of the block: row_a and row_a + 8
+  CUTE_UNROLL
+  for (int kk = 0; kk < D / 16; ++kk) {
+    E const* const p0 = sK + row_a * kStride + kk * 16 + 2 * t;
+    E const* const p1 = p0 + 8 * kStride;
+    qf[kk][0] = *reinterpret_cast<uint32_t const*>(p0);
+    qf[kk][1] = *reinterpret_cast<uint32_t const*>(p1);
+    qf[kk][2] = *reinterpret_cast<uint32_t const*>(p0 + 8);
+    qf[kk][3] = *reinterpret_cast<uint32_t const*>(p1 + 8);
+  }
+  __syncthreads();  // sK is the keys' from here
+
+  // the positions of the thread's two rows, and the keys the block's rows may see
+  using P = typename Visible::position_t;
+  int64_t const ra = r0 + row_a, rb = ra + 8;
+  P const pos_a = visible.query((ra < total ? ra : total - 1) / groups);
+  P const pos_b = visible.query((rb < total ? rb : total - 1) / groups);
+  int64_t const seen = visible.keys_of(n_keys, r0 / groups, (r0 + rows_here - 1) / groups + 1);
+
+  float o[kDTiles][4];
+  CUTE_UNROLL
+  for (int j = 0; j < kDTiles; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+  float mx[2] = {-INFINITY, -INFINITY}, sum[2] = {0.0f, 0.0f};
+
+  auto const key_row = [&](int64_t n0) { return [&k, n0](int i) { return &k(0, n0 + i); }; };
+  auto const val_row = [&](int64_t n0) { return [&v, n0](int i) { return &v(n0 + i, 0); }; };
+  // groups of copies in flight at the top of a tile: its keys', then its values'
+  if (seen > 0) {
+    fill<D, kStride>(sK, key_row(0), seen < kKeyTile ? seen : kKeyTile, words);
+    fill<D, kStride>(sV, val_row(0), seen < kKeyTile ? seen : kKeyTile, words);
+  }
+  for (int64_t n0 = 0; n0 < seen; n0 += kKeyTile) {
+    int64_t const here = seen - n0 < kKeyTile ? seen - n0 : kKeyTile;
+    wait_groups<1>();
+    __syncthreads();  // the tile's keys are in
+    float s[kKeyTile / 8][4];
+    CUTE_UNROLL
+    for (int j = 0; j < kKeyTile / 8; ++j) {
+      s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+      E const* const kr = sK + (j * 8 + g) * kStride + 2 * t;
+      CUTE_UNROLL
+      for (int kk = 0; kk < D / 16; ++kk) {
+        mma<E>(s[j], qf[kk], *reinterpret_cast<uint32_t const*>(kr + kk * 16),
+               *reinterpret_cast<uint32_t const*>(kr + kk * 16 + 8));
+      }
+    }
+    // scores as the evaluator makes them, the invisible ones -inf; each row's new maximum
+    float top[2] = {mx[0], mx[1]};
+    CUTE_UNROLL
+    for (int j = 0; j < kKeyTile / 8; ++j) {
+      CUTE_UNROLL
+      for (int e = 0; e < 4; ++e) {
+        int64_t const n = n0 + j * 8 + 2 * t + (e & 1);
+        P const pos = e < 2 ? pos_a : pos_b;
+        bool const ok = n < n0 + here && visible.test(visible.key(n), pos);
+        float const sc = ok ? attention_impl::score<T>(scores, s[j][e]) : -INFINITY;
+        s[j][e] = sc;
+        top[e / 2] = fmaxf(top[e / 2], sc);
+      }
+    }
+    float scale[2];
+    CUTE_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      top[h] = fmaxf(top[h], __shfl_xor_sync(0xffffffffu, top[h], 1));
+      top[h] = fmaxf(top[h], __shfl_xor_sync(0xffffffffu, top[h], 2));
+      scale[h] = mx[h] == -INFINITY ? 0.0f : weight_of(mx[h] - top[h]);
+      mx[h] = top[h];
+      sum[h] *= scale[h];
+    }
+    CUTE_UNROLL
+    for (int j = 0; j < kDTiles; ++j) {
+      o[j][0] *= scale[0], o[j][1] *= scale[0], o[j][2] *= scale[1], o[j][3] *= scale[1];
+    }
+    // the tile's weights: e^(score - maximum), summed in float, rounded to E for the values' mma
+    uint32_t pf[kKeyTile / 16][4];
+    CUTE_UNROLL
+    for (int j = 0; j < kKeyTile / 8; ++j) {
+      float w[4];
+      CUTE_UNROLL
+      for (int e = 0; e < 4; ++e) {
+        float const base = mx[e / 2] == -INFINITY ? 0.0f : mx[e / 2];
+        w[e] = weight_of(s[j][e] - base);
+        sum[e / 2] += w[e];
+      }
+      pf[j / 2][(j % 2) * 2 + 0] = pack<E>(w[0], w[1]);  // row g, keys 2t, 2t + 1
+      pf[j / 2][(j % 2) * 2 + 1] = pack<E>(w[2], w[3]);  // row g + 8
+    }
+    __syncthreads();  // every warp's scores are read: sK takes the next tile's keys
+    bool const more = n0 + kKeyTile < seen;
+    int64_t const next = seen - n0 - kKeyTile < kKeyTile ? seen - n0 - kKeyTile : kKeyTile;
+    if (more) {
+      fill<D, kStride>(sK, key_row(n0 + kKeyTile), next, words);
+    } else {
+      commit();  // an empty group: the count below holds at the last tile too
+    }
+    wait_groups<1>();  // this tile's values are in (the next keys may not be)
+    __syncthreads();
+    // o += weights @ values: B fragments of the values through ldmatrix .trans
+    CUTE_UNROLL
+    for (int kk = 0; kk < kKeyTile / 16; ++kk) {
+      uint32_t a[4] = {pf[kk][0], pf[kk][1], pf[kk][2], pf[kk][3]};
+      CUTE_UNROLL
+      for (int j = 0; j < kDTiles; j += 2) {
+        int const block_id = lane / 8, r = lane % 8;
+        E const* const at =
+            sV + (kk * 16 + (block_id % 2) * 8 + r) * kStride + j * 8 + (block_id / 2) * 8;
+        uint32_t b[4];
+        load_transposed(b, unsigned(__cvta_generic_to_shared(at)));
+        mma<E>(o[j], a, b[0], b[1]);
+        mma<E>(o[j + 1], a, b[2], b[3]);
+      }
+    }
+    __syncthreads();  // every warp's values are read: sV takes the next tile's
+    if (more) fill<D, kStride>(sV, val_row(n0 + kKeyTile), next, words);
+  }
+  wait_groups<0>();
+  // each row's sum over its quad, then the weighted sums over it (0 / 0: NaN where no key is seen)
+  CUTE_UNROLL
+  for (int h = 0; h < 2; ++h) {
+    sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);
+    sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
+  }
+  CUTE_UNROLL
+  for (int h = 0; h < 2; ++h) {
+    int64_t const r = h == 0 ? ra : rb;
+    if (r >= total) continue;
+    int64_t const gi = r % groups, m = r / groups;
+    CUTE_UNROLL
+    for (int j = 0; j < kDTiles; ++j) {
+      int const d = j * 8 + 2 * t;
+      out(gi, m, d) = detail::convert<T>(o[j][2 * h] / sum[h]);
+      out(gi, m, d + 1) = detail::convert<T>(o[j][2 * h + 1] / sum[h]);
+    }
+  }
+}
+#endif
+
+}  // namespace attention_mma
+}  // namespace ops
+}  // namespace tilefoundry
