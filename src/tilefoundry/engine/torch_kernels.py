@@ -54,8 +54,9 @@ class TorchKernels(KernelSet):
         m = q.shape[0]
         if at.length is not None:  # eager: the entries the step reads, as the twin slices them
             ctx = at.length + m
-            keys, vals = cache_k[:ctx].transpose(0, 1), cache_v[:ctx].transpose(0, 1)
-            qh = q.transpose(0, 1)
+            # (1, heads, tokens, head_dim): SDPA's flash backend takes a batch axis only
+            keys, vals = cache_k[:ctx].transpose(0, 1)[None], cache_v[:ctx].transpose(0, 1)[None]
+            qh = q.transpose(0, 1)[None]
             if m == 1:
                 o = F.scaled_dot_product_attention(qh, keys, vals, scale=scale, enable_gqa=True)
             elif at.length == 0:
@@ -66,10 +67,10 @@ class TorchKernels(KernelSet):
             else:
                 # a chunk after the cache's first entries: causal aligned to the last key (token i sees keys up to
                 # length + i), which SDPA's flash and memory-efficient backends take for every query head's keys
-                group = q.shape[1] // keys.shape[0]
-                keys, vals = keys.repeat_interleave(group, 0), vals.repeat_interleave(group, 0)
+                group = q.shape[1] // keys.shape[1]
+                keys, vals = keys.repeat_interleave(group, 1), vals.repeat_interleave(group, 1)
                 o = F.scaled_dot_product_attention(qh, keys, vals, attn_mask=causal_lower_right(m, ctx), scale=scale)
-            out.copy_(o.transpose(0, 1))
+            out.copy_(o[0].transpose(0, 1))
             return
         # Captured: plain matmuls and a softmax over the whole cache, the entries past each token's position
         # (read on the device) masked; the semantic Module's rounding points (softmax in f32).
