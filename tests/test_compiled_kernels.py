@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from tilefoundry import lower
+from tilefoundry.codegen import generate
 from tilefoundry.codegen.toolchain import CompilerNotFoundError
 from tilefoundry.engine import CompiledKernels, DecodeEngine, DecoderSpec, StepPositions, TorchKernels
-from tilefoundry.engine.compiled_kernels import DECODE_ROWS, SlotShapes, slot_functions
+from tilefoundry.engine.compiled_kernels import SlotShapes, slot_functions, slot_options
 from tilefoundry.ir.core.tree import flatten, leaf_paths
 from tilefoundry.models import open_checkpoint
 from tilefoundry.models.engine_step import EngineStep
@@ -27,9 +29,9 @@ from .hf_models import make_checkpoint
 
 CAPACITY = 96
 # (cached positions, tokens of the step): a prompt, one token on an empty cache, a decode step deep into the
-# cache, a chunk of several tokens, a step of more than DECODE_ROWS tokens (on a GPU torch's attention runs it; on
-# the CPU the compiled one) and a long chunk deep into the cache.
-STEPS = [(0, 7), (0, 1), (40, 1), (40, 5), (0, DECODE_ROWS + 1), (40, 50)]
+# cache, a chunk of several tokens, a step of 17 tokens (on a Hopper GPU the slots' prompt variants: tensor cores)
+# and a long chunk deep into the cache.
+STEPS = [(0, 7), (0, 1), (40, 1), (40, 5), (0, 17), (40, 50)]
 F32 = [parse_predicate("rel_l2:max=1e-5"), parse_predicate("cosine:min=0.99999")]
 BF16 = [parse_predicate("rel_l2:max=2e-2"), parse_predicate("cosine:min=0.999")]
 
@@ -131,13 +133,10 @@ def test_the_compiled_attention_reads_the_whole_cache_by_device_positions(family
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5, msg=f"{name} at {tokens} after {length}")
 
 
-@pytest.mark.parametrize(("device", "rows", "runs"), [
-    ("meta", DECODE_ROWS + 1, "torch"), ("meta", DECODE_ROWS, "compiled"), ("cpu", DECODE_ROWS + 1, "compiled")])
-def test_a_long_step_off_the_cpu_runs_torchs_projections_and_attention(monkeypatch, device: str, rows: int,
-                                                                       runs: str) -> None:
-    """Off the CPU (here the meta device stands for a GPU: no kernel runs), a step of more than DECODE_ROWS tokens
-    takes torch's projections and attention, as the hand-written set's does; a decode-sized step and every CPU
-    step take the compiled slots."""
+@pytest.mark.parametrize(("device", "rows"), [("meta", 17), ("meta", 16), ("cpu", 17), ("cpu", 1)])
+def test_every_step_runs_the_compiled_slots_whatever_its_rows(monkeypatch, device: str, rows: int) -> None:
+    """A prompt's step as a decode step's, off the CPU too (the meta device stands for a GPU: no kernel runs), takes
+    the compiled slots, never torch's."""
     spec = DecoderSpec(hidden=32, heads=4, kv_heads=2, head_dim=8, vocab=64, eps=1e-6, max_positions=64)
     kernels = CompiledKernels()
     kernels._shapes = SlotShapes(spec, "f32", 48, False, False)  # as prepare leaves it, without the builds
@@ -156,7 +155,22 @@ def test_a_long_step_off_the_cpu_runs_torchs_projections_and_attention(monkeypat
     kernels.linear_residual(t(rows, 32), t(32, 32), t(rows, 32), t(rows, 32))
     kernels.norm_swiglu(t(rows, 32), t(32), t(96, 32), t(rows, 48), spec.eps)
     kernels.head(t(rows, 32), t(32), t(64, 32), t(rows, 64), spec.eps)
-    assert [r.split()[0] for r in ran] == [runs] * 5, ran
+    assert [r.split()[0] for r in ran] == ["compiled"] * 5, ran
+
+
+def test_on_a_hopper_gpu_each_matmul_slot_chooses_its_prompt_variant_from_17_rows() -> None:
+    """The slots' build options split a slot with a matmul by its row count on sm_90a: the decode step's kernels up
+    to 16 rows, from 17 the prompt's (the projections a GEMM on the tensor cores, the attention blocks of query rows
+    through them); the CPU target keeps one body."""
+    spec = DecoderSpec(hidden=256, heads=4, kv_heads=2, head_dim=64, vocab=512, eps=1e-6, max_positions=512)
+    fns = slot_functions(SlotShapes(spec, "bf16", 512, False, True))
+    for name in ("norm_linear", "attention", "o_proj", "norm_swiglu", "down", "head"):
+        split = slot_options(name).split_rows
+        gpu = lower(fns[name], "cuda:sm_90a", split_rows=split)
+        assert [c.lo for c in gpu.dispatches[fns[name].name].cases] == [1, 17], name
+        source = generate(gpu).source
+        assert ("ops::attention_rows<float>(" if name == "attention" else "ops::tensor_map") in source, name
+        assert not lower(fns[name], "cpu", split_rows=split).dispatches, name
 
 
 def test_the_cpu_default_is_the_compiled_set_and_a_failed_build_falls_back_to_torch(tmp_path: Path,

@@ -19,23 +19,22 @@ logits, their softmax and top-k on the device, the chosen ids read where the gat
 are formed (a gather on the experts' batch axis: ``index_select`` of the stacked weights, never a copy), so the
 experts no token chose are never read (tests/test_compiled_kernels.py poisons them with NaN).
 
-What does not run compiled yet, each with its measured reason:
+A step of many tokens (a prompt) runs compiled too. On a Hopper GPU each slot with a matmul is built as an entry
+choosing between two variants of its body by the step's row count (``CompilerOptions.split_rows``,
+``lower/dispatch.py``): up to 16 rows the decode step's kernels, from 17 the prompt's: the projections a GEMM on
+the tensor cores (wgmma, ``cuda/ops/matmul_gmma.cuh``), the attention blocks of 64 query rows through mma.sync
+(``cuda/ops/attention_mma.cuh``). Qwen3-1.7B's 1024-token prefill on an H200 (2026-12-05, the engine alone,
+synchronised): 11.6 ms through them, against 24.2 ms through torch's projections and attention (cuBLAS, SDPA
+given a boolean mask: its math backend). ``moe`` at several tokens a step runs torch's slot (each chosen expert
+over its own tokens): a grouped matmul over the tokens each expert was chosen by is not compiled yet, and the
+families' MoE function, which compiles, computes every expert.
 
-* ``moe`` at several tokens a step runs torch's slot (each chosen expert over its own tokens): a grouped matmul
-  over the tokens each expert was chosen by is not compiled yet, and the families' MoE function, which compiles,
-  computes every expert.
-* On a GPU, a step of more than ``DECODE_ROWS`` tokens (prefill) runs torch's attention (scaled-dot-product
-  attention, flash) and torch's projections (cuBLAS), as the hand-written set's does: the compiled attention's
-  CUDA tiers are the decode step's, one query row after another, and the compiled matmul's CUDA tier is a
-  GEMV's, a warp a dot product (Qwen3-1.7B's 1024-token prefill took 561 ms through them on an H200, against
-  49 ms through the hand-written set's torch slots: ``bench/decode_qwen3_1.7b_kernel_sets_h200.json``); a
-  tensor-core GEMM and a prefill attention are the next issue's. On the CPU every step's attention is
-  compiled: its rows tier scores four query rows against blocks of 16 keys (SmolLM2-135M's shape, 2 threads:
-  0.17 ms against torch SDPA's 0.20 at a 64-token prompt, 5.7 against 12.5 ms at 500, 22.5 against 53.1 ms at
-  1000, a layer, SDPA given the same boolean mask; Qwen3-1.7B's 0.84-1.76x, 0.84x at 128 tokens:
-  ``bench/compiled_attention_cpu.json``; SDPA told ``is_causal`` instead takes 2.9 ms at SmolLM2's 500).
-  The projections of such a step run compiled, on the CPU's blocked GEMM (``bench/compiled_gemm_cpu.json``:
-  0.81-0.93x torch's in f32, 0.66-1.21x in bf16 at 128 to 1024 rows, bf16 on AMX's tiles on both sides).
+On the CPU a prompt's attention runs its rows tier, four query rows against blocks of 16 keys (SmolLM2-135M's
+shape, 2 threads: 0.17 ms against torch SDPA's 0.20 at a 64-token prompt, 5.7 against 12.5 ms at 500, 22.5 against
+53.1 ms at 1000, a layer, SDPA given the same boolean mask; Qwen3-1.7B's 0.84-1.76x, 0.84x at 128 tokens:
+``bench/compiled_attention_cpu.json``; SDPA told ``is_causal`` instead takes 2.9 ms at SmolLM2's 500), and its
+projections the CPU's blocked GEMM (``bench/compiled_gemm_cpu.json``: 0.81-0.93x torch's in f32, 0.66-1.21x in
+bf16 at 128 to 1024 rows, bf16 on AMX's tiles on both sides).
 
 Decoding (one token a step) runs every slot compiled: SmolLM2-135M (f32) decodes at 39.0 tokens/s
 through them against 29.1 through torch's slots and 28.0 through transformers (``bench/decode.py --device cpu
@@ -72,11 +71,7 @@ from .slots import KernelSet, StepPositions
 from .torch_kernels import TorchKernels
 from .workspace import Scratches
 
-__all__ = ["DECODE_ROWS", "CompiledKernels", "SlotShapes", "slot_functions", "slot_options"]
-
-DECODE_ROWS = 16
-"""The most tokens a step on a GPU runs wholly through the compiled slots; in a longer step attention and the
-projections run torch's (module docstring). On the CPU every step does."""
+__all__ = ["CompiledKernels", "SlotShapes", "slot_functions", "slot_options"]
 
 
 def _linear(x: Any, w: Any) -> Any:
@@ -94,9 +89,10 @@ keys and values there made the step slower (1563 -> 1578 us)."""
 
 
 def slot_options(slot: str) -> CompilerOptions:
-    """The build options of slot ``slot``: its early reads, where it has some; one body for every row count (the
-    slots run a decode step's few tokens on the GPU, a prompt's many through torch: ``CompiledKernels``)."""
-    return CompilerOptions(early_reads=EARLY_READS.get(slot, ()), split_rows=False)
+    """The build options of slot ``slot``: its early reads, where it has some; on a Hopper GPU a slot with a matmul
+    an entry choosing the decode step's variant or the prompt's by the step's row count (``split_rows``: module
+    docstring)."""
+    return CompilerOptions(early_reads=EARLY_READS.get(slot, ()), split_rows=True)
 
 
 @dataclass(frozen=True)
@@ -333,20 +329,12 @@ class CompiledKernels(KernelSet):
             self._rows_of = (at, rows)
         return self._rows_of[1]
 
-    @staticmethod
-    def _prefill_on_gpu(x: torch.Tensor) -> bool:
-        """Whether a step of ``x``'s rows runs torch's projections and attention: more than DECODE_ROWS tokens,
-        off the CPU (module docstring)."""
-        return x.shape[0] > DECODE_ROWS and x.device.type != "cpu"
-
     def embed(self, ids: torch.Tensor, table: torch.Tensor, out: torch.Tensor) -> None:
         self._fn("embed")(ids.long(), table, out)
 
     def norm_linear(self, x: torch.Tensor, norm: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
                     out: torch.Tensor, eps: float) -> None:
         self._eps(eps)
-        if self._prefill_on_gpu(x):
-            return self._torch.norm_linear(x, norm, weight, bias, out, eps)
         fn = self._fn("norm_linear")
         if bias is None:
             fn(x, norm, weight, out)
@@ -368,8 +356,6 @@ class CompiledKernels(KernelSet):
     def attention(self, q: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tensor, out: torch.Tensor,
                   scale: float, at: StepPositions) -> None:
         m = q.shape[0]
-        if self._prefill_on_gpu(q):
-            return self._torch.attention(q, cache_k, cache_v, out, scale, at)
         if scale != self._spec().scale:
             raise ValueError(f"CompiledKernels: attention's scale {scale} differs from the {self._spec().scale} its "
                              "slot was built for")
@@ -378,16 +364,12 @@ class CompiledKernels(KernelSet):
     def linear_residual(self, x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor,
                         out: torch.Tensor) -> None:
         s = self._spec()
-        if self._prefill_on_gpu(x):
-            return self._torch.linear_residual(x, weight, residual, out)
         name = "o_proj" if x.shape[1] == s.heads * s.head_dim else "down"
         self._fn(name)(x, weight, residual, out)
 
     def norm_swiglu(self, x: torch.Tensor, norm: torch.Tensor, gate_up: torch.Tensor, out: torch.Tensor,
                     eps: float) -> None:
         self._eps(eps)
-        if self._prefill_on_gpu(x):
-            return self._torch.norm_swiglu(x, norm, gate_up, out, eps)
         self._fn("norm_swiglu")(x, norm, gate_up, out)
 
     def moe(self, x: torch.Tensor, norm: torch.Tensor, router: torch.Tensor, experts_gate: torch.Tensor,
@@ -411,8 +393,6 @@ class CompiledKernels(KernelSet):
 
     def head(self, x: torch.Tensor, norm: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, eps: float) -> None:
         self._eps(eps)
-        if self._prefill_on_gpu(x):
-            return self._torch.head(x, norm, weight, out, eps)
         self._fn("head")(x, norm, weight, out)
 
     def greedy_head(self, x: torch.Tensor, norm: torch.Tensor, weight: torch.Tensor, logits: torch.Tensor,

@@ -311,7 +311,7 @@ class DecodeEngine:
         """Run the tokens ``ids`` (1-D) at positions ``length ..``; returns the logits of the last one (1, vocab),
         or of every one (M, vocab) when ``all_logits``.
 
-        Several tokens run eagerly (scaled-dot-product attention over the cache); a single token runs the
+        Several tokens run eagerly (the kernel set's slots: attention over the cache); a single token runs the
         decode step (the CUDA graph where there is one). The returned tensor of a single token is the engine's
         buffer, valid until the next step.
         """
