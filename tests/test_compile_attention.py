@@ -205,7 +205,7 @@ def test_a_prompts_many_query_rows_run_in_blocks_through_the_tensor_cores_on_a_g
         assert cases == [(1, f"{name}_few_rows"), (17, f"{name}_many_rows")], name
         stages = tir.functions[f"{name}_many_rows"].stages
         (rows,) = [st for st in stages if st.fn.schedule.placement == "attention"]
-        blocks = f"(2*s + 63)//(64)"  # G = 2 query heads a key head, s tokens: 64 rows a CTA
+        blocks = "(2*s + 63)//(64)"  # G = 2 query heads a key head, s tokens: 64 rows a CTA
         assert str(rows.fn.schedule.grid) == f"{KV}*{blocks}" and rows.fn.schedule.threads_per_cta == 128, name
         assert [p.name for p in rows.fn.params if p.is_output] == list(rows.args[-1:]), name  # the result alone
         (few,) = [st for st in tir.functions[f"{name}_few_rows"].stages if st.fn.schedule.placement == "attention"]
