@@ -85,6 +85,34 @@ struct visible_always {
   TILEFOUNDRY_DEVICE int64_t keys(int64_t n) const { return n; }
   TILEFOUNDRY_DEVICE int64_t keys_of(int64_t n, int64_t, int64_t) const { return n; }
 };
+/// The head_dim D of q (G x M x D), keys k (D x N) and values v (N x Dv) where a CUDA tier can read
+/// their rows whole: one element type, D and Dv static and equal, each row's elements contiguous;
+/// else 0.
+template <class Q, class K, class V>
+TILEFOUNDRY_HOST_DEVICE constexpr int contiguous_head_dim() {
+  using E = cute::remove_cvref_t<decltype(std::declval<Q const&>()(0, 0, 0))>;
+  using QL = decltype(std::declval<Q const&>().layout());
+  using KL = decltype(std::declval<K const&>().layout());
+  using VL = decltype(std::declval<V const&>().layout());
+  if constexpr (!std::is_same_v<E,
+                                cute::remove_cvref_t<decltype(std::declval<K const&>()(0, 0))>> ||
+                !std::is_same_v<E,
+                                cute::remove_cvref_t<decltype(std::declval<V const&>()(0, 0))>>) {
+    return 0;
+  } else if constexpr (!cute::is_static<decltype(cute::shape<2>(std::declval<QL>()))>::value ||
+                       !cute::is_static<decltype(cute::shape<1>(std::declval<VL>()))>::value) {
+    return 0;
+  } else {
+    constexpr int D = int(decltype(cute::shape<2>(std::declval<QL>()))::value);
+    constexpr int DV = int(decltype(cute::shape<1>(std::declval<VL>()))::value);
+    constexpr bool rows =
+        cute::is_constant<1, decltype(cute::stride<2>(std::declval<QL>()))>::value &&
+        cute::is_constant<1, decltype(cute::stride<0>(std::declval<KL>()))>::value &&
+        cute::is_constant<1, decltype(cute::stride<1>(std::declval<VL>()))>::value;
+    return D == DV && rows ? D : 0;
+  }
+}
+
 /// The type of a key's index in keys k (D x N): int where N's extent is held in an int or is a
 /// static int (the compiler's views), int64_t where it is held in 64 bits. The grouped tier's loop
 /// over the keys counts in it (where N is at most half the largest int, so that no pass's index

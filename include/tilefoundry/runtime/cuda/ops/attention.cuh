@@ -41,25 +41,13 @@ using elem_t = cute::remove_cvref_t<T>;
 template <class Q, class K, class V>
 TILEFOUNDRY_HOST_DEVICE constexpr bool grouped_tier() {
   using E = elem_t<decltype(std::declval<Q const&>()(0, 0, 0))>;
-  using QL = decltype(std::declval<Q const&>().layout());
-  using KL = decltype(std::declval<K const&>().layout());
-  using VL = decltype(std::declval<V const&>().layout());
-  if constexpr (!detail::is_packed_v<E> ||
-                !std::is_same_v<E, elem_t<decltype(std::declval<K const&>()(0, 0))>> ||
-                !std::is_same_v<E, elem_t<decltype(std::declval<V const&>()(0, 0))>>) {
-    return false;
-  } else if constexpr (!cute::is_static<decltype(cute::shape<2>(std::declval<QL>()))>::value ||
-                       !cute::is_static<decltype(cute::shape<1>(std::declval<VL>()))>::value) {
+  constexpr int D = contiguous_head_dim<Q, K, V>();
+  if constexpr (!detail::is_packed_v<E> || D == 0) {
     return false;
   } else {
-    constexpr int D = int(decltype(cute::shape<2>(std::declval<QL>()))::value);
-    constexpr int DV = int(decltype(cute::shape<1>(std::declval<VL>()))::value);
     constexpr int W = int(16 / sizeof(E));
     constexpr int lanes = D / W;
-    return D == DV && D % W == 0 && lanes <= 32 && 32 % lanes == 0 &&
-           cute::is_constant<1, decltype(cute::stride<2>(std::declval<QL>()))>::value &&
-           cute::is_constant<1, decltype(cute::stride<0>(std::declval<KL>()))>::value &&
-           cute::is_constant<1, decltype(cute::stride<1>(std::declval<VL>()))>::value;
+    return D % W == 0 && lanes <= 32 && 32 % lanes == 0;
   }
 }
 

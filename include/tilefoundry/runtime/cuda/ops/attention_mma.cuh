@@ -43,30 +43,15 @@ template <class T>
 using elem_t = cute::remove_cvref_t<T>;
 
 /// Whether the tier's static conditions hold: q (G x M x D), k (D x N), v (N x Dv) of one 16-bit
-/// float type, D == Dv static, a multiple of 16 and at most 128, each row's elements contiguous,
-/// sums in float.
+/// float type, D == Dv static, a multiple of 16 and at most 128, each row's elements contiguous
+/// (attention_impl::contiguous_head_dim), sums in float.
 template <class Acc, class Q, class K, class V>
 TILEFOUNDRY_HOST_DEVICE constexpr bool tier() {
   using E = elem_t<decltype(std::declval<Q const&>()(0, 0, 0))>;
-  using QL = decltype(std::declval<Q const&>().layout());
-  using KL = decltype(std::declval<K const&>().layout());
-  using VL = decltype(std::declval<V const&>().layout());
-  if constexpr (!std::is_same_v<Acc, float> ||
-                !(std::is_same_v<E, cute::bfloat16_t> || std::is_same_v<E, cute::half_t>) ||
-                !std::is_same_v<E, elem_t<decltype(std::declval<K const&>()(0, 0))>> ||
-                !std::is_same_v<E, elem_t<decltype(std::declval<V const&>()(0, 0))>>) {
-    return false;
-  } else if constexpr (!cute::is_static<decltype(cute::shape<2>(std::declval<QL>()))>::value ||
-                       !cute::is_static<decltype(cute::shape<1>(std::declval<VL>()))>::value) {
-    return false;
-  } else {
-    constexpr int D = int(decltype(cute::shape<2>(std::declval<QL>()))::value);
-    constexpr int DV = int(decltype(cute::shape<1>(std::declval<VL>()))::value);
-    return D == DV && D % 16 == 0 && D <= 128 &&
-           cute::is_constant<1, decltype(cute::stride<2>(std::declval<QL>()))>::value &&
-           cute::is_constant<1, decltype(cute::stride<0>(std::declval<KL>()))>::value &&
-           cute::is_constant<1, decltype(cute::stride<1>(std::declval<VL>()))>::value;
-  }
+  constexpr int D = attention_impl::contiguous_head_dim<Q, K, V>();
+  return std::is_same_v<Acc, float> &&
+         (std::is_same_v<E, cute::bfloat16_t> || std::is_same_v<E, cute::half_t>)&&D > 0 &&
+         D % 16 == 0 && D <= 128;
 }
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
