@@ -23,9 +23,9 @@ class CompilerOptions:
             round trip to memory overlaps its end. A promise broken reads a stale position: pass only tensors
             written before the previous launch began (the decode engine's positions, written once a step).
         split_rows: lower a function whose matmuls take another schedule at 17 rows and more than at 16 and fewer
-            (on a Hopper GPU, the tensor cores) as an entry choosing between two variants by that row count
-            (``lower(..., split_rows=)``); False keeps one body (the decode engine's slots, one token a step, whose
-            prompts run elsewhere).
+            (on a Hopper GPU, the tensor cores: the GEMM, and a fused attention's blocks of query rows) as an entry
+            choosing between two variants by that row count (``lower(..., split_rows=)``; the decode engine's slots
+            run a decode step and a prompt so); False keeps one body for every row count.
     """
 
     opt_level: int = 3
