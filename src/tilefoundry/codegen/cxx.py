@@ -17,14 +17,17 @@ CXX_TYPES = {
     "f32": ("float", "kDLFloat", 32),
     "f16": ("cute::half_t", "kDLFloat", 16),
     "bf16": ("cute::bfloat16_t", "kDLBfloat", 16),
+    "fp8e4m3": ("cute::float_e4m3_t", "kDLFloat8_e4m3fn", 8),
+    "fp8e5m2": ("cute::float_e5m2_t", "kDLFloat8_e5m2", 8),
     "i8": ("int8_t", "kDLInt", 8),
     "i32": ("int32_t", "kDLInt", 32),
     "i64": ("int64_t", "kDLInt", 64),
     "bool": ("bool", "kDLBool", 8),
 }
 
-# The type arithmetic runs in (the runtime's compute_t): 16-bit floats compute in float.
-COMPUTE_TYPES = {"f32": "float", "f16": "float", "bf16": "float", "i8": "int8_t", "i32": "int32_t",
+# The type arithmetic runs in (the runtime's compute_t): 16-bit and 8-bit floats compute in float.
+COMPUTE_TYPES = {"f32": "float", "f16": "float", "bf16": "float", "fp8e4m3": "float", "fp8e5m2": "float",
+                 "i8": "int8_t", "i32": "int32_t",
                  "i64": "int64_t", "bool": "bool"}
 
 _KEYWORDS = frozenset("""

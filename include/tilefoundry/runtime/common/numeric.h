@@ -6,6 +6,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstdint>
+#include <cstring>
 #include <utility>
 
 namespace tilefoundry {
@@ -32,6 +34,15 @@ template <>
 struct compute_type<__nv_bfloat16> {
   using type = float;
 };
+// 8-bit floats (CUTLASS's e4m3 and e5m2) too.
+template <>
+struct compute_type<cutlass::float_e4m3_t> {
+  using type = float;
+};
+template <>
+struct compute_type<cutlass::float_e5m2_t> {
+  using type = float;
+};
 // CuTe stores bool register tensors bit-packed; their elements read as subbyte references, which
 // compute as the type they refer to.
 template <class T>
@@ -39,12 +50,32 @@ struct compute_type<cute::subbyte_reference<T>> : compute_type<cute::remove_cv_t
 template <class T>
 using compute_t = typename compute_type<cute::remove_cvref_t<T>>::type;
 
+/// A float rounded to an 8-bit float D as torch rounds it (`Tensor.to`): to nearest even; NaN to
+/// the NaN 0x7f with x's sign; past the largest finite value by half a step or more, e4m3fn (which
+/// has no infinity) that NaN and e5m2 an infinity of x's sign. CUTLASS's own conversion saturates
+/// there (448, 57344), which the evaluator's torch does not.
+template <class D>
+TILEFOUNDRY_HOST_DEVICE D fp8_of(float x) {
+  constexpr bool e4m3 = std::is_same_v<D, cutlass::float_e4m3_t>;
+  constexpr float past = e4m3 ? 464.0f : 61440.0f;  // the tie at 464 rounds down to 448 (even)
+  uint32_t bits = 0;
+  memcpy(&bits, &x, sizeof bits);
+  uint8_t const sign = uint8_t((bits >> 24) & 0x80u);
+  float const magnitude = x < 0.0f ? -x : x;
+  if (x != x || (e4m3 && magnitude > past)) return D::bitcast(uint8_t(sign | 0x7f));
+  if (!e4m3 && magnitude >= past) return D::bitcast(uint8_t(sign | 0x7c));
+  return D(x);
+}
+
 // Scalar conversions, not views, hence TILEFOUNDRY_HOST_DEVICE rather than CUTE_HOST_DEVICE
 // (config.h): convert also runs on the host under tilefoundry::copy.
 template <class D, class S>
 TILEFOUNDRY_HOST_DEVICE constexpr D convert(S const& s) {
   if constexpr (std::is_same_v<D, S>) {
     return s;
+  } else if constexpr (std::is_same_v<D, cutlass::float_e4m3_t> ||
+                       std::is_same_v<D, cutlass::float_e5m2_t>) {
+    return fp8_of<D>(float(static_cast<compute_t<S>>(s)));
   } else {
     return static_cast<D>(static_cast<compute_t<S>>(s));
   }

@@ -1,0 +1,75 @@
+"""8-bit floats (e4m3fn, e5m2) compiled for the CPU: casts to them rounded as torch rounds them (to nearest even; past
+the largest finite value NaN for e4m3fn, an infinity for e5m2: CUTLASS's own conversion saturates there), casts from
+them exact, and the arithmetic around them in float; on CUDA refused until their kernels have run on a GPU."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.compile_kernels import compiled_only
+from tilefoundry import func, jit, lower, module
+from tilefoundry.dsl import DimVar, Tensor, tf
+from tilefoundry.lower.errors import LoweringError
+from tilefoundry.runtime.check import check, equal
+
+pytestmark = pytest.mark.usefixtures("compile_cache")
+
+R = DimVar("r", 1, 1025)
+# Rounding ties, the largest finite values and just past them, infinities, NaN, a tiny value, a negative zero.
+EDGES = [464.0, 465.0, 479.0, 480.0, -465.0, 448.0, float("inf"), -float("inf"), float("nan"), 57344.0, 59391.0,
+         59392.0, 61440.0, -61440.0, 1e-9, -0.0]
+
+
+@module(entry="to_e4m3")
+class Fp8:
+    @func
+    def to_e4m3(x: Tensor[(R, 64), "f32"]):
+        return tf.cast(x, "fp8e4m3")
+
+    @func
+    def to_e5m2(x: Tensor[(R, 64), "bf16"]):
+        return tf.cast(x, "fp8e5m2")
+
+    @func
+    def dequant(q: Tensor[(R, 64), "fp8e4m3"], scale: Tensor[(R, 1), "f32"]):
+        """A per-row scale of an e4m3 weight, as an FP8 checkpoint's is read."""
+        return tf.cast(q, "f32") * scale
+
+    @func
+    def from_e5m2(q: Tensor[(R, 64), "fp8e5m2"]):
+        return tf.cast(q, "bf16")
+
+
+def _values(rows: int, dtype: torch.dtype) -> torch.Tensor:
+    g = torch.Generator().manual_seed(rows)
+    x = torch.randn(rows, 64, generator=g) * torch.logspace(-12, 18, rows, base=2.0)[:, None]  # 2^-12 .. 2^18
+    x[0, :len(EDGES)] = torch.tensor(EDGES)
+    return x.to(dtype)
+
+
+@pytest.mark.parametrize("name, dtype, fp8", [("to_e4m3", torch.float32, torch.float8_e4m3fn),
+                                              ("to_e5m2", torch.bfloat16, torch.float8_e5m2)])
+def test_a_cast_to_an_8_bit_float_rounds_every_bit_as_torch(name: str, dtype: torch.dtype, fp8: torch.dtype) -> None:
+    compiled = jit(Fp8, target="cpu").functions[name]
+    x = _values(64, dtype)
+    out = torch.empty(64, 64, dtype=fp8)
+    compiled(x, out)
+    # every bit as torch's `to` (the evaluator's cast); check's comparisons take no 8-bit floats (torch has no isnan
+    # for them), so the bits are compared here
+    assert torch.equal(out.view(torch.uint8), x.to(fp8).view(torch.uint8))
+
+
+def test_an_8_bit_weight_reads_back_exactly_and_scales_in_float() -> None:
+    fns = jit(Fp8, target="cpu").functions
+    every = torch.arange(256, dtype=torch.uint8).repeat(64 * 4 // 256 + 1)[:4 * 64].reshape(4, 64)  # every pattern
+    for name, fp8 in (("from_e5m2", torch.float8_e5m2), ("dequant", torch.float8_e4m3fn)):
+        q = every.view(fp8)
+        args = (q,) if name == "from_e5m2" else (q, torch.rand(4, 1, generator=torch.Generator().manual_seed(0)))
+        report = check(compiled_only(fns[name]), Fp8.functions[name], args, expect={"output": [equal(equal_nan=True)]})
+        assert report.passed, f"{name}:\n{report}"
+
+
+def test_on_cuda_an_8_bit_float_is_refused_naming_the_cpu() -> None:
+    with pytest.raises(LoweringError, match=r"dtype fp8e4m3 compiles for the CPU only yet \(pass target='cpu'\)"):
+        lower(Fp8.functions["dequant"], "cuda:sm_90a")
