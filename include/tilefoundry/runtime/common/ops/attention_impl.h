@@ -85,6 +85,12 @@ struct visible_always {
   TILEFOUNDRY_DEVICE int64_t keys(int64_t n) const { return n; }
   TILEFOUNDRY_DEVICE int64_t keys_of(int64_t n, int64_t, int64_t) const { return n; }
 };
+
+/// e^x as the hardware's base-2 exponential of x log2(e) (2 ulp, and the product's rounding): the
+/// CUDA tiers' softmax's weights, whose sum divides them. Against expf the grouped tier took 13.55
+/// -> 13.31 us at context 1024 and 22.1 -> 21.0 us at 4096 (H200, Qwen3-1.7B's 16/8 heads x 128).
+TILEFOUNDRY_DEVICE float softmax_exp(float x) { return detail::exp2_(x * 1.4426950408889634f); }
+
 /// The head_dim D of q (G x M x D), keys k (D x N) and values v (N x Dv) where a CUDA tier can read
 /// their rows whole: one element type, D and Dv static and equal, each row's elements contiguous;
 /// else 0.

@@ -68,11 +68,6 @@ __device__ __forceinline__ void unpack_word(uint4 const v, float (&out)[W]) {
   }
 }
 
-/// e^x as the hardware's base-2 exponential of x log2(e) (2 ulp, and the product's rounding): the
-/// softmax's weights, whose sum divides them. Against expf the grouped tier took 13.55 -> 13.31 us
-/// at context 1024 and 22.1 -> 21.0 us at 4096 (H200, Qwen3-1.7B's 16/8 heads x 128).
-__device__ __forceinline__ float softmax_exp(float x) { return exp2f(x * 1.4426950408889634f); }
-
 template <int LANES>
 __device__ __forceinline__ float group_sum(float x) {
   CUTE_UNROLL

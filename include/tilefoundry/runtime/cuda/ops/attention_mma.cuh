@@ -27,6 +27,7 @@
 
 #include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/ops/attention_impl.h>
+#include <tilefoundry/runtime/cuda/ops/copy_async.cuh>
 
 #include <cstdint>
 #include <type_traits>
@@ -97,17 +98,6 @@ __device__ __forceinline__ uint32_t pack(float lo, float hi) {
   return word;
 }
 
-__device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-/// Waits until at most N of this thread's groups of copies are still in flight.
-template <int N>
-__device__ __forceinline__ void wait_groups() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
-/// e^x as the hardware's base-2 exponential of x log2(e): a weight of the softmax, whose sum
-/// divides it (ops::attention's grouped tier computes it so too).
-__device__ __forceinline__ float weight_of(float x) { return exp2f(x * 1.4426950408889634f); }
-
 /// Rows [first, first + count) of `rows` x D elements (row i at src(i), D contiguous) into the
 /// tile at `dst` (rows kStride elements apart), zeros past `count`: 16-byte cp.async copies where
 /// `words` (the rows' starts are 16-byte aligned), else element by element; one group of copies.
@@ -119,15 +109,13 @@ __device__ __forceinline__ void fill(E* dst, Src const& src, int64_t count, bool
     int const row = i / kWords, col = i % kWords * W;
     E* const to = dst + row * kStride + col;
     if (row < count && words) {
-      unsigned const s = unsigned(__cvta_generic_to_shared(to));
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src(row) + col)
-                   : "memory");
+      ops::detail::cp_async_word<16>(to, src(row) + col);
     } else {
       CUTE_UNROLL
       for (int e = 0; e < W; ++e) to[e] = row < count ? src(row)[col + e] : E(0.0f);
     }
   }
-  commit();
+  ops::cp_async_commit();
 }
 
 /// Rows [r0, r0 + kBlockRows) of a key head's G x M rows: softmax(scores(q k^T), visible) v into
@@ -136,7 +124,6 @@ template <class Acc, class Scores, class Visible, class Q, class K, class V, cla
 __device__ void block(Scores scores, Visible const& visible, Q const& q, K const& k, V const& v,
                       Out& out, int64_t r0) {
   using E = elem_t<decltype(q(0, 0, 0))>;
-  using T = E;
   constexpr int D = int(decltype(cute::shape<2>(q.layout()))::value);
   constexpr int kStride = D + 8;  // elements between rows of a tile: 16 bytes more, no conflicts
   constexpr int kDTiles = D / 8;  // n-tiles of the output, k-steps of the scores are D / 16
@@ -160,7 +147,7 @@ __device__ void block(Scores scores, Visible const& visible, Q const& q, K const
     return &q(r % groups, r / groups, 0);
   };
   fill<D, kStride>(sK, q_row, rows_here, words);
-  wait_groups<0>();
+  ops::cp_async_wait<0>();
   __syncthreads();
   uint32_t qf[D / 16][4];
   int const row_a = warp * 16 + g;  // this thread's rows of the block: row_a and row_a + 8
@@ -196,7 +183,7 @@ __device__ void block(Scores scores, Visible const& visible, Q const& q, K const
   }
   for (int64_t n0 = 0; n0 < seen; n0 += kKeyTile) {
     int64_t const here = seen - n0 < kKeyTile ? seen - n0 : kKeyTile;
-    wait_groups<1>();
+    ops::cp_async_wait<1>();
     __syncthreads();  // the tile's keys are in
     float s[kKeyTile / 8][4];
     CUTE_UNROLL
@@ -218,7 +205,7 @@ __device__ void block(Scores scores, Visible const& visible, Q const& q, K const
         int64_t const n = n0 + j * 8 + 2 * t + (e & 1);
         P const pos = e < 2 ? pos_a : pos_b;
         bool const ok = n < n0 + here && visible.test(visible.key(n), pos);
-        float const sc = ok ? attention_impl::score<T>(scores, s[j][e]) : -INFINITY;
+        float const sc = ok ? attention_impl::score<E>(scores, s[j][e]) : -INFINITY;
         s[j][e] = sc;
         top[e / 2] = fmaxf(top[e / 2], sc);
       }
@@ -228,7 +215,7 @@ __device__ void block(Scores scores, Visible const& visible, Q const& q, K const
     for (int h = 0; h < 2; ++h) {
       top[h] = fmaxf(top[h], __shfl_xor_sync(0xffffffffu, top[h], 1));
       top[h] = fmaxf(top[h], __shfl_xor_sync(0xffffffffu, top[h], 2));
-      scale[h] = mx[h] == -INFINITY ? 0.0f : weight_of(mx[h] - top[h]);
+      scale[h] = mx[h] == -INFINITY ? 0.0f : attention_impl::softmax_exp(mx[h] - top[h]);
       mx[h] = top[h];
       sum[h] *= scale[h];
     }
@@ -244,7 +231,7 @@ __device__ void block(Scores scores, Visible const& visible, Q const& q, K const
       CUTE_UNROLL
       for (int e = 0; e < 4; ++e) {
         float const base = mx[e / 2] == -INFINITY ? 0.0f : mx[e / 2];
-        w[e] = weight_of(s[j][e] - base);
+        w[e] = attention_impl::softmax_exp(s[j][e] - base);
         sum[e / 2] += w[e];
       }
       pf[j / 2][(j % 2) * 2 + 0] = pack<E>(w[0], w[1]);  // row g, keys 2t, 2t + 1
@@ -256,9 +243,9 @@ __device__ void block(Scores scores, Visible const& visible, Q const& q, K const
     if (more) {
       fill<D, kStride>(sK, key_row(n0 + kKeyTile), next, words);
     } else {
-      commit();  // an empty group: the count below holds at the last tile too
+      ops::cp_async_commit();  // an empty group: the count below holds at the last tile too
     }
-    wait_groups<1>();  // this tile's values are in (the next keys may not be)
+    ops::cp_async_wait<1>();  // this tile's values are in (the next keys may not be)
     __syncthreads();
     // o += weights @ values: B fragments of the values through ldmatrix .trans
     CUTE_UNROLL
@@ -278,7 +265,7 @@ __device__ void block(Scores scores, Visible const& visible, Q const& q, K const
     __syncthreads();  // every warp's values are read: sV takes the next tile's
     if (more) fill<D, kStride>(sV, val_row(n0 + kKeyTile), next, words);
   }
-  wait_groups<0>();
+  ops::cp_async_wait<0>();
   // each row's sum over its quad, then the weighted sums over it (0 / 0: NaN where no key is seen)
   CUTE_UNROLL
   for (int h = 0; h < 2; ++h) {
@@ -293,8 +280,8 @@ __device__ void block(Scores scores, Visible const& visible, Q const& q, K const
     CUTE_UNROLL
     for (int j = 0; j < kDTiles; ++j) {
       int const d = j * 8 + 2 * t;
-      out(gi, m, d) = detail::convert<T>(o[j][2 * h] / sum[h]);
-      out(gi, m, d + 1) = detail::convert<T>(o[j][2 * h + 1] / sum[h]);
+      out(gi, m, d) = detail::convert<E>(o[j][2 * h] / sum[h]);
+      out(gi, m, d + 1) = detail::convert<E>(o[j][2 * h + 1] / sum[h]);
     }
   }
 }
