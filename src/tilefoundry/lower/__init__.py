@@ -37,6 +37,7 @@ from .fuse_attention import fuse_attention
 from .gather_last import gathers_to_leading_axes
 from .meshwise import is_placed, lower_mesh
 from .move_axis import picks_to_last_axis
+from .opmap import CPU_ONLY_DTYPES
 from .program import Program, flatten_function, narrow
 from .prologue import fuse_prologues
 from .reduce_axis import split_reductions
@@ -89,7 +90,7 @@ def _refuse_fp8(prog: Program, name: str) -> None:
     CUDA not yet, their kernels never having run on a GPU."""
     for op in prog.ops:
         for v in (*op.inputs, *op.outputs):
-            if v.type.dtype.name in ("fp8e4m3", "fp8e5m2"):
+            if v.type.dtype.name in CPU_ONLY_DTYPES:
                 raise LoweringError(op.op, name, f"dtype {v.type.dtype} compiles for the CPU only yet (pass "
                                     "target='cpu'); its CUDA kernels have not run on a GPU", op.loc)
 

@@ -32,6 +32,8 @@ REDUCE_TAGS = {"sum": "sum_op", "mean": "mean_op", "max": "max_op", "min": "min_
 # Element types the generated code stores (8-bit floats computed in float, converted as torch converts them; on the
 # CPU only yet: lower_function refuses them on CUDA).
 COMPILED_DTYPES = frozenset({"f32", "f16", "bf16", "fp8e4m3", "fp8e5m2", "i8", "i32", "i64", "bool"})
+# ... of which the CPU target's only (lower_function refuses them on CUDA).
+CPU_ONLY_DTYPES = frozenset({"fp8e4m3", "fp8e5m2"})
 
 
 def literal(value: float | int | bool, dtype: DType) -> Literal:

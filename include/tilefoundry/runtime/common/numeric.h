@@ -8,40 +8,25 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 namespace tilefoundry {
 namespace detail {
 
-// 16-bit floats are stored narrow and computed in float, as every CUDA kernel does.
+/// The 8-bit floats the compiler stores (CUTLASS's e4m3 and e5m2).
+template <class T>
+constexpr bool fp8_v =
+    std::is_same_v<T, cutlass::float_e4m3_t> || std::is_same_v<T, cutlass::float_e5m2_t>;
+/// The floats stored narrow and computed in float, as every CUDA kernel does: 16-bit and 8-bit.
+template <class T>
+constexpr bool narrow_float_v =
+    std::is_same_v<T, cutlass::half_t> || std::is_same_v<T, cutlass::bfloat16_t> ||
+    std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16> || fp8_v<T>;
+
 template <class T>
 struct compute_type {
-  using type = T;
-};
-template <>
-struct compute_type<cutlass::half_t> {
-  using type = float;
-};
-template <>
-struct compute_type<cutlass::bfloat16_t> {
-  using type = float;
-};
-template <>
-struct compute_type<__half> {
-  using type = float;
-};
-template <>
-struct compute_type<__nv_bfloat16> {
-  using type = float;
-};
-// 8-bit floats (CUTLASS's e4m3 and e5m2) too.
-template <>
-struct compute_type<cutlass::float_e4m3_t> {
-  using type = float;
-};
-template <>
-struct compute_type<cutlass::float_e5m2_t> {
-  using type = float;
+  using type = std::conditional_t<narrow_float_v<T>, float, T>;
 };
 // CuTe stores bool register tensors bit-packed; their elements read as subbyte references, which
 // compute as the type they refer to.
@@ -73,8 +58,7 @@ template <class D, class S>
 TILEFOUNDRY_HOST_DEVICE constexpr D convert(S const& s) {
   if constexpr (std::is_same_v<D, S>) {
     return s;
-  } else if constexpr (std::is_same_v<D, cutlass::float_e4m3_t> ||
-                       std::is_same_v<D, cutlass::float_e5m2_t>) {
+  } else if constexpr (fp8_v<D>) {
     return fp8_of<D>(float(static_cast<compute_t<S>>(s)));
   } else {
     return static_cast<D>(static_cast<compute_t<S>>(s));
