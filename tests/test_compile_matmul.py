@@ -82,9 +82,9 @@ class Matmuls:
 
     @func
     def deep(x: Tensor[(M, 600), "f32"], wd: ConstTensor[(40, 600), "f32"]):
-        """K = 600: the CPU's blocked tier runs K in passes (256, 256, 88), its sums kept between them; two
-        panels, the first whole (packed by 16 x 16 transposes, K's last 8 values one by one), the second partial;
-        at 200 rows two chunks of rows (192, then 6) and 2 rows left."""
+        """K = 600: the CPU's blocked tier runs K in three equal passes of 200, its sums kept between them; two
+        panels, the first whole (each pass's slice packed by 16 x 16 transposes, its last 8 values one by one), the
+        second partial; at 200 rows 33 blocks of six and 2 rows left."""
         return tf.matmul(x, tf.transpose(wd, (1, 0)))
 
     @func

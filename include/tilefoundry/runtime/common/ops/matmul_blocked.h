@@ -609,19 +609,17 @@ TILEFOUNDRY_AVX512_TARGET inline void pack_panel(E const* pb, int64_t sb, int64_
   pack_float_panel<kWideCols>(pb, sb, n0, width, depth, panel);
 }
 
-/// Values of K a pass takes (K blocking), and rows of a chunk: a pass's slices of two panels (128 x
-/// kWideCols floats each, 32 KiB together) stay in L1 while a chunk's blocks of rows run against
-/// them (panel_pair_kernel), and the chunk's rows of the pass (192 x 128 floats, 96 KiB) stay in L2
-/// while they run against every panel of the tile in turn, so a's rows come from memory once a pass
-/// for the whole tile, not once a panel. Measured on this project's 2-core AVX-512 machine (f32,
-/// one thread, a tile of 1024 rows by 128 columns, GFLOP/s): K = 576 120 -> 142, K = 2048 105 ->
-/// 136 against the panel-outer order with one panel a block (a chunk of 96 or 192 rows within noise
-/// of each other; a's chunk packed block by block, k by k, was slower: 124); two panels a block,
-/// passes of 128: 142 -> 153-162 and 136 -> 145-149 (passes of 256, the two slices past L1:
-/// 134-149).
-constexpr int64_t kDepthBlock = 128;
-constexpr int64_t kChunkRows = 192;
-static_assert(kChunkRows % kRows == 0, "a chunk is whole blocks of rows");
+/// The most values of K a pass takes (K blocking). Within a pass each block of six rows of a
+/// (6 x 256 floats, 6 KiB) stays in L1 while it runs against every panel of the tile in turn, and
+/// the pass's slices of the panels (128 columns x 256 floats, 128 KiB for the compiler's tiles)
+/// stay in L2, read as whole vectors in order. K splits into passes of equal size. Measured on this
+/// project's 2-core AVX-512 machine (f32, one thread, tiles of 128 columns, GFLOP/s, three runs):
+/// against passes of 128 with the slices in L1 and a's rows in chunks of 192 from L2 (the rows'
+/// broadcasts, six runs a line apart per step, were the cost: that loop with one row repeated ran
+/// at 192), 1024 x 4096 x 2048 172 -> 193, 512 x 3072 x 576 178 -> 175-187, 512 x 2048 x 6144
+/// 176 -> 190. Passes of up to 512 gave 200 at K = 2048 but 146-162 at K = 576 (2 passes of 288:
+/// 148-161).
+constexpr int64_t kDepthBlock = 256;
 
 /// Where a block's sums go between passes over K: `sums` (the tile's rows x kWideCols partial sums,
 /// in float) after every pass but the last, through store after the last; and whether they start
@@ -778,19 +776,20 @@ TILEFOUNDRY_AVX512_TARGET inline void panel_pair_kernel(float const* pa, int64_t
   finish_rows<kRows>(sums1, m0, n0 + kWideCols, width1, pass1, store);
 }
 
-/// Every element of a tile whose rows of a are floats, through store: K in passes of kDepthBlock
-/// values, the pass's slices of every panel packed once; then the rows in chunks of kChunkRows,
-/// each chunk run against the panels' slices two at a time (the slices in L1 across the chunk's
-/// blocks, the chunk's rows in L2 across the panels); the sums between passes kept in float, a
-/// panel's rows apart from the next panel's.
+/// Every element of a tile whose rows of a are floats, through store: K in passes of at most
+/// kDepthBlock values (equal ones), the pass's slices of every panel packed once; then each block
+/// of kRows rows runs against the panels' slices two at a time (the block's rows in L1 across the
+/// panels, the slices in L2 across the blocks); the sums between passes kept in float, a panel's
+/// rows apart from the next panel's.
 template <class E, class Store>
 TILEFOUNDRY_AVX512_TARGET inline void tile(float const* pa, int64_t sa, E const* pb, int64_t sb,
                                            int64_t rows, int64_t cols, int64_t depth,
                                            Store const& store) {
   int64_t const panels = (cols + kWideCols - 1) / kWideCols;
-  int64_t const block = depth < kDepthBlock ? depth : kDepthBlock;
+  int64_t const passes = depth > kDepthBlock ? (depth + kDepthBlock - 1) / kDepthBlock : 1;
+  int64_t const block = (depth + passes - 1) / passes;  // values of K a pass takes (the last fewer)
   std::vector<float> slices(size_t(panels * block * kWideCols));
-  std::vector<float> sums(depth > kDepthBlock ? size_t(panels * rows * kWideCols) : 0);
+  std::vector<float> sums(passes > 1 ? size_t(panels * rows * kWideCols) : 0);
   int64_t const full = rows / kRows * kRows;
   auto const width_of = [&](int64_t p) {
     return cols - p * kWideCols < kWideCols ? int(cols - p * kWideCols) : kWideCols;
@@ -798,27 +797,21 @@ TILEFOUNDRY_AVX512_TARGET inline void tile(float const* pa, int64_t sa, E const*
   auto const slice_of = [&](int64_t p) { return slices.data() + p * block * kWideCols; };
   int64_t k0 = 0;
   do {  // once at least (depth 0: sums of nothing stored)
-    int64_t const k1 = depth - k0 > kDepthBlock ? k0 + kDepthBlock : depth;
+    int64_t const k1 = depth - k0 > block ? k0 + block : depth;
     auto const pass_of = [&](int64_t p) {
       return Pass{k0, k1, k0 == 0, k1 == depth,
                   sums.empty() ? nullptr : sums.data() + p * rows * kWideCols};
     };
     for (int64_t p = 0; p < panels; ++p)
       pack_panel(pb + k0, sb, p * kWideCols, width_of(p), k1 - k0, slice_of(p));
-    for (int64_t c0 = 0; c0 < full; c0 += kChunkRows) {
-      int64_t const c1 = full - c0 < kChunkRows ? full : c0 + kChunkRows;
+    for (int64_t m0 = 0; m0 < full; m0 += kRows) {
       int64_t p = 0;
       for (; p + 1 < panels; p += 2) {  // panels two at a time
-        for (int64_t m0 = c0; m0 < c1; m0 += kRows) {
-          panel_pair_kernel(pa, sa, m0, slice_of(p), slice_of(p + 1), p * kWideCols, width_of(p),
-                            width_of(p + 1), pass_of(p), pass_of(p + 1), store);
-        }
+        panel_pair_kernel(pa, sa, m0, slice_of(p), slice_of(p + 1), p * kWideCols, width_of(p),
+                          width_of(p + 1), pass_of(p), pass_of(p + 1), store);
       }
-      for (; p < panels; ++p) {  // the last, alone
-        for (int64_t m0 = c0; m0 < c1; m0 += kRows) {
-          block_kernel(pa, sa, m0, slice_of(p), p * kWideCols, width_of(p), pass_of(p), store);
-        }
-      }
+      if (p < panels)  // the last, alone
+        block_kernel(pa, sa, m0, slice_of(p), p * kWideCols, width_of(p), pass_of(p), store);
     }
     with_rows(rows - full, [&](auto r) {
       for (int64_t p = 0; p < panels; ++p) {
