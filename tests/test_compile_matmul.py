@@ -101,6 +101,18 @@ class Matmuls:
         return tf.matmul(x, tf.transpose(ws, (1, 0)))
 
     @func
+    def long_steps(x: Tensor[(M, 4100), "bf16"], wl: ConstTensor[(40, 4100), "bf16"]):
+        """bf16, K = 4100 (129 steps of 32, the last 4 values padded with zeros): where the CPU has AMX, K runs in
+        three passes of 43 steps, the blocks' sums kept between them, the last pass's slices padded; every row read
+        from the padded copy; two panels, the second 8 columns wide."""
+        return tf.matmul(x, tf.transpose(wl, (1, 0)))
+
+    @func
+    def long_whole_steps(x: Tensor[(M, 4160), "bf16"], wl2: ConstTensor[(40, 4160), "bf16"]):
+        """bf16, K = 4160 (130 whole steps): three passes of 44, 44 and 42 steps, whole blocks read in place."""
+        return tf.matmul(x, tf.transpose(wl2, (1, 0)))
+
+    @func
     def column_tiles(x: Tensor[(M, 16), "bf16"], wt: ConstTensor[(16, 300), "bf16"]):
         return tf.reshape(tf.matmul(x, wt), (M, 3, 100))
 
@@ -208,13 +220,15 @@ def _inputs(name: str, m: int) -> tuple[torch.Tensor, ...]:
                                 torch.randint(-3, 4, (24, 16), generator=g).float()),
         "grouped_heads": lambda: (r(4, m, 8), r(m, 2, 8)),
         "whole_steps": lambda: (r(m, 96, dtype=bf), r(64, 96, dtype=bf) / 96**0.5),
+        "long_steps": lambda: (r(m, 4100, dtype=bf), r(40, 4100, dtype=bf) / 4100**0.5),
+        "long_whole_steps": lambda: (r(m, 4160, dtype=bf), r(40, 4160, dtype=bf) / 4160**0.5),
         "chosen_experts": lambda: (r(m, 37), r(5, 24, 37), torch.tensor([m % 5, 2])),
     }[name]()
 
 
 @pytest.mark.parametrize("name", ["linear", "linear_bias_bf16", "batched", "matvec", "column_tiles", "row_times_batch",
                                   "grouped_heads", "sliced_weight", "greedy_head", "wide", "deep",
-                                  "chosen_experts", "whole_steps"])
+                                  "chosen_experts", "whole_steps", "long_steps", "long_whole_steps"])
 def test_a_matmul_matches_the_evaluator_at_every_row_count(name: str) -> None:
     compiled = jit(Matmuls, target="cpu").functions[name]
     fn = Matmuls.functions[name]

@@ -506,11 +506,24 @@ struct alignas(64) TileConfig {
   std::uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
 };
 
-/// Every element of a bf16 tile, through store. Every panel of the tile is packed first (a K x
-/// 32 run of pairs each); then each block of 32 rows runs against every panel, its rows of a
-/// staying in L2 across them (a's rows are read from memory once for the tile). A block whose 32
-/// rows are all there, where K is whole steps, is read in place; the rows past the last whole block
-/// (and every row where K is not) are copied into a buffer padded with zeros.
+/// The most steps of K a pass takes (K blocking, 2048 values): a pass's slices of the tile's panels
+/// (128 columns x 2048 values, 512 KiB) and the rows of a block stay in L2 while every block runs
+/// against every panel; the blocks' sums wait in memory between passes. Measured on this project's
+/// 2-core machine (one thread, tiles of 128 columns, GFLOP/s) against one pass over all of K: N x K
+/// = 2048 x 6144 at M = 128 496 -> 624, M = 512 669 -> 760, M = 1024 675 -> 661 (the tile's whole
+/// packed panels, 1.5 MiB, and a block's rows past L2 together). Shorter passes were slower where
+/// M is large (their sums loaded and stored each pass: at 6 steps, 1024 x 4096 x 2048, 741 ->
+/// 398), faster at K = 576 and 1536 where M is small (684 -> 805 at 12 steps, M = 128 and N = 960)
+/// and slower at M = 128 and N = 3072; those keep one pass.
+constexpr int64_t kPassSteps = 64;
+
+/// Every element of a bf16 tile, through store. K runs in passes of at most kPassSteps equal steps
+/// (one pass where K is at most 2048 values); in each, the pass's slice of every panel is packed
+/// (pairs of k, padded with zeros to whole steps), then each block of 32 rows runs against every
+/// panel, its four tiles of sums starting at zero (the first pass) or where the pass before left
+/// them, and stored through store after the last. A block whose 32 rows are all there, where K is
+/// whole steps, is read in place; the rows past the last whole block (and every row where K is not)
+/// are copied into a buffer padded with zeros.
 template <class Store>
 TILEFOUNDRY_AMX_TARGET inline void tile(std::uint16_t const* pa, int64_t sa,
                                         std::uint16_t const* pb, int64_t sb, int64_t rows,
@@ -522,47 +535,76 @@ TILEFOUNDRY_AMX_TARGET inline void tile(std::uint16_t const* pa, int64_t sa,
   for (int64_t m = in_place; m < rows; ++m)
     std::memcpy(&a[size_t((m - in_place) * k_pad)], pa + m * sa, depth * 2);
   int64_t const panels = (cols + kBlock - 1) / kBlock;
-  int64_t const panel_words = k_pad / 2 * bf16_dot::kDotCols;
-  std::vector<std::uint32_t> packed(size_t(panels * panel_words), 0u);
+  int64_t const blocks = (rows + kBlock - 1) / kBlock;
   auto const width_of = [&](int64_t p) {
     return cols - p * kBlock < kBlock ? int(cols - p * kBlock) : kBlock;
   };
-  for (int64_t p = 0; p < panels; ++p)
-    bf16_dot::pack_panel(pb, sb, p * kBlock, width_of(p), depth, &packed[size_t(p * panel_words)]);
+  int64_t const steps = k_pad / kStep;
+  int64_t const passes = steps > kPassSteps ? (steps + kPassSteps - 1) / kPassSteps : 1;
+  int64_t const pass_steps = (steps + passes - 1) / passes;  // the last pass fewer
+  int64_t const slice_words = pass_steps * kStep / 2 * bf16_dot::kDotCols;
+  std::vector<std::uint32_t> slices(size_t(panels * slice_words), 0u);
+  constexpr int64_t kSums = kBlock * kBlock;  // floats of a block's sums against a panel
+  std::vector<float> kept(passes > 1 ? size_t(blocks * panels * kSums) : 0);
   alignas(64) float sums[kBlock][kBlock];
   TileConfig const config;
   _tile_loadconfig(&config);
-  for (int64_t m0 = 0; m0 < rows; m0 += kBlock) {
-    bool const here = m0 < in_place;
-    std::uint16_t const* const rows_a = here ? pa + m0 * sa : &a[size_t((m0 - in_place) * k_pad)];
-    int64_t const ld = (here ? sa : k_pad) * 2;  // bytes between a's rows
+  int64_t s0 = 0;
+  do {  // once at least (K = 0: sums of nothing stored)
+    int64_t const s1 = steps - s0 > pass_steps ? s0 + pass_steps : steps;
+    int64_t const k0 = s0 * kStep, k1 = s1 * kStep;
+    bool const first = s0 == 0, last = s1 == steps;
+    int64_t const values = (k1 < depth ? k1 : depth) - k0;  // of b's K in the pass
     for (int64_t p = 0; p < panels; ++p) {
-      std::uint32_t const* const panel = &packed[size_t(p * panel_words)];
-      _tile_zero(0);
-      _tile_zero(1);
-      _tile_zero(2);
-      _tile_zero(3);
-      for (int64_t k = 0; k < k_pad; k += kStep) {
-        _tile_loadd(4, rows_a + k, ld);
-        _tile_loadd(5, rows_a + 16 * (ld / 2) + k, ld);
-        _tile_loadd(6, panel + k / 2 * bf16_dot::kDotCols, bf16_dot::kDotCols * 4);
-        _tile_loadd(7, panel + k / 2 * bf16_dot::kDotCols + 16, bf16_dot::kDotCols * 4);
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
-      }
-      _tile_stored(0, &sums[0][0], kBlock * 4);
-      _tile_stored(1, &sums[0][16], kBlock * 4);
-      _tile_stored(2, &sums[16][0], kBlock * 4);
-      _tile_stored(3, &sums[16][16], kBlock * 4);
-      int64_t const live = rows - m0 < kBlock ? rows - m0 : kBlock;
-      for (int64_t i = 0; i < live; ++i) {
-        __m512 const row[1][2] = {{_mm512_load_ps(sums[i]), _mm512_load_ps(sums[i] + 16)}};
-        bf16_dot::store_rows<1>(row, m0 + i, p * kBlock, width_of(p), store);
+      std::uint32_t* const slice = &slices[size_t(p * slice_words)];
+      if (values < k1 - k0) std::fill(slice, slice + slice_words, 0u);  // K's end: padding zeros
+      bf16_dot::pack_panel(pb + k0, sb, p * kBlock, width_of(p), values, slice);
+    }
+    for (int64_t m0 = 0; m0 < rows; m0 += kBlock) {
+      bool const here = m0 < in_place;
+      std::uint16_t const* const rows_a = here ? pa + m0 * sa : &a[size_t((m0 - in_place) * k_pad)];
+      int64_t const ld = (here ? sa : k_pad) * 2;  // bytes between a's rows
+      for (int64_t p = 0; p < panels; ++p) {
+        std::uint32_t const* const slice = &slices[size_t(p * slice_words)];
+        float* const part =
+            kept.empty() ? nullptr : &kept[size_t((m0 / kBlock * panels + p) * kSums)];
+        if (first) {
+          _tile_zero(0);
+          _tile_zero(1);
+          _tile_zero(2);
+          _tile_zero(3);
+        } else {
+          _tile_loadd(0, part, kBlock * 4);
+          _tile_loadd(1, part + 16, kBlock * 4);
+          _tile_loadd(2, part + 16 * kBlock, kBlock * 4);
+          _tile_loadd(3, part + 16 * kBlock + 16, kBlock * 4);
+        }
+        for (int64_t k = k0; k < k1; k += kStep) {
+          std::uint32_t const* const pairs = slice + (k - k0) / 2 * bf16_dot::kDotCols;
+          _tile_loadd(4, rows_a + k, ld);
+          _tile_loadd(5, rows_a + 16 * (ld / 2) + k, ld);
+          _tile_loadd(6, pairs, bf16_dot::kDotCols * 4);
+          _tile_loadd(7, pairs + 16, bf16_dot::kDotCols * 4);
+          _tile_dpbf16ps(0, 4, 6);
+          _tile_dpbf16ps(1, 4, 7);
+          _tile_dpbf16ps(2, 5, 6);
+          _tile_dpbf16ps(3, 5, 7);
+        }
+        float* const to = last ? &sums[0][0] : part;
+        _tile_stored(0, to, kBlock * 4);
+        _tile_stored(1, to + 16, kBlock * 4);
+        _tile_stored(2, to + 16 * kBlock, kBlock * 4);
+        _tile_stored(3, to + 16 * kBlock + 16, kBlock * 4);
+        if (!last) continue;
+        int64_t const live = rows - m0 < kBlock ? rows - m0 : kBlock;
+        for (int64_t i = 0; i < live; ++i) {
+          __m512 const row[1][2] = {{_mm512_load_ps(sums[i]), _mm512_load_ps(sums[i] + 16)}};
+          bf16_dot::store_rows<1>(row, m0 + i, p * kBlock, width_of(p), store);
+        }
       }
     }
-  }
+    s0 = s1;
+  } while (s0 < steps);
   _tile_release();
 }
 
