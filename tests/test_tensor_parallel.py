@@ -229,6 +229,47 @@ def test_generate_tp_runs_as_torchruns_ranks(ckpt_with_tokenizer: Path) -> None:
     assert "--tp 4 but torchrun started 2 ranks; give --tp 2" in refused.stderr
 
 
+@pytest.fixture(scope="module")
+def chat_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("tp_chat") / "qwen3"
+    make_checkpoint("qwen3", folder, sharded=False)
+    add_tokenizer(folder, chat=True)
+    return folder
+
+
+def test_chat_tp_2_answers_as_one_rank_does_and_waits_out_a_slow_turn(chat_ckpt: Path) -> None:
+    """Three turns through a pipe: an answer, a turn too long for the model's 128 positions (refused, one line,
+    the chat going on: status 2), and a turn typed after a pause longer than --tp-timeout (the ranks but rank 0
+    wait for it in collectives: rank 0 tells them every second that no line has come)."""
+    argv = [sys.executable, "-m", "tilefoundry", "chat", "--ckpt", str(chat_ckpt), "--max-new-tokens", "4"]
+    turns = ["Hi there", "x" * 300, "Name a prime."]
+    one = subprocess.run(argv, input="".join(t + "\n" for t in turns), capture_output=True, text=True, timeout=600)
+    assert one.returncode == 2, one.stderr  # the long turn was refused
+    pause_s, timeout_s = 15.0, 12.0
+    two = subprocess.Popen([*argv, "--tp", "2", "--tp-timeout", str(timeout_s)], stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert two.stdin is not None and two.stderr is not None
+        two.stdin.write(turns[0] + "\n" + turns[1] + "\n")
+        two.stdin.flush()
+        said = []
+        while not any("refused:" in line for line in said):  # the second turn answered (refused): rank 0 waits
+            line = two.stderr.readline()
+            assert line, "".join(said)
+            said.append(line)
+        time.sleep(pause_s)
+        out, err = two.communicate(turns[2] + "\n", timeout=600)
+    finally:
+        if two.poll() is None:
+            two.kill()
+    err = "".join(said) + err
+    assert two.returncode == 2, err
+    assert out == one.stdout and out.count("\n") >= 2  # both answers, as one process gave them
+    refusals = [line for line in err.splitlines() if "refused:" in line]
+    assert len(refusals) == 1 and refusals[0].startswith("tilefoundry chat: refused: the prompt ("), err
+    assert "TensorParallelError" not in err and "Terminating process" not in err
+
+
 @pytest.mark.parametrize(("extra", "words"), [
     (("--tp", "4"), "refused: tensor parallel over 4 ranks: the model's num_key_value_heads = 2 is not a multiple "
                     "of 4; choose a --tp that divides it"),

@@ -89,7 +89,7 @@ def _rank_main(tp: Any, command: str, body: Callable[..., int], args: argparse.N
     mine = _rank_args(args, tp.world)
     try:
         with tp.active():
-            body(mine, payload, tp.rank == 0)
+            status = body(mine, payload, tp.rank == 0)
     except Refusal as refusal:
         if folder is None:  # under torchrun: no parent to tell (_as_torchrun_rank says it)
             raise
@@ -97,6 +97,10 @@ def _rank_main(tp: Any, command: str, body: Callable[..., int], args: argparse.N
         if tp.rank != 0:  # rank 0, refusing the same request, says it first (the parent prefers its reason)
             time.sleep(_LATER_S)
         sys.exit(2)
+    if status:  # the command's own status (a chat with a refused turn: 2), for the parent to return
+        if folder is None:  # under torchrun: this process's status
+            sys.exit(status)
+        Path(folder, f"status-{tp.rank}").write_text(str(status), encoding="utf-8")
 
 
 def _as_torchrun_rank(tp: Any, args: argparse.Namespace, command: str, body: Callable[..., int],
@@ -121,8 +125,9 @@ def _as_torchrun_rank(tp: Any, args: argparse.Namespace, command: str, body: Cal
 
 
 def run_parallel(args: argparse.Namespace, command: str, body: Callable[..., int], payload: Any) -> int:
-    """Run ``body(args, payload, speak)`` on every rank (``speak``: rank 0's); 0 when every rank returned, 1 when
-    one crashed (its error printed); a rank's refusal is raised as this command's Refusal.
+    """Run ``body(args, payload, speak)`` on every rank (``speak``: rank 0's); the largest status a rank's body
+    returned (0 when each returned 0 or None), 1 when one crashed (its error printed); a rank's refusal is raised
+    as this command's Refusal.
 
     ``body`` and ``payload`` must be picklable (a module-level function, plain data): ranks are fresh processes.
     """
@@ -145,4 +150,4 @@ def run_parallel(args: argparse.Namespace, command: str, body: Callable[..., int
                 raise Refusal(text if rank == "0" else f"tensor parallel rank {rank}: {text}") from None
             print(f"tilefoundry {command}: {error}", file=sys.stderr)  # a crash, not a refusal: all it said
             return 1
-    return 0
+        return max((int(p.read_text(encoding="utf-8")) for p in Path(folder).glob("status-*")), default=0)
