@@ -29,12 +29,11 @@ given a boolean mask: its math backend). ``moe`` at several tokens a step runs t
 over its own tokens): a grouped matmul over the tokens each expert was chosen by is not compiled yet, and the
 families' MoE function, which compiles, computes every expert.
 
-On the CPU a prompt's attention runs its rows tier, four query rows against blocks of 16 keys (SmolLM2-135M's
-shape, 2 threads: 0.17 ms against torch SDPA's 0.20 at a 64-token prompt, 5.7 against 12.5 ms at 500, 22.5 against
-53.1 ms at 1000, a layer, SDPA given the same boolean mask; Qwen3-1.7B's 0.84-1.76x, 0.84x at 128 tokens:
-``bench/compiled_attention_cpu.json``; SDPA told ``is_causal`` instead takes 2.9 ms at SmolLM2's 500), and its
-projections the CPU's blocked GEMM (``bench/compiled_gemm_cpu.json``: 0.81-0.93x torch's in f32, 0.66-1.21x in
-bf16 at 128 to 1024 rows, bf16 on AMX's tiles on both sides).
+On the CPU a prompt's attention runs its rows tier, eight query rows against blocks of 16 keys, at 0.44-0.83x
+torch SDPA told ``is_causal`` (its flash kernel: SmolLM2-135M's shape, 2 threads, a layer of a 500-token prompt 4.6
+ms against 2.9; ``bench/compiled_attention_cpu.json``), and its projections the CPU's blocked GEMM
+(``bench/compiled_gemm_cpu.json``: 0.77-0.91x torch's in f32, 0.76-1.15x in bf16 at 128 to 1024 rows, bf16 on AMX's
+tiles on both sides). So a long prompt prefills faster through torch's kernel set on the CPU (docs/engine.md).
 
 Decoding (one token a step) runs every slot compiled: SmolLM2-135M (f32) decodes at 39.0 tokens/s
 through them against 29.1 through torch's slots and 28.0 through transformers (``bench/decode.py --device cpu
