@@ -43,6 +43,14 @@ def make_checkpoint(family: str, folder: Path, *, sharded: bool, fused_experts: 
     return model
 
 
+def make_chat_checkpoint(family: str, folder: Path) -> Path:
+    """A random ``family`` model saved into ``folder`` (one shard) with a byte tokenizer and its chat template:
+    what ``tilefoundry chat`` needs. Returns ``folder``."""
+    make_checkpoint(family, folder, sharded=False)
+    add_tokenizer(folder, chat=True)
+    return folder
+
+
 def folder_digest(folder: Path) -> dict[str, str]:
     """sha256 of every file below ``folder``, by relative path: equal digests mean nothing was written."""
     return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()

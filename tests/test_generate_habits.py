@@ -17,7 +17,7 @@ import pytest
 from tilefoundry.cli.main import main
 from tilefoundry.models.session import PromptTooLongError, TextSession
 
-from .hf_models import add_tokenizer, make_checkpoint
+from .hf_models import add_tokenizer, make_chat_checkpoint, make_checkpoint
 from .refusals import refused
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -25,10 +25,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 
 @pytest.fixture(scope="module")
 def ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("habits") / "llama"
-    make_checkpoint("llama", folder, sharded=False)
-    add_tokenizer(folder, chat=True)
-    return folder
+    return make_chat_checkpoint("llama", tmp_path_factory.mktemp("habits") / "llama")
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,7 @@ from tilefoundry.models import open_checkpoint
 from tilefoundry.models.tensor_parallel import load_rank_twin
 from tilefoundry.models.twins import build_twin
 
-from .hf_models import add_tokenizer, make_checkpoint
+from .hf_models import add_tokenizer, make_chat_checkpoint, make_checkpoint
 
 
 def _results(out: Path, world: int) -> list[dict]:
@@ -231,10 +231,7 @@ def test_generate_tp_runs_as_torchruns_ranks(ckpt_with_tokenizer: Path) -> None:
 
 @pytest.fixture(scope="module")
 def chat_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("tp_chat") / "qwen3"
-    make_checkpoint("qwen3", folder, sharded=False)
-    add_tokenizer(folder, chat=True)
-    return folder
+    return make_chat_checkpoint("qwen3", tmp_path_factory.mktemp("tp_chat") / "qwen3")
 
 
 def test_chat_tp_2_answers_as_one_rank_does_and_waits_out_a_slow_turn(chat_ckpt: Path) -> None:
