@@ -26,13 +26,15 @@ using ::tilefoundry::detail::unit_stride_v;
 /// The CPU's tier where q's rows, the keys' and the values' rows (k's first axis, v's second) are
 /// contiguous and the dot products accumulate in float. The slice's keys are copied once as floats,
 /// transposed in blocks of kBlock keys (for each block and each of the head's dimensions, the
-/// block's kBlock values side by side: one vector), and its values as float rows. Query rows go
+/// block's kBlock values side by side: one vector); its values are read in place where they are
+/// float rows, else copied once as float rows. Query rows go
 /// kRows at a time, read (as floats) at the first block one of them sees: per block of keys, each
 /// dimension's vector of keys is loaded once and multiplied into the kRows rows' vectors of kBlock
 /// scores (held in registers: kRows independent chains of multiply-adds); a row's scores, their
 /// largest, their exponentials and their sum are vector lanes; where Dv is whole vectors, each
 /// vector of a value row is loaded once and added into the kRows rows' weighted sums (in registers
-/// across the block's keys). A block no row of the group may see is skipped (a causal prompt's
+/// across the block's keys; a key a row does not see has weight 0 and adds 0 * v, as the
+/// evaluator's probs @ v). A block no row of the group may see is skipped (a causal prompt's
 /// later keys), and a row that sees no key of the slice stores only its maximum (-inf) and sum.
 /// With many query rows (a prompt: at least kRows a slice) the slices are of rows, each against
 /// every key (no slice's rows left waiting on a causal mask, one slice a row for the combine); with
@@ -46,7 +48,12 @@ using ::tilefoundry::detail::unit_stride_v;
 /// Qwen3-1.7B's (16 heads over 8, head_dim 128) at 64 / 128 / 256 / 500 tokens 1.09 / 0.84 / 0.86 /
 /// 0.96x SDPA; eight rows, each value vector loaded once for them, 1.17 / 0.99 / 1.04 / 1.14x
 /// (sixteen rows: within noise of eight); slices of rows and keys transposed by vectors, 1.23 /
-/// 1.04-1.09 / 1.06-1.10 at 64 / 128 / 256 (SmolLM2's at 128: 1.18 -> 1.29-1.62).
+/// 1.04-1.09 / 1.06-1.10 at 64 / 128 / 256 (SmolLM2's at 128: 1.18 -> 1.29-1.62). Against SDPA told
+/// is_causal (its flash kernel, the engine's torch slot), 2026-12-05: SmolLM2's at 128 / 500 / 1000
+/// tokens 0.40 / 4.71 / 17.2 -> 0.33 / 3.94 / 14.3 ms (0.64 / 0.66 / 0.48 -> 0.74 / 0.77 / 0.53x),
+/// Qwen3-1.7B's 1.11 / 13.0 / 44.7 -> 0.88 / 12.0 / 42.2 ms, where each weight of a value vector
+/// was tested against 0 (a select after each multiply-add), the rows' visibility found in the loop
+/// that ORed it, and value rows copied into vf though they were float rows.
 template <class Q, class K, class V>
 constexpr bool rows_tier_v = unit_stride_v<2, Q>&& unit_stride_v<0, K>&& unit_stride_v<1, V>;
 
@@ -134,7 +141,14 @@ inline void rows(Scores scores, Visible visible, Q const& q, K const& k, V const
   int64_t const blocks = (n_keys + kBlock - 1) / kBlock;
   // kt[b * depth + d][j]: dimension d of key b * kBlock + j of the slice (0 past its end).
   std::vector<block_t> kt(static_cast<size_t>(blocks * depth));
-  std::vector<float> vf(static_cast<size_t>(n_keys * dv));  // the slice's value rows, as floats
+  // The slice's value rows as floats: read in place where they are float rows (vld floats apart),
+  // else copied once into vf.
+  using TV = cute::remove_cvref_t<decltype(v(0, 0))>;
+  bool const v_in_place = std::is_same_v<TV, float> && int64_t(cute::stride<1>(v)) == 1;
+  std::vector<float> vf(v_in_place ? 0 : static_cast<size_t>(n_keys * dv));
+  float const* const vbase =
+      v_in_place && n_keys > 0 ? reinterpret_cast<float const*>(&v(keys.begin, 0)) : vf.data();
+  int64_t const vld = v_in_place ? int64_t(cute::stride<0>(v)) : dv;
   std::vector<P> kpos(static_cast<size_t>(n_keys));
   bool whole = false;  // the block of key n transposed whole (transposed_block)
   for (int64_t n = 0; n < n_keys; ++n) {
@@ -146,8 +160,10 @@ inline void rows(Scores scores, Visible visible, Q const& q, K const& k, V const
     if (!whole) {
       for (int64_t d = 0; d < depth; ++d) column[d][n % kBlock] = detail::convert<float>(kn[d]);
     }
-    auto const* const vn = &v(keys.begin + n, 0);
-    for (int64_t e = 0; e < dv; ++e) vf[size_t(n * dv + e)] = detail::convert<float>(vn[e]);
+    if (!v_in_place) {
+      auto const* const vn = &v(keys.begin + n, 0);
+      for (int64_t e = 0; e < dv; ++e) vf[size_t(n * dv + e)] = detail::convert<float>(vn[e]);
+    }
     kpos[size_t(n)] = visible.key(keys.begin + n);
   }
   for (int64_t n = n_keys; n < blocks * kBlock; ++n) {
@@ -183,12 +199,16 @@ inline void rows(Scores scores, Visible visible, Q const& q, K const& k, V const
     for (int64_t b = 0; b < blocks; ++b) {
       int const width = n_keys - b * kBlock < kBlock ? int(n_keys - b * kBlock) : kBlock;
       bool seen[kRows][kBlock];
+      P const* const kp = &kpos[size_t(b * kBlock)];
+      for (int r = 0; r < kRows; ++r) {
+        P const pos = at[r];
+        TILEFOUNDRY_SIMD_LOOP
+        for (int j = 0; j < kBlock; ++j)
+          seen[r][j] = j < width && visible.test(kp[j < width ? j : 0], pos);
+      }
       bool any = false;
       for (int r = 0; r < kRows; ++r) {
-        for (int j = 0; j < kBlock; ++j) {
-          seen[r][j] = j < width && visible.test(kpos[size_t(b * kBlock + j)], at[r]);
-          any = any || seen[r][j];
-        }
+        for (int j = 0; j < kBlock; ++j) any |= seen[r][j];
       }
       if (!any) continue;  // no row sees a key of the block
       if (!started) {      // float rows are read where they are; others converted once
@@ -241,19 +261,17 @@ inline void rows(Scores scores, Visible visible, Q const& q, K const& k, V const
         sum[r] += sum_of(p[r]);
       }
       if (dv % kBlock == 0) {  // the rows' sums a vector at a time, in registers across the keys
-        float const* const v0 = &vf[size_t(b * kBlock * dv)];
+        float const* const v0 = vbase + b * kBlock * vld;
         for (int64_t e = 0; e < dv; e += kBlock) {
           block_t sums[kRows];
           for (int r = 0; r < kRows; ++r)
             std::memcpy(&sums[r], &acc[size_t(r * dv + e)], sizeof sums[r]);
           for (int j = 0; j < width; ++j) {
             block_t vj;  // each value vector loaded once for the rows
-            std::memcpy(&vj, v0 + j * dv + e, sizeof vj);
-            for (int r = 0; r < kRows; ++r) {
-              float const pj = p[r][j];
-              block_t const added = fma_lanes(pj, vj, sums[r]);
-              sums[r] = pj == 0.0f ? sums[r] : added;  // a key the row does not see adds nothing
-            }
+            std::memcpy(&vj, v0 + j * vld + e, sizeof vj);
+            // a key the row does not see has weight 0: it adds 0 * v, NaN where v is not finite, as
+            // the evaluator's probs @ v does
+            for (int r = 0; r < kRows; ++r) sums[r] = fma_lanes(p[r][j], vj, sums[r]);
           }
           for (int r = 0; r < kRows; ++r)
             std::memcpy(&acc[size_t(r * dv + e)], &sums[r], sizeof sums[r]);
@@ -261,10 +279,9 @@ inline void rows(Scores scores, Visible visible, Q const& q, K const& k, V const
         continue;
       }
       for (int j = 0; j < width; ++j) {  // each value row loaded once for the rows
-        float const* const vn = &vf[size_t((b * kBlock + j) * dv)];
+        float const* const vn = vbase + (b * kBlock + j) * vld;
         for (int r = 0; r < kRows; ++r) {
-          float const pj = p[r][j];
-          if (pj == 0.0f) continue;
+          float const pj = p[r][j];  // 0 where the row does not see the key: adds 0 * v, as above
           float* const a = &acc[size_t(r * dv)];
           for (int64_t e = 0; e < dv; ++e) a[e] += pj * vn[e];
         }
