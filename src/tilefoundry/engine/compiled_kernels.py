@@ -29,9 +29,9 @@ given a boolean mask: its math backend). ``moe`` at several tokens a step runs t
 over its own tokens): a grouped matmul over the tokens each expert was chosen by is not compiled yet, and the
 families' MoE function, which compiles, computes every expert.
 
-On the CPU a prompt's attention runs its rows tier, eight query rows against blocks of 16 keys, at 0.54-1.12x
-torch SDPA told ``is_causal`` (its flash kernel: SmolLM2-135M's shape, 2 threads, a layer of a 500-token prompt 3.97
-ms against 2.89; ``bench/compiled_attention_cpu.json``), and its projections the CPU's blocked GEMM
+On the CPU a prompt's attention runs its rows tier, eight query rows against blocks of 16 keys, at 0.57-1.17x
+torch SDPA told ``is_causal`` (its flash kernel: SmolLM2-135M's shape, 2 threads, a layer of a 500-token prompt 3.54
+ms against 2.62; ``bench/compiled_attention_cpu.json``), and its projections the CPU's blocked GEMM
 (``bench/compiled_gemm_cpu.json``: 0.77-0.91x torch's in f32, 0.76-1.15x in bf16 at 128 to 1024 rows, bf16 on AMX's
 tiles on both sides). So a long prompt prefills faster through torch's kernel set on the CPU (docs/engine.md).
 

@@ -13,9 +13,13 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 #include <utility>
 #include <vector>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 namespace tilefoundry {
 namespace ops {
@@ -72,9 +76,18 @@ inline Block fma_lanes(float x, Block const& y, Block const& acc) {
 /// that the compares run side by side (a chain of N compares otherwise, each waiting on the last).
 /// Its own select rather than detail::nan_max's (the same value): SmolLM2-135M's attention at 500
 /// tokens took 5.8-6.1 ms with it, 6.1-6.3 with nan_max, and as much with this and sum_of() one
-/// fold over a function object (2 threads, this project's CPU machine).
+/// fold over a function object (2 threads, this project's CPU machine). Sixteen values where the
+/// build has AVX-512 stay in one register (the fold went through the stack): 3.94 -> 3.51 ms there,
+/// 14.3 -> 12.9 at 1000 tokens (2026-12-05).
 template <int N>
 inline float largest(float const (&x)[N]) {
+#if defined(__AVX512F__)
+  if constexpr (N == 16) {  // in one register: a test for NaN, then the vector's own reduction
+    __m512 const v = _mm512_loadu_ps(x);
+    if (_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) != 0) return std::numeric_limits<float>::quiet_NaN();
+    return _mm512_reduce_max_ps(v);
+  }
+#endif
   float t[N];
   std::memcpy(t, x, sizeof t);
   for (int w = N / 2; w >= 1; w /= 2) {
@@ -89,6 +102,10 @@ inline float largest(float const (&x)[N]) {
 /// The sum of N values (N a power of two), halves folded onto each other as largest() folds them.
 template <int N>
 inline float sum_of(float const (&x)[N]) {
+#if defined(__AVX512F__)
+  if constexpr (N == 16)
+    return _mm512_reduce_add_ps(_mm512_loadu_ps(x));  // the same halves, in registers
+#endif
   float t[N];
   std::memcpy(t, x, sizeof t);
   for (int w = N / 2; w >= 1; w /= 2) {
