@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import queue
 import sys
 import threading
@@ -12,7 +11,7 @@ from typing import Any, TextIO
 
 from .refusal import Refusal, refusal_line
 from .text_options import REFUSED, add_model_options, add_text_options, reason, sampling_of, use_threads
-from .tp_ranks import add_tp_option, run_parallel, wants_parallel
+from .tp_ranks import add_tp_option, run_parallel, started_by_torchrun, wants_parallel
 
 NAME = "chat"
 HELP = "hold a conversation with a checkpoint's model (its chat template), one turn per input line"
@@ -152,7 +151,7 @@ def _run_ranks(args: argparse.Namespace, stdin: TextIO) -> int:
     for one, and queues it for rank 0; under torchrun rank 0 reads its own (``_rank_body``)."""
     import torch.multiprocessing as mp
 
-    if "WORLD_SIZE" in os.environ and "RANK" in os.environ:  # this process is one of torchrun's ranks
+    if started_by_torchrun():  # this process is one of torchrun's ranks: rank 0 reads its own input
         return run_parallel(args, NAME, _rank_body, None)
     ctx = mp.get_context("spawn")
     lines, asks = ctx.Queue(), ctx.Queue()

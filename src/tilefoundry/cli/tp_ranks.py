@@ -22,7 +22,7 @@ from typing import Any, NoReturn
 
 from .refusal import Refusal
 
-__all__ = ["add_tp_option", "run_parallel", "wants_parallel"]
+__all__ = ["add_tp_option", "run_parallel", "started_by_torchrun", "wants_parallel"]
 
 _LATER_S = 2.0
 """How long a rank but rank 0 waits before it exits refusing: ranks refuse a request together, and the first rank
@@ -49,9 +49,15 @@ def add_tp_option(parser: argparse.ArgumentParser) -> None:
                         help="how long a rank waits for the others in a collective before it gives up (default 300)")
 
 
+def started_by_torchrun() -> bool:
+    """Whether torchrun started this process as one of its ranks (``WORLD_SIZE`` and ``RANK`` set, as
+    ``engine.ranks.torchrun_rank`` reads them)."""
+    return "WORLD_SIZE" in os.environ and "RANK" in os.environ
+
+
 def wants_parallel(args: argparse.Namespace) -> bool:
     """Whether the command runs as tensor-parallel ranks: --tp above 1, or started by torchrun."""
-    return args.tp > 1 or ("WORLD_SIZE" in os.environ and "RANK" in os.environ)
+    return args.tp > 1 or started_by_torchrun()
 
 
 def _checked(args: argparse.Namespace) -> None:
