@@ -47,6 +47,13 @@ namespace matmul_blocked {
 constexpr int kRows = 6;   // rows of a a micro-kernel reads (broadcast one at a time)
 constexpr int kCols = 16;  // columns of b it reads (two vectors of eight floats)
 
+/// The size of each of the equal parts `count` splits into, none above `most` (one part where
+/// count is at most `most`; the last part may be smaller): the K blocking of the tiers below.
+inline int64_t equal_part(int64_t count, int64_t most) {
+  int64_t const parts = count > most ? (count + most - 1) / most : 1;
+  return (count + parts - 1) / parts;
+}
+
 /// The store of a tile with no epilogue into a row-major output: out(m, n) = sum rounded to T.
 /// bf16 panels store whole vectors of it at once (bf16_dot::store_rows).
 template <class T>
@@ -540,12 +547,11 @@ TILEFOUNDRY_AMX_TARGET inline void tile(std::uint16_t const* pa, int64_t sa,
     return cols - p * kBlock < kBlock ? int(cols - p * kBlock) : kBlock;
   };
   int64_t const steps = k_pad / kStep;
-  int64_t const passes = steps > kPassSteps ? (steps + kPassSteps - 1) / kPassSteps : 1;
-  int64_t const pass_steps = (steps + passes - 1) / passes;  // the last pass fewer
+  int64_t const pass_steps = equal_part(steps, kPassSteps);  // the last pass fewer
   int64_t const slice_words = pass_steps * kStep / 2 * bf16_dot::kDotCols;
   std::vector<std::uint32_t> slices(size_t(panels * slice_words), 0u);
   constexpr int64_t kSums = kBlock * kBlock;  // floats of a block's sums against a panel
-  std::vector<float> kept(passes > 1 ? size_t(blocks * panels * kSums) : 0);
+  std::vector<float> kept(pass_steps < steps ? size_t(blocks * panels * kSums) : 0);
   alignas(64) float sums[kBlock][kBlock];
   TileConfig const config;
   _tile_loadconfig(&config);
@@ -828,10 +834,10 @@ TILEFOUNDRY_AVX512_TARGET inline void tile(float const* pa, int64_t sa, E const*
                                            int64_t rows, int64_t cols, int64_t depth,
                                            Store const& store) {
   int64_t const panels = (cols + kWideCols - 1) / kWideCols;
-  int64_t const passes = depth > kDepthBlock ? (depth + kDepthBlock - 1) / kDepthBlock : 1;
-  int64_t const block = (depth + passes - 1) / passes;  // values of K a pass takes (the last fewer)
+  int64_t const block =
+      equal_part(depth, kDepthBlock);  // values of K a pass takes (the last fewer)
   std::vector<float> slices(size_t(panels * block * kWideCols));
-  std::vector<float> sums(passes > 1 ? size_t(panels * rows * kWideCols) : 0);
+  std::vector<float> sums(block < depth ? size_t(panels * rows * kWideCols) : 0);
   int64_t const full = rows / kRows * kRows;
   auto const width_of = [&](int64_t p) {
     return cols - p * kWideCols < kWideCols ? int(cols - p * kWideCols) : kWideCols;
