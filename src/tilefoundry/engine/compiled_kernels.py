@@ -35,9 +35,9 @@ ms against 2.62; ``bench/compiled_attention_cpu.json``), and its projections the
 (``bench/compiled_gemm_cpu.json``: 0.77-0.91x torch's in f32, 0.76-1.15x in bf16 at 128 to 1024 rows, bf16 on AMX's
 tiles on both sides). So a long prompt prefills faster through torch's kernel set on the CPU (docs/engine.md).
 
-Decoding (one token a step) runs every slot compiled: SmolLM2-135M (f32) decodes at 39.0 tokens/s
-through them against 29.1 through torch's slots and 28.0 through transformers (``bench/decode.py --device cpu
---runners project,hf --kernels compiled,torch --rounds 5``, ``bench/decode_smollm2-135m_cpu.json``).
+Decoding (one token a step) runs every slot compiled: SmolLM2-135M (f32) decodes at 37.3 tokens/s
+through them against 30.1 through torch's slots and 27.3 through transformers (``bench/decode.py --device cpu
+--runners project,hf --kernels compiled,torch --rounds 5``, ``bench/decode_smollm2-135m_cpu.json``, 2026-12-05).
 
 Positions reach the slots as the engine's own int32 device tensors (a step of one token: its position, as the
 rows' positions and the cache's write position; a longer step: its positions made once a step), and attention
