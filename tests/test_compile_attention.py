@@ -4,10 +4,10 @@
 recognised (``lower/fuse_attention.py``) and lowered as the keys' slices and their combine
 (``lower/attention.py``): no kernel writes the score matrix. The variants a user writes compile the same way
 (no mask, no scale, a division by the scale, the comparison either way round, the mask inverted, grouped key
-heads, one head, f32 and bf16, a head_dim of no power of two); a pattern whose scores or probabilities are
-read elsewhere is left as written, op by op, and is as correct. Contexts up to 200 keys cut into several
-slices (four on the CPU), short ones leaving slices empty; a query that sees no key gets NaN, as softmax over
-only -inf does in the evaluator.
+heads, one head, f32 and bf16, a head_dim of no power of two, sixteen key heads of 64); a pattern whose scores
+or probabilities are read elsewhere is left as written, op by op, and is as correct. Contexts up to 200 keys cut
+into several slices (four on the CPU), short ones leaving slices empty; a query that sees no key gets NaN, as
+softmax over only -inf does in the evaluator.
 
 Tolerances: the fused softmax sums its exponentials in another order than torch's (online, slice by slice),
 and in bf16 skips the rounding of the probabilities to bf16 before the second matmul that the unfused ops
@@ -106,6 +106,16 @@ class Attention:
         return tf.matmul(tf.softmax(tf.matmul(q, tf.transpose(k, (1, 0))) * 0.2), v)
 
     @func
+    def wide_rows(q: Tensor[(S, 16, 64), "f32"], keys: Tensor[(C, 16, 64), "f32"], vals: Tensor[(C, 16, 64), "f32"],
+                  pos: Tensor[(S,), "i64"], kv_pos: Tensor[(C,), "i64"]):
+        """Sixteen key heads of 64: value rows 1024 floats apart (the CPU copies them for a prompt's many
+        row groups, reads them in place for a step's few) and two vectors of value columns at a time."""
+        scores = tf.matmul(tf.transpose(q, (1, 0, 2)), tf.transpose(keys, (1, 2, 0))) * 0.125
+        visible = tf.reshape(kv_pos, (1, C)) <= tf.reshape(pos, (S, 1))
+        probs = tf.softmax(tf.where(visible, scores, float("-inf")))
+        return tf.transpose(tf.matmul(probs, tf.transpose(vals, (1, 0, 2))), (1, 0, 2))
+
+    @func
     def probs_returned(q: Tensor[(H, S, D), "f32"], k: Tensor[(H, D, C), "f32"], v: Tensor[(H, C, D), "f32"]):
         """The probabilities are a result too: not fused, compiled op by op."""
         probs = tf.softmax(tf.matmul(q, k) * SCALE)
@@ -144,7 +154,8 @@ def test_attention_matches_the_evaluator(name: str) -> None:
 
 def test_the_pattern_is_fused_and_the_scores_never_reach_memory() -> None:
     tir = lower(Attention, "cpu")
-    for name in ("causal", "causal_bf16", "flipped", "cache", "cache_strict_bf16", "unmasked", "one_head"):
+    for name in ("causal", "causal_bf16", "flipped", "cache", "cache_strict_bf16", "unmasked", "one_head",
+                 "wide_rows"):
         fn = tir.functions[name]
         kinds = [s.fn.schedule.placement for s in fn.stages]
         assert kinds.count("attention") == 2 and "matmul" not in kinds, (name, kinds)
