@@ -19,8 +19,8 @@ up to the first disagreement, which must fall on a near tie. The table gives tok
 bandwidth bound (a device copy measured in the same run, over 2 bytes a parameter), peak GPU memory, and
 the time to the first token of a ``--prefill-tokens`` (1024) prompt. ``--json`` writes everything.
 
-On the CPU (``--device cpu``; default shape ``smollm2-135m`` in f32) the twin and transformers eager alternate
-for ``--rounds`` rounds and medians are reported.
+On the CPU (``--device cpu``; default shape ``smollm2-135m`` in f32) the runners alternate for ``--rounds``
+rounds, each round a generate and a ``--prefill-tokens`` (64) prefill of each runner, and medians are reported.
 
 ``--kernels compiled,torch`` (any of compiled, cuda, torch) runs this project's engine once per kernel set, each
 its own runner (``project``, then ``project-<set>``), so one run measures the sets side by side; each result's
@@ -741,19 +741,23 @@ def cpu_rounds(args: argparse.Namespace, hf: torch.nn.Module, folder: Path, prom
     for r in runners.values():
         r.generate(prompt, args.warmup_tokens)
     order = list(runners)
+    prefills: dict[str, list[float]] = {k: [] for k in runners}
     for i in range(args.rounds):
         for k in (order if i % 2 == 0 else order[::-1]):
             tokens, seconds = runners[k].generate(prompt, args.new_tokens)
             results[k].tokens = tokens
             results[k].runs_tokens_per_s.append(len(tokens) / seconds)
+            prefills[k].append(runners[k].prefill(long_prompt))
     margins = runners["torch"].margins(len(prompt), args.new_tokens) if "torch" in runners else []
     for k, r in runners.items():
         res = results[k]
         res.tokens_per_s = statistics.median(res.runs_tokens_per_s)
-        res.prefill_s = r.prefill(long_prompt)
-        res.notes = list(getattr(r, "notes", [])) + [f"median of {args.rounds} alternating rounds"]
+        res.prefill_s = statistics.median(prefills[k])
+        res.notes = list(getattr(r, "notes", [])) + [f"median of {args.rounds} alternating rounds (decode and "
+                                                     "prefill)"]
         print(f"  {res.label}: {res.tokens_per_s:.1f} tokens/s (runs: "
-              f"{', '.join(f'{v:.1f}' for v in res.runs_tokens_per_s)})", flush=True)
+              f"{', '.join(f'{v:.1f}' for v in res.runs_tokens_per_s)}); prefill of {len(long_prompt)} "
+              f"{1e3 * res.prefill_s:.0f} ms (runs: {', '.join(f'{1e3 * v:.0f}' for v in prefills[k])})", flush=True)
     return results, margins
 
 
