@@ -3,7 +3,7 @@
 The kernel is the engine's attention slot as the families write it (``engine/compiled_kernels.py``:
 ``matmul(q, keys) * scale``, the causal ``where`` from positions, ``softmax``, ``matmul(probs, vals)`` over the
 keys' heads repeated for grouped queries), which the compiler recognises and runs fused (``ops::attention``:
-on the CPU eight query rows against blocks of 16 keys, then ``ops::attention_combine``). ``--seq`` prompt rows
+on the CPU eight query rows against tiles of 64 keys, then ``ops::attention_combine``). ``--seq`` prompt rows
 attend to themselves, each to the keys at or before its position. Torch's side is
 ``F.scaled_dot_product_attention`` with the same boolean mask and ``enable_gqa``, and SDPA told ``is_causal``
 instead of a mask over operands with a batch axis (as the engine's torch kernel set calls it,

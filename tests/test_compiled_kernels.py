@@ -66,9 +66,10 @@ def test_every_family_through_the_compiled_set_passes_check(family, monkeypatch)
     assert engine.kernels.name == "compiled"
 
     def refused(*args: object) -> None:
-        raise AssertionError("on the CPU every step's attention runs compiled, never torch's")
+        raise AssertionError("on the CPU every step's attention and experts run compiled, never torch's")
 
     monkeypatch.setattr(engine.kernels._torch, "attention", refused)
+    monkeypatch.setattr(engine.kernels._torch, "moe", refused)
     for context, tokens in STEPS:
         report = _check(engine, reference, _step_inputs(reference, context, tokens, seed=context + tokens), F32)
         assert report.passed, f"{name} at {tokens} tokens after {context}:\n{report}"
@@ -273,6 +274,42 @@ def test_the_moe_slot_computes_the_family_moe_reading_only_the_chosen_experts() 
         w[unchosen] = float("nan")
     got = jit(slot, target="cpu")(x, norm, router, *poisoned)
     torch.testing.assert_close(got, fn(*inputs), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("tokens", [2, 300])
+def test_a_several_token_moe_runs_each_chosen_expert_over_its_tokens(tokens: int) -> None:
+    """A prompt's routed experts on the CPU: the router's slot, then the chunks of each expert's tokens through the
+    experts' slot (at 300 tokens every token chooses expert 0: three chunks of it, the last one short), against the
+    family's MoE function; the experts no token chose are poisoned with NaN (never read), and torch's slot never
+    runs."""
+    from tests.test_compile_families import _family, _inputs
+    from tilefoundry import jit
+    from tilefoundry.engine.compiled_kernels import MOE_CHUNK
+
+    model = _family("qwen3_moe", positions=512)
+    fn = model.layer0.functions["moe"]
+    hidden = fn.params[0].type.shape[1]
+    experts, inter = fn.params[3].type.shape[:2]
+    spec = DecoderSpec(hidden=hidden, heads=4, kv_heads=2, head_dim=16, vocab=256, eps=1e-6, max_positions=512,
+                       experts_per_token=2, normalize_experts=True)
+    shapes = SlotShapes(spec, "f32", 0, False, True, experts, inter)
+    kernels = CompiledKernels()
+    kernels._shapes = shapes  # as prepare leaves it, with the two slots a several-token step runs
+    kernels._fns = {name: jit(slot_functions(shapes)[name], target="cpu") for name in ("moe_route", "moe_grouped")}
+    kernels._torch = None  # a call of torch's slot fails
+    x, norm, router, gate, up, down = _inputs(fn, tokens)
+    x, router = x.abs(), router.clone()
+    router[0] = 0.5  # every normed token (all positive) scores expert 0 highest
+    h = torch.nn.functional.rms_norm(x, (hidden,), norm, 1e-6)
+    chosen = torch.softmax(h @ router.t(), -1).topk(2).indices
+    assert (chosen == 0).any(-1).all() and (tokens < MOE_CHUNK or tokens > 2 * MOE_CHUNK)  # expert 0: 1 or 3 chunks
+    unchosen = [e for e in range(experts) if e not in chosen.flatten().tolist()]
+    poisoned = [w.clone() for w in (gate, up, down)]
+    for w in poisoned:
+        w[unchosen] = float("nan")
+    got = torch.empty_like(x)
+    kernels.moe(x, norm, router, *poisoned, got, 1e-6, 2, True)
+    torch.testing.assert_close(got, fn(x, norm, router, gate, up, down), rtol=1e-5, atol=1e-5)
 
 
 def test_a_moe_slot_refuses_a_top_k_it_was_not_built_for() -> None:

@@ -25,19 +25,21 @@ choosing between two variants of its body by the step's row count (``CompilerOpt
 the tensor cores (wgmma, ``cuda/ops/matmul_gmma.cuh``), the attention blocks of 64 query rows through mma.sync
 (``cuda/ops/attention_mma.cuh``). Qwen3-1.7B's 1024-token prefill on an H200 (2026-12-05, the engine alone,
 synchronised): 11.6 ms through them, against 24.2 ms through torch's projections and attention (cuBLAS, SDPA
-given a boolean mask: its math backend). ``moe`` at several tokens a step runs torch's slot (each chosen expert
-over its own tokens): a grouped matmul over the tokens each expert was chosen by is not compiled yet, and the
-families' MoE function, which compiles, computes every expert.
+given a boolean mask: its math backend). ``moe`` at several tokens a step runs compiled on a CPU: the router's
+slot (``moe_route``), the chunks of each chosen expert's tokens formed by the engine (:func:`moe_groups`), then
+every chunk through its expert's gathered weights (``moe_grouped``), so only the chosen experts are read; on a GPU
+torch's slot (each chosen expert over its own tokens) until those kernels have run on one (:data:`CPU_ONLY_SLOTS`).
 
-On the CPU a prompt's attention runs its rows tier, eight query rows against blocks of 16 keys, at 0.57-1.17x
-torch SDPA told ``is_causal`` (its flash kernel: SmolLM2-135M's shape, 2 threads, a layer of a 500-token prompt 3.54
-ms against 2.62; ``bench/compiled_attention_cpu.json``), and its projections the CPU's blocked GEMM
+On the CPU a prompt's attention runs its rows tier, eight query rows against tiles of 64 keys (flash-style), at
+1.11-1.63x torch SDPA told ``is_causal`` (its flash kernel: SmolLM2-135M's shape, 2 threads, a layer of a 500-token
+prompt 1.98 ms against 3.23; ``bench/compiled_attention_cpu.json``), and its projections the CPU's blocked GEMM
 (``bench/compiled_gemm_cpu.json``: 0.77-0.91x torch's in f32, 0.76-1.15x in bf16 at 128 to 1024 rows, bf16 on AMX's
-tiles on both sides). So a long prompt prefills faster through torch's kernel set on the CPU (docs/engine.md).
+tiles on both sides). So a 500-token prompt prefills as fast through the compiled slots as through torch's (555
+against 573 ms; docs/engine.md).
 
-Decoding (one token a step) runs every slot compiled: SmolLM2-135M (f32) decodes at 37.3 tokens/s
-through them against 30.1 through torch's slots and 27.3 through transformers (``bench/decode.py --device cpu
---runners project,hf --kernels compiled,torch --rounds 5``, ``bench/decode_smollm2-135m_cpu.json``, 2026-12-05).
+Decoding (one token a step) runs every slot compiled: SmolLM2-135M (f32) decodes at 29.9 tokens/s through them
+against 25.4 through torch's slots and 21.7 through transformers (``bench/decode.py --device cpu --runners project,hf
+--kernels compiled,torch --rounds 5 --prefill-tokens 500``, ``bench/decode_smollm2-135m_cpu.json``, 2026-12-05).
 
 Positions reach the slots as the engine's own int32 device tensors (a step of one token: its position, as the
 rows' positions and the cache's write position; a longer step: its positions made once a step), and attention
@@ -76,6 +78,45 @@ __all__ = ["CompiledKernels", "SlotShapes", "slot_functions", "slot_options"]
 def _linear(x: Any, w: Any) -> Any:
     """x @ w.T for a weight stored (out, in)."""
     return tf.matmul(x, tf.transpose(w, (1, 0)))
+
+
+MOE_CHUNK = 128
+"""The most tokens of one expert a chunk of a several-token ``moe`` step takes (``moe_grouped``): an expert chosen by
+more tokens gets several chunks (its weights read once a chunk), one chosen by fewer one chunk of its own, and every
+chunk of the step is padded to the step's largest (at most this many rows: rows a chunk does not fill are dropped)."""
+
+CPU_ONLY_SLOTS = ("moe_route", "moe_grouped")
+"""Slots built for a CPU only: a several-token ``moe`` on a GPU runs torch's slot, its compiled kernels (a grouped
+matmul through gathered experts' weights on the tensor cores) not yet run on one."""
+
+
+def moe_groups(top: torch.Tensor, chosen: torch.Tensor, experts: int) -> tuple[torch.Tensor, ...]:
+    """The chunks of a several-token step's routed tokens (``moe_grouped``'s ``rows``, ``ids``, ``weights`` and
+    ``live``): each expert's tokens (in token order) cut into chunks of at most :data:`MOE_CHUNK`, one row a chunk.
+
+    ``top`` / ``chosen`` are the router's (tokens, k) weights and expert ids. Chunk i holds tokens ``rows[i]`` of
+    expert ``ids[i]`` with their weights ``weights[i]``; its rows past the expert's tokens are not ``live`` (they
+    repeat token 0 and are dropped). The step's chunk count and width are read on the host (one sync)."""
+    tokens, k = chosen.shape
+    flat = chosen.reshape(-1)
+    order = torch.argsort(flat, stable=True)  # (token, choice) pairs by expert, in token order within one
+    expert_of = flat[order]
+    counts = torch.bincount(flat, minlength=experts)
+    width = torch.clamp(counts.max(), max=MOE_CHUNK)  # the chunks' rows: the most tokens an expert has, or fewer
+    per_expert = (counts + width - 1) // width  # chunks an expert takes
+    n, w = (int(v) for v in torch.stack([per_expert.sum(), width]).tolist())
+    first = torch.cumsum(per_expert, 0) - per_expert  # each expert's first chunk
+    start = torch.cumsum(counts, 0) - counts  # each expert's first pair in `order`
+    place = torch.arange(tokens * k, device=flat.device) - start[expert_of]  # the pair's place among its expert's
+    chunk, column = first[expert_of] + place // w, place % w
+    rows = torch.zeros(n, w, dtype=torch.long, device=flat.device)
+    rows[chunk, column] = order // k
+    weights = torch.zeros(n, w, dtype=top.dtype, device=flat.device)
+    weights[chunk, column] = top.reshape(-1)[order]
+    live = torch.zeros(n, w, dtype=torch.bool, device=flat.device)
+    live[chunk, column] = True
+    ids = torch.repeat_interleave(torch.arange(experts, device=flat.device), per_expert)
+    return rows, ids, weights, live
 
 
 EARLY_READS = {"rope_cache": ("pos_ids", "cur_pos", "n_new")}
@@ -244,6 +285,39 @@ def slot_functions(shapes: SlotShapes) -> dict[str, Function]:
             return x + tf.reduce(y * weights, axes=(0,), keepdim=False, kind="sum")
 
         fns["moe"] = moe
+        # A step of several tokens: the router's choices (moe_route), then each chosen expert over the tokens
+        # that chose it (moe_grouped), in chunks of at most MOE_CHUNK rows the engine forms from the choices
+        # (moe_groups): chunk i's rows are tokens rows[i] of expert ids[i], weighed by weights[i] where live[i].
+        chunks = DimVar("chunks", 1, MAXPOS * K + E + 1)
+        per_chunk = DimVar("per_chunk", 1, MOE_CHUNK + 1)
+
+        @func
+        def moe_route(x: Tensor[(seq, HID), dt], norm: ConstTensor[(HID,), dt], router: ConstTensor[(E, HID), dt]):
+            h = tf.rms_norm(x, norm, eps)
+            top, chosen = tf.topk(tf.softmax(tf.cast(_linear(h, router), "f32")), K)
+            if s.normalize_experts:
+                top = top / tf.reduce(top, axes=(-1,), keepdim=True, kind="sum")
+            return h, tf.cast(top, dt), chosen
+
+        @func
+        def moe_grouped(x: Tensor[(seq, HID), dt], h: Tensor[(seq, HID), dt], rows: Tensor[(chunks, per_chunk), "i64"],
+                        ids: Tensor[(chunks,), "i64"], weights: Tensor[(chunks, per_chunk), dt],
+                        live: Tensor[(chunks, per_chunk), "bool"], experts_gate: ConstTensor[(E, MI, HID), dt],
+                        experts_up: ConstTensor[(E, MI, HID), dt], experts_down: ConstTensor[(E, HID, MI), dt]):
+            flat = tf.reshape(rows, (chunks * per_chunk,))
+            hs = tf.reshape(tf.index_select(h, flat, 0), (chunks, per_chunk, HID))  # each chunk's tokens
+
+            def expert(w: Any, a: Any) -> Any:  # each chunk's rows against its expert's w (rows: out)
+                return tf.matmul(a, tf.transpose(tf.index_select(w, ids, 0), (0, 2, 1)))
+
+            y = expert(experts_down, tf.silu(expert(experts_gate, hs)) * expert(experts_up, hs))
+            # a chunk's rows past its expert's tokens repeat a token: their results are dropped, not weighed by 0
+            y = tf.where(tf.reshape(live, (chunks, per_chunk, 1)), y * tf.reshape(weights, (chunks, per_chunk, 1)),
+                         0.0)
+            mixed = tf.index_add(tf.zeros((seq, HID), dt), flat, tf.reshape(y, (chunks * per_chunk, HID)), 0)
+            return x + mixed
+
+        fns.update(moe_route=moe_route, moe_grouped=moe_grouped)
     return fns
 
 
@@ -275,7 +349,8 @@ class CompiledKernels(KernelSet):
             return
         target = "cuda" if device.type == "cuda" else "cpu"
         # greedy_head runs in the engine's greedy CUDA graphs only: no build of its slot on a CPU
-        fns = {n: fn for n, fn in slot_functions(shapes).items() if target == "cuda" or n != "choose"}
+        fns = {n: fn for n, fn in slot_functions(shapes).items()
+               if (n != "choose" or target == "cuda") and (n not in CPU_ONLY_SLOTS or target == "cpu")}
         start = time.monotonic()
         # each build's progress on a terminal only, as this set's own line: a command's stderr stays its own
         with build_progress("terminal"), ThreadPoolExecutor(self.jobs) as pool:
@@ -374,17 +449,27 @@ class CompiledKernels(KernelSet):
     def moe(self, x: torch.Tensor, norm: torch.Tensor, router: torch.Tensor, experts_gate: torch.Tensor,
             experts_up: torch.Tensor, experts_down: torch.Tensor, out: torch.Tensor, eps: float, top_k: int,
             normalize: bool) -> None:
-        """One token: the compiled slot, reading only the chosen experts' weights; several: torch's (the module
-        docstring says why)."""
+        """One token: the compiled slot, reading only the chosen experts' weights. Several: on a CPU the router's
+        slot, then each chosen expert's slot over the chunks of its tokens (:func:`moe_groups`); on a GPU torch's
+        (:data:`CPU_ONLY_SLOTS`)."""
         self._eps(eps)
         spec = self._spec()
         if (top_k, normalize) != (spec.experts_per_token, spec.normalize_experts):
             raise ValueError(f"CompiledKernels: {top_k} experts a token (normalize={normalize}) differs from the "
                              f"{spec.experts_per_token} (normalize={spec.normalize_experts}) its moe slot was built "
                              "for")
-        if x.shape[0] != 1:
+        if x.shape[0] != 1 and "moe_grouped" not in self._fns:  # built for a GPU: torch's (CPU_ONLY_SLOTS)
             return self._torch.moe(x, norm, router, experts_gate, experts_up, experts_down, out, eps, top_k,
                                    normalize)
+        if x.shape[0] != 1:  # the router, the chunks of each expert's tokens, then the chunks through the experts
+            h, top = torch.empty_like(x), torch.empty(x.shape[0], top_k, dtype=x.dtype, device=x.device)
+            chosen = torch.empty(x.shape[0], top_k, dtype=torch.long, device=x.device)
+            self._fn("moe_route")(x, norm, router, h, top, chosen)
+            mixed = torch.empty_like(x)
+            self._fn("moe_grouped")(x, h, *moe_groups(top, chosen, router.shape[0]), experts_gate, experts_up,
+                                    experts_down, mixed)
+            out.copy_(mixed)
+            return
         # out may be x: the slot reads x after its last stage begins writing
         mixed = self._scratches.get(tuple(x.shape), x)
         self._fn("moe")(x, norm, router, experts_gate, experts_up, experts_down, mixed)
