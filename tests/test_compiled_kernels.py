@@ -276,12 +276,10 @@ def test_the_moe_slot_computes_the_family_moe_reading_only_the_chosen_experts() 
     torch.testing.assert_close(got, fn(*inputs), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("tokens", [2, 300])
-def test_a_several_token_moe_runs_each_chosen_expert_over_its_tokens(tokens: int) -> None:
-    """A prompt's routed experts on the CPU: the router's slot, then the chunks of each expert's tokens through the
-    experts' slot (at 300 tokens every token chooses expert 0: three chunks of it, the last one short), against the
-    family's MoE function; the experts no token chose are poisoned with NaN (never read), and torch's slot never
-    runs."""
+def check_several_token_moe(tokens: int, device: str = "cpu", tol: float = 1e-5) -> None:
+    """CompiledKernels.moe at ``tokens`` tokens on ``device``, its two several-token slots jitted for it, against the
+    family's MoE function (evaluated on the CPU); every token chooses expert 0 (at 300 tokens: three chunks of it,
+    the last one short), the experts no token chose are poisoned with NaN (never read), torch's slot never runs."""
     from tests.test_compile_families import _family, _inputs
     from tilefoundry import jit
     from tilefoundry.engine.compiled_kernels import MOE_CHUNK
@@ -295,7 +293,8 @@ def test_a_several_token_moe_runs_each_chosen_expert_over_its_tokens(tokens: int
     shapes = SlotShapes(spec, "f32", 0, False, True, experts, inter)
     kernels = CompiledKernels()
     kernels._shapes = shapes  # as prepare leaves it, with the two slots a several-token step runs
-    kernels._fns = {name: jit(slot_functions(shapes)[name], target="cpu") for name in ("moe_route", "moe_grouped")}
+    target = "cuda" if device.startswith("cuda") else "cpu"
+    kernels._fns = {name: jit(slot_functions(shapes)[name], target=target) for name in ("moe_route", "moe_grouped")}
     kernels._torch = None  # a call of torch's slot fails
     x, norm, router, gate, up, down = _inputs(fn, tokens)
     x, router = x.abs(), router.clone()
@@ -307,9 +306,16 @@ def test_a_several_token_moe_runs_each_chosen_expert_over_its_tokens(tokens: int
     poisoned = [w.clone() for w in (gate, up, down)]
     for w in poisoned:
         w[unchosen] = float("nan")
-    got = torch.empty_like(x)
-    kernels.moe(x, norm, router, *poisoned, got, 1e-6, 2, True)
-    torch.testing.assert_close(got, fn(x, norm, router, gate, up, down), rtol=1e-5, atol=1e-5)
+    got = torch.empty_like(x, device=device)
+    kernels.moe(*(t.to(device) for t in (x, norm, router, *poisoned)), got, 1e-6, 2, True)
+    torch.testing.assert_close(got.cpu(), fn(x, norm, router, gate, up, down), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("tokens", [2, 300])
+def test_a_several_token_moe_runs_each_chosen_expert_over_its_tokens(tokens: int) -> None:
+    """A prompt's routed experts on the CPU: the router's slot, then the chunks of each expert's tokens through the
+    experts' slot (check_several_token_moe)."""
+    check_several_token_moe(tokens)
 
 
 def test_a_moe_slot_refuses_a_top_k_it_was_not_built_for() -> None:

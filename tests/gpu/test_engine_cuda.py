@@ -97,6 +97,15 @@ def test_a_moe_model_through_the_compiled_slots_passes_check_on_the_graph_path(t
     assert engine.graph_status == "captured" and engine.stats.replays == 3, engine.stats
 
 
+@pytest.mark.parametrize("tokens", [2, 17, 300])
+def test_the_several_token_moe_slots_compute_the_family_moe_on_cuda(tokens: int) -> None:
+    """The CPU's several-token routed slots (moe_route, moe_grouped) built for CUDA and run there: not yet the
+    engine's on a GPU (compiled_kernels.CPU_ONLY_SLOTS); this says whether they may be."""
+    from tests.test_compiled_kernels import check_several_token_moe
+
+    check_several_token_moe(tokens, "cuda", tol=1e-4)
+
+
 def test_the_graph_path_passes_check_at_every_context_length(qwen3) -> None:
     _, _, reference, twin = qwen3
     engine = DecodeEngine(twin, CAPACITY)

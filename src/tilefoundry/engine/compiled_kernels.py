@@ -81,41 +81,53 @@ def _linear(x: Any, w: Any) -> Any:
 
 
 MOE_CHUNK = 128
-"""The most tokens of one expert a chunk of a several-token ``moe`` step takes (``moe_grouped``): an expert chosen by
-more tokens gets several chunks (its weights read once a chunk), one chosen by fewer one chunk of its own, and every
-chunk of the step is padded to the step's largest (at most this many rows: rows a chunk does not fill are dropped)."""
+"""The most tokens of one expert a chunk of a several-token ``moe`` step takes (``moe_grouped``): every chunk of a
+step has the same rows (:func:`chunk_width`), an expert's tokens filling as many chunks as they need (its weights
+read once a chunk), the rows its last chunk does not fill dropped."""
 
 CPU_ONLY_SLOTS = ("moe_route", "moe_grouped")
 """Slots built for a CPU only: a several-token ``moe`` on a GPU runs torch's slot, its compiled kernels (a grouped
-matmul through gathered experts' weights on the tensor cores) not yet run on one."""
+matmul through gathered experts' weights on the tensor cores) not yet run on one (they lower and generate for CUDA;
+``tests/gpu/test_engine_cuda.py`` runs them on a GPU against the family's MoE, the proof this gate waits for)."""
+
+
+def chunk_width(counts: list[int]) -> int:
+    """The rows of a several-token step's expert chunks, for experts chosen ``counts`` times: of the most an expert
+    has (when at most :data:`MOE_CHUNK`) and the multiples of 16 from 32 to :data:`MOE_CHUNK` (fewer rows run the
+    GEMV tier), the one leaving the fewest rows unfilled, the widest of equals (fewer chunks)."""
+    most = max(counts)
+    widths = {w for w in range(32, MOE_CHUNK + 1, 16) if w < most} | {min(most, MOE_CHUNK)}
+    return min(sorted(widths, reverse=True), key=lambda w: sum(-(-n // w) * w for n in counts))
 
 
 def moe_groups(top: torch.Tensor, chosen: torch.Tensor, experts: int) -> tuple[torch.Tensor, ...]:
     """The chunks of a several-token step's routed tokens (``moe_grouped``'s ``rows``, ``ids``, ``weights`` and
-    ``live``): each expert's tokens (in token order) cut into chunks of at most :data:`MOE_CHUNK`, one row a chunk.
+    ``live``): each expert's tokens (in token order) cut into chunks of :func:`chunk_width` rows, one row a chunk.
 
     ``top`` / ``chosen`` are the router's (tokens, k) weights and expert ids. Chunk i holds tokens ``rows[i]`` of
     expert ``ids[i]`` with their weights ``weights[i]``; its rows past the expert's tokens are not ``live`` (they
-    repeat token 0 and are dropped). The step's chunk count and width are read on the host (one sync)."""
+    repeat token 0 and are dropped). The experts' counts are read on the host (one sync)."""
     tokens, k = chosen.shape
+    device = chosen.device
     flat = chosen.reshape(-1)
     order = torch.argsort(flat, stable=True)  # (token, choice) pairs by expert, in token order within one
     expert_of = flat[order]
     counts = torch.bincount(flat, minlength=experts)
-    width = torch.clamp(counts.max(), max=MOE_CHUNK)  # the chunks' rows: the most tokens an expert has, or fewer
-    per_expert = (counts + width - 1) // width  # chunks an expert takes
-    n, w = (int(v) for v in torch.stack([per_expert.sum(), width]).tolist())
+    on_host = counts.tolist()
+    w = chunk_width(on_host)
+    n = sum(-(-c // w) for c in on_host)  # the step's chunks
+    per_expert = (counts + w - 1) // w  # chunks an expert takes
     first = torch.cumsum(per_expert, 0) - per_expert  # each expert's first chunk
     start = torch.cumsum(counts, 0) - counts  # each expert's first pair in `order`
-    place = torch.arange(tokens * k, device=flat.device) - start[expert_of]  # the pair's place among its expert's
+    place = torch.arange(tokens * k, device=device) - start[expert_of]  # the pair's place among its expert's
     chunk, column = first[expert_of] + place // w, place % w
-    rows = torch.zeros(n, w, dtype=torch.long, device=flat.device)
+    rows = torch.zeros(n, w, dtype=torch.long, device=device)
     rows[chunk, column] = order // k
-    weights = torch.zeros(n, w, dtype=top.dtype, device=flat.device)
+    weights = torch.zeros(n, w, dtype=top.dtype, device=device)
     weights[chunk, column] = top.reshape(-1)[order]
-    live = torch.zeros(n, w, dtype=torch.bool, device=flat.device)
+    live = torch.zeros(n, w, dtype=torch.bool, device=device)
     live[chunk, column] = True
-    ids = torch.repeat_interleave(torch.arange(experts, device=flat.device), per_expert)
+    ids = torch.repeat_interleave(torch.arange(experts, device=device), per_expert)
     return rows, ids, weights, live
 
 
