@@ -11,6 +11,7 @@
 #pragma once
 
 #include <tilefoundry/runtime/common/config.h>
+#include <tilefoundry/runtime/common/host_buffer.h>
 #include <tilefoundry/runtime/common/numeric.h>
 
 #include <cstdint>
@@ -223,7 +224,7 @@ inline void over_panels(int64_t rows, int64_t cols, Pack const& pack, Block cons
 template <class A, class E, class Store>
 inline void panels_of(A const* pa, int64_t sa, E const* pb, int64_t sb, int64_t rows, int64_t cols,
                       int64_t depth, Store const& store) {
-  std::vector<float> panel(size_t(depth * kCols));
+  host_buffer<float> panel(depth * kCols);
   int64_t n0 = 0;
   int width = 0;
   auto const kept = [&](int64_t m, int64_t n, float sum) {  // a last panel's padding not stored
@@ -457,7 +458,7 @@ template <class Store>
 TILEFOUNDRY_BF16_TARGET inline void tile(std::uint16_t const* pa, int64_t sa,
                                          std::uint16_t const* pb, int64_t sb, int64_t rows,
                                          int64_t cols, int64_t depth, Store const& store) {
-  std::vector<std::uint32_t> panel(size_t((depth + 1) / 2 * kDotCols));
+  host_buffer<std::uint32_t> panel((depth + 1) / 2 * kDotCols);
   over_panels<kDotCols>(
       rows, cols,
       [&](int64_t n0, int width) { pack_panel(pb, sb, n0, width, depth, panel.data()); },
@@ -538,7 +539,7 @@ TILEFOUNDRY_AMX_TARGET inline void tile(std::uint16_t const* pa, int64_t sa,
   int64_t const k_pad = (depth + kStep - 1) / kStep * kStep;
   int64_t const in_place = depth % kStep == 0 ? rows / kBlock * kBlock : 0;
   int64_t const copied = (rows - in_place + kBlock - 1) / kBlock * kBlock;
-  std::vector<std::uint16_t> a(size_t(copied * k_pad), 0);  // rows past in_place, padded
+  host_buffer<std::uint16_t> a(copied * k_pad, /*zeroed=*/true);  // rows past in_place, padded
   for (int64_t m = in_place; m < rows; ++m)
     std::memcpy(&a[size_t((m - in_place) * k_pad)], pa + m * sa, depth * 2);
   int64_t const panels = (cols + kBlock - 1) / kBlock;
@@ -549,9 +550,9 @@ TILEFOUNDRY_AMX_TARGET inline void tile(std::uint16_t const* pa, int64_t sa,
   int64_t const steps = k_pad / kStep;
   int64_t const pass_steps = equal_part(steps, kPassSteps);  // the last pass fewer
   int64_t const slice_words = pass_steps * kStep / 2 * bf16_dot::kDotCols;
-  std::vector<std::uint32_t> slices(size_t(panels * slice_words), 0u);
+  host_buffer<std::uint32_t> slices(panels * slice_words, /*zeroed=*/true);
   constexpr int64_t kSums = kBlock * kBlock;  // floats of a block's sums against a panel
-  std::vector<float> kept(pass_steps < steps ? size_t(blocks * panels * kSums) : 0);
+  host_buffer<float> kept(pass_steps < steps ? blocks * panels * kSums : 0);
   alignas(64) float sums[kBlock][kBlock];
   TileConfig const config;
   _tile_loadconfig(&config);
@@ -836,8 +837,8 @@ TILEFOUNDRY_AVX512_TARGET inline void tile(float const* pa, int64_t sa, E const*
   int64_t const panels = (cols + kWideCols - 1) / kWideCols;
   int64_t const block =
       equal_part(depth, kDepthBlock);  // values of K a pass takes (the last fewer)
-  std::vector<float> slices(size_t(panels * block * kWideCols));
-  std::vector<float> sums(block < depth ? size_t(panels * rows * kWideCols) : 0);
+  host_buffer<float> slices(panels * block * kWideCols);
+  host_buffer<float> sums(block < depth ? panels * rows * kWideCols : 0);
   int64_t const full = rows / kRows * kRows;
   auto const width_of = [&](int64_t p) {
     return cols - p * kWideCols < kWideCols ? int(cols - p * kWideCols) : kWideCols;
@@ -912,7 +913,7 @@ inline void tile(E const* pa, int64_t sa, E const* pb, int64_t sb, int64_t rows,
   }
 #endif
   if constexpr (!std::is_same_v<E, float>) {  // 16-bit rows of a: converted once, not per panel
-    std::vector<float> a(size_t(rows * depth));
+    host_buffer<float> a(rows * depth);
     for (int64_t m = 0; m < rows; ++m) {
       for (int64_t k = 0; k < depth; ++k) {
         a[size_t(m * depth + k)] = detail::convert<float>(pa[m * sa + k]);

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <tilefoundry/runtime/common/config.h>
+#include <tilefoundry/runtime/common/host_buffer.h>
 #include <tilefoundry/runtime/common/numeric.h>
 #include <tilefoundry/runtime/common/ops/matmul_blocked.h>
 #include <tilefoundry/runtime/common/ops/matmul_prologue.h>
@@ -466,11 +467,11 @@ TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, B1 const& b1, Out&& out, Epi
     }
   }
 #else
-  std::unique_ptr<E[]> normed;  // a normalizing prologue's rows, normed once for the whole tile
+  // a normalizing prologue's rows, normed once for the whole tile
+  host_buffer<E> normed(Pro::normalizes ? rows * depth : 0);
   if constexpr (Pro::normalizes) {
     using Cd = typename Pro::compute_type;
     constexpr int kLanes = 16;  // independent partial sums of a row's squares: vector lanes
-    normed.reset(new E[size_t(rows * depth)]);
     int64_t const whole = depth - depth % kLanes;
     for (int64_t m = 0; m < rows; ++m) {
       E const* const x = pa + m * sa;
@@ -482,17 +483,17 @@ TILEFOUNDRY_DEVICE void dot(A const& a, B const& b, B1 const& b1, Out&& out, Epi
       for (int i = 0; i < kLanes; ++i) sum += lanes[i];
       for (int64_t k = whole; k < depth; ++k) sum += pro.square(x[k]);
       auto const scale = pro.scale(sum, depth);
-      E* const row = normed.get() + m * depth;
+      E* const row = normed.data() + m * depth;
       for (int64_t k = 0; k < depth; ++k) row[k] = pro(x[k], scale, k);
     }
-    pa = normed.get();
+    pa = normed.data();
     sa = depth;
   }
 #if defined(TILEFOUNDRY_TARGET_CPU)
   if constexpr (std::is_same_v<Acc, float>) {
     if (rows >= kBlockedRows) {  // several rows: the blocked tier (matmul_blocked.h)
       if constexpr (kPair) {     // b's products first, in floats, then b1's meeting them
-        std::unique_ptr<float[]> first(new float[size_t(rows * cols)]);
+        host_buffer<float> first(rows * cols);
         matmul_blocked::tile(
             pa, sa, pb, sb, rows, cols, depth,
             [&](int64_t m, int64_t n, float acc) { first[size_t(m * cols + n)] = acc; });

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <tilefoundry/runtime/common/config.h>
+#include <tilefoundry/runtime/common/host_buffer.h>
 #include <tilefoundry/runtime/common/numeric.h>
 #include <tilefoundry/runtime/common/ops/attention_impl.h>
 #include <tilefoundry/runtime/common/ops/matmul_blocked.h>
@@ -178,18 +179,18 @@ inline void rows(Scores scores, Visible visible, Q const& q, K const& k, V const
   int64_t const tiles = (n_keys + kTile - 1) / kTile;
   int64_t const blocks = tiles * (kTile / kBlock);
   // kt[b * depth + d][j]: dimension d of key b * kBlock + j of the slice (0 past its end, to the
-  // end of the last tile: the vector's zeros).
-  std::vector<block_t> kt(static_cast<size_t>(blocks * depth));
+  // end of the last tile: the buffer is zeroed).
+  host_buffer<block_t> kt(blocks * depth, /*zeroed=*/true);
   // The slice's value rows as floats: read in place where they are float rows (vld floats apart),
   // else copied once into vf.
   using TV = cute::remove_cvref_t<decltype(v(0, 0))>;
   bool const v_in_place = std::is_same_v<TV, float> && int64_t(cute::stride<1>(v)) == 1 &&
                           (!by_rows || int64_t(cute::stride<0>(v)) % 1024 != 0);
-  std::vector<float> vf(v_in_place ? 0 : static_cast<size_t>(n_keys * dv));
+  host_buffer<float> vf(v_in_place ? 0 : n_keys * dv);
   float const* const vbase =
       v_in_place && n_keys > 0 ? reinterpret_cast<float const*>(&v(keys.begin, 0)) : vf.data();
   int64_t const vld = v_in_place ? int64_t(cute::stride<0>(v)) : dv;
-  std::vector<P> kpos(static_cast<size_t>(tiles * kTile));  // (past the slice's end: never seen)
+  host_buffer<P> kpos(tiles * kTile, /*zeroed=*/true);  // (past the slice's end: never seen)
   bool whole = false;  // the block of key n transposed whole (transposed_block)
   for (int64_t n = 0; n < n_keys; ++n) {
     auto const* const kn = &k(0, keys.begin + n);
@@ -206,8 +207,8 @@ inline void rows(Scores scores, Visible visible, Q const& q, K const& k, V const
     }
     kpos[size_t(n)] = visible.key(keys.begin + n);
   }
-  std::vector<float> qf(static_cast<size_t>(kRows * depth));
-  std::vector<float> acc(static_cast<size_t>(kRows * dv));
+  host_buffer<float> qf(kRows * depth);
+  host_buffer<float> acc(kRows * dv);
   int64_t const threads =
       int64_t(program_dim<detail::dependent_level<TopologyScope::thread, Part>>());
   int64_t const first = int64_t(program_id<detail::dependent_level<TopologyScope::thread, Part>>());
@@ -265,7 +266,7 @@ inline void rows(Scores scores, Visible visible, Q const& q, K const& k, V const
             qrow[r] = &qf[size_t(r * depth)];
           }
         }
-        std::fill(acc.begin(), acc.end(), 0.0f);
+        std::fill(acc.data(), acc.data() + acc.size(), 0.0f);
         started = true;
       }
       // The rows' dot products with the tile's keys, half a tile at a time: 2 x kRows vectors of
