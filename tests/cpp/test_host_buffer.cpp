@@ -35,15 +35,17 @@ TEST(HostBuffer, ABlockMoreThanTwiceTheSizeIsNotTaken) {
   EXPECT_EQ(static_cast<void*>(again.data()), big);
 }
 
-TEST(HostBuffer, ZeroedAndAlignedAsAsked) {
-  {
-    host_buffer<std::int64_t> dirty(4096);
-    for (std::size_t i = 0; i < dirty.size(); ++i) dirty[i] = -1;
+TEST(HostBuffer, ZeroedAndAlignedAsAsked) {  // a small block (the C library's heap) and a kept one
+  for (std::int64_t n : {4096, 1 << 20}) {
+    {
+      host_buffer<std::int64_t> dirty(n);
+      for (std::size_t i = 0; i < dirty.size(); ++i) dirty[i] = -1;
+    }
+    host_buffer<std::int64_t> clean(n, /*zeroed=*/true);  // perhaps the dirty block: zeroed
+    EXPECT_EQ(clean.size(), std::size_t(n));
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(clean.data()) % 64, std::uintptr_t(0));
+    for (std::size_t i = 0; i < clean.size(); ++i) EXPECT_EQ(clean[i], 0);
   }
-  host_buffer<std::int64_t> clean(4096, /*zeroed=*/true);  // the dirty block, zeroed
-  EXPECT_EQ(clean.size(), std::size_t(4096));
-  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(clean.data()) % 64, std::uintptr_t(0));
-  for (std::size_t i = 0; i < clean.size(); ++i) EXPECT_EQ(clean[i], 0);
   host_buffer<float> none(0);
   EXPECT_TRUE(none.empty());
   EXPECT_TRUE(none.data() != nullptr);

@@ -31,8 +31,8 @@ every chunk through its expert's gathered weights (``moe_grouped``), so only the
 torch's slot (each chosen expert over its own tokens) until those kernels have run on one (:data:`CPU_ONLY_SLOTS`).
 
 On the CPU a prompt's attention runs its rows tier, eight query rows against tiles of 64 keys (flash-style), at
-1.11-1.63x torch SDPA told ``is_causal`` (its flash kernel: SmolLM2-135M's shape, 2 threads, a layer of a 500-token
-prompt 1.98 ms against 3.23; ``bench/compiled_attention_cpu.json``), and its projections the CPU's blocked GEMM
+1.15-1.66x torch SDPA told ``is_causal`` (its flash kernel: SmolLM2-135M's shape, 2 threads, a layer of a 500-token
+prompt 2.11 ms against 3.25; ``bench/compiled_attention_cpu.json``), and its projections the CPU's blocked GEMM
 (``bench/compiled_gemm_cpu.json``: 0.86-1.02x torch's in f32, 0.87-1.29x in bf16 at 128 to 1024 rows, bf16 on AMX's
 tiles on both sides). So a 500-token prompt prefills as fast through the compiled slots as through torch's (555
 against 573 ms; docs/engine.md).

@@ -58,7 +58,8 @@ using ::tilefoundry::detail::unit_stride_v;
 /// 64 keys: 2.9 / 10.4 and 12.6 / 49.3 ms (the value sums spilled to the stack: held as two arrays
 /// of vectors, 2.3 / 8.3 and 9.7 / 36.6); Qwen3's value rows copied, 8.3 / 26.8; the combine a
 /// slice's row at a time (vector lanes), 2.0 / 7.2 and 0.77 / 7.9 / 24.7 ms: 1.11-1.63x SDPA
-/// is_causal at 64-1000 tokens (bench/compiled_attention_cpu.json). A decode step (one or four
+/// is_causal at 64-1000 tokens; the buffers from host_buffer's pool, 2.1 / 7.2 and 0.85 / 6.5 /
+/// 23.3 ms: 1.15-1.66x (bench/compiled_attention_cpu.json). A decode step (one or four
 /// query rows over 128-4000 keys, slices of keys) took 0.60-0.91x the time of blocks of 16 keys,
 /// but Qwen3's one row over 128 keys: 62 against 58 us.
 template <class Q, class K, class V>
