@@ -100,13 +100,13 @@ def chunk_width(counts: list[int]) -> int:
     return min(sorted(widths, reverse=True), key=lambda w: sum(-(-n // w) * w for n in counts))
 
 
-def moe_groups(top: torch.Tensor, chosen: torch.Tensor, experts: int) -> tuple[torch.Tensor, ...]:
-    """The chunks of a several-token step's routed tokens (``moe_grouped``'s ``rows``, ``ids``, ``weights`` and
-    ``live``): each expert's tokens (in token order) cut into chunks of :func:`chunk_width` rows, one row a chunk.
+def moe_groups(chosen: torch.Tensor, experts: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The chunks of a several-token step's routed tokens, ``moe_grouped``'s ``rows``, ``ids`` and ``picks``: each
+    expert's tokens (in token order) cut into chunks of :func:`chunk_width` rows, one row a chunk.
 
-    ``top`` / ``chosen`` are the router's (tokens, k) weights and expert ids. Chunk i holds tokens ``rows[i]`` of
-    expert ``ids[i]`` with their weights ``weights[i]``; its rows past the expert's tokens are not ``live`` (they
-    repeat token 0 and are dropped). The experts' counts are read on the host (one sync)."""
+    ``chosen`` is the router's (tokens, k) expert ids. Chunk i holds tokens ``rows[i]`` of expert ``ids[i]`` (its
+    rows past the expert's tokens repeat token 0: no token picks them); token t's j-th choice is row ``picks[t, j]``
+    of the chunks' rows laid end to end. The experts' counts are read on the host (one sync)."""
     tokens, k = chosen.shape
     device = chosen.device
     flat = chosen.reshape(-1)
@@ -120,15 +120,13 @@ def moe_groups(top: torch.Tensor, chosen: torch.Tensor, experts: int) -> tuple[t
     first = torch.cumsum(per_expert, 0) - per_expert  # each expert's first chunk
     start = torch.cumsum(counts, 0) - counts  # each expert's first pair in `order`
     place = torch.arange(tokens * k, device=device) - start[expert_of]  # the pair's place among its expert's
-    chunk, column = first[expert_of] + place // w, place % w
-    rows = torch.zeros(n, w, dtype=torch.long, device=device)
-    rows[chunk, column] = order // k
-    weights = torch.zeros(n, w, dtype=top.dtype, device=device)
-    weights[chunk, column] = top.reshape(-1)[order]
-    live = torch.zeros(n, w, dtype=torch.bool, device=device)
-    live[chunk, column] = True
+    at = (first[expert_of] + place // w) * w + place % w  # the pair's row among the chunks' rows
+    rows = torch.zeros(n * w, dtype=torch.long, device=device)
+    rows[at] = order // k
+    picks = torch.empty(tokens * k, dtype=torch.long, device=device)
+    picks[order] = at
     ids = torch.repeat_interleave(torch.arange(experts, device=device), per_expert)
-    return rows, ids, weights, live
+    return rows.view(n, w), ids, picks.view(tokens, k)
 
 
 EARLY_READS = {"rope_cache": ("pos_ids", "cur_pos", "n_new")}
@@ -299,7 +297,7 @@ def slot_functions(shapes: SlotShapes) -> dict[str, Function]:
         fns["moe"] = moe
         # A step of several tokens: the router's choices (moe_route), then each chosen expert over the tokens
         # that chose it (moe_grouped), in chunks of at most MOE_CHUNK rows the engine forms from the choices
-        # (moe_groups): chunk i's rows are tokens rows[i] of expert ids[i], weighed by weights[i] where live[i].
+        # (moe_groups): chunk i's rows are tokens rows[i] of expert ids[i]; token t's j-th choice, picks[t, j].
         chunks = DimVar("chunks", 1, MAXPOS * K + E + 1)
         per_chunk = DimVar("per_chunk", 1, MOE_CHUNK + 1)
 
@@ -312,22 +310,21 @@ def slot_functions(shapes: SlotShapes) -> dict[str, Function]:
             return h, tf.cast(top, dt), chosen
 
         @func
-        def moe_grouped(x: Tensor[(seq, HID), dt], h: Tensor[(seq, HID), dt], rows: Tensor[(chunks, per_chunk), "i64"],
-                        ids: Tensor[(chunks,), "i64"], weights: Tensor[(chunks, per_chunk), dt],
-                        live: Tensor[(chunks, per_chunk), "bool"], experts_gate: ConstTensor[(E, MI, HID), dt],
+        def moe_grouped(x: Tensor[(seq, HID), dt], h: Tensor[(seq, HID), dt], top: Tensor[(seq, K), dt],
+                        rows: Tensor[(chunks, per_chunk), "i64"], ids: Tensor[(chunks,), "i64"],
+                        picks: Tensor[(seq, K), "i64"], experts_gate: ConstTensor[(E, MI, HID), dt],
                         experts_up: ConstTensor[(E, MI, HID), dt], experts_down: ConstTensor[(E, HID, MI), dt]):
-            flat = tf.reshape(rows, (chunks * per_chunk,))
-            hs = tf.reshape(tf.index_select(h, flat, 0), (chunks, per_chunk, HID))  # each chunk's tokens
+            hs = tf.reshape(tf.index_select(h, tf.reshape(rows, (chunks * per_chunk,)), 0),
+                            (chunks, per_chunk, HID))  # each chunk's tokens
 
             def expert(w: Any, a: Any) -> Any:  # each chunk's rows against its expert's w (rows: out)
                 return tf.matmul(a, tf.transpose(tf.index_select(w, ids, 0), (0, 2, 1)))
 
             y = expert(experts_down, tf.silu(expert(experts_gate, hs)) * expert(experts_up, hs))
-            # a chunk's rows past its expert's tokens repeat a token: their results are dropped, not weighed by 0
-            y = tf.where(tf.reshape(live, (chunks, per_chunk, 1)), y * tf.reshape(weights, (chunks, per_chunk, 1)),
-                         0.0)
-            mixed = tf.index_add(tf.zeros((seq, HID), dt), flat, tf.reshape(y, (chunks * per_chunk, HID)), 0)
-            return x + mixed
+            # each token's K results (rows a chunk does not fill are picked by none), weighed and summed
+            picked = tf.reshape(tf.index_select(tf.reshape(y, (chunks * per_chunk, HID)), tf.reshape(picks, (seq * K,)),
+                                                0), (seq, K, HID))
+            return x + tf.reduce(picked * tf.reshape(top, (seq, K, 1)), axes=(1,), keepdim=False, kind="sum")
 
         fns.update(moe_route=moe_route, moe_grouped=moe_grouped)
     return fns
@@ -478,7 +475,7 @@ class CompiledKernels(KernelSet):
             chosen = torch.empty(x.shape[0], top_k, dtype=torch.long, device=x.device)
             self._fn("moe_route")(x, norm, router, h, top, chosen)
             mixed = torch.empty_like(x)
-            self._fn("moe_grouped")(x, h, *moe_groups(top, chosen, router.shape[0]), experts_gate, experts_up,
+            self._fn("moe_grouped")(x, h, top, *moe_groups(chosen, router.shape[0]), experts_gate, experts_up,
                                     experts_down, mixed)
             out.copy_(mixed)
             return
