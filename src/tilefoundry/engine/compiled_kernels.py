@@ -378,10 +378,14 @@ class CompiledKernels(KernelSet):
         return self._shapes.spec
 
     def _fn(self, name: str) -> Any:
+        """Slot ``name``'s entry, its bound function called directly (``CompiledModule.fn``): the slots pass
+        every output, all of them tensors the engine made, and the entry checks each argument itself (device,
+        dtype, rank, extents); the CompiledModule's own Python checks cost SmolLM2-135M's CPU decoding 38.8 ->
+        40.6 tokens/s (six alternating runs of 64 tokens each, 2 threads, 2026-12-05)."""
         self._spec()
         if name not in self._fns:
             raise RuntimeError(f"CompiledKernels: the model it was built for has no {name} slot")
-        return self._fns[name]
+        return self._fns[name].fn
 
     def _eps(self, eps: float) -> None:
         if eps != self._spec().eps:
