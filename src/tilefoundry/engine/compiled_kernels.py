@@ -34,12 +34,13 @@ On the CPU a prompt's attention runs its rows tier, eight query rows against til
 1.15-1.66x torch SDPA told ``is_causal`` (its flash kernel: SmolLM2-135M's shape, 2 threads, a layer of a 500-token
 prompt 2.11 ms against 3.25; ``bench/compiled_attention_cpu.json``), and its projections the CPU's blocked GEMM
 (``bench/compiled_gemm_cpu.json``: 0.86-1.02x torch's in f32, 0.87-1.29x in bf16 at 128 to 1024 rows, bf16 on AMX's
-tiles on both sides). So a 500-token prompt prefills faster through the compiled slots than through torch's (529
-against 566 ms; docs/engine.md).
+tiles on both sides). So a 500-token prompt prefills faster through the compiled slots than through torch's (421
+against 456 ms; docs/engine.md).
 
-Decoding (one token a step) runs every slot compiled: SmolLM2-135M (f32) decodes at 31.7 tokens/s through them
-against 25.9 through torch's slots and 23.4 through transformers (``bench/decode.py --device cpu --runners project,hf
---kernels compiled,torch --rounds 5 --prefill-tokens 500``, ``bench/decode_smollm2-135m_cpu.json``, 2026-12-05).
+Decoding (one token a step) runs every slot compiled: SmolLM2-135M (f32) decodes at 38.3 tokens/s through them
+(the bound of this machine's memory bandwidth) against 30.2 through torch's slots and 26.8 through transformers
+(``bench/decode.py --device cpu --runners project,hf --kernels compiled,torch --rounds 5 --prefill-tokens 500``,
+``bench/decode_smollm2-135m_cpu.json``, 2026-12-05).
 
 Positions reach the slots as the engine's own int32 device tensors (a step of one token: its position, as the
 rows' positions and the cache's write position; a longer step: its positions made once a step), and attention
