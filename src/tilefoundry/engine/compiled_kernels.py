@@ -276,23 +276,34 @@ def slot_functions(shapes: SlotShapes) -> dict[str, Function]:
         fns["norm_swiglu"] = norm_swiglu
         fns["down"] = linear_residual(INTER)
     E, MI, K = shapes.experts, shapes.expert_intermediate, s.experts_per_token
+
+    def route(x: Any, norm: Any, router: Any) -> tuple[Any, Any, Any]:
+        """The tokens normed, their K experts' weights (the router's softmax, its top K, renormalised where the
+        model does, in the model's dtype) and the experts' ids."""
+        h = tf.rms_norm(x, norm, eps)
+        top, chosen = tf.topk(tf.softmax(tf.cast(_linear(h, router), "f32")), K)
+        if s.normalize_experts:
+            top = top / tf.reduce(top, axes=(-1,), keepdim=True, kind="sum")
+        return h, tf.cast(top, dt), chosen
+
+    def experts_mlp(a: Any, ids: Any, gate: Any, up: Any, down: Any) -> Any:
+        """Each batch element of ``a`` through the SwiGLU MLP of its expert ``ids[i]``: the stacked weights (stored
+        (out, in)) gathered on their experts' axis (``index_select``: read in place, only the chosen ones)."""
+        def through(w: Any, x: Any) -> Any:
+            return tf.matmul(x, tf.transpose(tf.index_select(w, ids, 0), (0, 2, 1)))
+
+        return through(down, tf.silu(through(gate, a)) * through(up, a))
+
     if E:
         @func
         def moe(x: Tensor[(1, HID), dt], norm: ConstTensor[(HID,), dt], router: ConstTensor[(E, HID), dt],
                 experts_gate: ConstTensor[(E, MI, HID), dt], experts_up: ConstTensor[(E, MI, HID), dt],
                 experts_down: ConstTensor[(E, HID, MI), dt]):
-            h = tf.rms_norm(x, norm, eps)
-            probs = tf.softmax(tf.cast(_linear(h, router), "f32"))
-            top, chosen = tf.topk(probs, K)
-            if s.normalize_experts:
-                top = top / tf.reduce(top, axes=(-1,), keepdim=True, kind="sum")
-            weights = tf.reshape(tf.cast(top, dt), (K, 1, 1))
+            h, top, chosen = route(x, norm, router)
+            weights = tf.reshape(top, (K, 1, 1))
             ids = tf.reshape(chosen, (K,))  # the chosen experts: only their weights are read
 
-            def expert(w: Any, a: Any) -> Any:  # a against each chosen expert's w (rows: out), (K, 1, out)
-                return tf.matmul(a, tf.transpose(tf.index_select(w, ids, 0), (0, 2, 1)))
-
-            y = expert(experts_down, tf.silu(expert(experts_gate, h)) * expert(experts_up, h))
+            y = experts_mlp(h, ids, experts_gate, experts_up, experts_down)  # (K, 1, HID)
             return x + tf.reduce(y * weights, axes=(0,), keepdim=False, kind="sum")
 
         fns["moe"] = moe
@@ -304,11 +315,7 @@ def slot_functions(shapes: SlotShapes) -> dict[str, Function]:
 
         @func
         def moe_route(x: Tensor[(seq, HID), dt], norm: ConstTensor[(HID,), dt], router: ConstTensor[(E, HID), dt]):
-            h = tf.rms_norm(x, norm, eps)
-            top, chosen = tf.topk(tf.softmax(tf.cast(_linear(h, router), "f32")), K)
-            if s.normalize_experts:
-                top = top / tf.reduce(top, axes=(-1,), keepdim=True, kind="sum")
-            return h, tf.cast(top, dt), chosen
+            return route(x, norm, router)
 
         @func
         def moe_grouped(x: Tensor[(seq, HID), dt], h: Tensor[(seq, HID), dt], top: Tensor[(seq, K), dt],
@@ -318,10 +325,7 @@ def slot_functions(shapes: SlotShapes) -> dict[str, Function]:
             hs = tf.reshape(tf.index_select(h, tf.reshape(rows, (chunks * per_chunk,)), 0),
                             (chunks, per_chunk, HID))  # each chunk's tokens
 
-            def expert(w: Any, a: Any) -> Any:  # each chunk's rows against its expert's w (rows: out)
-                return tf.matmul(a, tf.transpose(tf.index_select(w, ids, 0), (0, 2, 1)))
-
-            y = expert(experts_down, tf.silu(expert(experts_gate, hs)) * expert(experts_up, hs))
+            y = experts_mlp(hs, ids, experts_gate, experts_up, experts_down)
             # each token's K results (rows a chunk does not fill are picked by none), weighed and summed
             picked = tf.reshape(tf.index_select(tf.reshape(y, (chunks * per_chunk, HID)), tf.reshape(picks, (seq * K,)),
                                                 0), (seq, K, HID))
