@@ -22,7 +22,6 @@ calls and wake late; at 64 rows that doubles both sides' times, torch's more.)
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
@@ -33,7 +32,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cpu_timing import add_host_options, alternating_medians, apply_threads, write_results  # noqa: E402
+from cpu_timing import alternating_medians, sequence_bench_args, write_results  # noqa: E402
 
 SEQ_MAX = 8192
 SHAPES = {"smollm2": (9, 3, 64), "qwen3-1.7b": (16, 8, 128)}  # name -> (heads, key heads, head_dim)
@@ -62,16 +61,7 @@ def _attention(heads: int, kv: int, d: int):  # noqa: ANN202 - a CompiledModule
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seq", type=int, nargs="+", default=[64, 128, 500, 1000])
-    ap.add_argument("--shapes", nargs="+", choices=sorted(SHAPES), help="a subset of the shapes, by name")
-    ap.add_argument("--reps", type=int, default=7)
-    add_host_options(ap)
-    args = ap.parse_args()
-    bad = [s for s in args.seq if not 1 <= s <= SEQ_MAX]
-    if bad:
-        ap.error(f"--seq: {bad} outside [1, {SEQ_MAX}]")
-    apply_threads(args.threads)
+    args = sequence_bench_args(__doc__, [64, 128, 500, 1000], SHAPES, 1, SEQ_MAX)
     gen = torch.Generator().manual_seed(0)
     results = []
     failed = False

@@ -20,7 +20,6 @@ torch's many small parallel ops a step (an expert's linears, its index_add) wake
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
@@ -30,7 +29,7 @@ if "--spin" not in sys.argv:
 import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cpu_timing import add_host_options, alternating_medians, apply_threads, write_results  # noqa: E402
+from cpu_timing import alternating_medians, sequence_bench_args, write_results  # noqa: E402
 
 SEQ_MAX = 4096
 SHAPES = {"moe-1024": (1024, 256, 32, 4), "tiny-qwen3-moe": (64, 32, 8, 2)}  # name -> (hidden, inter, experts, k)
@@ -52,16 +51,8 @@ def _kernels(hidden: int, inter: int, experts: int, k: int):  # noqa: ANN202 - (
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seq", type=int, nargs="+", default=[16, 128, 512, 2048])
-    ap.add_argument("--shapes", nargs="+", choices=sorted(SHAPES), help="a subset of the shapes, by name")
-    ap.add_argument("--reps", type=int, default=7)
-    add_host_options(ap)
-    args = ap.parse_args()
-    bad = [s for s in args.seq if not 2 <= s <= SEQ_MAX]
-    if bad:
-        ap.error(f"--seq: {bad} outside [2, {SEQ_MAX}] (one token a step runs the one-token slot)")
-    apply_threads(args.threads)
+    args = sequence_bench_args(__doc__, [16, 128, 512, 2048], SHAPES, 2, SEQ_MAX,
+                               " (one token a step runs the one-token slot)")
     gen = torch.Generator().manual_seed(0)
     results = []
     failed = False

@@ -10,7 +10,7 @@ import os
 import platform
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 
@@ -20,6 +20,24 @@ def add_host_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=0, help="threads for both sides (0: leave the defaults)")
     parser.add_argument("--spin", action="store_true", help="keep OpenMP's default (spinning) wait policy")
     parser.add_argument("--json", help="write the results here")
+
+
+def sequence_bench_args(doc: str, seqs: list[int], shapes: Iterable[str], least: int, most: int,
+                        why: str = "") -> argparse.Namespace:
+    """The options of a bench over prompt lengths and named shapes, parsed: ``--seq`` (``seqs`` by default, each in
+    [least, most]; ``why`` says why outside), ``--shapes`` (a subset of ``shapes``), ``--reps`` and the host options;
+    the threads applied."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seq", type=int, nargs="+", default=seqs)
+    ap.add_argument("--shapes", nargs="+", choices=sorted(shapes), help="a subset of the shapes, by name")
+    ap.add_argument("--reps", type=int, default=7)
+    add_host_options(ap)
+    args = ap.parse_args()
+    bad = [s for s in args.seq if not least <= s <= most]
+    if bad:
+        ap.error(f"--seq: {bad} outside [{least}, {most}]{why}")
+    apply_threads(args.threads)
+    return args
 
 
 def apply_threads(threads: int) -> None:
