@@ -68,8 +68,8 @@ def test_every_family_through_the_compiled_set_passes_check(family, monkeypatch)
     def refused(*args: object) -> None:
         raise AssertionError("on the CPU every step's attention and experts run compiled, never torch's")
 
-    monkeypatch.setattr(engine.kernels._torch, "attention", refused)
-    monkeypatch.setattr(engine.kernels._torch, "moe", refused)
+    monkeypatch.setattr(TorchKernels, "attention", refused)
+    monkeypatch.setattr(TorchKernels, "moe", refused)
     for context, tokens in STEPS:
         report = _check(engine, reference, _step_inputs(reference, context, tokens, seed=context + tokens), F32)
         assert report.passed, f"{name} at {tokens} tokens after {context}:\n{report}"
@@ -143,7 +143,7 @@ def test_every_step_runs_the_compiled_slots_whatever_its_rows(monkeypatch, devic
     kernels._shapes = SlotShapes(spec, "f32", 48, False, False)  # as prepare leaves it, without the builds
     ran: list[str] = []
     for slot in ("norm_linear", "attention", "linear_residual", "norm_swiglu", "head"):
-        monkeypatch.setattr(kernels._torch, slot, lambda *args, slot=slot: ran.append(f"torch {slot}"))
+        monkeypatch.setattr(TorchKernels, slot, lambda *args, slot=slot: ran.append(f"torch {slot}"))
     monkeypatch.setattr(kernels, "_fn", lambda name: lambda *args: ran.append(f"compiled {name}"))
 
     def t(*shape: int) -> torch.Tensor:
@@ -295,7 +295,6 @@ def check_several_token_moe(tokens: int, device: str = "cpu", tol: float = 1e-5)
     kernels._shapes = shapes  # as prepare leaves it, with the two slots a several-token step runs
     target = "cuda" if device.startswith("cuda") else "cpu"
     kernels._fns = {name: jit(slot_functions(shapes)[name], target=target) for name in ("moe_route", "moe_grouped")}
-    kernels._torch = None  # a call of torch's slot fails
     x, norm, router, gate, up, down = _inputs(fn, tokens)
     x, router = x.abs(), router.clone()
     router[0] = 0.5  # every normed token (all positive) scores expert 0 highest

@@ -85,12 +85,13 @@ def test_64_greedy_tokens_through_the_compiled_slots_in_a_graph_equal_the_refere
 
 def test_a_moe_model_through_the_compiled_slots_passes_check_on_the_graph_path(tmp_path: Path) -> None:
     """A tiny Qwen3-MoE: its one-token routed slot compiled for CUDA (top-k on the device, only the chosen
-    experts' weights read), captured in the step's graph and replayed; a prompt's routed experts torch's."""
+    experts' weights read), captured in the step's graph and replayed; a prompt's routed experts through the
+    several-token slots (moe_route, moe_grouped), torch's slot never called."""
     make_checkpoint("qwen3_moe", tmp_path / "moe", sharded=False)
     _, reference, twin = load_qwen3(tmp_path / "moe", "cuda")
     engine = DecodeEngine(twin, 128, kernels=CompiledKernels(), graph=True)
     step = EngineStep(engine)
-    for context, tokens in [(0, 7), (0, 1), (1, 1), (60, 1), (100, 1)]:
+    for context, tokens in [(0, 7), (0, 1), (1, 1), (60, 1), (100, 1), (40, 30)]:
         inputs = step_inputs(reference, context, tokens, seed=context + tokens, device="cuda", capacity=128)
         report = check_step(step, reference, inputs)
         assert report.passed, f"context {context}, {tokens} token(s):\n{report}"
@@ -99,8 +100,8 @@ def test_a_moe_model_through_the_compiled_slots_passes_check_on_the_graph_path(t
 
 @pytest.mark.parametrize("tokens", [2, 17, 300])
 def test_the_several_token_moe_slots_compute_the_family_moe_on_cuda(tokens: int) -> None:
-    """The CPU's several-token routed slots (moe_route, moe_grouped) built for CUDA and run there: not yet the
-    engine's on a GPU (compiled_kernels.CPU_ONLY_SLOTS); this says whether they may be."""
+    """The several-token routed slots (moe_route, moe_grouped) built for CUDA and run there against the family's
+    MoE (unchosen experts' weights NaN)."""
     from tests.test_compiled_kernels import check_several_token_moe
 
     check_several_token_moe(tokens, "cuda", tol=1e-4)
