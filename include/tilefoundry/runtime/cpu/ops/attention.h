@@ -180,8 +180,8 @@ inline void rows(Scores scores, Visible visible, Q const& q, K const& k, V const
   int64_t const tiles = (n_keys + kTile - 1) / kTile;
   int64_t const blocks = tiles * (kTile / kBlock);
   // kt[b * depth + d][j]: dimension d of key b * kBlock + j of the slice (0 past its end, to the
-  // end of the last tile: the buffer is zeroed).
-  host_buffer<block_t> kt(blocks * depth, /*zeroed=*/true);
+  // end of the last tile: zeroed below, after the keys are in).
+  host_buffer<block_t> kt(blocks * depth);
   // The slice's value rows as floats: read in place where they are float rows (vld floats apart),
   // else copied once into vf.
   using TV = cute::remove_cvref_t<decltype(v(0, 0))>;
@@ -207,6 +207,20 @@ inline void rows(Scores scores, Visible visible, Q const& q, K const& k, V const
       for (int64_t e = 0; e < dv; ++e) vf[size_t(n * dv + e)] = detail::convert<float>(vn[e]);
     }
     kpos[size_t(n)] = visible.key(keys.begin + n);
+  }
+  // The last tile's lanes past the slice's end: the rest of a block that holds keys, whole blocks
+  // after it (a block with keys is written key by key, so only those lanes were written).
+  int64_t written = n_keys / kBlock;
+  if (n_keys % kBlock != 0) {
+    block_t* const column = &kt[size_t(written * depth)];
+    for (int64_t d = 0; d < depth; ++d) {
+      for (int64_t j = n_keys % kBlock; j < kBlock; ++j) column[d][j] = 0.0f;
+    }
+    ++written;
+  }
+  if (written < blocks) {
+    std::memset(static_cast<void*>(&kt[size_t(written * depth)]), 0,
+                size_t((blocks - written) * depth) * sizeof(block_t));
   }
   host_buffer<float> qf(kRows * depth);
   host_buffer<float> acc(kRows * dv);
