@@ -52,6 +52,17 @@ class Epilogues:
         return tf.where(keep, _linear(x, w), 0.0)
 
     @func
+    def batched(x: Tensor[(3, M, 40), "f32"], r: Tensor[(3, M, 24), "f32"], wb: ConstTensor[(3, 24, 40), "f32"],
+                b: ConstTensor[(24,), "f32"]):
+        """A batch of products: each element's own residual, one bias every element reads."""
+        return r + tf.matmul(x, tf.transpose(wb, (0, 2, 1))) + b
+
+    @func
+    def batch_broadcast(x: Tensor[(3, M, 40), "f32"], w: ConstTensor[(24, 40), "f32"]):
+        """One weight for every batch element (the operands' batch axes differ): not fused."""
+        return tf.exp(tf.matmul(x, tf.transpose(w, (1, 0))))
+
+    @func
     def also_returned(x: Tensor[(M, 40), "f32"], w: ConstTensor[(24, 40), "f32"]):
         """The matmul's result is a result too: not fused."""
         y = _linear(x, w)
@@ -71,7 +82,7 @@ def _inputs(name: str, m: int) -> tuple[torch.Tensor, ...]:
     for p in fn.params:
         shape = tuple(d if isinstance(d, int) else m for d in p.type.shape)
         t = torch.rand(shape, generator=g) < 0.5 if p.type.dtype.is_bool else torch.randn(shape, generator=g)
-        if p.name in ("w", "wh"):
+        if p.name in ("w", "wh", "wb"):
             t = t / shape[-1] ** 0.5
         out.append(t.to(p.type.dtype.torch_dtype))
     return tuple(out)
@@ -92,11 +103,11 @@ def test_an_epilogue_matches_the_evaluator(name: str) -> None:
 
 def test_the_ops_after_a_matmul_run_in_its_kernel() -> None:
     tir = lower(Epilogues, "cpu")
-    for name in ("residual", "bias_scale_relu", "swish_gate", "masked"):
+    for name in ("residual", "bias_scale_relu", "swish_gate", "masked", "batched"):
         fn = tir.functions[name]
         assert [s.fn.schedule.placement for s in fn.stages] == ["matmul"] and not fn.temps, name
     assert "epilogue(matmul:bf16; add = binary<add_op>(r_tile, matmul):bf16 -> add)" in str(tir.functions["residual"])
-    for name in ("also_returned", "then_reduced"):
+    for name in ("also_returned", "then_reduced", "batch_broadcast"):
         assert [s.fn.schedule.placement for s in tir.functions[name].stages] == ["matmul", "rows"], name
 
 

@@ -58,6 +58,16 @@ class Pairs:
         return (_linear(x, wa) + bias) * tf.sigmoid(_linear(x, wc))
 
     @func
+    def experts(x: Tensor[(3, M, 32), "f32"], ids: Tensor[(3,), "i64"], gates: ConstTensor[(5, 24, 32), "f32"],
+                ups: ConstTensor[(5, 24, 32), "f32"]):
+        """A batch of pairs: chunk i of x through expert ids[i]'s gate and up weights (index_select on the experts'
+        axis: read in place), as the engine's several-token MoE slot runs them."""
+        def through(w, ids):  # noqa: ANN001, ANN202 - traced DSL values
+            return tf.matmul(x, tf.transpose(tf.index_select(w, ids, 0), (0, 2, 1)))
+
+        return tf.silu(through(gates, ids)) * through(ups, ids)
+
+    @func
     def two_inputs(x: Tensor[(M, 16), "f32"], y: Tensor[(M, 16), "f32"], pa: ConstTensor[(8, 16), "f32"],
                    pc: ConstTensor[(8, 16), "f32"]):
         """Different first operands: no pair."""
@@ -82,6 +92,7 @@ def _inputs(name: str, m: int) -> tuple[torch.Tensor, ...]:
                            r(40, 64, dtype=bf, scale=0.125)),
         "interleaved": lambda: (r(m, 64, dtype=bf), r(64, dtype=bf, scale=0.1) + 1, r(80, 64, dtype=bf, scale=0.125)),
         "biased": lambda: (r(m, 37), r(21, 37), r(21), r(21, 37)),
+        "experts": lambda: (r(3, m, 32), torch.tensor([4, 0, 4]), r(5, 24, 32, scale=0.2), r(5, 24, 32, scale=0.2)),
         "two_inputs": lambda: (r(m, 16), r(m, 16), r(8, 16), r(8, 16)),
         "first_returned": lambda: (r(m, 16), r(8, 16), r(8, 16)),
     }[name]()
@@ -89,7 +100,7 @@ def _inputs(name: str, m: int) -> tuple[torch.Tensor, ...]:
 
 def test_a_gated_pair_is_one_kernel_reading_both_weights() -> None:
     tir = lower(Pairs, "cpu")
-    for name in ("swiglu", "interleaved", "biased"):
+    for name in ("swiglu", "interleaved", "biased", "experts"):
         fn = tir.functions[name]
         assert [s.fn.schedule.placement for s in fn.stages] == ["matmul"] and not fn.temps, f"{name}:\n{fn}"
     text = str(tir.functions["swiglu"])
@@ -103,7 +114,7 @@ def test_a_gated_pair_is_one_kernel_reading_both_weights() -> None:
         assert placements.count("matmul") == 2, f"{name}: {placements}"
 
 
-@pytest.mark.parametrize("name", ["swiglu", "interleaved", "biased", "two_inputs", "first_returned"])
+@pytest.mark.parametrize("name", ["swiglu", "interleaved", "biased", "experts", "two_inputs", "first_returned"])
 def test_a_pair_matches_the_evaluator_at_every_row_count(name: str) -> None:
     compiled = jit(Pairs, target="cpu").functions[name]
     fn = Pairs.functions[name]

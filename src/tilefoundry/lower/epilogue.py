@@ -6,12 +6,14 @@ a bias, a cast, an activation) becomes one stage: the matmul applies the ops to 
 never goes to memory and back, and one kernel launches instead of two. ``fuse_epilogues`` merges the stages
 where every condition holds:
 
-* the matmul is of two 2-D operands (the decode step's ``x @ w.T``), its result stored in its own order,
-  read by the row-wise stage alone and not returned;
+* the matmul is of two 2-D operands (the decode step's ``x @ w.T``), or of two operands with the same batch axes
+  before their matrices (a batch of products: a mixture's chunks through their experts' weights), its result
+  stored in its own order, read by the row-wise stage alone and not returned;
 * every op of the row-wise stage is elementwise (unary, binary, where) with the matmul result's shape, so
-  each computes one element at the matmul's (m, n);
-* what the ops read from outside is a scalar constant or a 2-D (or 1-D) view, broadcast to the result's
-  shape, with no positions picking its rows (a residual, a bias);
+  each computes one element at the matmul's (m, n) (of its batch element);
+* what the ops read from outside is a scalar constant or a view broadcast to the result's shape (a residual, a
+  bias; of a batch of products, each batch element's own matrix or one every element reads), with no positions
+  picking its rows;
 * of the values the ops compute, one is read after the stage or returned: the stage's result.
 
 Anything else stays a stage of its own.
@@ -89,7 +91,7 @@ def _results(staged: StagedProgram, ops: list[Op]) -> list[Val]:
 def _fusable(staged: StagedProgram, mm: Op, stage: Stage) -> bool:
     result = mm.outputs[0]
     a, b = (staged.view(v) for v in mm.inputs[:2])  # a third: the norm weight of a prologue (prologue.py)
-    if len(a.shape) != 2 or len(b.shape) != 2 or id(result) in staged.storage or id(result) in staged.views:
+    if not same_batch(a.shape, b.shape) or id(result) in staged.storage or id(result) in staged.views:
         return False
     if _returned(staged, result) or any(r not in stage.ops for r in _readers(staged, result)):
         return False
@@ -101,7 +103,7 @@ def _fusable(staged: StagedProgram, mm: Op, stage: Stage) -> bool:
         if op.op in ("div", "pow") and not op.inputs[0].type.dtype.is_float:
             return False  # refused by the row-wise lowering, with its reason
         out = op.outputs[0]
-        if len(out.type.shape) != 2 or not all(dims_equal(x, y) for x, y in zip(out.type.shape, shape)):
+        if len(out.type.shape) != len(shape) or not all(dims_equal(x, y) for x, y in zip(out.type.shape, shape)):
             return False
         for v in op.inputs:
             if id(v) in made:
@@ -118,10 +120,17 @@ def _fusable(staged: StagedProgram, mm: Op, stage: Stage) -> bool:
     return len(_results(staged, stage.ops)) == 1
 
 
+def same_batch(a: tuple[Dim, ...], b: tuple[Dim, ...]) -> bool:
+    """Whether the operands of shapes ``a`` and ``b`` are two matrices, or two batches of matrices of the same
+    batch axes (no broadcast between them)."""
+    return len(a) == len(b) >= 2 and all(dims_equal(x, y) for x, y in zip(a[:-2], b[:-2]))
+
+
 def _broadcast_operand(view: View, shape: tuple[Dim, ...]) -> bool:
-    """Whether an epilogue can read ``view`` at each (m, n) of ``shape``: 1-D or 2-D, broadcast right-aligned, no
-    positions picking its rows, no repeated axis."""
-    if view.gathers or any(r != 1 for r in view.repeats) or len(view.shape) > 2:
+    """Whether an epilogue can read ``view`` at each (m, n) of ``shape``: of no more axes than ``shape``, broadcast
+    right-aligned (a batch axis of extent 1, or one it lacks, read at every batch element), no positions picking
+    its rows, no repeated axis."""
+    if view.gathers or any(r != 1 for r in view.repeats) or len(view.shape) > len(shape):
         return False
     for x, y in zip(reversed(view.shape), reversed(shape)):
         if not (dims_equal(x, y) or dims_equal(x, 1)):
@@ -130,9 +139,12 @@ def _broadcast_operand(view: View, shape: tuple[Dim, ...]) -> bool:
 
 
 def operand_strides(view: View, shape: tuple[Dim, ...]) -> tuple[Dim, Dim]:
-    """``view``'s strides for the (m, n) of ``shape`` it is broadcast to (0 along a broadcast axis)."""
-    padded = ((1,) * (2 - len(view.shape)) + tuple(view.shape), (0,) * (2 - len(view.strides)) + tuple(view.strides))
-    m, n = (0 if dims_equal(x, 1) and not dims_equal(y, 1) else st for x, y, st in zip(padded[0], shape, padded[1]))
+    """``view``'s strides for the (m, n) of ``shape``'s last two axes it is broadcast to (0 along a broadcast
+    axis)."""
+    extents, strides = tuple(view.shape[-2:]), tuple(view.strides[-2:])  # its batch axes: offset by the CTA's
+    padded = ((1,) * (2 - len(extents)) + extents, (0,) * (2 - len(strides)) + strides)
+    m, n = (0 if dims_equal(x, 1) and not dims_equal(y, 1) else st
+            for x, y, st in zip(padded[0], shape[-2:], padded[1]))
     return m, n
 
 

@@ -235,7 +235,7 @@ def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int,
     the call where the streamed schedule runs it)."""
     second = [("the second weight", pair[1])] if pair is not None else []
     for what, v in (("a", a), ("b", b), *second, ("out", out)):
-        if any(axis >= len(v.shape) - 2 for axis, _, _ in v.gathers) or (v.gathers and what != "b"):
+        if any(axis >= len(v.shape) - 2 for axis, _, _ in v.gathers) or (v.gathers and what in ("a", "out")):
             raise LoweringError(op.op, name, f"its operand {what} is a view {v} whose rows are picked by positions "
                                 "(index_select); only a weight's batch axis may be picked (a mixture's chosen "
                                 "experts), not compiled yet", op.loc)
@@ -324,7 +324,7 @@ def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int,
         GmemView(b_buf, homes[id(b.root)], offset(b, b_strides[-1], min(len(b.shape), 2))),
     ]
     weights = [b_buf]
-    if pair is not None:  # of b's shape (K x N, both 2-D): the same column tile of it
+    if pair is not None:  # of b's shape (K x N, or a batch of them): the same column tile of it
         b1 = pair[1]
         b1_buf = Buffer(f"{b1.root.name}_tile", b1.root.type.dtype, Storage.gmem, (k, tile),
                         TLayout((k, tile), b1.strides[-2:]))

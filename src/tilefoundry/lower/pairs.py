@@ -9,7 +9,9 @@ the temporary, a launch and the second pass over the input are gone. It applies 
 where
 
 * both matmuls read the same first operand (the same value, through the same prologue if any), 2-D, against 2-D
-  second operands of one shape and dtype, accumulating in one dtype into results of one dtype;
+  second operands of one shape and dtype, accumulating in one dtype into results of one dtype; or batches of
+  such products of the same batch axes (each batch element one pair: a mixture's chunks through their experts'
+  gate and up weights);
 * the second stage has an epilogue, and the first stage's result (its matmul's, or its epilogue's) is read by
   that epilogue alone, as a value of the second result's shape (not through a view), and is not returned.
 
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 from ..ir.types.dim import dims_equal
 from ..target import Target
-from .epilogue import epilogue_result
+from .epilogue import epilogue_result, same_batch
 from .gemm import gemm_rows
 from .program import Op, Val
 from .stages import Stage, StagedProgram
@@ -55,7 +57,7 @@ def _pair(staged: StagedProgram, first: Stage, second: Stage) -> bool:
     if mm0.attrs.get("acc_dtype") != mm1.attrs.get("acc_dtype"):
         return False
     a, b0, b1 = staged.view(mm0.inputs[0]), staged.view(mm0.inputs[1]), staged.view(mm1.inputs[1])
-    if len(a.shape) != 2 or len(b0.shape) != 2 or len(b1.shape) != 2:
+    if not same_batch(a.shape, b0.shape) or not same_batch(a.shape, b1.shape):
         return False
     if not all(dims_equal(x, y) for x, y in zip(b0.shape, b1.shape)) or b0.root.type.dtype != b1.root.type.dtype:
         return False
@@ -64,7 +66,8 @@ def _pair(staged: StagedProgram, first: Stage, second: Stage) -> bool:
         return False
     if id(r0) in staged.views or id(r0) in staged.storage or _returned(staged, r0):
         return False
-    if len(r0.type.shape) != 2 or not all(dims_equal(x, y) for x, y in zip(r0.type.shape, r1.type.shape)):
+    if len(r0.type.shape) != len(r1.type.shape) or not all(dims_equal(x, y)
+                                                           for x, y in zip(r0.type.shape, r1.type.shape)):
         return False
     readers = [op for op in staged.prog.ops if any(staged.view(v).root is r0 for v in op.inputs)]
     return bool(readers) and all(any(op is o for o in second.ops[1:]) for op in readers)
