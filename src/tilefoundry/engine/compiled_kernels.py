@@ -328,9 +328,8 @@ def slot_functions(shapes: SlotShapes) -> dict[str, Function]:
 
 
 class CompiledKernels(KernelSet):
-    """Every slot a jitted ``@func`` (:func:`slot_functions`; a several-token ``moe`` torch's), built for the
-    engine's shapes, dtype and device when the engine is made (:meth:`prepare`; on disk after the first time, so
-    later engines load them).
+    """Every slot a jitted ``@func`` (:func:`slot_functions`), built for the engine's shapes, dtype and device when
+    the engine is made (:meth:`prepare`; on disk after the first time, so later engines load them).
     A set serves the model it was last prepared for: give each engine its own.
 
     Args:
