@@ -276,10 +276,11 @@ def test_the_moe_slot_computes_the_family_moe_reading_only_the_chosen_experts() 
     torch.testing.assert_close(got, fn(*inputs), rtol=1e-5, atol=1e-5)
 
 
-def check_several_token_moe(tokens: int, device: str = "cpu", tol: float = 1e-5) -> None:
-    """CompiledKernels.moe at ``tokens`` tokens on ``device``, its two several-token slots jitted for it, against the
-    family's MoE function (evaluated on the CPU); every token chooses expert 0 (at 300 tokens: three chunks of it,
-    the last one short), the experts no token chose are poisoned with NaN (never read), torch's slot never runs."""
+def check_several_token_moe(tokens: int, device: str = "cpu", tol: float = 1e-5, dtype: str = "f32") -> None:
+    """CompiledKernels.moe at ``tokens`` tokens on ``device``, its two several-token slots jitted for it in ``dtype``,
+    against the family's MoE function (evaluated in f32 on the CPU, on the same values); every token chooses expert
+    0 (at 300 tokens: three chunks of it, the last one short), the experts no token chose are poisoned with NaN (never
+    read), torch's slot never runs."""
     from tests.test_compile_families import _family, _inputs
     from tilefoundry import jit
     from tilefoundry.engine.compiled_kernels import MOE_CHUNK
@@ -290,12 +291,13 @@ def check_several_token_moe(tokens: int, device: str = "cpu", tol: float = 1e-5)
     experts, inter = fn.params[3].type.shape[:2]
     spec = DecoderSpec(hidden=hidden, heads=4, kv_heads=2, head_dim=16, vocab=256, eps=1e-6, max_positions=512,
                        experts_per_token=2, normalize_experts=True)
-    shapes = SlotShapes(spec, "f32", 0, False, True, experts, inter)
+    shapes = SlotShapes(spec, dtype, 0, False, True, experts, inter)
     kernels = CompiledKernels()
     kernels._shapes = shapes  # as prepare leaves it, with the two slots a several-token step runs
     target = "cuda" if device.startswith("cuda") else "cpu"
     kernels._fns = {name: jit(slot_functions(shapes)[name], target=target) for name in ("moe_route", "moe_grouped")}
-    x, norm, router, gate, up, down = _inputs(fn, tokens)
+    torch_dtype = {"f32": torch.float32, "bf16": torch.bfloat16}[dtype]
+    x, norm, router, gate, up, down = (t.to(torch_dtype).float() for t in _inputs(fn, tokens))  # values of dtype
     x, router = x.abs(), router.clone()
     router[0] = 0.5  # every normed token (all positive) scores expert 0 highest
     h = torch.nn.functional.rms_norm(x, (hidden,), norm, 1e-6)
@@ -305,16 +307,41 @@ def check_several_token_moe(tokens: int, device: str = "cpu", tol: float = 1e-5)
     poisoned = [w.clone() for w in (gate, up, down)]
     for w in poisoned:
         w[unchosen] = float("nan")
-    got = torch.empty_like(x, device=device)
-    kernels.moe(*(t.to(device) for t in (x, norm, router, *poisoned)), got, 1e-6, 2, True)
-    torch.testing.assert_close(got.cpu(), fn(x, norm, router, gate, up, down), rtol=tol, atol=tol)
+    got = torch.empty_like(x, device=device, dtype=torch_dtype)
+    kernels.moe(*(t.to(device, torch_dtype) for t in (x, norm, router, *poisoned)), got, 1e-6, 2, True)
+    torch.testing.assert_close(got.cpu().float(), fn(x, norm, router, gate, up, down), rtol=tol, atol=tol)
 
 
-@pytest.mark.parametrize("tokens", [2, 300])
-def test_a_several_token_moe_runs_each_chosen_expert_over_its_tokens(tokens: int) -> None:
+@pytest.mark.parametrize(("tokens", "dtype"), [(2, "f32"), (300, "f32"), (300, "bf16")])
+def test_a_several_token_moe_runs_each_chosen_expert_over_its_tokens(tokens: int, dtype: str) -> None:
     """A prompt's routed experts on the CPU: the router's slot, then the chunks of each expert's tokens through the
-    experts' slot (check_several_token_moe)."""
-    check_several_token_moe(tokens)
+    experts' slot (check_several_token_moe; bf16 within bf16's rounding of each op)."""
+    check_several_token_moe(tokens, dtype=dtype, tol=1e-5 if dtype == "f32" else 5e-2)
+
+
+def test_a_16_bit_models_prompt_moe_on_a_gpu_runs_torchs_slot_until_proven_there(monkeypatch) -> None:
+    """compiled_moe_prompts: prepare builds the several-token slots for an f32 model on a GPU but not for a bf16 one
+    (their tensor-core GEMM variant has not run on a GPU), whose several-token moe then runs torch's slot; its
+    one-token moe stays compiled. (jit recorded instead of building; the meta device stands for the GPU.)"""
+    from tilefoundry.engine import compiled_kernels
+
+    spec = DecoderSpec(hidden=32, heads=4, kv_heads=2, head_dim=8, vocab=64, eps=1e-6, max_positions=64,
+                       experts_per_token=2, normalize_experts=True)
+    built: list[str] = []
+    monkeypatch.setattr(compiled_kernels, "jit", lambda fn, target, options: built.append(f"{fn.name} {target}"))
+    ran: list[str] = []
+    monkeypatch.setattr(TorchKernels, "moe", lambda *args: ran.append("torch moe"))
+    for dtype, compiled in (("f32", True), ("bf16", False)):
+        shapes = SlotShapes(spec, dtype, 0, False, True, 8, 16)
+        monkeypatch.setattr(SlotShapes, "of", classmethod(lambda cls, *args, shapes=shapes: shapes))
+        kernels, built[:], ran[:] = CompiledKernels(jobs=1), [], []
+        kernels.prepare(spec, None, None, torch.device("cuda"))  # type: ignore[arg-type]
+        assert "moe cuda" in built and ("moe_grouped cuda" in built) == compiled, (dtype, built)
+        if not compiled:
+            t = torch.empty(5, 32, device="meta")
+            kernels.moe(t, t[0], torch.empty(8, 32, device="meta"), *(torch.empty(8, 16, 32, device="meta"),) * 2,
+                        torch.empty(8, 32, 16, device="meta"), t, 1e-6, 2, True)
+            assert ran == ["torch moe"]
 
 
 def test_a_moe_slot_refuses_a_top_k_it_was_not_built_for() -> None:

@@ -98,13 +98,15 @@ def test_a_moe_model_through_the_compiled_slots_passes_check_on_the_graph_path(t
     assert engine.graph_status == "captured" and engine.stats.replays == 3, engine.stats
 
 
-@pytest.mark.parametrize("tokens", [2, 17, 300])
-def test_the_several_token_moe_slots_compute_the_family_moe_on_cuda(tokens: int) -> None:
+@pytest.mark.parametrize(("tokens", "dtype"), [(2, "f32"), (17, "f32"), (300, "f32"), (17, "bf16"), (300, "bf16")])
+def test_the_several_token_moe_slots_compute_the_family_moe_on_cuda(tokens: int, dtype: str) -> None:
     """The several-token routed slots (moe_route, moe_grouped) built for CUDA and run there against the family's
-    MoE (unchosen experts' weights NaN)."""
+    MoE (unchosen experts' weights NaN). In bf16, chunks of 17 rows and more take the tensor-core GEMM through the
+    gathered experts' weights: until these cases pass on a GPU, the engine runs torch's slot for a 16-bit model's
+    prompt there (compiled_kernels.compiled_moe_prompts)."""
     from tests.test_compiled_kernels import check_several_token_moe
 
-    check_several_token_moe(tokens, "cuda", tol=1e-4)
+    check_several_token_moe(tokens, "cuda", tol=1e-4 if dtype == "f32" else 5e-2, dtype=dtype)
 
 
 def test_the_graph_path_passes_check_at_every_context_length(qwen3) -> None:
