@@ -19,6 +19,7 @@ from tilefoundry.codegen.toolchain import CompilerNotFoundError
 from tilefoundry.engine import CompiledKernels, DecodeEngine, DecoderSpec, StepPositions, TorchKernels
 from tilefoundry.engine.compiled_kernels import SlotShapes, slot_functions, slot_options
 from tilefoundry.ir.core.tree import flatten, leaf_paths
+from tilefoundry.ir.types.dtype import dtype_of
 from tilefoundry.models import open_checkpoint
 from tilefoundry.models.engine_step import EngineStep
 from tilefoundry.models.twins import build_twin
@@ -296,7 +297,7 @@ def check_several_token_moe(tokens: int, device: str = "cpu", tol: float = 1e-5,
     kernels._shapes = shapes  # as prepare leaves it, with the two slots a several-token step runs
     target = "cuda" if device.startswith("cuda") else "cpu"
     kernels._fns = {name: jit(slot_functions(shapes)[name], target=target) for name in ("moe_route", "moe_grouped")}
-    torch_dtype = {"f32": torch.float32, "bf16": torch.bfloat16}[dtype]
+    torch_dtype = dtype_of(dtype).torch_dtype
     x, norm, router, gate, up, down = (t.to(torch_dtype).float() for t in _inputs(fn, tokens))  # values of dtype
     x, router = x.abs(), router.clone()
     router[0] = 0.5  # every normed token (all positive) scores expert 0 highest
