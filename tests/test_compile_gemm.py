@@ -116,15 +116,17 @@ def test_many_rows_of_16_bit_operands_take_the_gemm_schedule_on_sm90a() -> None:
             assert a_map.offset == a_offset and b_map.offset == 0, name
             assert (b_map.rows, b_map.depth, b_map.stride, b_map.box_rows) == (n, k, k, CUDA_GEMM_TILE_N), name
             assert a_map.box_depth == b_map.box_depth == 64, name
+            assert schedule.cluster == (2 if ranks % 2 == 0 else 1), name  # pairs that may split K
         else:
             assert call.maps == () and schedule.grid == tiles[name] * ranks, name
+            assert schedule.cluster == 1, name
             assert 1 <= ranks <= -(-rows // CUDA_GEMM_TILE_M), name
 
 
 def test_the_host_entry_makes_the_tensor_maps_the_kernel_takes_last() -> None:
     """The kernel declares each map a ``__grid_constant__`` parameter and passes them to ops::matmul after the
     ranks; the entry makes them over the arguments' pointers (the row count from the bound DimVar) and passes them
-    last; the printed TIR shows them."""
+    last, launching the kernel in clusters of two CTAs (a pair may split a tile's K); the printed TIR shows them."""
     from tilefoundry.codegen import generate
 
     tir = lower(Gemms.functions["residual"], CudaTarget())
@@ -135,7 +137,8 @@ def test_the_host_entry_makes_the_tensor_maps_the_kernel_takes_last() -> None:
     assert call.rstrip().endswith("), x_map, wr_map);") and "ops::plain_rows{}, int64_t(" in call, call
     assert "auto const x_map = ops::make_tensor_map(x_ptr, rows, 72, 72, 256, 64);" in source
     assert "auto const wr_map = ops::make_tensor_map(wr_ptr, 96, 72, 72, 128, 64);" in source
-    (launch,) = [s for s in source.splitlines() if "launch.start(" in s]
+    (launch,) = [s for s in source.splitlines() if "launch.start_in_clusters(" in s]  # pairs of CTAs (16 ranks)
+    assert "residual_stage0_kernel, ctas, 2, 384, shared_bytes, " in launch, launch
     assert launch.rstrip().endswith("x_ptr, wr_ptr, r_ptr, out_ptr, rows, x_map, wr_map);"), launch
     assert "x_map = map %x[rows, 72]:(72, 1) box 256x64" in str(tir)
 

@@ -284,10 +284,12 @@ def test_many_rows_through_the_tensor_cores_match_the_evaluator_on_cuda(name: st
     """The GEMM schedule (wgmma, its stages filled through tensor maps; a batch through cp.async; K = 100 through the
     entry's fallback to the other tiers) at row counts around its row tiles of 256: one tile partly full, one whole,
     one and a row, several; ``any_rows`` also at 1 and 16 rows (its entry's decode-step variant); outputs
-    poisoned."""
+    poisoned. Up to 700 rows a mapped product's tiles leave at least half its CTAs idle, so each tile's K is split
+    over the two CTAs of a cluster (matmul_gmma.cuh, Tiles::split: ``residual``'s two steps one each, the second a
+    partial one); at 4096 rows every CTA has a tile of its own and takes all of K."""
     compiled = jit(Gemms).functions[name]
     fn = Gemms.functions[name]
-    rows = {"half_to_f32": (200,), "any_rows": (1, 16, 17, 100, 700)}.get(name, (17, 129, 256, 257, 700))
+    rows = {"half_to_f32": (200,), "any_rows": (1, 16, 17, 100, 700)}.get(name, (17, 129, 256, 257, 700, 4096))
     for m in rows:  # 16-bit sums: BF16 (f16's rounding too)
         report = check(compiled_only(compiled), fn, gemm_inputs(name, m, "cuda"), expect={"output": [BF16]})
         assert report.passed, f"{name} at M = {m}:\n{report}"

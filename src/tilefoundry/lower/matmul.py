@@ -22,7 +22,9 @@ launch, 16-bit operands contiguous along K, no prologue, pair or fused reduction
 (``_cuda_gemm``): CTAs of two warpgroups of math and a copy warpgroup, one an SM, through the tensor cores
 (cuda/ops/matmul_gmma.cuh). A product of two matrices is read through tensor maps (``_gemm_maps``, made by the host
 entry, the copy engine filling the kernel's ring of stages): one column tile of all N, the CTAs taking its output
-tiles of CUDA_GEMM_TILE_M x CUDA_GEMM_TILE_N rank, rank + ranks, ... (the call's rank and ranks). A batch of
+tiles of CUDA_GEMM_TILE_M x CUDA_GEMM_TILE_N rank, rank + ranks, ... (the call's rank and ranks), launched in
+clusters of two CTAs (``gemm_cluster``) so that where the tiles at launch leave at least half the CTAs idle, a pair
+splits each tile's K steps and adds its halves through shared memory. A batch of
 products keeps a column tile of at most CUDA_GEMM_TILE_N columns a CTA group, ``ranks`` CTAs a column tile taking
 its row tiles in turn, the stages copied by the math threads.
 
@@ -127,12 +129,22 @@ CUDA_GEMM_THREADS = 384  # two warpgroups of math and the copy warpgroup (its re
 CUDA_MATMUL_THREADS = 128
 
 
-def matmul_schedule(target: Target, grid: Dim, threads: int = CUDA_MATMUL_THREADS) -> Schedule:
+def matmul_schedule(target: Target, grid: Dim, threads: int = CUDA_MATMUL_THREADS, cluster: int = 1) -> Schedule:
     """One CTA per batch element and column tile; on CUDA its ``threads`` share the tile (the GEMM schedule's
-    CTAs, one an SM, built for that: matmul_gmma.cuh moves the copy warpgroup's registers to the math)."""
+    CTAs, one an SM, built for that: matmul_gmma.cuh moves the copy warpgroup's registers to the math), launched in
+    thread-block clusters of ``cluster`` CTAs where more than one."""
     cuda = isinstance(target, CudaTarget)
     return Schedule("matmul", grid, threads if cuda else 1, rows=grid, rows_per_cta=1, vector_width=1,
-                    ctas_per_sm=1 if cuda and threads == CUDA_GEMM_THREADS else 0)
+                    cluster=cluster if cuda else 1, ctas_per_sm=1 if cuda and threads == CUDA_GEMM_THREADS else 0)
+
+
+def gemm_cluster(ranks: int, mapped: bool) -> int:
+    """The CTAs of a thread-block cluster of the GEMM schedule's launch: two where its operands are read through
+    tensor maps and its CTAs pair up (an even count), so that a call whose tiles leave at least half the CTAs idle
+    splits each tile's K steps over a pair (matmul_gmma.cuh, Tiles::split: the row count is known only at launch,
+    the kernel decides); one (no cluster) otherwise. Hopper's SMs come in pairs (a TPC), so clusters of two leave
+    none of a wave's SMs unused."""
+    return 2 if mapped and ranks % 2 == 0 else 1
 
 
 def _tile(n: Dim, most: int, panel: int = 1) -> Dim:
@@ -358,7 +370,7 @@ def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int,
                   maps=maps if ranks else ())
     after = reduction_parts(list(reductions), o_buf, tile, tiles, shared) if reductions else []
     body: list[Stmt] = [RowLoop("row", [*([Alloc(ring)] if ring is not None else []), *views, call, *after])]
-    return body, matmul_schedule(target, grid, threads)
+    return body, matmul_schedule(target, grid, threads, gemm_cluster(ranks, bool(maps)) if ranks else 1)
 
 
 def _gemm_maps(a: View, b: View, homes: dict[int, str], m: Dim, k: Dim, n: Dim, a_stride: Dim,

@@ -20,6 +20,7 @@
 #include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/ops/attention_impl.h>
 #include <tilefoundry/runtime/common/ops/packed.h>
+#include <tilefoundry/runtime/cuda/cluster.cuh>
 #include <tilefoundry/runtime/cuda/ops/attention_mma.cuh>
 
 #include <cstdint>
@@ -276,26 +277,6 @@ __device__ void grouped(Scores scores, Visible const& visible, Q const& q, K con
   }
 }
 
-/// The CTAs of this CTA's thread-block cluster.
-__device__ __forceinline__ unsigned cluster_ctas() {
-  unsigned n = 1;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
-#endif
-  return n;
-}
-
-/// Waits until every thread of this CTA's cluster has arrived here; what they wrote before is then
-/// visible to the cluster's threads (release on arrival, acquire on leaving: cluster scope).
-__device__ __forceinline__ void cluster_barrier() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile(
-      "barrier.cluster.arrive.release.aligned;\n\t"
-      "barrier.cluster.wait.acquire.aligned;" ::
-          : "memory");
-#endif
-}
-
 /// Floats of a slice's state (each of its G x M rows: Dv weighted sums, the maximum, the sum of
 /// exponentials) a CTA keeps in its shared memory for its cluster's combine: 32 rows of Dv = 128.
 constexpr int kClusterStateFloats = 32 * 130;
@@ -309,17 +290,7 @@ __device__ __forceinline__ float* cluster_state() {
 
 /// Element `at` of the cluster state of the cluster's CTA `rank` (distributed shared memory).
 __device__ __forceinline__ float peer_state(unsigned rank, int64_t at) {
-  float v = 0.0f;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  unsigned const local = static_cast<unsigned>(__cvta_generic_to_shared(cluster_state() + at));
-  unsigned remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
-  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote));
-#else
-  (void)rank;
-  (void)at;
-#endif
-  return v;
+  return cluster::peer_float(cluster_state() + at, rank);
 }
 
 /// Whether a key head's slices, `splits` CTAs of one cluster (the combine's cluster form), hand
@@ -329,7 +300,7 @@ __device__ __forceinline__ float peer_state(unsigned rank, int64_t at) {
 /// step through the compiled slots, context 300) the combine through global memory cost 43 us of
 /// a 1563 us step; the cluster's barrier alone 7.
 __device__ __forceinline__ bool states_in_cluster(int64_t rows, int64_t width, int64_t splits) {
-  return splits > 1 && cluster_ctas() == unsigned(splits) && rows * width <= kClusterStateFloats;
+  return splits > 1 && cluster::ctas() == unsigned(splits) && rows * width <= kClusterStateFloats;
 }
 
 /// Whether the operands' memory allows the grouped tier's 16-byte reads.
@@ -469,7 +440,7 @@ __device__ void combine_in_cluster(Part const& part, Out& out, int64_t first, in
   } else {  // each output reading every slice's state one at a time
     combine_with(read, int64_t(cute::size<0>(part)), out, first, end);
   }
-  cluster_barrier();
+  cluster::barrier();
 }
 
 }  // namespace attention_impl
@@ -564,8 +535,8 @@ __device__ void attention_combine(Part const& part, Out&& out) {
 /// they are written.
 template <class Part, class Out>
 __device__ void attention_combine(Part const& part, Out&& out, int64_t rank, int64_t ranks) {
-  if (attention_impl::cluster_ctas() != unsigned(ranks)) __trap();  // launched in other clusters
-  attention_impl::cluster_barrier();
+  if (cluster::ctas() != unsigned(ranks)) __trap();  // launched in other clusters
+  cluster::barrier();
   int64_t const n = int64_t(cute::size(out));
   int64_t const rows = int64_t(cute::size<1>(part)) * int64_t(cute::size<2>(part));
   if (attention_impl::states_in_cluster(rows, int64_t(cute::size<3>(part)), ranks)) {

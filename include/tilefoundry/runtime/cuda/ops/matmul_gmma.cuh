@@ -40,6 +40,7 @@
 
 #include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/ops/matmul_impl.h>
+#include <tilefoundry/runtime/cuda/cluster.cuh>
 #include <tilefoundry/runtime/cuda/tensor_map.cuh>
 
 #include <cutlass/arch/barrier.h>
@@ -307,6 +308,43 @@ struct Math {
     }
   }
 
+  /// The tile's sums into `kept` (this CTA's shared memory, kMathThreads x the sums a thread
+  /// holds, in float4s), thread by thread: each thread of the cluster's other CTA holds the sums of
+  /// the same elements, and adds these to them (add_peer).
+  __device__ void keep(float4* kept) const {
+    constexpr int kWords = int(decltype(cute::size(acc))::value) / 4;
+    int const tid = int(threadIdx.x);
+    CUTE_UNROLL
+    for (int j = 0; j < kWords; ++j) {
+      kept[j * kMathThreads + tid] =
+          make_float4(acc(4 * j), acc(4 * j + 1), acc(4 * j + 2), acc(4 * j + 3));
+    }
+  }
+
+  /// Adds to the tile's sums those the cluster's CTA `peer` kept (keep), read from its shared
+  /// memory.
+  __device__ void add_peer(float4 const* kept, unsigned peer) {
+    constexpr int kWords = int(decltype(cute::size(acc))::value) / 4;
+    int const tid = int(threadIdx.x);
+    constexpr int kBatch = 2;  // words read together (4: 16 bytes spilled beside the sums)
+    static_assert(kWords % kBatch == 0, "a thread's sums are whole batches of words");
+    CUTE_UNROLL
+    for (int j0 = 0; j0 < kWords; j0 += kBatch) {
+      float4 v[kBatch];
+      CUTE_UNROLL
+      for (int j = 0; j < kBatch; ++j) {
+        v[j] = cluster::peer_float4(kept + (j0 + j) * kMathThreads + tid, peer);
+      }
+      CUTE_UNROLL
+      for (int j = 0; j < kBatch; ++j) {
+        acc(4 * (j0 + j)) += v[j].x;
+        acc(4 * (j0 + j) + 1) += v[j].y;
+        acc(4 * (j0 + j) + 2) += v[j].z;
+        acc(4 * (j0 + j) + 3) += v[j].w;
+      }
+    }
+  }
+
   /// Element (m, n) of out: the epilogue of its sum v, rounded into T.
   template <class T, class Epi>
   __device__ static T value(Epi const& epi, int64_t m, int64_t n, float v) {
@@ -367,6 +405,19 @@ struct Tiles {
   __device__ int n0(int t) const { return t / row_tiles * kTileN; }
   __device__ int rows(int t) const { return m - m0(t) < kTileM ? m - m0(t) : kTileM; }
   __device__ int cols(int t) const { return n - n0(t) < kTileN ? n - n0(t) : kTileN; }
+
+  /// Whether the two CTAs of each cluster split every tile's K steps between them (split_k):
+  /// the kernel was launched in clusters of two, CTA `rank` is rank % 2 of its cluster, and the
+  /// tiles leave at least half the CTAs idle (each pair then takes at most one tile), of at least
+  /// two steps of K. Every CTA of a cluster finds the same.
+  __device__ bool split(int64_t steps) const {
+    return cluster::ctas() == 2 && ranks % 2 == 0 && unsigned(rank % 2) == cluster::rank() &&
+           2 * count <= ranks && steps >= 2;
+  }
+
+  /// The tiles of the cluster's pair of CTAs, where they split K (split): pair rank / 2 of
+  /// ranks / 2.
+  __device__ Tiles pairs() const { return Tiles(m, n, rank / 2, ranks / 2); }
 };
 
 /// Output tile t, its stages copied by the math threads with cp.async: out(m, n) = epi(m, n, sum_k
@@ -431,17 +482,32 @@ __device__ bool maps_ok(A const& a, B const& b, tensor_map const& ma, tensor_map
 }
 
 /// This CTA's tiles rank, rank + ranks, ... with their stages filled by the copy warpgroup through
-/// the tensor maps (the file's first comment).
+/// the tensor maps (the file's first comment). Where the tiles leave at least half the CTAs idle
+/// and the kernel runs in clusters of two (Tiles::split: o_proj and down at 1024 rows of
+/// Qwen3-1.7B, 64 tiles of 256 x 128 for 132 SMs), each pair of CTAs takes one tile, the first CTA
+/// its first half of K's steps and the second the rest; the second keeps its sums in its stages
+/// (read by then), and past the cluster's barrier the first adds them to its own (distributed
+/// shared memory) and stores the tile; a second barrier keeps the second CTA's memory until they
+/// are read.
 template <class A, class B, class Out, class Epi>
-__device__ void mapped_tiles(A const& a, B const& b, Out& out, Epi const& epi, Tiles const& tiles,
+__device__ void mapped_tiles(A const& a, B const& b, Out& out, Epi const& epi, Tiles const& all,
                              tensor_map const& ma, tensor_map const& mb, unsigned char* ring) {
   using E = element_t<A>;
   using Full = cutlass::arch::ClusterTransactionBarrier;
   using Empty = cutlass::arch::ClusterBarrier;
   int64_t const depth = int64_t(cute::size<1>(a));
   int64_t const steps = (depth + kTileK - 1) / kTileK;
+  bool const split = all.split(steps);
+  unsigned const half = split ? cluster::rank() : 0u;
+  Tiles const tiles = split ? all.pairs() : all;
+  // This CTA's steps of K: `count` of them from step `first`.
+  int64_t const first = half == 1 ? steps / 2 : 0;
+  int64_t const count = split ? (half == 0 ? steps / 2 : steps - steps / 2) : steps;
   auto* const full = reinterpret_cast<uint64_t*>(ring + kStages * kStageBytes);
   auto* const empty = full + kStages;
+  auto* const kept = reinterpret_cast<float4*>(ring);  // the second CTA's sums, where K is split
+  static_assert(int64_t(kTileM) * kTileN * 4 <= kStages * kStageBytes,
+                "a tile's sums fit the stages");
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       Full::init(&full[s], 1);             // the copy lane's arrival, then the copies' bytes
@@ -453,23 +519,29 @@ __device__ void mapped_tiles(A const& a, B const& b, Out& out, Epi const& epi, T
   bool const lead = threadIdx.x % 32 == 0;
   if (int(threadIdx.x) >= kMathThreads) {  // the copy warpgroup: one lane issues every copy
     cutlass::arch::warpgroup_reg_dealloc<kCopyRegisters>();
-    if (int(threadIdx.x) != kMathThreads) return;
-    int32_t const a_row = int32_t(map_row(ma, &a(0, 0)));
-    int32_t const b_row = int32_t(map_row(mb, &b(0, 0)));
-    auto [sA, sB] = stages_of<E>(ring);
-    uint64_t const hint = uint64_t(cute::TMA::CacheHintSm90::EVICT_NORMAL);
-    int64_t it = 0;  // the K steps of every tile, one after the other through the ring
-    for (int i = 0, t = tiles.at(0); t >= 0; t = tiles.at(++i)) {
-      int32_t const m0 = a_row + int32_t(tiles.m0(t));
-      int32_t const n0 = b_row + int32_t(tiles.n0(t));
-      for (int64_t step = 0; step < steps; ++step, ++it) {
-        int const s = int(it % kStages);
-        Empty::wait(&empty[s], uint32_t((it / kStages) & 1) ^ 1u);  // read in the round before
-        Full::arrive_and_expect_tx(&full[s], uint32_t(kStageBytes));
-        int32_t const k0 = int32_t(step * kTileK);
-        cute::SM90_TMA_LOAD_2D::copy(&ma.map, &full[s], hint, &sA(0, 0, s), k0, m0);
-        cute::SM90_TMA_LOAD_2D::copy(&mb.map, &full[s], hint, &sB(0, 0, s), k0, n0);
+    if (int(threadIdx.x) == kMathThreads) {
+      int32_t const a_row = int32_t(map_row(ma, &a(0, 0)));
+      int32_t const b_row = int32_t(map_row(mb, &b(0, 0)));
+      auto [sA, sB] = stages_of<E>(ring);
+      uint64_t const hint = uint64_t(cute::TMA::CacheHintSm90::EVICT_NORMAL);
+      int64_t it = 0;  // the K steps of every tile, one after the other through the ring
+      for (int i = 0, t = tiles.at(0); t >= 0; t = tiles.at(++i)) {
+        int32_t const m0 = a_row + int32_t(tiles.m0(t));
+        int32_t const n0 = b_row + int32_t(tiles.n0(t));
+        for (int64_t step = 0; step < count; ++step, ++it) {
+          int const s = int(it % kStages);
+          Empty::wait(&empty[s], uint32_t((it / kStages) & 1) ^ 1u);  // read in the round before
+          Full::arrive_and_expect_tx(&full[s], uint32_t(kStageBytes));
+          int32_t const k0 = int32_t((first + step) * kTileK);
+          cute::SM90_TMA_LOAD_2D::copy(&ma.map, &full[s], hint, &sA(0, 0, s), k0, m0);
+          cute::SM90_TMA_LOAD_2D::copy(&mb.map, &full[s], hint, &sB(0, 0, s), k0, n0);
+        }
       }
+    }
+    if (split) {  // the math threads' two cluster barriers, which every thread of the cluster meets
+      __syncwarp();
+      cluster::barrier();
+      cluster::barrier();
     }
     return;
   }
@@ -479,15 +551,32 @@ __device__ void mapped_tiles(A const& a, B const& b, Out& out, Epi const& epi, T
   int64_t it = 0;
   for (int i = 0, t = tiles.at(0); t >= 0; t = tiles.at(++i)) {
     math.begin();
-    for (int64_t step = 0; step < steps; ++step, ++it) {
+    for (int64_t step = 0; step < count; ++step, ++it) {
       int const s = int(it % kStages);
       Full::wait(&full[s], uint32_t((it / kStages) & 1));
       math.step(s);  // ... and the step before has been read: its stage may be refilled
       if (step > 0 && lead) Empty::arrive(&empty[(it - 1) % kStages]);
     }
-    math.finish(steps);
-    if (steps > 0 && lead) Empty::arrive(&empty[(it - 1) % kStages]);
-    math.store(out, epi, tiles.m0(t), tiles.n0(t), tiles.rows(t), tiles.cols(t), staging_of(ring));
+    math.finish(count);
+    if (count > 0 && lead) Empty::arrive(&empty[(it - 1) % kStages]);
+    if (split) {  // at most one tile a pair
+      if (half == 1) math.keep(kept);
+      cluster::barrier();  // the second CTA's sums kept
+      if (half == 0) math.add_peer(kept, 1u);
+    }
+    if (half == 0) {  // (one call of store: a second one left a call in the kernel, which
+                      // serialises its wgmma, ptxas said)
+      math.store(out, epi, tiles.m0(t), tiles.n0(t), tiles.rows(t), tiles.cols(t),
+                 staging_of(ring));
+    }
+    if (split) {
+      cluster::barrier();  // ... and read: the second CTA may leave
+      return;
+    }
+  }
+  if (split) {  // a pair with no tile meets its barriers all the same
+    cluster::barrier();
+    cluster::barrier();
   }
 }
 #endif
