@@ -24,6 +24,7 @@ from tests.test_compile_copied_views import CopiedViews
 from tests.test_compile_dispatch import reference_attend
 from tests.test_compile_epilogue import Epilogues
 from tests.test_compile_families import _family, _functions
+from tests.test_compile_fp8 import Fp8
 from tests.test_compile_gemm import Gemms
 from tests.test_compile_index_add import IndexAdds
 from tests.test_compile_index_copy import IndexCopies
@@ -90,7 +91,8 @@ def _everything() -> TirModule:
               "other_axes": dict(OtherAxes.functions), "index_add": dict(IndexAdds.functions),
               "patterns": dict(Patterns.functions), "gemm": dict(Gemms.functions),
               "copied_views": dict(CopiedViews.functions), "flat_caches": dict(FlatCaches.functions),
-              "moe": {"moe": _moe_slot()}, "prompt_attention": {"prompt_attention": _attention_slot()}}
+              "fp8": dict(Fp8.functions), "moe": {"moe": _moe_slot()},
+              "prompt_attention": {"prompt_attention": _attention_slot()}}
     seen: dict[str, int] = {}
     for fns in groups.values():
         for name in fns:

@@ -39,6 +39,7 @@ from tests.test_compile_epilogue import F32 as EPILOGUE_F32  # noqa: E402
 from tests.test_compile_epilogue import Epilogues  # noqa: E402
 from tests.test_compile_epilogue import _inputs as epilogue_inputs  # noqa: E402
 from tests.test_compile_families import BF16, F32, _expect, _family, _functions, _inputs  # noqa: E402
+from tests.test_compile_fp8 import EIGHT_BIT_CASTS, Fp8, eight_bit_patterns, fp8_values  # noqa: E402
 from tests.test_compile_fuzz import _inputs as chain_inputs  # noqa: E402
 from tests.test_compile_fuzz import _picking_seeds, chain  # noqa: E402
 from tests.test_compile_gemm import Gemms, gemm_inputs  # noqa: E402
@@ -94,8 +95,8 @@ def built() -> None:
     from tilefoundry.lower import lower
     from tilefoundry.target import CudaTarget
 
-    fns = [Matmuls, Streamed, Gemms, Attention, Epilogues, RopeCache, Argmaxes, Reductions, RaggedHeads, Splits, Joins,
-           Zeros, IndexCopies, AxisReductions, Aranges, OtherAxes, IndexAdds, Patterns, CopiedViews, FlatCaches,
+    fns = [Matmuls, Streamed, Gemms, Fp8, Attention, Epilogues, RopeCache, Argmaxes, Reductions, RaggedHeads, Splits,
+           Joins, Zeros, IndexCopies, AxisReductions, Aranges, OtherAxes, IndexAdds, Patterns, CopiedViews, FlatCaches,
            *(chain(seed)[0] for seed in _picking_seeds(3)),
            *reference_functions().values(), reference_attend(),
            *(fn for fam, dt in FAMILIES for fn in _functions(_family(fam, dt)).values())]
@@ -293,6 +294,26 @@ def test_many_rows_through_the_tensor_cores_match_the_evaluator_on_cuda(name: st
     for m in rows:  # 16-bit sums: BF16 (f16's rounding too)
         report = check(compiled_only(compiled), fn, gemm_inputs(name, m, "cuda"), expect={"output": [BF16]})
         assert report.passed, f"{name} at M = {m}:\n{report}"
+
+
+@pytest.mark.parametrize("name, dtype, fp8", EIGHT_BIT_CASTS)
+def test_a_cast_to_an_8_bit_float_rounds_every_bit_as_torch_on_cuda(name: str, dtype: torch.dtype,
+                                                                    fp8: torch.dtype) -> None:
+    """tests/test_compile_fp8.py's casts on the GPU: every bit as torch's `to` (ties, the largest finite values and
+    past them, infinities, NaN, tiny values, -0), CUTLASS's saturating conversion not taken."""
+    x = fp8_values(64, dtype).cuda()
+    out = torch.empty(64, 64, dtype=fp8, device="cuda")
+    jit(Fp8).functions[name](x, out)
+    assert torch.equal(out.view(torch.uint8).cpu(), x.cpu().to(fp8).view(torch.uint8))
+
+
+def test_an_8_bit_weight_reads_back_exactly_and_scales_in_float_on_cuda() -> None:
+    fns = jit(Fp8).functions
+    for name, fp8 in (("from_e5m2", torch.float8_e5m2), ("dequant", torch.float8_e4m3fn)):
+        q = eight_bit_patterns(fp8).cuda()
+        args = (q,) if name == "from_e5m2" else (q, torch.rand(4, 1, generator=torch.Generator().manual_seed(0)).cuda())
+        report = check(compiled_only(fns[name]), Fp8.functions[name], args, expect={"output": [equal(equal_nan=True)]})
+        assert report.passed, f"{name}:\n{report}"
 
 
 @pytest.mark.parametrize("group, name", [*(("split", n) for n in sorted(Splits.functions)),

@@ -27,7 +27,7 @@ from typing import Any
 
 from ..ir.core.function import Function
 from ..ir.core.module import Module
-from ..target import CudaTarget, Target, resolve_target
+from ..target import Target, resolve_target
 from ..tir.dispatch import Dispatch
 from ..tir.function import PrimFunc, TirModule
 from .dispatch import lower_dispatch, row_variants
@@ -37,7 +37,6 @@ from .fuse_attention import fuse_attention
 from .gather_last import gathers_to_leading_axes
 from .meshwise import is_placed, lower_mesh
 from .move_axis import picks_to_last_axis
-from .opmap import CPU_ONLY_DTYPES
 from .program import Program, flatten_function, narrow
 from .prologue import fuse_prologues
 from .reduce_axis import split_reductions
@@ -85,16 +84,6 @@ def target_for(mod: Module, target: str | Target | None, verb: str) -> Target:
     return declared if isinstance(target, str) else asked
 
 
-def _refuse_fp8(prog: Program, name: str) -> None:
-    """8-bit floats compile for the CPU (their conversions rounded as torch rounds them: numeric.h's fp8_of); on
-    CUDA not yet, their kernels never having run on a GPU."""
-    for op in prog.ops:
-        for v in (*op.inputs, *op.outputs):
-            if v.type.dtype.name in CPU_ONLY_DTYPES:
-                raise LoweringError(op.op, name, f"dtype {v.type.dtype} compiles for the CPU only yet (pass "
-                                    "target='cpu'); its CUDA kernels have not run on a GPU", op.loc)
-
-
 def lower_function(fn: Function, target: Target, declared: Declared) -> PrimFunc:
     """One function's PrimFunction."""
     variants = getattr(fn, "variants", ())
@@ -106,8 +95,6 @@ def lower_function(fn: Function, target: Target, declared: Declared) -> PrimFunc
     prog: Program = flatten_function(fn)
     if getattr(fn, "narrowing", None):  # a variant of row_variants: its body lowered for a narrower range
         prog = narrow(prog, fn.narrowing)
-    if isinstance(target, CudaTarget):
-        _refuse_fp8(prog, fn.name)
     placed = is_placed(prog)
     prog = expand_composites(prog if placed else fuse_prologues(fuse_attention(prog), target))
     if placed:

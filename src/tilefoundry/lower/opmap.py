@@ -29,11 +29,9 @@ UNARY_OPS = frozenset(UNARY_TAGS) | {"cast", "gelu", "clamp", "softplus"}
 ELEMENTWISE_OPS = UNARY_OPS | frozenset(BINARY_TAGS) | {"where", "full_like", "zeros", "reshard", "local"}
 REDUCE_TAGS = {"sum": "sum_op", "mean": "mean_op", "max": "max_op", "min": "min_op", "abs_max": "absmax_op"}
 
-# Element types the generated code stores (8-bit floats computed in float, converted as torch converts them; on the
-# CPU only yet: lower_function refuses them on CUDA).
+# Element types the generated code stores (8-bit floats computed in float, converted as torch converts them:
+# numeric.h's fp8_of, on either target).
 COMPILED_DTYPES = frozenset({"f32", "f16", "bf16", "fp8e4m3", "fp8e5m2", "i8", "i32", "i64", "bool"})
-# ... of which the CPU target's only (lower_function refuses them on CUDA).
-CPU_ONLY_DTYPES = frozenset({"fp8e4m3", "fp8e5m2"})
 
 
 def literal(value: float | int | bool, dtype: DType) -> Literal:
