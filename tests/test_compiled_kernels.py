@@ -320,31 +320,6 @@ def test_a_several_token_moe_runs_each_chosen_expert_over_its_tokens(tokens: int
     check_several_token_moe(tokens, dtype=dtype, tol=1e-5 if dtype == "f32" else 5e-2)
 
 
-def test_a_16_bit_models_prompt_moe_on_a_gpu_runs_torchs_slot_until_proven_there(monkeypatch) -> None:
-    """compiled_moe_prompts: prepare builds the several-token slots for an f32 model on a GPU but not for a bf16 one
-    (their tensor-core GEMM variant has not run on a GPU), whose several-token moe then runs torch's slot; its
-    one-token moe stays compiled. (jit recorded instead of building; the meta device stands for the GPU.)"""
-    from tilefoundry.engine import compiled_kernels
-
-    spec = DecoderSpec(hidden=32, heads=4, kv_heads=2, head_dim=8, vocab=64, eps=1e-6, max_positions=64,
-                       experts_per_token=2, normalize_experts=True)
-    built: list[str] = []
-    monkeypatch.setattr(compiled_kernels, "jit", lambda fn, target, options: built.append(f"{fn.name} {target}"))
-    ran: list[str] = []
-    monkeypatch.setattr(TorchKernels, "moe", lambda *args: ran.append("torch moe"))
-    for dtype, compiled in (("f32", True), ("bf16", False)):
-        shapes = SlotShapes(spec, dtype, 0, False, True, 8, 16)
-        monkeypatch.setattr(SlotShapes, "of", classmethod(lambda cls, *args, shapes=shapes: shapes))
-        kernels, built[:], ran[:] = CompiledKernels(jobs=1), [], []
-        kernels.prepare(spec, None, None, torch.device("cuda"))  # type: ignore[arg-type]
-        assert "moe cuda" in built and ("moe_grouped cuda" in built) == compiled, (dtype, built)
-        if not compiled:
-            t = torch.empty(5, 32, device="meta")
-            kernels.moe(t, t[0], torch.empty(8, 32, device="meta"), *(torch.empty(8, 16, 32, device="meta"),) * 2,
-                        torch.empty(8, 32, 16, device="meta"), t, 1e-6, 2, True)
-            assert ran == ["torch moe"]
-
-
 def test_a_moe_slot_refuses_a_top_k_it_was_not_built_for() -> None:
     spec = DecoderSpec(hidden=32, heads=4, kv_heads=2, head_dim=8, vocab=64, eps=1e-6, max_positions=64,
                        experts_per_token=2, normalize_experts=True)

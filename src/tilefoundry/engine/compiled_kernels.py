@@ -27,8 +27,8 @@ the tensor cores (wgmma, ``cuda/ops/matmul_gmma.cuh``), the attention blocks of 
 synchronised): 11.6 ms through them, against 24.2 ms through torch's projections and attention (cuBLAS, SDPA
 given a boolean mask: its math backend). ``moe`` at several tokens a step runs compiled on a CPU: the router's
 slot (``moe_route``), the chunks of each chosen expert's tokens formed by the engine (:func:`moe_groups`), then
-every chunk through its expert's gathered weights (``moe_grouped``), so only the chosen experts are read; except
-for a 16-bit model on a GPU, which runs torch's slot for such a step (:func:`compiled_moe_prompts`).
+every chunk through its expert's gathered weights (``moe_grouped``), so only the chosen experts are read, on a CPU
+and on a GPU alike (a 16-bit model's chunks of 17 rows and more through the tensor-core GEMM).
 
 On the CPU a prompt's attention runs its rows tier, eight query rows against tiles of 64 keys (flash-style), at
 1.15-1.66x torch SDPA told ``is_causal`` (its flash kernel: SmolLM2-135M's shape, 2 threads, a layer of a 500-token
@@ -70,10 +70,9 @@ from ..runtime.jit import jit
 from .decoder import DecoderSpec
 from .packed import PackedDecoder
 from .slots import KernelSet, StepPositions
-from .torch_kernels import TorchKernels
 from .workspace import Scratches
 
-__all__ = ["CompiledKernels", "SlotShapes", "compiled_moe_prompts", "slot_functions", "slot_options"]
+__all__ = ["CompiledKernels", "SlotShapes", "slot_functions", "slot_options"]
 
 
 def _linear(x: Any, w: Any) -> Any:
@@ -85,15 +84,6 @@ MOE_CHUNK = 128
 """The most tokens of one expert a chunk of a several-token ``moe`` step takes (``moe_grouped``): every chunk of a
 step has the same rows (:func:`chunk_width`), an expert's tokens filling as many chunks as they need (its weights
 read once a chunk), the rows its last chunk does not fill dropped."""
-
-def compiled_moe_prompts(target: str, dtype: str) -> bool:
-    """Whether a several-token ``moe`` step runs the compiled slots (``moe_route``, ``moe_grouped``) for a model of
-    ``dtype`` on ``target``: everywhere but a 16-bit model on a GPU, where chunks of 17 rows or more run the
-    tensor-core GEMM through the gathered experts' weights (the prompt's row variant), which has not run on a GPU yet
-    (the dot-product tier of an f32 model has: ``tests/gpu/test_engine_cuda.py``, whose bf16 cases are the proof this
-    waits for). There torch's slot runs such a step (each chosen expert over its own tokens)."""
-    return target != "cuda" or dtype not in ("bf16", "f16")
-
 
 def chunk_width(counts: list[int]) -> int:
     """The rows of a several-token step's expert chunks, for experts chosen ``counts`` times: of the most an expert
@@ -353,7 +343,6 @@ class CompiledKernels(KernelSet):
         self.jobs = jobs if jobs is not None else max(1, min(8, os.cpu_count() or 1))
         self._fns: dict[str, Any] = {}
         self._shapes: SlotShapes | None = None
-        self._torch = TorchKernels()  # a 16-bit model's several-token moe on a GPU (compiled_moe_prompts)
         self._aranges: dict[torch.device, torch.Tensor] = {}
         self._rows_of: tuple[StepPositions, torch.Tensor] | None = None
         self._scratches = Scratches()
@@ -365,9 +354,7 @@ class CompiledKernels(KernelSet):
             return
         target = "cuda" if device.type == "cuda" else "cpu"
         # greedy_head runs in the engine's greedy CUDA graphs only: no build of its slot on a CPU
-        prompts = compiled_moe_prompts(target, shapes.dtype)
-        fns = {n: fn for n, fn in slot_functions(shapes).items()
-               if (n != "choose" or target == "cuda") and (prompts or n not in ("moe_route", "moe_grouped"))}
+        fns = {n: fn for n, fn in slot_functions(shapes).items() if n != "choose" or target == "cuda"}
         start = time.monotonic()
         # each build's progress on a terminal only, as this set's own line: a command's stderr stays its own
         with build_progress("terminal"), ThreadPoolExecutor(self.jobs) as pool:
@@ -471,17 +458,13 @@ class CompiledKernels(KernelSet):
             experts_up: torch.Tensor, experts_down: torch.Tensor, out: torch.Tensor, eps: float, top_k: int,
             normalize: bool) -> None:
         """One token: the compiled slot, reading only the chosen experts' weights. Several: the router's slot, then
-        each chosen expert's slot over the chunks of its tokens (:func:`moe_groups`); torch's slot where those are not
-        built (:func:`compiled_moe_prompts`)."""
+        each chosen expert's slot over the chunks of its tokens (:func:`moe_groups`)."""
         self._eps(eps)
         spec = self._spec()
         if (top_k, normalize) != (spec.experts_per_token, spec.normalize_experts):
             raise ValueError(f"CompiledKernels: {top_k} experts a token (normalize={normalize}) differs from the "
                              f"{spec.experts_per_token} (normalize={spec.normalize_experts}) its moe slot was built "
                              "for")
-        if x.shape[0] != 1 and "moe_grouped" not in self._fns:  # (compiled_moe_prompts)
-            return self._torch.moe(x, norm, router, experts_gate, experts_up, experts_down, out, eps, top_k,
-                                   normalize)
         if x.shape[0] != 1:  # the router, the chunks of each expert's tokens, then the chunks through the experts
             h, top = torch.empty_like(x), torch.empty(x.shape[0], top_k, dtype=x.dtype, device=x.device)
             chosen = torch.empty(x.shape[0], top_k, dtype=torch.long, device=x.device)
