@@ -43,6 +43,23 @@ __device__ __forceinline__ void barrier() {
 #endif
 }
 
+/// The first half of barrier(), without its ordering of memory: every thread of the cluster calls
+/// it, then wait() before touching a peer's shared memory, which every CTA of the cluster has then
+/// started (a store into a CTA's memory before it has started is undefined). Between the two a
+/// thread may run anything but another arrival.
+__device__ __forceinline__ void arrive() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+#endif
+}
+
+/// The second half: waits until every thread of the cluster has arrived.
+__device__ __forceinline__ void wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+#endif
+}
+
 /// The address, in the cluster's shared window, of `p` (this CTA's shared memory) in the cluster's
 /// CTA `peer`: the same offset in its shared memory.
 __device__ __forceinline__ unsigned peer_address(void const* p, unsigned peer) {
@@ -69,18 +86,29 @@ __device__ __forceinline__ float peer_float(float const* p, unsigned peer) {
   return v;
 }
 
-/// The four floats at `p` (16-byte aligned, this CTA's shared memory) in the cluster's CTA `peer`.
-__device__ __forceinline__ float4 peer_float4(float4 const* p, unsigned peer) {
-  float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+/// Stores `v` at `address` in the cluster's shared window (peer_address: another CTA's shared
+/// memory); store_float4 says more.
+__device__ __forceinline__ void store_float(unsigned address, float v) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "r"(peer_address(p, peer)));
+  asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(address), "f"(v) : "memory");
 #else
-  (void)p;
-  (void)peer;
+  (void)address;
+  (void)v;
 #endif
-  return v;
+}
+
+/// Stores `v` at `address` in the cluster's shared window (peer_address: another CTA's shared
+/// memory). The store does not wait; the cluster's barrier after it makes it visible to the CTA
+/// whose memory it is.
+__device__ __forceinline__ void store_float4(unsigned address, float4 v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(address), "f"(v.x),
+               "f"(v.y), "f"(v.z), "f"(v.w)
+               : "memory");
+#else
+  (void)address;
+  (void)v;
+#endif
 }
 
 }  // namespace cluster
