@@ -313,8 +313,8 @@ struct Math {
   /// of the same elements and adds these to them (add_kept). The stores do not wait for each other.
   /// Measured on an H100 (a 1024 x 2048 x 2048 product + residual, CUDA-graph medians): reading the
   /// peer's memory instead, a round trip a word, 31.7 us, of which the move of the 128 KiB of sums
-  /// 4.4 (leaving it out: 27.4); these stores 30.4. Moving half the sums each way, each CTA then
-  /// storing half the tile, is not tried yet.
+  /// 4.4 (leaving it out: 27.4); these stores of all the sums one way 30.4; half of them each way,
+  /// each CTA storing half the tile (mapped_tiles), ...
   __device__ void give(float4* kept, unsigned peer) const {
     constexpr int kWords = int(decltype(cute::size(acc))::value) / 4;
     int const tid = int(threadIdx.x);
@@ -481,9 +481,10 @@ __device__ bool maps_ok(A const& a, B const& b, tensor_map const& ma, tensor_map
 /// the tensor maps (the file's first comment). Where the tiles leave at least half the CTAs idle
 /// and the kernel runs in clusters of two (Tiles::split: o_proj and down at 1024 rows of
 /// Qwen3-1.7B, 64 tiles of 256 x 128 for 132 SMs), each pair of CTAs takes one tile, the first CTA
-/// its first half of K's steps and the second the rest; past the cluster's barrier (the first
-/// CTA's stages read by then) the second stores its sums into them (distributed shared memory),
-/// and past a second barrier the first adds them to its own and stores the tile.
+/// its first half of K's steps and the second the rest; past the cluster's barrier (their stages
+/// read by then) each CTA stores the sums of one warpgroup's rows (128 of the tile's 256) into the
+/// peer's stages (distributed shared memory), and past a second barrier each adds the peer's sums
+/// to its other warpgroup's and stores those rows.
 template <class A, class B, class Out, class Epi>
 __device__ void mapped_tiles(A const& a, B const& b, Out& out, Epi const& epi, Tiles const& all,
                              tensor_map const& ma, tensor_map const& mb, unsigned char* ring) {
@@ -554,14 +555,17 @@ __device__ void mapped_tiles(A const& a, B const& b, Out& out, Epi const& epi, T
     }
     math.finish(count);
     if (count > 0 && lead) Empty::arrive(&empty[(it - 1) % kStages]);
+    // Where K is split, CTA h's warpgroup h stores its rows of the tile, the other warpgroup's sums
+    // going to the peer CTA's same warpgroup.
+    bool const stores = !split || int(threadIdx.x) / 128 == int(half);
     if (split) {           // at most one tile a pair
-      cluster::barrier();  // both CTAs' products done: the first's stages are free
-      if (half == 1) math.give(kept, 0u);
-      cluster::barrier();  // ... and hold the second's sums
-      if (half == 0) math.add_kept(kept);
+      cluster::barrier();  // both CTAs' products done: their stages are free
+      if (!stores) math.give(kept, half ^ 1u);
+      cluster::barrier();  // ... and hold the peer's sums
+      if (stores) math.add_kept(kept);
     }
-    if (half == 0) {  // (one call of store: a second one left a call in the kernel, which
-                      // serialises its wgmma, ptxas said)
+    if (stores) {  // (one call of store: a second one left a call in the kernel, which serialises
+                   // its wgmma, ptxas said)
       math.store(out, epi, tiles.m0(t), tiles.n0(t), tiles.rows(t), tiles.cols(t),
                  staging_of(ring));
     }
