@@ -310,7 +310,10 @@ __device__ __forceinline__ bool states_in_cluster(int64_t rows, int64_t width, i
 /// Qwen3-1.7B (16 slices of 2 rows of 130) fits. Measured on an H100 (the slot alone, CUDA-graph
 /// replays, context 128 / 1024): 7.24 / 8.66 us with each CTA reading its share of the outputs
 /// from every peer; without the merge's reads (its two barriers kept) 6.27 / 7.86, without them
-/// and the barriers 4.97 / 6.49.
+/// and the barriers 4.97 / 6.49. Tried and measured slower on the H200 (2026-12-05, the slot alone,
+/// two rounds): the slices without keys (at 128, 14 of 16) leaving at once, their exit counted as
+/// the barrier's arrival, and the first CTA merging only those with keys: 6.42 -> 7.61-7.79 us at
+/// context 128, 7.86 -> 8.67-8.82 at 1024 (where every slice has keys).
 __device__ __forceinline__ bool states_gathered(int64_t rows, int64_t width, int64_t splits) {
   return states_in_cluster(rows, width, splits) && splits * rows * width <= kClusterStateFloats;
 }
