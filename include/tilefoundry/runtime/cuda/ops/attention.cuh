@@ -466,6 +466,21 @@ __device__ void combine_range(Part const& part, Out& out, int64_t first, int64_t
   combine(part, out, first, end);
 }
 
+/// The outputs [first, end) of the merge, each slice's state read through read(s, g, m, d) (part's
+/// layout, which gives the sizes only): the fast tier where part's sizes allow it, else each
+/// output reading every slice's state one at a time.
+template <class Part, class Read, class Out>
+__device__ void combine_states(Part const& part, Read const& read, Out& out, int64_t first,
+                               int64_t end) {
+  if constexpr (combine_tier<Part>()) {
+    constexpr int S = int(decltype(cute::shape<0>(part.layout()))::value);
+    constexpr int W = int(decltype(cute::shape<3>(part.layout()))::value);
+    combine_fast<S, W - 2>(read, out, first, end);
+  } else {
+    combine_with(read, int64_t(cute::size<0>(part)), out, first, end);
+  }
+}
+
 /// ... every output, by the cluster's first CTA, each slice's state read from its own shared
 /// memory, where the slices' CTAs stored them (states_gathered). Part gives the sizes only.
 template <class Part, class Out>
@@ -477,14 +492,7 @@ __device__ void combine_gathered(Part const& part, Out& out) {
   auto const read = [&](int64_t s, int64_t g, int64_t m, int64_t d) {
     return state[s * count + (m * groups + g) * width + d];
   };
-  int64_t const n = int64_t(cute::size(out));
-  if constexpr (combine_tier<Part>()) {
-    constexpr int S = int(decltype(cute::shape<0>(part.layout()))::value);
-    constexpr int W = int(decltype(cute::shape<3>(part.layout()))::value);
-    combine_fast<S, W - 2>(read, out, 0, n);
-  } else {  // each output reading every slice's state one at a time
-    combine_with(read, int64_t(cute::size<0>(part)), out, 0, n);
-  }
+  combine_states(part, read, out, 0, int64_t(cute::size(out)));
 }
 
 /// ... each slice's state read from the shared memory of the cluster's CTA of its rank, where
@@ -497,13 +505,7 @@ __device__ void combine_in_cluster(Part const& part, Out& out, int64_t first, in
   auto const read = [&](int64_t s, int64_t g, int64_t m, int64_t d) {
     return peer_state(unsigned(s), (m * groups + g) * width + d);
   };
-  if constexpr (combine_tier<Part>()) {
-    constexpr int S = int(decltype(cute::shape<0>(part.layout()))::value);
-    constexpr int W = int(decltype(cute::shape<3>(part.layout()))::value);
-    combine_fast<S, W - 2>(read, out, first, end);
-  } else {  // each output reading every slice's state one at a time
-    combine_with(read, int64_t(cute::size<0>(part)), out, first, end);
-  }
+  combine_states(part, read, out, first, end);
   cluster::barrier();
 }
 
