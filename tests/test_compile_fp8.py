@@ -59,24 +59,35 @@ def eight_bit_patterns(fp8: torch.dtype) -> torch.Tensor:
     return every.view(fp8)
 
 
+def check_8_bit_cast(name: str, dtype: torch.dtype, fp8: torch.dtype, device: str) -> None:
+    """Fp8's cast ``name`` jitted for ``device`` (cpu or cuda) rounds every bit as torch's ``to`` (the evaluator's
+    cast) on the CPU; check's comparisons take no 8-bit floats (torch has no isnan for them), so the bits are
+    compared here."""
+    compiled = jit(Fp8, target=device).functions[name]
+    x = fp8_values(64, dtype).to(device)
+    out = torch.empty(64, 64, dtype=fp8, device=device)
+    compiled(x, out)
+    assert torch.equal(out.view(torch.uint8).cpu(), x.cpu().to(fp8).view(torch.uint8))
+
+
+def check_8_bit_reads(device: str) -> None:
+    """Fp8's reads of 8-bit floats jitted for ``device``: every bit pattern read back exactly, and scaled in float."""
+    fns = jit(Fp8, target=device).functions
+    for name, fp8 in (("from_e5m2", torch.float8_e5m2), ("dequant", torch.float8_e4m3fn)):
+        q = eight_bit_patterns(fp8).to(device)
+        scale = torch.rand(4, 1, generator=torch.Generator().manual_seed(0)).to(device)
+        args = (q,) if name == "from_e5m2" else (q, scale)
+        report = check(compiled_only(fns[name]), Fp8.functions[name], args, expect={"output": [equal(equal_nan=True)]})
+        assert report.passed, f"{name}:\n{report}"
+
+
 @pytest.mark.parametrize("name, dtype, fp8", EIGHT_BIT_CASTS)
 def test_a_cast_to_an_8_bit_float_rounds_every_bit_as_torch(name: str, dtype: torch.dtype, fp8: torch.dtype) -> None:
-    compiled = jit(Fp8, target="cpu").functions[name]
-    x = fp8_values(64, dtype)
-    out = torch.empty(64, 64, dtype=fp8)
-    compiled(x, out)
-    # every bit as torch's `to` (the evaluator's cast); check's comparisons take no 8-bit floats (torch has no isnan
-    # for them), so the bits are compared here
-    assert torch.equal(out.view(torch.uint8), x.to(fp8).view(torch.uint8))
+    check_8_bit_cast(name, dtype, fp8, "cpu")
 
 
 def test_an_8_bit_weight_reads_back_exactly_and_scales_in_float() -> None:
-    fns = jit(Fp8, target="cpu").functions
-    for name, fp8 in (("from_e5m2", torch.float8_e5m2), ("dequant", torch.float8_e4m3fn)):
-        q = eight_bit_patterns(fp8)
-        args = (q,) if name == "from_e5m2" else (q, torch.rand(4, 1, generator=torch.Generator().manual_seed(0)))
-        report = check(compiled_only(fns[name]), Fp8.functions[name], args, expect={"output": [equal(equal_nan=True)]})
-        assert report.passed, f"{name}:\n{report}"
+    check_8_bit_reads("cpu")
 
 
 def test_on_cuda_8_bit_floats_are_stored_narrow_and_checked_by_their_dlpack_codes() -> None:

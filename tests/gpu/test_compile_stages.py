@@ -39,7 +39,7 @@ from tests.test_compile_epilogue import F32 as EPILOGUE_F32  # noqa: E402
 from tests.test_compile_epilogue import Epilogues  # noqa: E402
 from tests.test_compile_epilogue import _inputs as epilogue_inputs  # noqa: E402
 from tests.test_compile_families import BF16, F32, _expect, _family, _functions, _inputs  # noqa: E402
-from tests.test_compile_fp8 import EIGHT_BIT_CASTS, Fp8, eight_bit_patterns, fp8_values  # noqa: E402
+from tests.test_compile_fp8 import EIGHT_BIT_CASTS, Fp8, check_8_bit_cast, check_8_bit_reads  # noqa: E402
 from tests.test_compile_fuzz import _inputs as chain_inputs  # noqa: E402
 from tests.test_compile_fuzz import _picking_seeds, chain  # noqa: E402
 from tests.test_compile_gemm import Gemms, gemm_inputs  # noqa: E402
@@ -305,19 +305,11 @@ def test_a_cast_to_an_8_bit_float_rounds_every_bit_as_torch_on_cuda(name: str, d
                                                                     fp8: torch.dtype) -> None:
     """tests/test_compile_fp8.py's casts on the GPU: every bit as torch's `to` (ties, the largest finite values and
     past them, infinities, NaN, tiny values, -0), CUTLASS's saturating conversion not taken."""
-    x = fp8_values(64, dtype).cuda()
-    out = torch.empty(64, 64, dtype=fp8, device="cuda")
-    jit(Fp8).functions[name](x, out)
-    assert torch.equal(out.view(torch.uint8).cpu(), x.cpu().to(fp8).view(torch.uint8))
+    check_8_bit_cast(name, dtype, fp8, "cuda")
 
 
 def test_an_8_bit_weight_reads_back_exactly_and_scales_in_float_on_cuda() -> None:
-    fns = jit(Fp8).functions
-    for name, fp8 in (("from_e5m2", torch.float8_e5m2), ("dequant", torch.float8_e4m3fn)):
-        q = eight_bit_patterns(fp8).cuda()
-        args = (q,) if name == "from_e5m2" else (q, torch.rand(4, 1, generator=torch.Generator().manual_seed(0)).cuda())
-        report = check(compiled_only(fns[name]), Fp8.functions[name], args, expect={"output": [equal(equal_nan=True)]})
-        assert report.passed, f"{name}:\n{report}"
+    check_8_bit_reads("cuda")
 
 
 @pytest.mark.parametrize("group, name", [*(("split", n) for n in sorted(Splits.functions)),
