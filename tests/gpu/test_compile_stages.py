@@ -127,20 +127,23 @@ def test_a_fused_attention_matches_the_evaluator_on_cuda(name: str) -> None:
         assert report.passed, f"{name} at {s} queries over {c} keys:\n{report}"
 
 
-def test_a_prompts_attention_through_the_tensor_cores_matches_the_evaluator_on_cuda() -> None:
-    """The engine's attention slot at a head_dim of 128 (two query heads a key head) over many query rows: blocks of
-    64 rows through mma.sync (ops::attention_rows), a prompt from position 0 and chunks after cached entries, row
-    counts that fill no block, one block, several; the keys a block may see bounded by its last position."""
+@pytest.mark.parametrize("head_dim", [128, 64, 48])
+def test_a_prompts_attention_through_the_tensor_cores_matches_the_evaluator_on_cuda(head_dim: int) -> None:
+    """The engine's attention slot (two query heads a key head) over many query rows: blocks of 64 rows through the
+    tensor cores (ops::attention_rows: wgmma where the head_dim is 128, else mma.sync), a prompt from
+    position 0 and chunks after cached entries, row counts that fill no block, one block, several; the keys a block
+    may see bounded by its last position."""
     from tilefoundry.engine.compiled_kernels import SlotShapes, slot_functions
     from tilefoundry.engine.decoder import DecoderSpec
 
-    spec = DecoderSpec(hidden=512, heads=4, kv_heads=2, head_dim=128, vocab=64, eps=1e-6, max_positions=2048)
+    spec = DecoderSpec(hidden=4 * head_dim, heads=4, kv_heads=2, head_dim=head_dim, vocab=64, eps=1e-6,
+                       max_positions=2048)
     fn = slot_functions(SlotShapes(spec, "bf16", 0, False, False))["attention"]
     compiled = jit(fn)
     g = torch.Generator().manual_seed(0)
     for seq, start, capacity in ((17, 0, 17), (64, 0, 64), (100, 37, 300), (700, 0, 700), (333, 1000, 1500)):
-        q = torch.randn(seq, 4, 128, generator=g).to(torch.bfloat16)
-        keys, vals = (torch.randn(capacity, 2, 128, generator=g).to(torch.bfloat16) for _ in range(2))
+        q = torch.randn(seq, 4, head_dim, generator=g).to(torch.bfloat16)
+        keys, vals = (torch.randn(capacity, 2, head_dim, generator=g).to(torch.bfloat16) for _ in range(2))
         pos = torch.arange(start, start + seq, dtype=torch.int32)
         report = check(compiled_only(compiled), fn, _cuda((q, keys, vals, pos)),
                        expect={p: [BF16] for p in output_paths(fn)})

@@ -50,8 +50,9 @@ CPU_MIN_SLICE = 32
 CUDA_MAX_CLUSTER = 16
 # A prompt's attention (at least CUDA_GEMM_MIN_ROWS query rows, as the GEMM schedule's matmuls: dispatch.py's
 # row_variants splits a function there) through the tensor cores (sm_80 and later: ops::attention_rows,
-# cuda/ops/attention_mma.cuh): a CTA of CUDA_ATTENTION_THREADS takes CUDA_ATTENTION_BLOCK_ROWS query rows of one key
-# head over every key they see, and writes them (no slices, no combine).
+# cuda/ops/attention_mma.cuh; sm_90a at a head_dim of 128: cuda/ops/attention_gmma.cuh, on wgmma): a CTA of
+# CUDA_ATTENTION_THREADS takes CUDA_ATTENTION_BLOCK_ROWS query rows of one key head over every key they see, and
+# writes them (no slices, no combine).
 CUDA_ATTENTION_BLOCK_ROWS = 64  # attention_mma.cuh's kBlockRows
 
 

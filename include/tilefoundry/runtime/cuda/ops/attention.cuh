@@ -21,6 +21,7 @@
 #include <tilefoundry/runtime/common/ops/attention_impl.h>
 #include <tilefoundry/runtime/common/ops/packed.h>
 #include <tilefoundry/runtime/cuda/cluster.cuh>
+#include <tilefoundry/runtime/cuda/ops/attention_gmma.cuh>
 #include <tilefoundry/runtime/cuda/ops/attention_mma.cuh>
 
 #include <cstdint>
@@ -549,10 +550,20 @@ __device__ void rows(Scores scores, Visible const& visible, Q const& q, K const&
   static_assert(attention_mma::tier<Acc, Q, K, V>(),
                 "ops::attention_rows takes 16-bit q, k, v of one type, rows of a static head_dim "
                 "(a multiple of 16, at most 128) with their elements contiguous, sums in float");
-#if TILEFOUNDRY_ATTENTION_MMA
-  attention_mma::block<Acc>(scores, visible, q, k, v, out, block * attention_mma::kBlockRows);
+  // the blocks in reverse: a causal prompt's last rows see the most keys, and start first
+  int64_t const rows_of_q = int64_t(cute::size<0>(q)) * int64_t(cute::size<1>(q));
+  int64_t const blocks = (rows_of_q + attention_mma::kBlockRows - 1) / attention_mma::kBlockRows;
+  int64_t const r0 = (blocks - 1 - block) * attention_mma::kBlockRows;
+#if TILEFOUNDRY_ATTENTION_GMMA
+  if constexpr (attention_gmma::tier<Acc, Q, K, V>()) {
+    attention_gmma::block<Acc>(scores, visible, q, k, v, out, r0);
+  } else {
+    attention_mma::block<Acc>(scores, visible, q, k, v, out, r0);
+  }
+#elif TILEFOUNDRY_ATTENTION_MMA
+  attention_mma::block<Acc>(scores, visible, q, k, v, out, r0);
 #else
-  (void)scores, (void)visible, (void)q, (void)k, (void)v, (void)out, (void)block;
+  (void)scores, (void)visible, (void)q, (void)k, (void)v, (void)out, (void)r0;
   __trap();  // built for a GPU before sm_80, which lower/attention.py never gives this op
 #endif
 }

@@ -20,9 +20,9 @@
 // Measured on the H200 (2026-12-05, bench/compiled_prefill_attention_cuda.py: Qwen3-1.7B's 16 / 8
 // heads of 128, bf16, a causal prompt from position 0, CUDA-graph medians) against SDPA's flash
 // backend: 1024 tokens 67.2 us against 35.8 (0.53x), 8192 tokens 1605 us against 965 (0.60x, 171
-// against 285 TFLOP/s). 166 registers, 34 KiB of shared memory: three CTAs an SM. Not yet done: a
-// second stage of keys and values (their copies overlap one product each), 128 rows a CTA, the
-// blocks of a causal prompt ordered longest first.
+// against 285 TFLOP/s). 166 registers, 34 KiB of shared memory: three CTAs an SM. A head_dim of
+// 128 on sm_90a now takes attention_gmma.cuh's tier instead (the same blocks on wgmma); the rest
+// (sm_80 and sm_89, other head_dims) this one.
 #pragma once
 
 #include <tilefoundry/runtime/common/config.h>
@@ -118,6 +118,85 @@ __device__ __forceinline__ void fill(E* dst, Src const& src, int64_t count, bool
   ops::cp_async_commit();
 }
 
+/// A tile of scores to weights, for the 16 rows of a warp (this thread's two: row g at pos_a and
+/// g + 8 at pos_b), in the m16n8 accumulators' layout s[j][e] (keys n0 + 8 j + 2 t + e % 2, row
+/// e / 2) that mma.sync and wgmma share: each score made as the evaluator makes it, the keys past
+/// `here` and the invisible ones -inf; the running maximum mx and sum of each row and their
+/// weighted sums o rescaled where the maximum grows; the weights e^(score - maximum), summed in
+/// float, rounded to E into pf: the A fragments of the values' product (k16 step j / 2).
+template <class E, int kDTiles, class Scores, class Visible, class P>
+__device__ __forceinline__ void weigh(Scores scores, Visible const& visible,
+                                      float (&s)[kKeyTile / 8][4], float (&o)[kDTiles][4],
+                                      float (&mx)[2], float (&sum)[2],
+                                      uint32_t (&pf)[kKeyTile / 16][4], int64_t n0, int64_t here,
+                                      P pos_a, P pos_b) {
+  int const t = int(threadIdx.x) % 4;
+  float top[2] = {mx[0], mx[1]};
+  CUTE_UNROLL
+  for (int j = 0; j < kKeyTile / 8; ++j) {
+    CUTE_UNROLL
+    for (int e = 0; e < 4; ++e) {
+      int64_t const n = n0 + j * 8 + 2 * t + (e & 1);
+      P const pos = e < 2 ? pos_a : pos_b;
+      bool const ok = n < n0 + here && visible.test(visible.key(n), pos);
+      float const sc = ok ? attention_impl::score<E>(scores, s[j][e]) : -INFINITY;
+      s[j][e] = sc;
+      top[e / 2] = fmaxf(top[e / 2], sc);
+    }
+  }
+  float scale[2];
+  CUTE_UNROLL
+  for (int h = 0; h < 2; ++h) {
+    top[h] = fmaxf(top[h], __shfl_xor_sync(0xffffffffu, top[h], 1));
+    top[h] = fmaxf(top[h], __shfl_xor_sync(0xffffffffu, top[h], 2));
+    scale[h] = mx[h] == -INFINITY ? 0.0f : attention_impl::softmax_exp(mx[h] - top[h]);
+    mx[h] = top[h];
+    sum[h] *= scale[h];
+  }
+  CUTE_UNROLL
+  for (int j = 0; j < kDTiles; ++j) {
+    o[j][0] *= scale[0], o[j][1] *= scale[0], o[j][2] *= scale[1], o[j][3] *= scale[1];
+  }
+  CUTE_UNROLL
+  for (int j = 0; j < kKeyTile / 8; ++j) {
+    float w[4];
+    CUTE_UNROLL
+    for (int e = 0; e < 4; ++e) {
+      float const base = mx[e / 2] == -INFINITY ? 0.0f : mx[e / 2];
+      w[e] = attention_impl::softmax_exp(s[j][e] - base);
+      sum[e / 2] += w[e];
+    }
+    pf[j / 2][(j % 2) * 2 + 0] = pack<E>(w[0], w[1]);  // row g, keys 2t, 2t + 1
+    pf[j / 2][(j % 2) * 2 + 1] = pack<E>(w[2], w[3]);  // row g + 8
+  }
+}
+
+/// The weighted sums o of this thread's rows ra and rb (of `total`; row r: query head r % groups of
+/// token r / groups) over their sums, rounded to E, into out: each row's sum over its quad first
+/// (0 / 0: NaN where a row saw no key).
+template <class E, int kDTiles, class Out>
+__device__ __forceinline__ void finish(float const (&o)[kDTiles][4], float (&sum)[2], Out& out,
+                                       int64_t ra, int64_t rb, int64_t total, int64_t groups) {
+  int const t = int(threadIdx.x) % 4;
+  CUTE_UNROLL
+  for (int h = 0; h < 2; ++h) {
+    sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);
+    sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
+  }
+  CUTE_UNROLL
+  for (int h = 0; h < 2; ++h) {
+    int64_t const r = h == 0 ? ra : rb;
+    if (r >= total) continue;
+    int64_t const gi = r % groups, m = r / groups;
+    CUTE_UNROLL
+    for (int j = 0; j < kDTiles; ++j) {
+      int const d = j * 8 + 2 * t;
+      out(gi, m, d) = detail::convert<E>(o[j][2 * h] / sum[h]);
+      out(gi, m, d + 1) = detail::convert<E>(o[j][2 * h + 1] / sum[h]);
+    }
+  }
+}
+
 /// Rows [r0, r0 + kBlockRows) of a key head's G x M rows: softmax(scores(q k^T), visible) v into
 /// out.
 template <class Acc, class Scores, class Visible, class Q, class K, class V, class Out>
@@ -196,47 +275,8 @@ __device__ void block(Scores scores, Visible const& visible, Q const& q, K const
                *reinterpret_cast<uint32_t const*>(kr + kk * 16 + 8));
       }
     }
-    // scores as the evaluator makes them, the invisible ones -inf; each row's new maximum
-    float top[2] = {mx[0], mx[1]};
-    CUTE_UNROLL
-    for (int j = 0; j < kKeyTile / 8; ++j) {
-      CUTE_UNROLL
-      for (int e = 0; e < 4; ++e) {
-        int64_t const n = n0 + j * 8 + 2 * t + (e & 1);
-        P const pos = e < 2 ? pos_a : pos_b;
-        bool const ok = n < n0 + here && visible.test(visible.key(n), pos);
-        float const sc = ok ? attention_impl::score<E>(scores, s[j][e]) : -INFINITY;
-        s[j][e] = sc;
-        top[e / 2] = fmaxf(top[e / 2], sc);
-      }
-    }
-    float scale[2];
-    CUTE_UNROLL
-    for (int h = 0; h < 2; ++h) {
-      top[h] = fmaxf(top[h], __shfl_xor_sync(0xffffffffu, top[h], 1));
-      top[h] = fmaxf(top[h], __shfl_xor_sync(0xffffffffu, top[h], 2));
-      scale[h] = mx[h] == -INFINITY ? 0.0f : attention_impl::softmax_exp(mx[h] - top[h]);
-      mx[h] = top[h];
-      sum[h] *= scale[h];
-    }
-    CUTE_UNROLL
-    for (int j = 0; j < kDTiles; ++j) {
-      o[j][0] *= scale[0], o[j][1] *= scale[0], o[j][2] *= scale[1], o[j][3] *= scale[1];
-    }
-    // the tile's weights: e^(score - maximum), summed in float, rounded to E for the values' mma
     uint32_t pf[kKeyTile / 16][4];
-    CUTE_UNROLL
-    for (int j = 0; j < kKeyTile / 8; ++j) {
-      float w[4];
-      CUTE_UNROLL
-      for (int e = 0; e < 4; ++e) {
-        float const base = mx[e / 2] == -INFINITY ? 0.0f : mx[e / 2];
-        w[e] = attention_impl::softmax_exp(s[j][e] - base);
-        sum[e / 2] += w[e];
-      }
-      pf[j / 2][(j % 2) * 2 + 0] = pack<E>(w[0], w[1]);  // row g, keys 2t, 2t + 1
-      pf[j / 2][(j % 2) * 2 + 1] = pack<E>(w[2], w[3]);  // row g + 8
-    }
+    weigh<E>(scores, visible, s, o, mx, sum, pf, n0, here, pos_a, pos_b);
     __syncthreads();  // every warp's scores are read: sK takes the next tile's keys
     bool const more = n0 + kKeyTile < seen;
     int64_t const next = seen - n0 - kKeyTile < kKeyTile ? seen - n0 - kKeyTile : kKeyTile;
@@ -266,24 +306,7 @@ __device__ void block(Scores scores, Visible const& visible, Q const& q, K const
     if (more) fill<D, kStride>(sV, val_row(n0 + kKeyTile), next, words);
   }
   ops::cp_async_wait<0>();
-  // each row's sum over its quad, then the weighted sums over it (0 / 0: NaN where no key is seen)
-  CUTE_UNROLL
-  for (int h = 0; h < 2; ++h) {
-    sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);
-    sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
-  }
-  CUTE_UNROLL
-  for (int h = 0; h < 2; ++h) {
-    int64_t const r = h == 0 ? ra : rb;
-    if (r >= total) continue;
-    int64_t const gi = r % groups, m = r / groups;
-    CUTE_UNROLL
-    for (int j = 0; j < kDTiles; ++j) {
-      int const d = j * 8 + 2 * t;
-      out(gi, m, d) = detail::convert<E>(o[j][2 * h] / sum[h]);
-      out(gi, m, d + 1) = detail::convert<E>(o[j][2 * h + 1] / sum[h]);
-    }
-  }
+  finish<E>(o, sum, out, ra, rb, total, groups);
 }
 #endif
 

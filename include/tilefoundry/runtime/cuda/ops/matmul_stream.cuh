@@ -31,11 +31,11 @@
 // L2 prefetch of the ring's first stages before the PDL wait moved the compiled step by less than
 // the runs' spread (1636, 1654 us against 1645); the copies started before the wait, where the
 // weights are ConstTensors (weights_constant, below), took gate/up's share of the step (the
-// profiler's critical path, bench/engine_kernels.py) from 470 to 450 us; one activation row held in registers where the call has one (kRows, below: no second row
-// of zeros multiplied) took gate/up's cost against the hand-written GEMV's from +87 to +18 us a
-// step, and the kernel alone to 16.2 us (hand-written 14.8); summing the norm's squares from the
-// words each lane holds instead of a warp's pass over the row was slower with two rows held (+140
-// us a step) and no faster with one.
+// profiler's critical path, bench/engine_kernels.py) from 470 to 450 us; one activation row held in
+// registers where the call has one (kRows, below: no second row of zeros multiplied) took gate/up's
+// cost against the hand-written GEMV's from +87 to +18 us a step, and the kernel alone to 16.2 us
+// (hand-written 14.8); summing the norm's squares from the words each lane holds instead of a
+// warp's pass over the row was slower with two rows held (+140 us a step) and no faster with one.
 #pragma once
 
 #include <tilefoundry/runtime/common/aligned_ptr.h>
@@ -177,8 +177,9 @@ __device__ __forceinline__ bool run(A const& a, B const& b, B1 const& b1, Out&& 
   };
   // The copies read b (and b1), which the kernel before may have written unless they are weights
   // (kEarly): then they start before the wait, their latency behind the kernel before's tail.
-  // Measured on the H200 (Qwen3-1.7B, a decode step's CUDA graph, compiled slots): gate/up + SwiGLU's
-  // copies so started, 1608 -> 1593 us a step at context 300, 1670 -> 1656 at 1024 (two runs each).
+  // Measured on the H200 (Qwen3-1.7B, a decode step's CUDA graph, compiled slots): gate/up +
+  // SwiGLU's copies so started, 1608 -> 1593 us a step at context 300, 1670 -> 1656 at 1024 (two
+  // runs each).
   if constexpr (!kEarly) wait_for_earlier_kernels();
   if (tid == 0) {
     constexpr int kFirst = P::kRing < P::kStages ? P::kRing : P::kStages;

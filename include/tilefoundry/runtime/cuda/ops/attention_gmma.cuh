@@ -1,0 +1,258 @@
+// ops::attention_rows's Hopper tier (sm_90a): the blocks of query rows of attention_mma.cuh, the
+// same CTA of one warpgroup taking kBlockRows rows of one key head over kKeyTile keys at a time,
+// with both products on wgmma instead of mma.sync.
+//
+// Each warp keeps its 16 rows of q in registers as the A fragments of every k16 step (they are
+// the mma.sync m16n8k16 A fragments, which wgmma's register operand shares), and the warpgroup's
+// wgmma reads the tile's keys (scores = q k^T, m64 n kKeyTile, keys K-major) and values (o += p v,
+// m64 n D, values MN-major) from shared memory itself: a tile is read once a CTA where mma.sync
+// read it once a warp. The accumulators have mma.sync's m16n8 layout too, so the tile's scores
+// become weights by attention_mma::weigh, and the weights, rounded to T, are the A fragments of
+// the values' product as they stand.
+//
+// A tile of rows (q's, the keys', the values') is stored as wgmma's 128-byte swizzle wants it:
+// D / 64 blocks of 64 columns, each row of a block 128 bytes, its 16-byte words permuted by the
+// row's index mod 8 (word w of row r at w ^ (r % 8)), so both products take their operands with
+// one descriptor each k16 step (tile_offset).
+#pragma once
+
+#include <tilefoundry/runtime/common/config.h>
+#include <tilefoundry/runtime/common/ops/attention_impl.h>
+#include <tilefoundry/runtime/cuda/ops/attention_mma.cuh>
+#include <tilefoundry/runtime/cuda/ops/copy_async.cuh>
+
+#include <cute/arch/mma_sm90.hpp>
+#include <cute/arch/mma_sm90_desc.hpp>
+#include <cute/arch/mma_sm90_gmma.hpp>
+
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+namespace tilefoundry {
+namespace ops {
+namespace attention_gmma {
+
+using attention_mma::kBlockRows;
+using attention_mma::kKeyTile;
+using attention_mma::kThreads;
+static_assert(kThreads == 128 && kBlockRows == 64, "one warpgroup, wgmma's 64 rows");
+
+/// Whether the tier's static conditions hold: attention_mma's, and D 128 (two whole 128-byte rows
+/// of the swizzle). A head_dim of 64 (one row) built and passed a prompt's first tile of keys but
+/// gave wrong sums from the second on (H100, tests/gpu/test_compile_stages.py's prompt at 100 rows
+/// from position 37, with the values' copies one stage or two): not understood yet, so 64 takes
+/// attention_mma's tier.
+template <class Acc, class Q, class K, class V>
+TILEFOUNDRY_HOST_DEVICE constexpr bool tier() {
+  return attention_mma::tier<Acc, Q, K, V>() &&
+         attention_impl::contiguous_head_dim<Q, K, V>() == 128;
+}
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define TILEFOUNDRY_ATTENTION_GMMA 1
+#else
+#define TILEFOUNDRY_ATTENTION_GMMA 0
+#endif
+
+/// Where element (row, col) of a tile of kKeyTile rows of D columns lies (in elements from the
+/// tile's start, which is 1024-byte aligned): column block col / 64 of kKeyTile rows of 64, the
+/// 16-byte word (col % 64) / 8 of the row swizzled by row % 8.
+template <int D>
+TILEFOUNDRY_HOST_DEVICE constexpr int tile_offset(int row, int col) {
+  return col / 64 * (kKeyTile * 64) + row * 64 + (((col % 64) / 8) ^ (row % 8)) * 8 + col % 8;
+}
+
+#if TILEFOUNDRY_ATTENTION_GMMA
+/// A wgmma descriptor of the tile at shared address `address` in the 128-byte swizzle: 8-row
+/// groups 1024 bytes apart and, read MN-major (`mn`, the values), column blocks kKeyTile * 128
+/// bytes apart (a K-major read stays in one 128-byte row a step: the field is unused, 1).
+__device__ __forceinline__ uint64_t descriptor(uint32_t address, bool mn) {
+  cute::GmmaDescriptor desc;
+  desc.bitfield.start_address_ = uint16_t(address >> 4);
+  desc.bitfield.leading_byte_offset_ = uint16_t(mn ? kKeyTile * 128 >> 4 : 1);
+  desc.bitfield.stride_byte_offset_ = uint16_t(1024 >> 4);  // 8-row groups
+  desc.bitfield.base_offset_ = 0;
+  desc.bitfield.layout_type_ = uint8_t(cute::GMMA::LayoutType::B128);
+  return desc.desc_;
+}
+
+/// Rows [0, count) of `src` (row i at src(i), D contiguous elements) into the swizzled tile at
+/// `dst`, zeros past `count`: 16-byte cp.async copies where `words`, else element by element; one
+/// group of copies.
+template <int D, class E, class Src>
+__device__ __forceinline__ void fill(E* dst, Src const& src, int64_t count, bool words) {
+  constexpr int W = 8;  // elements of a 16-byte word
+  constexpr int kWords = D / W;
+  for (int i = int(threadIdx.x); i < kKeyTile * kWords; i += kThreads) {
+    int const row = i / kWords, col = i % kWords * W;
+    E* const to = dst + tile_offset<D>(row, col);
+    if (row < count && words) {
+      ops::detail::cp_async_word<16>(to, src(row) + col);
+    } else {
+      CUTE_UNROLL
+      for (int e = 0; e < W; ++e) to[e] = row < count ? src(row)[col + e] : E(0.0f);
+    }
+  }
+  ops::cp_async_commit();
+}
+
+/// The copies this thread waited for seen by every thread's wgmma: the async proxy's fence, then
+/// the CTA's barrier.
+__device__ __forceinline__ void publish() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  __syncthreads();
+}
+
+/// d (rows x N floats, m16n8 fragments d[j][e]) = or += a b for the k16 step whose A fragments
+/// are `a` and whose B the descriptor `b` gives: one wgmma of the warpgroup, issued, not waited on.
+template <class Op, int J, size_t... I>
+__device__ __forceinline__ void wgmma(float (&d)[J][4], uint32_t const (&a)[4], uint64_t b,
+                                      bool accumulate, std::index_sequence<I...>) {
+  Op::fma(a[0], a[1], a[2], a[3], b, d[I / 4][I % 4]...,
+          accumulate ? cute::GMMA::ScaleOut::One : cute::GMMA::ScaleOut::Zero);
+}
+
+/// Registers a wgmma reads or writes while it runs, pinned here: the compiler neither moves their
+/// uses across this point nor gives them to other values before it (a register operand that dies
+/// at the wgmma's issue would otherwise be reused while the tensor cores still read it).
+template <int J, class R>
+__device__ __forceinline__ void fence(R (&d)[J][4]) {
+  CUTE_UNROLL
+  for (int j = 0; j < J; ++j) {
+    CUTE_UNROLL
+    for (int e = 0; e < 4; ++e) cute::warpgroup_fence_operand(d[j][e]);
+  }
+}
+
+/// Rows [r0, r0 + kBlockRows) of a key head's G x M rows: softmax(scores(q k^T), visible) v into
+/// out.
+template <class Acc, class Scores, class Visible, class Q, class K, class V, class Out>
+__device__ void block(Scores scores, Visible const& visible, Q const& q, K const& k, V const& v,
+                      Out& out, int64_t r0) {
+  using E = attention_mma::elem_t<decltype(q(0, 0, 0))>;
+  constexpr int D = int(decltype(cute::shape<2>(q.layout()))::value);
+  constexpr int kDTiles = D / 8;
+  constexpr int kTile = kKeyTile * D;  // elements of a tile
+  using Major = cute::GMMA::Major;
+  using ScoresOp = decltype(cute::SM90::GMMA::rs_op_selector<
+                            E, E, float, cute::Shape<cute::_64, cute::Int<kKeyTile>, cute::_16>,
+                            Major::K, Major::K>());
+  using ValuesOp =
+      decltype(cute::SM90::GMMA::rs_op_selector<E, E, float,
+                                                cute::Shape<cute::_64, cute::Int<D>, cute::_16>,
+                                                Major::K, Major::MN>());
+  __shared__ __align__(1024) E sK[kTile];
+  __shared__ __align__(1024) E sV[kTile];
+
+  int64_t const groups = int64_t(cute::size<0>(q));
+  int64_t const total = groups * int64_t(cute::size<1>(q));
+  int64_t const n_keys = int64_t(cute::size<1>(k));
+  int const warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+  int const g = lane / 4, t = lane % 4;
+  auto const aligned = [](void const* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
+  bool const words = aligned(&q(0, 0, 0)) && aligned(&k(0, 0)) && aligned(&v(0, 0)) &&
+                     int64_t(cute::stride<0>(q)) % 8 == 0 && int64_t(cute::stride<1>(q)) % 8 == 0 &&
+                     int64_t(cute::stride<1>(k)) % 8 == 0 && int64_t(cute::stride<0>(v)) % 8 == 0;
+
+  // this block's rows of q through sK, then into registers: the A fragments of every k-step
+  int64_t const rows_here = total - r0 < kBlockRows ? total - r0 : kBlockRows;
+  auto const q_row = [&](int i) {
+    int64_t const r = r0 + i;
+    return &q(r % groups, r / groups, 0);
+  };
+  fill<D>(sK, q_row, rows_here, words);
+  ops::cp_async_wait<0>();
+  __syncthreads();
+  uint32_t qf[D / 16][4];
+  int const row_a = warp * 16 + g;  // this thread's rows of the block: row_a and row_a + 8
+  CUTE_UNROLL
+  for (int kk = 0; kk < D / 16; ++kk) {
+    auto const word = [&](int row, int col) {
+      return *reinterpret_cast<uint32_t const*>(sK + tile_offset<D>(row, col));
+    };
+    qf[kk][0] = word(row_a, kk * 16 + 2 * t);
+    qf[kk][1] = word(row_a + 8, kk * 16 + 2 * t);
+    qf[kk][2] = word(row_a, kk * 16 + 8 + 2 * t);
+    qf[kk][3] = word(row_a + 8, kk * 16 + 8 + 2 * t);
+  }
+  __syncthreads();  // sK is the keys' from here
+
+  // the positions of the thread's two rows, and the keys the block's rows may see
+  using P = typename Visible::position_t;
+  int64_t const ra = r0 + row_a, rb = ra + 8;
+  P const pos_a = visible.query((ra < total ? ra : total - 1) / groups);
+  P const pos_b = visible.query((rb < total ? rb : total - 1) / groups);
+  int64_t const seen = visible.keys_of(n_keys, r0 / groups, (r0 + rows_here - 1) / groups + 1);
+
+  float o[kDTiles][4];
+  CUTE_UNROLL
+  for (int j = 0; j < kDTiles; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+  float mx[2] = {-INFINITY, -INFINITY}, sum[2] = {0.0f, 0.0f};
+  uint32_t const k_at = unsigned(__cvta_generic_to_shared(sK));
+  uint32_t const v_at = unsigned(__cvta_generic_to_shared(sV));
+
+  auto const key_row = [&](int64_t n0) { return [&k, n0](int i) { return &k(0, n0 + i); }; };
+  auto const val_row = [&](int64_t n0) { return [&v, n0](int i) { return &v(n0 + i, 0); }; };
+  // groups of copies in flight at the top of a tile: its keys', then its values'
+  if (seen > 0) {
+    fill<D>(sK, key_row(0), seen < kKeyTile ? seen : kKeyTile, words);
+    fill<D>(sV, val_row(0), seen < kKeyTile ? seen : kKeyTile, words);
+  }
+  for (int64_t n0 = 0; n0 < seen; n0 += kKeyTile) {
+    int64_t const here = seen - n0 < kKeyTile ? seen - n0 : kKeyTile;
+    ops::cp_async_wait<1>();
+    publish();  // the tile's keys are in
+    // scores = q k^T: k16 step kk reads columns [16 kk, 16 kk + 16) of the keys, 32 bytes a step
+    // into a 128-byte row of column block kk / 4
+    float s[kKeyTile / 8][4];
+    fence(s);
+    fence(qf);
+    cute::warpgroup_arrive();
+    CUTE_UNROLL
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t const at = k_at + uint32_t(kk / 4 * kKeyTile * 128 + kk % 4 * 32);
+      wgmma<ScoresOp>(s, qf[kk], descriptor(at, false), kk > 0,
+                      std::make_index_sequence<kKeyTile / 2>{});
+    }
+    cute::warpgroup_commit_batch();
+    cute::warpgroup_wait<0>();
+    fence(s);
+    fence(qf);
+    uint32_t pf[kKeyTile / 16][4];
+    attention_mma::weigh<E>(scores, visible, s, o, mx, sum, pf, n0, here, pos_a, pos_b);
+    __syncthreads();  // every warp's scores are read: sK takes the next tile's keys
+    bool const more = n0 + kKeyTile < seen;
+    int64_t const next = seen - n0 - kKeyTile < kKeyTile ? seen - n0 - kKeyTile : kKeyTile;
+    if (more) {
+      fill<D>(sK, key_row(n0 + kKeyTile), next, words);
+    } else {
+      ops::cp_async_commit();  // an empty group: the count below holds at the last tile too
+    }
+    ops::cp_async_wait<1>();  // this tile's values are in (the next keys may not be)
+    publish();
+    // o += weights @ values: k16 step kk reads the values' rows [16 kk, 16 kk + 16), two 8-row
+    // groups of 1024 bytes
+    fence(o);
+    fence(pf);
+    cute::warpgroup_arrive();
+    CUTE_UNROLL
+    for (int kk = 0; kk < kKeyTile / 16; ++kk) {
+      wgmma<ValuesOp>(o, pf[kk], descriptor(v_at + uint32_t(kk * 2048), true), true,
+                      std::make_index_sequence<D / 2>{});
+    }
+    cute::warpgroup_commit_batch();
+    cute::warpgroup_wait<0>();
+    fence(o);
+    fence(pf);
+    __syncthreads();  // every warp's values are read: sV takes the next tile's
+    if (more) fill<D>(sV, val_row(n0 + kKeyTile), next, words);
+  }
+  ops::cp_async_wait<0>();
+  attention_mma::finish<E>(o, sum, out, ra, rb, total, groups);
+}
+#endif
+
+}  // namespace attention_gmma
+}  // namespace ops
+}  // namespace tilefoundry
