@@ -75,6 +75,9 @@ struct visible_where {
   TILEFOUNDRY_DEVICE bool operator()(int64_t m, int64_t n) const { return test(key(n), query(m)); }
   TILEFOUNDRY_DEVICE int64_t keys(int64_t n) const { return n; }
   TILEFOUNDRY_DEVICE int64_t keys_of(int64_t n, int64_t, int64_t) const { return n; }
+  /// Whether every key of [first, last] is visible to a query at `pos` without testing each: never
+  /// known here (the keys' positions are read one by one).
+  TILEFOUNDRY_DEVICE bool all(int64_t, int64_t, position_t) const { return false; }
 };
 struct visible_always {
   using position_t = int;
@@ -84,6 +87,7 @@ struct visible_always {
   TILEFOUNDRY_DEVICE bool operator()(int64_t, int64_t) const { return true; }
   TILEFOUNDRY_DEVICE int64_t keys(int64_t n) const { return n; }
   TILEFOUNDRY_DEVICE int64_t keys_of(int64_t n, int64_t, int64_t) const { return n; }
+  TILEFOUNDRY_DEVICE bool all(int64_t, int64_t, int) const { return true; }
 };
 
 /// e^x as the hardware's base-2 exponential of x log2(e) (2 ulp, and the product's rounding): the
@@ -161,6 +165,16 @@ struct visible_index {
   TILEFOUNDRY_DEVICE bool operator()(int64_t m, int64_t n) const { return test(key(n), query(m)); }
   TILEFOUNDRY_DEVICE int64_t keys(int64_t n) const {
     return keys_of(n, 0, int64_t(cute::size<0>(qpos)));
+  }
+  /// Whether every key of [first, last] is visible to a query at `pos`: for a causal mask (le, lt)
+  /// the last one is, the positions growing with the index; for another comparison not known
+  /// without testing each.
+  TILEFOUNDRY_DEVICE bool all(int64_t, int64_t last, I pos) const {
+    if constexpr (std::is_same<Cmp, le_op>::value || std::is_same<Cmp, lt_op>::value) {
+      return test(I(last), pos);
+    } else {
+      return false;
+    }
   }
   /// ... the first keys any of the queries [first, end) may see.
   TILEFOUNDRY_DEVICE int64_t keys_of(int64_t n, int64_t first, int64_t end) const {

@@ -14,6 +14,18 @@
 // D / 64 blocks of 64 columns, each row of a block 128 bytes, its 16-byte words permuted by the
 // row's index mod 8 (word w of row r at w ^ (r % 8)), so both products take their operands with
 // one descriptor each k16 step (tile_offset).
+//
+// Measured (bench/compiled_prefill_attention_cuda.py: Qwen3-1.7B's 16 / 8 heads of 128, bf16, a
+// causal prompt from position 0, CUDA-graph medians, 2026-12-05): on the H100, 1024
+// tokens 62.8-64.1 us and 8192 tokens 1421-1427 us, against 66.8-67.7 and 1560-1569 on mma.sync
+// (SDPA's flash backend 36.0-36.5 and 951-958); with weigh's tiles tested whole below the diagonal
+// and the hardware's flushing 2^x (H200, same run as the version before it): 60.6-61.2 and
+// 1336-1338 us against 62.9-63.7 and 1434-1435 (SDPA 35.9-36.8, 956-966): 0.60x and 0.72x. Profiled
+// there (ncu, 8192 tokens): the issue slots 55% busy, the integer pipe the busiest (47%), 4.8
+// cycles a warp between instructions with three CTAs (12 warps) an SM, the registers' limit: the
+// softmax's instructions and their latency bound it, not the tensor cores. Next: the next tile's
+// scores issued before this tile's softmax (a second set of score registers), fewer registers for a
+// fourth CTA, the scores rounded two at a time.
 #pragma once
 
 #include <tilefoundry/runtime/common/config.h>

@@ -118,12 +118,23 @@ __device__ __forceinline__ void fill(E* dst, Src const& src, int64_t count, bool
   ops::cp_async_commit();
 }
 
+/// 2^x on the hardware's approximation, flushing a result below the smallest normal float to 0 (a
+/// weight that small adds nothing to a sum of at least 1): one instruction, where exp2f checks
+/// for such results first.
+__device__ __forceinline__ float exp2_flushed(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 /// A tile of scores to weights, for the 16 rows of a warp (this thread's two: row g at pos_a and
 /// g + 8 at pos_b), in the m16n8 accumulators' layout s[j][e] (keys n0 + 8 j + 2 t + e % 2, row
 /// e / 2) that mma.sync and wgmma share: each score made as the evaluator makes it, the keys past
 /// `here` and the invisible ones -inf; the running maximum mx and sum of each row and their
 /// weighted sums o rescaled where the maximum grows; the weights e^(score - maximum), summed in
-/// float, rounded to E into pf: the A fragments of the values' product (k16 step j / 2).
+/// float, rounded to E into pf: the A fragments of the values' product (k16 step j / 2). Where the
+/// visibility tells that every key of the tile is visible to all the warp's rows (a causal
+/// prompt's tiles below the diagonal) no key is tested.
 template <class E, int kDTiles, class Scores, class Visible, class P>
 __device__ __forceinline__ void weigh(Scores scores, Visible const& visible,
                                       float (&s)[kKeyTile / 8][4], float (&o)[kDTiles][4],
@@ -131,39 +142,56 @@ __device__ __forceinline__ void weigh(Scores scores, Visible const& visible,
                                       uint32_t (&pf)[kKeyTile / 16][4], int64_t n0, int64_t here,
                                       P pos_a, P pos_b) {
   int const t = int(threadIdx.x) % 4;
+  int64_t const last = n0 + kKeyTile - 1;
+  bool const whole = __all_sync(0xffffffffu, here == kKeyTile && visible.all(n0, last, pos_a) &&
+                                                 visible.all(n0, last, pos_b));
   float top[2] = {mx[0], mx[1]};
-  CUTE_UNROLL
-  for (int j = 0; j < kKeyTile / 8; ++j) {
+  if (whole) {
     CUTE_UNROLL
-    for (int e = 0; e < 4; ++e) {
-      int64_t const n = n0 + j * 8 + 2 * t + (e & 1);
-      P const pos = e < 2 ? pos_a : pos_b;
-      bool const ok = n < n0 + here && visible.test(visible.key(n), pos);
-      float const sc = ok ? attention_impl::score<E>(scores, s[j][e]) : -INFINITY;
-      s[j][e] = sc;
-      top[e / 2] = fmaxf(top[e / 2], sc);
+    for (int j = 0; j < kKeyTile / 8; ++j) {
+      CUTE_UNROLL
+      for (int e = 0; e < 4; ++e) {
+        s[j][e] = attention_impl::score<E>(scores, s[j][e]);
+        top[e / 2] = fmaxf(top[e / 2], s[j][e]);
+      }
+    }
+  } else {
+    int const first = 2 * t, keys = int(here);  // here <= kKeyTile
+    CUTE_UNROLL
+    for (int j = 0; j < kKeyTile / 8; ++j) {
+      CUTE_UNROLL
+      for (int e = 0; e < 4; ++e) {
+        int const i = first + j * 8 + (e & 1);  // the key's index in the tile
+        bool const ok = i < keys && visible.test(visible.key(n0 + i), e < 2 ? pos_a : pos_b);
+        float const sc = ok ? attention_impl::score<E>(scores, s[j][e]) : -INFINITY;
+        s[j][e] = sc;
+        top[e / 2] = fmaxf(top[e / 2], sc);
+      }
     }
   }
-  float scale[2];
+  constexpr float kLog2e = 1.4426950408889634f;
+  float scale[2], shift[2];
   CUTE_UNROLL
   for (int h = 0; h < 2; ++h) {
     top[h] = fmaxf(top[h], __shfl_xor_sync(0xffffffffu, top[h], 1));
     top[h] = fmaxf(top[h], __shfl_xor_sync(0xffffffffu, top[h], 2));
-    scale[h] = mx[h] == -INFINITY ? 0.0f : attention_impl::softmax_exp(mx[h] - top[h]);
+    scale[h] = mx[h] == -INFINITY ? 0.0f : exp2_flushed((mx[h] - top[h]) * kLog2e);
     mx[h] = top[h];
     sum[h] *= scale[h];
+    shift[h] = mx[h] == -INFINITY ? 0.0f : -mx[h] * kLog2e;  // e^(s - mx) = 2^(s log2(e) + shift)
   }
-  CUTE_UNROLL
-  for (int j = 0; j < kDTiles; ++j) {
-    o[j][0] *= scale[0], o[j][1] *= scale[0], o[j][2] *= scale[1], o[j][3] *= scale[1];
+  if (__any_sync(0xffffffffu, scale[0] != 1.0f || scale[1] != 1.0f)) {  // a maximum grew
+    CUTE_UNROLL
+    for (int j = 0; j < kDTiles; ++j) {
+      o[j][0] *= scale[0], o[j][1] *= scale[0], o[j][2] *= scale[1], o[j][3] *= scale[1];
+    }
   }
   CUTE_UNROLL
   for (int j = 0; j < kKeyTile / 8; ++j) {
     float w[4];
     CUTE_UNROLL
     for (int e = 0; e < 4; ++e) {
-      float const base = mx[e / 2] == -INFINITY ? 0.0f : mx[e / 2];
-      w[e] = attention_impl::softmax_exp(s[j][e] - base);
+      w[e] = exp2_flushed(fmaf(s[j][e], kLog2e, shift[e / 2]));
       sum[e / 2] += w[e];
     }
     pf[j / 2][(j % 2) * 2 + 0] = pack<E>(w[0], w[1]);  // row g, keys 2t, 2t + 1
