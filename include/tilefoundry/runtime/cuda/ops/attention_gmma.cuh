@@ -51,10 +51,11 @@ using attention_mma::kThreads;
 static_assert(kThreads == 128 && kBlockRows == 64, "one warpgroup, wgmma's 64 rows");
 
 /// Whether the tier's static conditions hold: attention_mma's, and D 128 (two whole 128-byte rows
-/// of the swizzle). A head_dim of 64 (one row) built and passed a prompt's first tile of keys but
-/// gave wrong sums from the second on (H100, tests/gpu/test_compile_stages.py's prompt at 100 rows
-/// from position 37, with the values' copies one stage or two): not understood yet, so 64 takes
-/// attention_mma's tier.
+/// of the swizzle). At a head_dim of 64 (one row) this tier passed the prompt test's cases whose
+/// blocks see one tile of keys and failed the first whose blocks see several (H100,
+/// tests/gpu/test_compile_stages.py: 100 rows from position 37 over 300 keys, 39% of the outputs
+/// outside bf16's bound, with the values' copies in one stage or two): not understood yet, so 64
+/// takes attention_mma's tier.
 template <class Acc, class Q, class K, class V>
 TILEFOUNDRY_HOST_DEVICE constexpr bool tier() {
   return attention_mma::tier<Acc, Q, K, V>() &&
