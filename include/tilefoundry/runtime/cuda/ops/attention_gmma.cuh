@@ -91,23 +91,10 @@ __device__ __forceinline__ uint64_t descriptor(uint32_t address, bool mn) {
 }
 
 /// Rows [0, count) of `src` (row i at src(i), D contiguous elements) into the swizzled tile at
-/// `dst`, zeros past `count`: 16-byte cp.async copies where `words`, else element by element; one
-/// group of copies.
+/// `dst` (tile_offset), zeros past `count`; one group of copies (attention_mma::fill_rows).
 template <int D, class E, class Src>
 __device__ __forceinline__ void fill(E* dst, Src const& src, int64_t count, bool words) {
-  constexpr int W = 8;  // elements of a 16-byte word
-  constexpr int kWords = D / W;
-  for (int i = int(threadIdx.x); i < kKeyTile * kWords; i += kThreads) {
-    int const row = i / kWords, col = i % kWords * W;
-    E* const to = dst + tile_offset<D>(row, col);
-    if (row < count && words) {
-      ops::detail::cp_async_word<16>(to, src(row) + col);
-    } else {
-      CUTE_UNROLL
-      for (int e = 0; e < W; ++e) to[e] = row < count ? src(row)[col + e] : E(0.0f);
-    }
-  }
-  ops::cp_async_commit();
+  attention_mma::fill_rows<D>(dst, tile_offset<D>, src, count, words);
 }
 
 /// The copies this thread waited for seen by every thread's wgmma: the async proxy's fence, then
@@ -158,45 +145,12 @@ __device__ void block(Scores scores, Visible const& visible, Q const& q, K const
   __shared__ __align__(1024) E sK[kTile];
   __shared__ __align__(1024) E sV[kTile];
 
-  int64_t const groups = int64_t(cute::size<0>(q));
-  int64_t const total = groups * int64_t(cute::size<1>(q));
-  int64_t const n_keys = int64_t(cute::size<1>(k));
-  int const warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
-  int const g = lane / 4, t = lane % 4;
-  auto const aligned = [](void const* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
-  bool const words = aligned(&q(0, 0, 0)) && aligned(&k(0, 0)) && aligned(&v(0, 0)) &&
-                     int64_t(cute::stride<0>(q)) % 8 == 0 && int64_t(cute::stride<1>(q)) % 8 == 0 &&
-                     int64_t(cute::stride<1>(k)) % 8 == 0 && int64_t(cute::stride<0>(v)) % 8 == 0;
+  auto const b = attention_mma::block_rows(visible, q, k, v, r0);
+  int64_t const seen = b.seen;
+  bool const words = b.words;
 
-  // this block's rows of q through sK, then into registers: the A fragments of every k-step
-  int64_t const rows_here = total - r0 < kBlockRows ? total - r0 : kBlockRows;
-  auto const q_row = [&](int i) {
-    int64_t const r = r0 + i;
-    return &q(r % groups, r / groups, 0);
-  };
-  fill<D>(sK, q_row, rows_here, words);
-  ops::cp_async_wait<0>();
-  __syncthreads();
-  uint32_t qf[D / 16][4];
-  int const row_a = warp * 16 + g;  // this thread's rows of the block: row_a and row_a + 8
-  CUTE_UNROLL
-  for (int kk = 0; kk < D / 16; ++kk) {
-    auto const word = [&](int row, int col) {
-      return *reinterpret_cast<uint32_t const*>(sK + tile_offset<D>(row, col));
-    };
-    qf[kk][0] = word(row_a, kk * 16 + 2 * t);
-    qf[kk][1] = word(row_a + 8, kk * 16 + 2 * t);
-    qf[kk][2] = word(row_a, kk * 16 + 8 + 2 * t);
-    qf[kk][3] = word(row_a + 8, kk * 16 + 8 + 2 * t);
-  }
-  __syncthreads();  // sK is the keys' from here
-
-  // the positions of the thread's two rows, and the keys the block's rows may see
-  using P = typename Visible::position_t;
-  int64_t const ra = r0 + row_a, rb = ra + 8;
-  P const pos_a = visible.query((ra < total ? ra : total - 1) / groups);
-  P const pos_b = visible.query((rb < total ? rb : total - 1) / groups);
-  int64_t const seen = visible.keys_of(n_keys, r0 / groups, (r0 + rows_here - 1) / groups + 1);
+  uint32_t qf[D / 16][4];  // this block's rows of q, the A fragments of every k-step
+  attention_mma::load_q<D>(sK, tile_offset<D>, b, q, qf);  // sK is the keys' from here
 
   float o[kDTiles][4];
   CUTE_UNROLL
@@ -233,7 +187,7 @@ __device__ void block(Scores scores, Visible const& visible, Q const& q, K const
     fence(s);
     fence(qf);
     uint32_t pf[kKeyTile / 16][4];
-    attention_mma::weigh<E>(scores, visible, s, o, mx, sum, pf, n0, here, pos_a, pos_b);
+    attention_mma::weigh<E>(scores, visible, s, o, mx, sum, pf, n0, here, b.pos_a, b.pos_b);
     __syncthreads();  // every warp's scores are read: sK takes the next tile's keys
     bool const more = n0 + kKeyTile < seen;
     int64_t const next = seen - n0 - kKeyTile < kKeyTile ? seen - n0 - kKeyTile : kKeyTile;
@@ -262,7 +216,7 @@ __device__ void block(Scores scores, Visible const& visible, Q const& q, K const
     if (more) fill<D>(sV, val_row(n0 + kKeyTile), next, words);
   }
   ops::cp_async_wait<0>();
-  attention_mma::finish<E>(o, sum, out, ra, rb, total, groups);
+  attention_mma::finish<E>(o, sum, out, b.ra, b.rb, b.total, b.groups);
 }
 #endif
 

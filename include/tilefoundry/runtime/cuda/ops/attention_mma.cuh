@@ -98,16 +98,18 @@ __device__ __forceinline__ uint32_t pack(float lo, float hi) {
   return word;
 }
 
-/// Rows [first, first + count) of `rows` x D elements (row i at src(i), D contiguous) into the
-/// tile at `dst` (rows kStride elements apart), zeros past `count`: 16-byte cp.async copies where
-/// `words` (the rows' starts are 16-byte aligned), else element by element; one group of copies.
-template <int D, int kStride, class E, class Src>
-__device__ __forceinline__ void fill(E* dst, Src const& src, int64_t count, bool words) {
+/// Rows [0, count) of D elements each (row i at src(i), D contiguous) into the tile of kKeyTile
+/// rows at `dst`, element (row, col) at dst + at(row, col) (8 elements from a multiple of 8 on
+/// contiguous), zeros past `count`: 16-byte cp.async copies where `words` (the rows' starts are
+/// 16-byte aligned), else element by element; one group of copies. Both tiers' tiles (fill).
+template <int D, class E, class Src, class At>
+__device__ __forceinline__ void fill_rows(E* dst, At const& at, Src const& src, int64_t count,
+                                          bool words) {
   constexpr int W = 8;  // elements of a 16-byte word
   constexpr int kWords = D / W;
   for (int i = int(threadIdx.x); i < kKeyTile * kWords; i += kThreads) {
     int const row = i / kWords, col = i % kWords * W;
-    E* const to = dst + row * kStride + col;
+    E* const to = dst + at(row, col);
     if (row < count && words) {
       ops::detail::cp_async_word<16>(to, src(row) + col);
     } else {
@@ -116,6 +118,18 @@ __device__ __forceinline__ void fill(E* dst, Src const& src, int64_t count, bool
     }
   }
   ops::cp_async_commit();
+}
+
+/// Where element (row, col) of this tier's tiles lies: rows kStride elements apart.
+template <int kStride>
+__device__ __forceinline__ int padded(int row, int col) {
+  return row * kStride + col;
+}
+
+/// ... into this tier's tile, rows kStride elements apart.
+template <int D, int kStride, class E, class Src>
+__device__ __forceinline__ void fill(E* dst, Src const& src, int64_t count, bool words) {
+  fill_rows<D>(dst, padded<kStride>, src, count, words);
 }
 
 /// 2^x on the hardware's approximation, flushing a result below the smallest normal float to 0 (a
@@ -225,6 +239,74 @@ __device__ __forceinline__ void finish(float const (&o)[kDTiles][4], float (&sum
   }
 }
 
+/// What a thread of a block knows of the block's rows before its first tile: row r0 and the
+/// rows_here after it of the key head's total = groups x M rows (row r: query head r % groups of
+/// token r / groups), this thread's two, ra (row g of its warp's 16) and rb = ra + 8, and their
+/// positions; the keys any of the block's rows may see (seen: the visibility's keys_of); whether
+/// q's, the keys' and the values' rows can be copied in 16-byte words (words).
+template <class P>
+struct BlockRows {
+  int64_t groups, total, r0, rows_here, ra, rb, seen;
+  P pos_a, pos_b;
+  bool words;
+
+  /// Row i of the block's q (D contiguous elements).
+  template <class Q>
+  __device__ auto q_row(Q const& q, int i) const {
+    int64_t const r = r0 + i;
+    return &q(r % groups, r / groups, 0);
+  }
+};
+
+/// The BlockRows of rows [r0, r0 + kBlockRows) of q (G x M x D) against the keys k (D x N) and
+/// the values v (N x Dv), for this thread; both tiers start their blocks with it.
+template <class Visible, class Q, class K, class V>
+__device__ __forceinline__ BlockRows<typename Visible::position_t> block_rows(
+    Visible const& visible, Q const& q, K const& k, V const& v, int64_t r0) {
+  BlockRows<typename Visible::position_t> b;
+  b.groups = int64_t(cute::size<0>(q));
+  b.total = b.groups * int64_t(cute::size<1>(q));
+  b.r0 = r0;
+  b.rows_here = b.total - r0 < kBlockRows ? b.total - r0 : kBlockRows;
+  int const warp = int(threadIdx.x) / 32, g = int(threadIdx.x) % 32 / 4;
+  b.ra = r0 + warp * 16 + g;
+  b.rb = b.ra + 8;
+  b.pos_a = visible.query((b.ra < b.total ? b.ra : b.total - 1) / b.groups);
+  b.pos_b = visible.query((b.rb < b.total ? b.rb : b.total - 1) / b.groups);
+  b.seen = visible.keys_of(int64_t(cute::size<1>(k)), r0 / b.groups,
+                           (r0 + b.rows_here - 1) / b.groups + 1);
+  auto const aligned = [](void const* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
+  b.words = aligned(&q(0, 0, 0)) && aligned(&k(0, 0)) && aligned(&v(0, 0)) &&
+            int64_t(cute::stride<0>(q)) % 8 == 0 && int64_t(cute::stride<1>(q)) % 8 == 0 &&
+            int64_t(cute::stride<1>(k)) % 8 == 0 && int64_t(cute::stride<0>(v)) % 8 == 0;
+  return b;
+}
+
+/// The block's rows of q (b) through the tile at `tile` (element (row, col) at tile + at(row, col))
+/// into registers: qf[kk], this thread's A fragments of k16 step kk (rows row_a and row_a + 8 of
+/// its warp's 16, mma.sync's m16n8k16 layout, which wgmma's register operand shares). The tile is
+/// free again when this returns.
+template <int D, class E, class At, class P, class Q>
+__device__ __forceinline__ void load_q(E* tile, At const& at, BlockRows<P> const& b, Q const& q,
+                                       uint32_t (&qf)[D / 16][4]) {
+  fill_rows<D>(
+      tile, at, [&](int i) { return b.q_row(q, i); }, b.rows_here, b.words);
+  ops::cp_async_wait<0>();
+  __syncthreads();
+  int const row_a = int(b.ra - b.r0), t = int(threadIdx.x) % 4;
+  auto const word = [&](int row, int col) {
+    return *reinterpret_cast<uint32_t const*>(tile + at(row, col));
+  };
+  CUTE_UNROLL
+  for (int kk = 0; kk < D / 16; ++kk) {
+    qf[kk][0] = word(row_a, kk * 16 + 2 * t);
+    qf[kk][1] = word(row_a + 8, kk * 16 + 2 * t);
+    qf[kk][2] = word(row_a, kk * 16 + 8 + 2 * t);
+    qf[kk][3] = word(row_a + 8, kk * 16 + 8 + 2 * t);
+  }
+  __syncthreads();
+}
+
 /// Rows [r0, r0 + kBlockRows) of a key head's G x M rows: softmax(scores(q k^T), visible) v into
 /// out.
 template <class Acc, class Scores, class Visible, class Q, class K, class V, class Out>
@@ -237,44 +319,13 @@ __device__ void block(Scores scores, Visible const& visible, Q const& q, K const
   __shared__ __align__(16) E sK[kKeyTile * kStride];
   __shared__ __align__(16) E sV[kKeyTile * kStride];
 
-  int64_t const groups = int64_t(cute::size<0>(q));
-  int64_t const total = groups * int64_t(cute::size<1>(q));
-  int64_t const n_keys = int64_t(cute::size<1>(k));
-  int const warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
-  int const g = lane / 4, t = lane % 4;
-  auto const aligned = [](void const* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
-  bool const words = aligned(&q(0, 0, 0)) && aligned(&k(0, 0)) && aligned(&v(0, 0)) &&
-                     int64_t(cute::stride<0>(q)) % 8 == 0 && int64_t(cute::stride<1>(q)) % 8 == 0 &&
-                     int64_t(cute::stride<1>(k)) % 8 == 0 && int64_t(cute::stride<0>(v)) % 8 == 0;
+  auto const b = block_rows(visible, q, k, v, r0);
+  int64_t const seen = b.seen;
+  bool const words = b.words;
+  int const g = int(threadIdx.x) % 32 / 4, t = int(threadIdx.x) % 4;
 
-  // this block's rows of q through sK, then into registers: the A fragments of every k-step
-  int64_t const rows_here = total - r0 < kBlockRows ? total - r0 : kBlockRows;
-  auto const q_row = [&](int i) {
-    int64_t const r = r0 + i;
-    return &q(r % groups, r / groups, 0);
-  };
-  fill<D, kStride>(sK, q_row, rows_here, words);
-  ops::cp_async_wait<0>();
-  __syncthreads();
-  uint32_t qf[D / 16][4];
-  int const row_a = warp * 16 + g;  // this thread's rows of the block: row_a and row_a + 8
-  CUTE_UNROLL
-  for (int kk = 0; kk < D / 16; ++kk) {
-    E const* const p0 = sK + row_a * kStride + kk * 16 + 2 * t;
-    E const* const p1 = p0 + 8 * kStride;
-    qf[kk][0] = *reinterpret_cast<uint32_t const*>(p0);
-    qf[kk][1] = *reinterpret_cast<uint32_t const*>(p1);
-    qf[kk][2] = *reinterpret_cast<uint32_t const*>(p0 + 8);
-    qf[kk][3] = *reinterpret_cast<uint32_t const*>(p1 + 8);
-  }
-  __syncthreads();  // sK is the keys' from here
-
-  // the positions of the thread's two rows, and the keys the block's rows may see
-  using P = typename Visible::position_t;
-  int64_t const ra = r0 + row_a, rb = ra + 8;
-  P const pos_a = visible.query((ra < total ? ra : total - 1) / groups);
-  P const pos_b = visible.query((rb < total ? rb : total - 1) / groups);
-  int64_t const seen = visible.keys_of(n_keys, r0 / groups, (r0 + rows_here - 1) / groups + 1);
+  uint32_t qf[D / 16][4];  // this block's rows of q, the A fragments of every k-step
+  load_q<D>(sK, padded<kStride>, b, q, qf);  // sK is the keys' from here
 
   float o[kDTiles][4];
   CUTE_UNROLL
@@ -304,7 +355,7 @@ __device__ void block(Scores scores, Visible const& visible, Q const& q, K const
       }
     }
     uint32_t pf[kKeyTile / 16][4];
-    weigh<E>(scores, visible, s, o, mx, sum, pf, n0, here, pos_a, pos_b);
+    weigh<E>(scores, visible, s, o, mx, sum, pf, n0, here, b.pos_a, b.pos_b);
     __syncthreads();  // every warp's scores are read: sK takes the next tile's keys
     bool const more = n0 + kKeyTile < seen;
     int64_t const next = seen - n0 - kKeyTile < kKeyTile ? seen - n0 - kKeyTile : kKeyTile;
@@ -321,7 +372,7 @@ __device__ void block(Scores scores, Visible const& visible, Q const& q, K const
       uint32_t a[4] = {pf[kk][0], pf[kk][1], pf[kk][2], pf[kk][3]};
       CUTE_UNROLL
       for (int j = 0; j < kDTiles; j += 2) {
-        int const block_id = lane / 8, r = lane % 8;
+        int const lane = int(threadIdx.x) % 32, block_id = lane / 8, r = lane % 8;
         E const* const at =
             sV + (kk * 16 + (block_id % 2) * 8 + r) * kStride + j * 8 + (block_id / 2) * 8;
         uint32_t b[4];
@@ -334,7 +385,7 @@ __device__ void block(Scores scores, Visible const& visible, Q const& q, K const
     if (more) fill<D, kStride>(sV, val_row(n0 + kKeyTile), next, words);
   }
   ops::cp_async_wait<0>();
-  finish<E>(o, sum, out, ra, rb, total, groups);
+  finish<E>(o, sum, out, b.ra, b.rb, b.total, b.groups);
 }
 #endif
 
