@@ -111,5 +111,72 @@ __device__ __forceinline__ void store_float4(unsigned address, float4 v) {
 #endif
 }
 
+/// Makes `bar` (an mbarrier of this CTA's shared memory) wait for `bytes` that peers store into
+/// this CTA with store_async (its first phase completes once they have all landed), visible to the
+/// cluster's CTAs by the cluster's barrier that follows (arrive() ... wait()). One thread calls it.
+__device__ __forceinline__ void expect_bytes(uint64_t* bar, unsigned bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  unsigned const at = static_cast<unsigned>(__cvta_generic_to_shared(bar));
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(at) : "memory");
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(at), "r"(bytes)
+               : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#else
+  (void)bar;
+  (void)bytes;
+#endif
+}
+
+/// Stores `v` at `address` in the cluster's shared window (peer_address: another CTA's shared
+/// memory) and counts its 16 bytes on the mbarrier at `bar` there (peer_address of an
+/// expect_bytes barrier): no fence and no cluster barrier; the CTA that waits on the mbarrier
+/// sees the stores once their bytes are all counted (wait_bytes).
+__device__ __forceinline__ void store_async(unsigned address, float4 v, unsigned bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, "
+      "[%5];" ::"r"(address),
+      "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(bar)
+      : "memory");
+#else
+  (void)address;
+  (void)v;
+  (void)bar;
+#endif
+}
+
+/// ... one float (4 bytes).
+__device__ __forceinline__ void store_async(unsigned address, float v, unsigned bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];" ::"r"(address),
+      "f"(v), "r"(bar)
+      : "memory");
+#else
+  (void)address;
+  (void)v;
+  (void)bar;
+#endif
+}
+
+/// Waits until the expect_bytes barrier `bar` of this CTA has counted every byte it expects.
+__device__ __forceinline__ void wait_bytes(uint64_t* bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  unsigned const at = static_cast<unsigned>(__cvta_generic_to_shared(bar));
+  unsigned done = 0;
+  while (!done) {
+    asm volatile(
+        "{\n\t.reg .pred p;\n\t"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n\t"
+        "selp.u32 %0, 1, 0, p;\n\t}"
+        : "=r"(done)
+        : "r"(at)
+        : "memory");
+  }
+#else
+  (void)bar;
+#endif
+}
+
 }  // namespace cluster
 }  // namespace tilefoundry
