@@ -378,6 +378,7 @@ __device__ void apply(Scores scores, Visible const& visible, Q const& q, K const
     if (split == 0 && threadIdx.x == 0) {
       cluster::expect_bytes(gathered_barrier(), unsigned((splits - 1) * rows * width * 4));
     }
+    __syncwarp();  // the warp whole again: the arrival is an aligned one
     cluster::arrive();
   }
   if constexpr (grouped_tier<Q, K, V>()) {
