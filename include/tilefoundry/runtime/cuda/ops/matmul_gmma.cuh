@@ -85,10 +85,13 @@ constexpr int kMathRegisters = (65536 / 128 - kCopyRegisters) / kWarpgroups / 8 
                                    : 240;
 constexpr int kAlign = 1024;  // the 128-byte swizzle repeats every 8 rows of 128 bytes
 constexpr int64_t kStageBytes = int64_t(kTileM + kTileN) * kTileK * 2;
-constexpr int64_t kBarrierBytes = 128;  // a stage's `full` and `empty` barriers, 8 bytes each
-static_assert(2 * 8 * kStages <= kBarrierBytes, "the barriers fit their bytes");
+constexpr int64_t kBarrierBytes = 128;  // a stage's `full` and `empty` barriers, 8 bytes each,
+                                        // and the K split's barrier of the peer's sums
+static_assert(2 * 8 * kStages + 8 <= kBarrierBytes, "the barriers fit their bytes (and kept's)");
 constexpr int kOutRows = 8;  // rows of sums a math warp stages on their way out (Math::store)
 constexpr int64_t kOutBytes = int64_t(kMathWarps) * kOutRows * kTileN * 4;
+// Bytes of sums one CTA of a K-split pair gives the other: a warpgroup's 128 rows (Math::give).
+constexpr unsigned kGivenBytes = unsigned(128 * kTileN * 4);
 /// Bytes of the ring a call of this tier needs (lower/matmul.py's CUDA_GEMM_RING_BYTES): the stages
 /// of a and b, the slack that aligns its start to the swizzle, the stages' barriers and the math
 /// warps' staging of their sums.
@@ -316,15 +319,17 @@ struct Math {
   /// 4.4 (leaving it out: 27.4); these stores of all the sums one way 30.4; half of them each way,
   /// each CTA storing half the tile (mapped_tiles), 28.5-28.8 (down + residual, 6144 deep: 52.6
   /// -> 50.5-50.9; cuBLAS 18.0 and 39.2-40.0 in the same run).
-  __device__ void give(float4* kept, unsigned peer) const {
+  __device__ void give(float4* kept, uint64_t* landed, unsigned peer) const {
     constexpr int kWords = int(decltype(cute::size(acc))::value) / 4;
     int const tid = int(threadIdx.x);
     unsigned const base = cluster::peer_address(kept + tid, peer);
+    unsigned const bar = cluster::peer_address(landed, peer);
+    static_assert(kWords * 16 * 128 == kGivenBytes, "a warpgroup gives its rows' sums");
     CUTE_UNROLL
     for (int j = 0; j < kWords; ++j) {
-      cluster::store_float4(
-          base + unsigned(j * kMathThreads * sizeof(float4)),
-          make_float4(acc(4 * j), acc(4 * j + 1), acc(4 * j + 2), acc(4 * j + 3)));
+      cluster::store_async(base + unsigned(j * kMathThreads * sizeof(float4)),
+                           make_float4(acc(4 * j), acc(4 * j + 1), acc(4 * j + 2), acc(4 * j + 3)),
+                           bar);
     }
   }
 
@@ -503,6 +508,7 @@ __device__ void mapped_tiles(A const& a, B const& b, Out& out, Epi const& epi, T
   auto* const full = reinterpret_cast<uint64_t*>(ring + kStages * kStageBytes);
   auto* const empty = full + kStages;
   auto* const kept = reinterpret_cast<float4*>(ring);  // the second CTA's sums, where K is split
+  auto* const landed = empty + kStages;                // ... and the barrier counting their bytes
   static_assert(int64_t(kTileM) * kTileN * 4 <= kStages * kStageBytes,
                 "a tile's sums fit the stages");
   if (threadIdx.x == 0) {
@@ -513,6 +519,7 @@ __device__ void mapped_tiles(A const& a, B const& b, Out& out, Epi const& epi, T
     cutlass::arch::fence_barrier_init();
   }
   __syncthreads();
+  if (split && threadIdx.x == 0) cluster::expect_bytes(landed, kGivenBytes);
   bool const lead = threadIdx.x % 32 == 0;
   if (int(threadIdx.x) >= kMathThreads) {  // the copy warpgroup: one lane issues every copy
     cutlass::arch::warpgroup_reg_dealloc<kCopyRegisters>();
@@ -535,10 +542,10 @@ __device__ void mapped_tiles(A const& a, B const& b, Out& out, Epi const& epi, T
         }
       }
     }
-    if (split) {  // the math threads' two cluster barriers, which every thread of the cluster meets
+    if (split) {  // the math threads' cluster barrier, which every thread of the cluster meets
       __syncwarp();
-      cluster::barrier();
-      cluster::barrier();
+      cluster::arrive();
+      cluster::wait();
     }
     return;
   }
@@ -559,11 +566,14 @@ __device__ void mapped_tiles(A const& a, B const& b, Out& out, Epi const& epi, T
     // Where K is split, CTA h's warpgroup h stores its rows of the tile, the other warpgroup's sums
     // going to the peer CTA's same warpgroup.
     bool const stores = !split || int(threadIdx.x) / 128 == int(half);
-    if (split) {           // at most one tile a pair
-      cluster::barrier();  // both CTAs' products done: their stages are free
-      if (!stores) math.give(kept, half ^ 1u);
-      cluster::barrier();  // ... and hold the peer's sums
-      if (stores) math.add_kept(kept);
+    if (split) {          // at most one tile a pair
+      cluster::arrive();  // both CTAs' products done: their stages are free (read, the reads
+      cluster::wait();    // waited for: no release needed), and `landed` made in both
+      if (!stores) math.give(kept, landed, half ^ 1u);
+      if (stores) {
+        cluster::wait_bytes(landed);  // the peer's sums have landed here
+        math.add_kept(kept);
+      }
     }
     if (stores) {  // (one call of store: a second one left a call in the kernel, which serialises
                    // its wgmma, ptxas said)
@@ -572,9 +582,9 @@ __device__ void mapped_tiles(A const& a, B const& b, Out& out, Epi const& epi, T
     }
     if (split) return;
   }
-  if (split) {  // a pair with no tile meets its barriers all the same
-    cluster::barrier();
-    cluster::barrier();
+  if (split) {  // a pair with no tile meets its barrier all the same
+    cluster::arrive();
+    cluster::wait();
   }
 }
 #endif
