@@ -516,10 +516,10 @@ __device__ void mapped_tiles(A const& a, B const& b, Out& out, Epi const& epi, T
       Full::init(&full[s], 1);             // the copy lane's arrival, then the copies' bytes
       Empty::init(&empty[s], kMathWarps);  // a lane of each math warp, its wgmma done
     }
+    if (split) cluster::expect_bytes(landed, kGivenBytes);  // (its own init's fence)
     cutlass::arch::fence_barrier_init();
   }
   __syncthreads();
-  if (split && threadIdx.x == 0) cluster::expect_bytes(landed, kGivenBytes);
   bool const lead = threadIdx.x % 32 == 0;
   if (int(threadIdx.x) >= kMathThreads) {  // the copy warpgroup: one lane issues every copy
     cutlass::arch::warpgroup_reg_dealloc<kCopyRegisters>();
