@@ -317,7 +317,11 @@ __device__ __forceinline__ bool states_in_cluster(int64_t rows, int64_t width, i
 /// the barrier's arrival, and the first CTA merging only those with keys: 6.42 -> 7.61-7.79 us at
 /// context 128, 7.86 -> 8.67-8.82 at 1024 (where every slice has keys). So did (an H100, the same
 /// day) each CTA arriving on an mbarrier of the first after a cluster-scope fence instead of the
-/// cluster's barrier: 6.78 -> 7.17 us at 128, 8.46 -> 8.81 at 1024.
+/// cluster's barrier: 6.78 -> 7.17 us at 128, 8.46 -> 8.81 at 1024. The states stored with
+/// st.async instead of plain stores and the cluster's barrier (an H100, 2026-12-05, the slot alone,
+/// three rounds against the version before it): 6.70-6.71 -> 6.12-6.16 us at context 128, 8.39-8.42
+/// -> 7.73-7.78 at 1024; in bench/engine_kernels.py's run 6.26 us against the hand-written
+/// kernel's 6.12 at 128 (0.98x) and 8.07 against 8.71 at 1024.
 __device__ __forceinline__ bool states_gathered(int64_t rows, int64_t width, int64_t splits) {
   return states_in_cluster(rows, width, splits) && splits * rows * width <= kClusterStateFloats;
 }

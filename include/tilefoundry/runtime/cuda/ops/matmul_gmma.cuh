@@ -318,7 +318,10 @@ struct Math {
   /// peer's memory instead, a round trip a word, 31.7 us, of which the move of the 128 KiB of sums
   /// 4.4 (leaving it out: 27.4); these stores of all the sums one way 30.4; half of them each way,
   /// each CTA storing half the tile (mapped_tiles), 28.5-28.8 (down + residual, 6144 deep: 52.6
-  /// -> 50.5-50.9; cuBLAS 18.0 and 39.2-40.0 in the same run).
+  /// -> 50.5-50.9; cuBLAS 18.0 and 39.2-40.0 in the same run). Through st.async, the bytes counted
+  /// on the peer's barrier and no cluster barrier after the stores (an H100, 2026-12-05, two rounds
+  /// against the cluster barriers' version): o_proj 28.3-28.5 -> 27.4-27.5 us, down 49.5-49.8 ->
+  /// 48.5 (cuBLAS 17.6 and 38.7).
   __device__ void give(float4* kept, uint64_t* landed, unsigned peer) const {
     constexpr int kWords = int(decltype(cute::size(acc))::value) / 4;
     int const tid = int(threadIdx.x);
