@@ -228,6 +228,27 @@ def test_a_prompts_many_query_rows_run_in_blocks_through_the_tensor_cores_on_a_g
         assert "ops::attention_rows" not in generate(lower(Attention, target)).source, target
 
 
+@pytest.mark.parametrize("head_dim, ring", [(128, True), (64, False)])
+def test_a_prompts_blocks_take_a_ring_of_dynamic_shared_memory_on_wgmma(head_dim: int, ring: bool) -> None:
+    """At a head_dim of 128 on sm_90a the blocks' kernel gives ops::attention_rows a ring of dynamic shared memory
+    (q, the keys, two stages of values: the wgmma tier's tiles, CUDA_ATTENTION_RING_BYTES), the host entry raising
+    the kernel's limit for it; other head_dims keep mma.sync's static shared memory. Either way the kernel is built
+    for three CTAs an SM."""
+    from tilefoundry.engine.compiled_kernels import SlotShapes, slot_functions
+    from tilefoundry.engine.decoder import DecoderSpec
+    from tilefoundry.lower.attention import CUDA_ATTENTION_RING_BYTES
+
+    spec = DecoderSpec(hidden=4 * head_dim, heads=4, kv_heads=2, head_dim=head_dim, vocab=64, eps=1e-6,
+                       max_positions=2048)
+    fn = slot_functions(SlotShapes(spec, "bf16", 0, False, False))["attention"]
+    source = generate(lower(fn, "cuda:sm_90a", split_rows=True)).source
+    (call,) = [line for line in source.splitlines() if "ops::attention_rows<float>(" in line]
+    assert call.rstrip().endswith(", ring);") == ring
+    assert (f"static_cast<std::size_t>({CUDA_ATTENTION_RING_BYTES})" in source) == ring
+    assert ("make_attention_ring" in source) == ring
+    assert "__launch_bounds__(128, 3) attention_many_rows" in source
+
+
 def test_a_query_that_sees_no_key_gets_nan_as_in_the_evaluator() -> None:
     compiled = jit(Attention, target="cpu").functions["causal"]
     q, keys, vals, _, kv_pos = _inputs("causal", 2, 9)

@@ -350,11 +350,12 @@ class KernelEmitter:
             indices = [f"int64_t({self.row_offset(i)})" for i in s.indices]
             acc = cxx.COMPUTE_TYPES[s.tag.name]
             line = f"ops::attention<{acc}>({', '.join([*functors, *args, out, *indices])});"
-        elif s.family == "attention_rows":  # ops::attention_rows<Acc>(scores, [cmp, qpos, [kpos,]] q, k, v, out, block)
-            functors = [self.tag_of(t) for t in s.functors]
+        elif s.family == "attention_rows":  # ops::attention_rows<Acc>(scores, [cmp, qpos, [kpos,]] q, k, v, out, block
+            functors = [self.tag_of(t) for t in s.functors]  # [, ring])
             block = f"int64_t({self.row_offset(s.indices[0])})"
+            ring = [self.buffer(s.workspace)] if s.workspace is not None else []
             acc = cxx.COMPUTE_TYPES[s.tag.name]
-            line = f"ops::attention_rows<{acc}>({', '.join([*functors, *args, out, block])});"
+            line = f"ops::attention_rows<{acc}>({', '.join([*functors, *args, out, block, *ring])});"
         elif s.family == "attention_combine":  # ops::attention_combine(part, out[, rank, ranks]): ranks a cluster's
             indices = [f"int64_t({self.row_offset(i)})" for i in s.indices]
             line = f"ops::attention_combine({', '.join([args[0], out, *indices])});"

@@ -29,7 +29,7 @@ from ..target import CudaTarget, Target
 from ..tir.buffer import Buffer, Literal
 from ..tir.function import Schedule
 from ..tir.layout import TLayout
-from ..tir.stmt import GmemView, OpCall, Origin, RowLoop, RowOffset, Stmt, Tag
+from ..tir.stmt import Alloc, GmemView, OpCall, Origin, RowLoop, RowOffset, Stmt, Tag
 from .errors import LoweringError
 from .gemm import CUDA_GEMM_MIN_ROWS
 from .program import Op
@@ -54,6 +54,13 @@ CUDA_MAX_CLUSTER = 16
 # CUDA_ATTENTION_THREADS takes CUDA_ATTENTION_BLOCK_ROWS query rows of one key head over every key they see, and
 # writes them (no slices, no combine).
 CUDA_ATTENTION_BLOCK_ROWS = 64  # attention_mma.cuh's kBlockRows
+# CTAs an SM the blocks' kernel is built to hold (__launch_bounds__' minimum: at most 168 registers a thread), which
+# the wgmma tier's scores a tile ahead of the softmax need to keep three (185 registers unbounded: two).
+CUDA_ATTENTION_ROWS_CTAS_PER_SM = 3
+# The wgmma tier's shared memory (sm_90a, a head_dim of 128: attention_gmma.cuh's kRingBytes), given as a
+# ring in the dynamic shared memory: the block's q, a tile of keys, two stages of values (64 x 128 16-bit elements
+# each) and the slack that aligns them to the 128-byte swizzle's 1024 bytes.
+CUDA_ATTENTION_RING_BYTES = 4 * 64 * 128 * 2 + 1024
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -177,9 +184,15 @@ def attention_bodies(name: str, op: Op, views: list[View], out: View, part: str 
             operands.append(gmem(body, "kpos", kpos, (n,), (kpos.strides[1],), ()))
     grid = product((heads, splits))
     if part is None:  # the block's query rows written whole
+        ring = None
+        if isinstance(target, CudaTarget) and target.sm == 90 and d == 128:  # the wgmma tier (sm_90a) and its ring
+            elems = CUDA_ATTENTION_RING_BYTES * 8 // q.root.type.dtype.bits
+            ring = Buffer("ring", q.root.type.dtype, Storage.smem, (elems,), TLayout((elems,), (1,)))
+            body.insert(0, Alloc(ring))
         body.append(OpCall("attention_rows", Tag(op.attrs["acc_dtype"].name), (*operands, qb, kb, vb), pb, origin,
-                           functors=tuple(functors), indices=(RowOffset(((1, splits, 1),)),)))
-        return [([RowLoop("row", body)], Schedule("attention", grid, threads, rows=grid, rows_per_cta=1))]
+                           functors=tuple(functors), indices=(RowOffset(((1, splits, 1),)),), workspace=ring))
+        return [([RowLoop("row", body)], Schedule("attention", grid, threads, rows=grid, rows_per_cta=1,
+                                                  ctas_per_sm=CUDA_ATTENTION_ROWS_CTAS_PER_SM))]
     call = OpCall("attention", Tag(op.attrs["acc_dtype"].name), (*operands, qb, kb, vb), pb, origin,
                   functors=tuple(functors), indices=(RowOffset(((1, splits, 1),)), RowOffset(base=splits)))
     body.append(call)

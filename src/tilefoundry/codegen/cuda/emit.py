@@ -89,9 +89,9 @@ def _round_up(n: Dim) -> Dim:
 
 
 def _dynamic_buffers(fn: PrimFunc) -> list[Buffer]:
-    """The buffers in the dynamic shared memory: those of launch-time size, and a matmul's ring (a constant size,
-    but more than a kernel's static shared memory may hold: 48 KiB)."""
-    rings = {k for k, call in _workspaces(fn.body).items() if call.family == "matmul"}
+    """The buffers in the dynamic shared memory: those of launch-time size, and a matmul's or a prompt attention's
+    ring (a constant size, but more than a kernel's static shared memory may hold: 48 KiB)."""
+    rings = {k for k, call in _workspaces(fn.body).items() if call.family in RING_FAMILIES}
     return [b for b in allocations(fn.body) if not isinstance(b.local_size(), int) or id(b) in rings]
 
 
@@ -135,8 +135,11 @@ def _op_waits(body: list[Stmt]) -> bool:
 
 
 # The runtime's wrapper of an op family's shared-memory workspace: a reduction's double-buffered partials, a
-# matmul's ring of streamed weight rows (cuda/ops/matmul_stream.cuh).
-WORKSPACE_MAKERS = {"reduce": "ops::make_reduce_workspace", "matmul": "ops::make_matmul_ring"}
+# matmul's ring of streamed weight rows (cuda/ops/matmul_stream.cuh), a prompt attention's tiles on wgmma
+# (cuda/ops/attention_gmma.cuh).
+WORKSPACE_MAKERS = {"reduce": "ops::make_reduce_workspace", "matmul": "ops::make_matmul_ring",
+                    "attention_rows": "ops::make_attention_ring"}
+RING_FAMILIES = ("matmul", "attention_rows")  # their workspaces carved from the dynamic shared memory
 
 
 def _workspaces(body: list[Stmt]) -> dict[int, OpCall]:
@@ -261,7 +264,7 @@ class CudaKernel(KernelEmitter):
         call = self.workspaces[id(b)]
         ctype = cxx.cxx_type(b.dtype)
         maker = WORKSPACE_MAKERS[call.family]
-        if call.family == "matmul":
+        if call.family in RING_FAMILIES:
             declare = self._carve(b, storage)
             if call.weights_constant:  # ConstTensor weights: the ring's first stages copied before the wait
                 maker += "<ops::weights_constant>"

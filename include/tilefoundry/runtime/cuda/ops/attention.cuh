@@ -562,10 +562,13 @@ __device__ void attention(Scores scores, Cmp cmp, QPos const& qpos, Q const& q, 
 
 namespace attention_impl {
 /// A block of query rows written whole (ops::attention_rows): the tensor-core tier's, which
-/// lower/attention.py asks for only where it applies (attention_mma::tier, sm_80 and later).
-template <class Acc, class Scores, class Visible, class Q, class K, class V, class Out>
+/// lower/attention.py asks for only where it applies (attention_mma::tier, sm_80 and later). Given
+/// a ring (kRing; `ring`: attention_gmma::kRingBytes of dynamic shared memory, which
+/// lower/attention.py gives at a head_dim of 128 on sm_90a) the wgmma tier where it applies; else
+/// mma.sync's, in its own static shared memory.
+template <class Acc, bool kRing, class Scores, class Visible, class Q, class K, class V, class Out>
 __device__ void rows(Scores scores, Visible const& visible, Q const& q, K const& k, V const& v,
-                     Out& out, int64_t block) {
+                     Out& out, int64_t block, unsigned char* ring) {
   static_assert(attention_mma::tier<Acc, Q, K, V>(),
                 "ops::attention_rows takes 16-bit q, k, v of one type, rows of a static head_dim "
                 "(a multiple of 16, at most 128) with their elements contiguous, sums in float");
@@ -574,19 +577,35 @@ __device__ void rows(Scores scores, Visible const& visible, Q const& q, K const&
   int64_t const blocks = (rows_of_q + attention_mma::kBlockRows - 1) / attention_mma::kBlockRows;
   int64_t const r0 = (blocks - 1 - block) * attention_mma::kBlockRows;
 #if TILEFOUNDRY_ATTENTION_GMMA
-  if constexpr (attention_gmma::tier<Acc, Q, K, V>()) {
-    attention_gmma::block<Acc>(scores, visible, q, k, v, out, r0);
+  if constexpr (kRing && attention_gmma::tier<Acc, Q, K, V>()) {
+    attention_gmma::block<Acc>(scores, visible, q, k, v, out, r0, ring);
   } else {
+    (void)ring;
     attention_mma::block<Acc>(scores, visible, q, k, v, out, r0);
   }
 #elif TILEFOUNDRY_ATTENTION_MMA
+  (void)ring;
   attention_mma::block<Acc>(scores, visible, q, k, v, out, r0);
 #else
-  (void)scores, (void)visible, (void)q, (void)k, (void)v, (void)out, (void)r0;
+  (void)scores, (void)visible, (void)q, (void)k, (void)v, (void)out, (void)r0, (void)ring;
   __trap();  // built for a GPU before sm_80, which lower/attention.py never gives this op
 #endif
 }
 }  // namespace attention_impl
+
+/// The shared memory a prompt's attention takes its tiles in (ops::attention_rows' last argument,
+/// lower/attention.py's ring in the dynamic shared memory).
+template <class Tensor>
+struct attention_ring {
+  Tensor smem;
+  __device__ unsigned char* bytes() const {
+    return reinterpret_cast<unsigned char*>(cute::raw_pointer_cast(smem.data()));
+  }
+};
+template <class Tensor>
+__device__ attention_ring<Tensor> make_attention_ring(Tensor const& smem) {
+  return attention_ring<Tensor>{smem};
+}
 
 /// Many query rows at once (a prompt's attention): block `block` of attention_mma::kBlockRows rows
 /// of the G x M query rows of q (row r: token r / G of query head r % G), softmax(scores) @ v
@@ -595,7 +614,15 @@ __device__ void rows(Scores scores, Visible const& visible, Q const& q, K const&
 template <class Acc, class Scores, class Q, class K, class V, class Out>
 __device__ void attention_rows(Scores scores, Q const& q, K const& k, V const& v, Out&& out,
                                int64_t block) {
-  attention_impl::rows<Acc>(scores, attention_impl::visible_always{}, q, k, v, out, block);
+  attention_impl::rows<Acc, false>(scores, attention_impl::visible_always{}, q, k, v, out, block,
+                                   nullptr);
+}
+/// ... given a ring (attention_ring) for the wgmma tier's tiles.
+template <class Acc, class Scores, class Q, class K, class V, class Out, class R>
+__device__ void attention_rows(Scores scores, Q const& q, K const& k, V const& v, Out&& out,
+                               int64_t block, attention_ring<R> const& ring) {
+  attention_impl::rows<Acc, true>(scores, attention_impl::visible_always{}, q, k, v, out, block,
+                                  ring.bytes());
 }
 
 /// ... key n visible to query row m where cmp(kpos(n), qpos(m)).
@@ -604,7 +631,16 @@ template <class Acc, class Scores, class Cmp, class QPos, class KPos, class Q, c
 __device__ void attention_rows(Scores scores, Cmp cmp, QPos const& qpos, KPos const& kpos,
                                Q const& q, K const& k, V const& v, Out&& out, int64_t block) {
   attention_impl::visible_where<Cmp, QPos, KPos> const visible{cmp, qpos, kpos};
-  attention_impl::rows<Acc>(scores, visible, q, k, v, out, block);
+  attention_impl::rows<Acc, false>(scores, visible, q, k, v, out, block, nullptr);
+}
+/// ... given a ring.
+template <class Acc, class Scores, class Cmp, class QPos, class KPos, class Q, class K, class V,
+          class Out, class R>
+__device__ void attention_rows(Scores scores, Cmp cmp, QPos const& qpos, KPos const& kpos,
+                               Q const& q, K const& k, V const& v, Out&& out, int64_t block,
+                               attention_ring<R> const& ring) {
+  attention_impl::visible_where<Cmp, QPos, KPos> const visible{cmp, qpos, kpos};
+  attention_impl::rows<Acc, true>(scores, visible, q, k, v, out, block, ring.bytes());
 }
 
 /// ... key n visible to query row m where cmp(n, qpos(m)) (the keys a cache in position order: a
@@ -613,7 +649,16 @@ template <class Acc, class Scores, class Cmp, class QPos, class Q, class K, clas
 __device__ void attention_rows(Scores scores, Cmp cmp, QPos const& qpos, Q const& q, K const& k,
                                V const& v, Out&& out, int64_t block) {
   attention_impl::visible_index<Cmp, QPos, attention_impl::key_index_t<K>> const visible{cmp, qpos};
-  attention_impl::rows<Acc>(scores, visible, q, k, v, out, block);
+  attention_impl::rows<Acc, false>(scores, visible, q, k, v, out, block, nullptr);
+}
+/// ... given a ring.
+template <class Acc, class Scores, class Cmp, class QPos, class Q, class K, class V, class Out,
+          class R>
+__device__ void attention_rows(Scores scores, Cmp cmp, QPos const& qpos, Q const& q, K const& k,
+                               V const& v, Out&& out, int64_t block,
+                               attention_ring<R> const& ring) {
+  attention_impl::visible_index<Cmp, QPos, attention_impl::key_index_t<K>> const visible{cmp, qpos};
+  attention_impl::rows<Acc, true>(scores, visible, q, k, v, out, block, ring.bytes());
 }
 
 /// The slices' states part (S x G x M x (Dv + 2)) merged into out (G x M x Dv).

@@ -1,14 +1,15 @@
 // ops::attention_rows's Hopper tier (sm_90a): the blocks of query rows of attention_mma.cuh, the
 // same CTA of one warpgroup taking kBlockRows rows of one key head over kKeyTile keys at a time,
-// with both products on wgmma instead of mma.sync.
+// with both products on wgmma instead of mma.sync, in the ring of dynamic shared memory the call
+// is given (lower/attention.py's, kRingBytes).
 //
-// Each warp keeps its 16 rows of q in registers as the A fragments of every k16 step (they are
-// the mma.sync m16n8k16 A fragments, which wgmma's register operand shares), and the warpgroup's
-// wgmma reads the tile's keys (scores = q k^T, m64 n kKeyTile, keys K-major) and values (o += p v,
-// m64 n D, values MN-major) from shared memory itself: a tile is read once a CTA where mma.sync
-// read it once a warp. The accumulators have mma.sync's m16n8 layout too, so the tile's scores
-// become weights by attention_mma::weigh, and the weights, rounded to T, are the A fragments of
-// the values' product as they stand.
+// The warpgroup's wgmma reads the block's q and the tile's keys (scores = q k^T, m64 n kKeyTile,
+// both K-major) and values (o += p v, m64 n D, values MN-major) from shared memory itself: a tile
+// is read once a CTA where mma.sync read it once a warp. The accumulators have mma.sync's m16n8
+// layout, so the tile's scores become weights by attention_mma::weights, and the weights, rounded
+// to T, are the A fragments (registers) of the values' product as they stand. The tensor cores run
+// a tile ahead of the softmax: tile i + 1's scores are made while tile i's weights multiply its
+// values.
 //
 // A tile of rows (q's, the keys', the values') is stored as wgmma's 128-byte swizzle wants it:
 // D / 64 blocks of 64 columns, each row of a block 128 bytes, its 16-byte words permuted by the
@@ -23,9 +24,13 @@
 // 1336-1338 us against 62.9-63.7 and 1434-1435 (SDPA 35.9-36.8, 956-966): 0.60x and 0.72x. Profiled
 // there (ncu, 8192 tokens): the issue slots 55% busy, the integer pipe the busiest (47%), 4.8
 // cycles a warp between instructions with three CTAs (12 warps) an SM, the registers' limit: the
-// softmax's instructions and their latency bound it, not the tensor cores. Next: the next tile's
-// scores issued before this tile's softmax (a second set of score registers), fewer registers for a
-// fourth CTA, the scores rounded two at a time.
+// softmax's instructions and their latency bound it, not the tensor cores. This version (the next
+// tile's scores issued with this tile's values' product, q from shared memory, the tiles in the
+// ring, the scores rounded two at a time; 150 registers, three CTAs an SM), on the H100 in the same
+// run as the one before it (two rounds, 2026-12-05): 1024 tokens 54.1-55.3 us against 58.8-59.9
+// (SDPA 36.2-36.8: 0.67x), 8192 tokens 1195-1202 against 1317-1321 (SDPA 955-957: 0.80x). The
+// first step alone (q in registers, 185 registers, two CTAs an SM) had been faster at 1024 tokens
+// (53.5 us) but slower at 8192 (1407-1422).
 #pragma once
 
 #include <tilefoundry/runtime/common/config.h>
@@ -76,6 +81,10 @@ TILEFOUNDRY_HOST_DEVICE constexpr int tile_offset(int row, int col) {
   return col / 64 * (kKeyTile * 64) + row * 64 + (((col % 64) / 8) ^ (row % 8)) * 8 + col % 8;
 }
 
+/// Bytes of the ring a call of this tier takes (lower/attention.py's CUDA_ATTENTION_RING_BYTES): q,
+/// a tile of keys and two of values at a head_dim of 128, and the slack that aligns them to 1024.
+constexpr int kRingBytes = 4 * kKeyTile * 128 * 2 + 1024;
+
 #if TILEFOUNDRY_ATTENTION_GMMA
 /// A wgmma descriptor of the tile at shared address `address` in the 128-byte swizzle: 8-row
 /// groups 1024 bytes apart and, read MN-major (`mn`, the values), column blocks kKeyTile * 128
@@ -113,6 +122,14 @@ __device__ __forceinline__ void wgmma(float (&d)[J][4], uint32_t const (&a)[4], 
           accumulate ? cute::GMMA::ScaleOut::One : cute::GMMA::ScaleOut::Zero);
 }
 
+/// ... for the k16 step whose A the descriptor `a` gives (from shared memory).
+template <class Op, int J, size_t... I>
+__device__ __forceinline__ void wgmma(float (&d)[J][4], uint64_t a, uint64_t b, bool accumulate,
+                                      std::index_sequence<I...>) {
+  Op::fma(a, b, d[I / 4][I % 4]...,
+          accumulate ? cute::GMMA::ScaleOut::One : cute::GMMA::ScaleOut::Zero);
+}
+
 /// Registers a wgmma reads or writes while it runs, pinned here: the compiler neither moves their
 /// uses across this point nor gives them to other values before it (a register operand that dies
 /// at the wgmma's issue would otherwise be reused while the tensor cores still read it).
@@ -129,92 +146,128 @@ __device__ __forceinline__ void fence(R (&d)[J][4]) {
 /// out.
 template <class Acc, class Scores, class Visible, class Q, class K, class V, class Out>
 __device__ void block(Scores scores, Visible const& visible, Q const& q, K const& k, V const& v,
-                      Out& out, int64_t r0) {
+                      Out& out, int64_t r0, unsigned char* ring) {
   using E = attention_mma::elem_t<decltype(q(0, 0, 0))>;
   constexpr int D = int(decltype(cute::shape<2>(q.layout()))::value);
   constexpr int kDTiles = D / 8;
   constexpr int kTile = kKeyTile * D;  // elements of a tile
   using Major = cute::GMMA::Major;
-  using ScoresOp = decltype(cute::SM90::GMMA::rs_op_selector<
+  static_assert(kTile * 2 * 4 + 1024 <= kRingBytes, "the ring holds q, the keys, two value stages");
+  using ScoresOp = decltype(cute::SM90::GMMA::ss_op_selector<
                             E, E, float, cute::Shape<cute::_64, cute::Int<kKeyTile>, cute::_16>,
                             Major::K, Major::K>());
   using ValuesOp =
       decltype(cute::SM90::GMMA::rs_op_selector<E, E, float,
                                                 cute::Shape<cute::_64, cute::Int<D>, cute::_16>,
                                                 Major::K, Major::MN>());
-  __shared__ __align__(1024) E sK[kTile];
-  __shared__ __align__(1024) E sV[kTile];
+  // the ring, from its first 1024-byte boundary: q, the keys, the values' two stages
+  E* const sQ = reinterpret_cast<E*>(ring + (-reinterpret_cast<uintptr_t>(ring) & 1023));
+  E* const sK = sQ + kTile;
+  E* const sV = sK + kTile;
 
   auto const b = attention_mma::block_rows(visible, q, k, v, r0);
   int64_t const seen = b.seen;
   bool const words = b.words;
-
-  uint32_t qf[D / 16][4];  // this block's rows of q, the A fragments of every k-step
-  attention_mma::load_q<D>(sK, tile_offset<D>, b, q, qf);  // sK is the keys' from here
+  fill<D>(
+      sQ, [&](int i) { return b.q_row(q, i); }, b.rows_here, words);  // read by every tile
 
   float o[kDTiles][4];
   CUTE_UNROLL
   for (int j = 0; j < kDTiles; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
   float mx[2] = {-INFINITY, -INFINITY}, sum[2] = {0.0f, 0.0f};
+  uint32_t const q_at = unsigned(__cvta_generic_to_shared(sQ));
   uint32_t const k_at = unsigned(__cvta_generic_to_shared(sK));
   uint32_t const v_at = unsigned(__cvta_generic_to_shared(sV));
 
   auto const key_row = [&](int64_t n0) { return [&k, n0](int i) { return &k(0, n0 + i); }; };
   auto const val_row = [&](int64_t n0) { return [&v, n0](int i) { return &v(n0 + i, 0); }; };
-  // groups of copies in flight at the top of a tile: its keys', then its values'
-  if (seen > 0) {
-    fill<D>(sK, key_row(0), seen < kKeyTile ? seen : kKeyTile, words);
-    fill<D>(sV, val_row(0), seen < kKeyTile ? seen : kKeyTile, words);
-  }
-  for (int64_t n0 = 0; n0 < seen; n0 += kKeyTile) {
-    int64_t const here = seen - n0 < kKeyTile ? seen - n0 : kKeyTile;
-    ops::cp_async_wait<1>();
-    publish();  // the tile's keys are in
-    // scores = q k^T: k16 step kk reads columns [16 kk, 16 kk + 16) of the keys, 32 bytes a step
-    // into a 128-byte row of column block kk / 4
-    float s[kKeyTile / 8][4];
+  auto const keys_in = [seen](int64_t n0) { return seen - n0 < kKeyTile ? seen - n0 : kKeyTile; };
+  // scores = q k^T of the keys in sK, issued: k16 step kk reads columns [16 kk, 16 kk + 16) of
+  // the keys, 32 bytes a step into a 128-byte row of column block kk / 4
+  float s[kKeyTile / 8][4];
+  auto const issue_scores = [&]() {
     fence(s);
-    fence(qf);
     cute::warpgroup_arrive();
     CUTE_UNROLL
     for (int kk = 0; kk < D / 16; ++kk) {
-      uint32_t const at = k_at + uint32_t(kk / 4 * kKeyTile * 128 + kk % 4 * 32);
-      wgmma<ScoresOp>(s, qf[kk], descriptor(at, false), kk > 0,
+      uint32_t const step = uint32_t(kk / 4 * kKeyTile * 128 + kk % 4 * 32);
+      wgmma<ScoresOp>(s, descriptor(q_at + step, false), descriptor(k_at + step, false), kk > 0,
                       std::make_index_sequence<kKeyTile / 2>{});
     }
     cute::warpgroup_commit_batch();
-    cute::warpgroup_wait<0>();
-    fence(s);
-    fence(qf);
-    uint32_t pf[kKeyTile / 16][4];
-    attention_mma::weigh<E>(scores, visible, s, o, mx, sum, pf, n0, here, b.pos_a, b.pos_b);
-    __syncthreads();  // every warp's scores are read: sK takes the next tile's keys
-    bool const more = n0 + kKeyTile < seen;
-    int64_t const next = seen - n0 - kKeyTile < kKeyTile ? seen - n0 - kKeyTile : kKeyTile;
-    if (more) {
-      fill<D>(sK, key_row(n0 + kKeyTile), next, words);
-    } else {
-      ops::cp_async_commit();  // an empty group: the count below holds at the last tile too
-    }
-    ops::cp_async_wait<1>();  // this tile's values are in (the next keys may not be)
-    publish();
-    // o += weights @ values: k16 step kk reads the values' rows [16 kk, 16 kk + 16), two 8-row
-    // groups of 1024 bytes
+  };
+  if (seen <= 0) {
+    ops::cp_async_wait<0>();
+    attention_mma::finish<E>(o, sum, out, b.ra, b.rb, b.total, b.groups);  // no key: 0 / 0
+    return;
+  }
+  // The tensor cores run a tile ahead of the softmax: while tile i's weights multiply its values
+  // (o += p v), tile i + 1's scores are made and weighed; the weighted sums are rescaled for tile
+  // i + 1's maxima once tile i's product is done. The copies: tile i + 1's values (into stage
+  // (i + 1) % 2 of sV) start at the top of tile i, tile i + 2's keys (into sK) once tile i + 1's
+  // scores are made; at the top of a tile every group but the newest is waited for.
+  fill<D>(sK, key_row(0), keys_in(0), words);
+  fill<D>(sV, val_row(0), keys_in(0), words);
+  ops::cp_async_wait<1>();
+  publish();  // q and tile 0's keys are in
+  issue_scores();
+  cute::warpgroup_wait<0>();
+  fence(s);
+  float scale[2];
+  __syncthreads();  // every warp's product has read the keys: sK takes tile 1's
+  if (kKeyTile < seen) {
+    fill<D>(sK, key_row(kKeyTile), keys_in(kKeyTile), words);
+  } else {
+    ops::cp_async_commit();
+  }
+  attention_mma::weights<E>(scores, visible, s, mx, sum, scale, 0, keys_in(0), b.pos_a, b.pos_b);
+  uint32_t pf[kKeyTile / 16][4];
+  attention_mma::pack_weights<E>(s, pf);
+  // o += weights @ values of the stage: k16 step kk reads the values' rows [16 kk, 16 kk + 16),
+  // two 8-row groups of 1024 bytes
+  auto const issue_values = [&](int stage) {
     fence(o);
     fence(pf);
     cute::warpgroup_arrive();
     CUTE_UNROLL
     for (int kk = 0; kk < kKeyTile / 16; ++kk) {
-      wgmma<ValuesOp>(o, pf[kk], descriptor(v_at + uint32_t(kk * 2048), true), true,
-                      std::make_index_sequence<D / 2>{});
+      uint32_t const at = v_at + uint32_t(stage * kTile * 2 + kk * 2048);
+      wgmma<ValuesOp>(o, pf[kk], descriptor(at, true), true, std::make_index_sequence<D / 2>{});
     }
     cute::warpgroup_commit_batch();
+  };
+  int stage = 0;
+  int64_t n0 = 0;
+  for (; n0 + kKeyTile < seen; n0 += kKeyTile, stage ^= 1) {  // the tiles a next one follows
+    int64_t const n1 = n0 + kKeyTile;
+    fill<D>(sV + (stage ^ 1) * kTile, val_row(n1), keys_in(n1), words);
+    ops::cp_async_wait<1>();
+    publish();  // this tile's values and the next tile's keys are in
+    issue_scores();
+    issue_values(stage);
+    cute::warpgroup_wait<1>();  // the next tile's scores (the values' product may still run)
+    fence(s);
+    __syncthreads();  // every warp's product has read the keys: sK takes tile + 2's
+    if (n1 + kKeyTile < seen) {
+      fill<D>(sK, key_row(n1 + kKeyTile), keys_in(n1 + kKeyTile), words);
+    } else {
+      ops::cp_async_commit();  // an empty group: the count at the top holds
+    }
+    attention_mma::weights<E>(scores, visible, s, mx, sum, scale, n1, keys_in(n1), b.pos_a,
+                              b.pos_b);
     cute::warpgroup_wait<0>();
     fence(o);
     fence(pf);
-    __syncthreads();  // every warp's values are read: sV takes the next tile's
-    if (more) fill<D>(sV, val_row(n0 + kKeyTile), next, words);
+    attention_mma::rescale(o, scale);
+    attention_mma::pack_weights<E>(s, pf);
+    __syncthreads();  // every warp's product has read this stage of the values: it takes tile + 2's
   }
+  ops::cp_async_wait<0>();
+  publish();  // the last tile's values are in
+  issue_values(stage);
+  cute::warpgroup_wait<0>();
+  fence(o);
+  fence(pf);
   ops::cp_async_wait<0>();
   attention_mma::finish<E>(o, sum, out, b.ra, b.rb, b.total, b.groups);
 }

@@ -30,6 +30,8 @@
 #include <tilefoundry/runtime/cuda/ops/copy_async.cuh>
 
 #include <cstdint>
+#include <cstring>
+#include <cuda_fp16.h>
 #include <type_traits>
 
 namespace tilefoundry {
@@ -141,33 +143,74 @@ __device__ __forceinline__ float exp2_flushed(float x) {
   return y;
 }
 
-/// A tile of scores to weights, for the 16 rows of a warp (this thread's two: row g at pos_a and
-/// g + 8 at pos_b), in the m16n8 accumulators' layout s[j][e] (keys n0 + 8 j + 2 t + e % 2, row
-/// e / 2) that mma.sync and wgmma share: each score made as the evaluator makes it, the keys past
-/// `here` and the invisible ones -inf; the running maximum mx and sum of each row and their
-/// weighted sums o rescaled where the maximum grows; the weights e^(score - maximum), summed in
-/// float, rounded to E into pf: the A fragments of the values' product (k16 step j / 2). Where the
-/// visibility tells that every key of the tile is visible to all the warp's rows (a causal
-/// prompt's tiles below the diagonal) no key is tested.
-template <class E, int kDTiles, class Scores, class Visible, class P>
-__device__ __forceinline__ void weigh(Scores scores, Visible const& visible,
-                                      float (&s)[kKeyTile / 8][4], float (&o)[kDTiles][4],
-                                      float (&mx)[2], float (&sum)[2],
-                                      uint32_t (&pf)[kKeyTile / 16][4], int64_t n0, int64_t here,
-                                      P pos_a, P pos_b) {
+/// Two floats rounded to E (bf16 or f16) by one conversion of the pair, and back to float: what
+/// detail::convert does to each, in one instruction where it takes two.
+template <class E>
+__device__ __forceinline__ void round_pair(float& a, float& b) {
+  uint32_t w;  // a's rounding in the low half, b's in the high
+  if constexpr (std::is_same_v<E, cute::bfloat16_t>) {
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(b), "f"(a));
+    a = __uint_as_float(w << 16);
+    b = __uint_as_float(w & 0xffff0000u);
+  } else {
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(b), "f"(a));
+    __half2 h;
+    memcpy(&h, &w, 4);
+    float2 const f = __half22float2(h);
+    a = f.x;
+    b = f.y;
+  }
+}
+
+/// Two dot products made scores as attention_impl::score makes each (rounded to E, scaled,
+/// rounded), a pair of roundings at a time.
+template <class E, class C>
+__device__ __forceinline__ void score_pair(scores_times<C> s, float& a, float& b) {
+  float const by = detail::convert<float>(detail::convert<E>(s.value));
+  round_pair<E>(a, b);
+  a *= by, b *= by;
+  round_pair<E>(a, b);
+}
+template <class E, class C>
+__device__ __forceinline__ void score_pair(scores_over<C> s, float& a, float& b) {
+  float const by = detail::convert<float>(detail::convert<E>(s.value));
+  round_pair<E>(a, b);
+  a /= by, b /= by;
+  round_pair<E>(a, b);
+}
+template <class E>
+__device__ __forceinline__ void score_pair(scores_as_is, float& a, float& b) {
+  round_pair<E>(a, b);
+}
+
+/// A tile of scores to weights in place, for the 16 rows of a warp (this thread's two: row g at
+/// pos_a and g + 8 at pos_b), in the m16n8 accumulators' layout s[j][e] (keys n0 + 8 j + 2 t + e %
+/// 2, row e / 2) that mma.sync and wgmma share: each score made as the evaluator makes it, the keys
+/// past `here` and the invisible ones -inf; the running maximum mx and sum of each row updated, and
+/// `scale` the factor the rows' weighted sums take for the new maximum (rescale); the weights
+/// e^(score - maximum), summed in float. Where the visibility tells that every key of the tile is
+/// visible to all the warp's rows (a causal prompt's tiles below the diagonal) no key is tested.
+/// The scores are rounded two at a time (score_pair).
+template <class E, class Scores, class Visible, class P>
+__device__ __forceinline__ void weights(Scores scores, Visible const& visible,
+                                        float (&s)[kKeyTile / 8][4], float (&mx)[2],
+                                        float (&sum)[2], float (&scale)[2], int64_t n0,
+                                        int64_t here, P pos_a, P pos_b) {
   int const t = int(threadIdx.x) % 4;
   int64_t const last = n0 + kKeyTile - 1;
   bool const whole = __all_sync(0xffffffffu, here == kKeyTile && visible.all(n0, last, pos_a) &&
                                                  visible.all(n0, last, pos_b));
   float top[2] = {mx[0], mx[1]};
+  CUTE_UNROLL
+  for (int j = 0; j < kKeyTile / 8; ++j) {
+    score_pair<E>(scores, s[j][0], s[j][1]);
+    score_pair<E>(scores, s[j][2], s[j][3]);
+  }
   if (whole) {
     CUTE_UNROLL
     for (int j = 0; j < kKeyTile / 8; ++j) {
       CUTE_UNROLL
-      for (int e = 0; e < 4; ++e) {
-        s[j][e] = attention_impl::score<E>(scores, s[j][e]);
-        top[e / 2] = fmaxf(top[e / 2], s[j][e]);
-      }
+      for (int e = 0; e < 4; ++e) top[e / 2] = fmaxf(top[e / 2], s[j][e]);
     }
   } else {
     int const first = 2 * t, keys = int(here);  // here <= kKeyTile
@@ -177,14 +220,14 @@ __device__ __forceinline__ void weigh(Scores scores, Visible const& visible,
       for (int e = 0; e < 4; ++e) {
         int const i = first + j * 8 + (e & 1);  // the key's index in the tile
         bool const ok = i < keys && visible.test(visible.key(n0 + i), e < 2 ? pos_a : pos_b);
-        float const sc = ok ? attention_impl::score<E>(scores, s[j][e]) : -INFINITY;
+        float const sc = ok ? s[j][e] : -INFINITY;
         s[j][e] = sc;
         top[e / 2] = fmaxf(top[e / 2], sc);
       }
     }
   }
   constexpr float kLog2e = 1.4426950408889634f;
-  float scale[2], shift[2];
+  float shift[2];
   CUTE_UNROLL
   for (int h = 0; h < 2; ++h) {
     top[h] = fmaxf(top[h], __shfl_xor_sync(0xffffffffu, top[h], 1));
@@ -194,23 +237,51 @@ __device__ __forceinline__ void weigh(Scores scores, Visible const& visible,
     sum[h] *= scale[h];
     shift[h] = mx[h] == -INFINITY ? 0.0f : -mx[h] * kLog2e;  // e^(s - mx) = 2^(s log2(e) + shift)
   }
-  if (__any_sync(0xffffffffu, scale[0] != 1.0f || scale[1] != 1.0f)) {  // a maximum grew
+  CUTE_UNROLL
+  for (int j = 0; j < kKeyTile / 8; ++j) {
+    CUTE_UNROLL
+    for (int e = 0; e < 4; ++e) {
+      s[j][e] = exp2_flushed(fmaf(s[j][e], kLog2e, shift[e / 2]));
+      sum[e / 2] += s[j][e];
+    }
+  }
+}
+
+/// The rows' weighted sums o times the factors `weights` gave (skipped where no row's maximum grew
+/// in the warp).
+template <int kDTiles>
+__device__ __forceinline__ void rescale(float (&o)[kDTiles][4], float const (&scale)[2]) {
+  if (__any_sync(0xffffffffu, scale[0] != 1.0f || scale[1] != 1.0f)) {
     CUTE_UNROLL
     for (int j = 0; j < kDTiles; ++j) {
       o[j][0] *= scale[0], o[j][1] *= scale[0], o[j][2] *= scale[1], o[j][3] *= scale[1];
     }
   }
+}
+
+/// The tile's weights w rounded to E, as the A fragments of the values' product (k16 step j / 2).
+template <class E>
+__device__ __forceinline__ void pack_weights(float const (&w)[kKeyTile / 8][4],
+                                             uint32_t (&pf)[kKeyTile / 16][4]) {
   CUTE_UNROLL
   for (int j = 0; j < kKeyTile / 8; ++j) {
-    float w[4];
-    CUTE_UNROLL
-    for (int e = 0; e < 4; ++e) {
-      w[e] = exp2_flushed(fmaf(s[j][e], kLog2e, shift[e / 2]));
-      sum[e / 2] += w[e];
-    }
-    pf[j / 2][(j % 2) * 2 + 0] = pack<E>(w[0], w[1]);  // row g, keys 2t, 2t + 1
-    pf[j / 2][(j % 2) * 2 + 1] = pack<E>(w[2], w[3]);  // row g + 8
+    pf[j / 2][(j % 2) * 2 + 0] = pack<E>(w[j][0], w[j][1]);  // row g, keys 2t, 2t + 1
+    pf[j / 2][(j % 2) * 2 + 1] = pack<E>(w[j][2], w[j][3]);  // row g + 8
   }
+}
+
+/// weights, rescale and pack_weights one after the other: a tile of scores s to the A fragments pf
+/// of the values' product, the weighted sums o rescaled for the new maxima.
+template <class E, int kDTiles, class Scores, class Visible, class P>
+__device__ __forceinline__ void weigh(Scores scores, Visible const& visible,
+                                      float (&s)[kKeyTile / 8][4], float (&o)[kDTiles][4],
+                                      float (&mx)[2], float (&sum)[2],
+                                      uint32_t (&pf)[kKeyTile / 16][4], int64_t n0, int64_t here,
+                                      P pos_a, P pos_b) {
+  float scale[2];
+  weights<E>(scores, visible, s, mx, sum, scale, n0, here, pos_a, pos_b);
+  rescale(o, scale);
+  pack_weights<E>(s, pf);
 }
 
 /// The weighted sums o of this thread's rows ra and rb (of `total`; row r: query head r % groups of
