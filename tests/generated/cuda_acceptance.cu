@@ -406,8 +406,8 @@ void swiglu_entry(tvm::ffi::TensorView gate, tvm::ffi::TensorView up, tvm::ffi::
   check.aligned(up, "up", 16);
   check.contiguous(out, "out");
   check.aligned(out, "out", 16);
-  check.disjoint(out, "out", gate, "gate");
-  check.disjoint(out, "out", up, "up");
+  check.same_or_disjoint(out, "out", gate, "gate");
+  check.same_or_disjoint(out, "out", up, "up");
   auto* const gate_ptr = host::data<cute::bfloat16_t const>(gate);
   auto* const up_ptr = host::data<cute::bfloat16_t const>(up);
   auto* const out_ptr = host::data<cute::bfloat16_t>(out);
@@ -1045,7 +1045,7 @@ void scaled_segments_entry(tvm::ffi::TensorView x, tvm::ffi::TensorView weight, 
   check.contiguous(scale, "scale");
   check.contiguous(out, "out");
   check.aligned(out, "out", 16);
-  check.disjoint(out, "out", x, "x");
+  check.same_or_disjoint(out, "out", x, "x");
   check.disjoint(out, "out", weight, "weight");
   check.disjoint(out, "out", scale, "scale");
   auto* const x_ptr = host::data<cute::bfloat16_t const>(x);
@@ -2972,8 +2972,8 @@ void swiglu_2048_entry(tvm::ffi::TensorView gate, tvm::ffi::TensorView up, tvm::
   check.aligned(up, "up", 16);
   check.contiguous(out, "out");
   check.aligned(out, "out", 16);
-  check.disjoint(out, "out", gate, "gate");
-  check.disjoint(out, "out", up, "up");
+  check.same_or_disjoint(out, "out", gate, "gate");
+  check.same_or_disjoint(out, "out", up, "up");
   auto* const gate_ptr = host::data<cute::bfloat16_t const>(gate);
   auto* const up_ptr = host::data<cute::bfloat16_t const>(up);
   auto* const out_ptr = host::data<cute::bfloat16_t>(out);
@@ -3355,8 +3355,8 @@ void swiglu_8192_entry(tvm::ffi::TensorView gate, tvm::ffi::TensorView up, tvm::
   check.aligned(up, "up", 16);
   check.contiguous(out, "out");
   check.aligned(out, "out", 16);
-  check.disjoint(out, "out", gate, "gate");
-  check.disjoint(out, "out", up, "up");
+  check.same_or_disjoint(out, "out", gate, "gate");
+  check.same_or_disjoint(out, "out", up, "up");
   auto* const gate_ptr = host::data<cute::bfloat16_t const>(gate);
   auto* const up_ptr = host::data<cute::bfloat16_t const>(up);
   auto* const out_ptr = host::data<cute::bfloat16_t>(out);

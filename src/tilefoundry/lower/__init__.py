@@ -35,6 +35,7 @@ from .errors import LoweringError
 from .expand import expand_composites
 from .fuse_attention import fuse_attention
 from .gather_last import gathers_to_leading_axes
+from .in_place import rows_aliases
 from .meshwise import is_placed, lower_mesh
 from .move_axis import picks_to_last_axis
 from .program import Program, flatten_function, narrow
@@ -110,7 +111,10 @@ def lower_function(fn: Function, target: Target, declared: Declared) -> PrimFunc
         for stage in staged.stages:
             stage.fn = attach_workspaces(stage.fn)
         return staged
-    return attach_workspaces(lower_rows(prog, target, declared))
+    fn = attach_workspaces(lower_rows(prog, target, declared))
+    if len(fn.outputs) == 1:
+        fn.aliases = rows_aliases(prog, fn.outputs[0].name)
+    return fn
 
 
 def _one_row_space(prog: Program) -> bool:

@@ -25,6 +25,7 @@ from ..tir.stmt import Bound, Gather, GmemView, RowGuard, RowOffset, Stmt
 from .attention import attention_bodies, attention_part_shape, rows_tier
 from .epilogue import epilogue_inputs, epilogue_result, fuse_epilogues
 from .errors import LoweringError
+from .in_place import elementwise_only
 from .index_add import index_add_body
 from .matmul import matmul_body
 from .pairs import fuse_matmul_pairs, pair_split
@@ -171,7 +172,10 @@ class _Stages:
             for op in sub.ops:
                 for v in op.outputs:
                     v.producer = op
-            return [self.rows(name, sub, outside, [self.homes[id(v)] for v in sub.outputs])]
+            call = self.rows(name, sub, outside, [self.homes[id(v)] for v in sub.outputs])
+            if elementwise_only(stage.ops, sub.outputs):
+                self.rows_in_place(stage.ops, sub.outputs[0])
+            return [call]
         if stage.kind in ("matmul", "matmul_pair"):
             return self.matmul(name, stage.ops, stage.kind == "matmul_pair")
         (op,) = stage.ops
@@ -305,7 +309,7 @@ class _Stages:
         body, sched = matmul_body(self.prog.name, op, a, b, out, self.homes, self.target, (steps, read, result),
                                   weight[0] if weight else None, pair_of, named, constant)
         for _, v in read:
-            if self.read_in_place(v, out, ops):
+            if self.read_in_place(v, out, ops[1:]):
                 self.aliases.append((self.homes[id(out.root)], self.homes[id(v.root)]))
         call = self.kernel(name, [a, b, *b1, *weight, *picks, *(v for _, v in read), out], body, sched, op)
         if not reductions:
@@ -340,9 +344,10 @@ class _Stages:
         name = op.outputs[0].name
         return tuple(self.prog.namer.unique(f"{name}_{what}") for what in part_names(op))
 
-    def read_in_place(self, view: View, out: View, ops: list[Op]) -> bool:
-        """Whether the caller may pass an input an epilogue reads as the matmul's output too (the residual stream
-        updated in place): the epilogue reads each element of it where it writes the result, the whole input in
+    def read_in_place(self, view: View, out: View, readers: list[Op]) -> bool:
+        """Whether the caller may pass an input that ``readers`` read element by element (a matmul's epilogue, a
+        row-wise stage of elementwise ops) as the output ``out`` too: they read each element of it where they write
+        the result's (the residual stream, greedy decoding's next step inputs, updated in place), the whole input in
         the result's own layout, and nothing else in the function reads the input (nor returns it)."""
         root = view.root
         if root.param is None or self.homes.get(id(out.root)) not in self.outputs:
@@ -351,7 +356,18 @@ class _Stages:
                 and all(dims_equal(x, y) for x, y in zip(view.shape, out.shape)))
         if not same:
             return False
-        return self.read_only_by(root, ops[1:])
+        return self.read_only_by(root, readers)
+
+    def rows_in_place(self, ops: list[Op], result: Val) -> None:
+        """The aliases of a row-wise stage of elementwise ops writing one output (``in_place.py``): an input of its
+        own shape and layout, read by nothing else, the caller may pass as the output too."""
+        produced = {id(v) for o in ops for v in o.outputs}
+        out = self.staged.view(result)
+        read = {id(self.staged.view(v).root): self.staged.view(v) for o in ops for v in o.inputs
+                if id(v) not in produced and self.staged.view(v).root.param not in self.weights}
+        for view in read.values():
+            if self.read_in_place(view, out, ops):
+                self.aliases.append((self.homes[id(out.root)], self.homes[id(view.root)]))
 
     def read_only_by(self, root: Val, ops: list[Op]) -> bool:
         """Whether no op but ``ops`` reads ``root``'s memory and the function does not return it: an output may
