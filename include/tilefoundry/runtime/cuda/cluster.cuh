@@ -9,6 +9,7 @@
 #include <tilefoundry/runtime/common/config.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace tilefoundry {
 namespace cluster {
@@ -86,31 +87,6 @@ __device__ __forceinline__ float peer_float(float const* p, unsigned peer) {
   return v;
 }
 
-/// Stores `v` at `address` in the cluster's shared window (peer_address: another CTA's shared
-/// memory); store_float4 says more.
-__device__ __forceinline__ void store_float(unsigned address, float v) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(address), "f"(v) : "memory");
-#else
-  (void)address;
-  (void)v;
-#endif
-}
-
-/// Stores `v` at `address` in the cluster's shared window (peer_address: another CTA's shared
-/// memory). The store does not wait; the cluster's barrier after it makes it visible to the CTA
-/// whose memory it is.
-__device__ __forceinline__ void store_float4(unsigned address, float4 v) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(address), "f"(v.x),
-               "f"(v.y), "f"(v.z), "f"(v.w)
-               : "memory");
-#else
-  (void)address;
-  (void)v;
-#endif
-}
-
 /// Makes `bar` (an mbarrier of this CTA's shared memory) wait for `bytes` that peers store into
 /// this CTA with store_async (its first phase completes once they have all landed), visible to the
 /// cluster's CTAs by the cluster's barrier that follows (arrive() ... wait()). One thread calls it.
@@ -127,31 +103,26 @@ __device__ __forceinline__ void expect_bytes(uint64_t* bar, unsigned bytes) {
 #endif
 }
 
-/// Stores `v` at `address` in the cluster's shared window (peer_address: another CTA's shared
-/// memory) and counts its 16 bytes on the mbarrier at `bar` there (peer_address of an
-/// expect_bytes barrier): no fence and no cluster barrier; the CTA that waits on the mbarrier
+/// Stores `v` (a float4 or a float) at `address` in the cluster's shared window (peer_address:
+/// another CTA's shared memory) and counts its bytes on the mbarrier at `bar` there (peer_address
+/// of an expect_bytes barrier): no fence and no cluster barrier; the CTA that waits on the mbarrier
 /// sees the stores once their bytes are all counted (wait_bytes).
-__device__ __forceinline__ void store_async(unsigned address, float4 v, unsigned bar) {
+template <class V>
+__device__ __forceinline__ void store_async(unsigned address, V const& v, unsigned bar) {
+  static_assert(std::is_same_v<V, float4> || std::is_same_v<V, float>, "a float4 or a float");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile(
-      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, "
-      "[%5];" ::"r"(address),
-      "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(bar)
-      : "memory");
-#else
-  (void)address;
-  (void)v;
-  (void)bar;
-#endif
-}
-
-/// ... one float (4 bytes).
-__device__ __forceinline__ void store_async(unsigned address, float v, unsigned bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile(
-      "st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];" ::"r"(address),
-      "f"(v), "r"(bar)
-      : "memory");
+  if constexpr (std::is_same_v<V, float4>) {
+    asm volatile(
+        "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, "
+        "[%5];" ::"r"(address),
+        "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(bar)
+        : "memory");
+  } else {
+    asm volatile(
+        "st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];" ::"r"(address),
+        "f"(v), "r"(bar)
+        : "memory");
+  }
 #else
   (void)address;
   (void)v;
