@@ -227,3 +227,24 @@ def test_a_cuda_graph_captures_the_kernel_and_replays_it_with_new_inputs(compile
     graph.replay()
     torch.cuda.synchronize()
     assert check(lambda *a: out, kernel, (fresh, w), expect=expectations(kernel)).passed
+
+
+def test_an_elementwise_output_passed_as_its_input_is_updated_in_place_on_cuda() -> None:
+    """tests/test_compile_in_place.py's functions on the GPU, each output passed as the input it is computed from
+    element by element (greedy decoding's next step inputs; 37 rows of 1000 floats spread over a CTA's threads with
+    a tail): the input then holds what the evaluator computes."""
+    from tests.test_compile_in_place import bump, scaled
+
+    step = torch.tensor([[7, 0, 0, 0], [41, 0, 0, 0], [42, 0, 0, 0]], dtype=torch.int32, device="cuda")
+    keep = torch.tensor([[0, 0, 0, 0], [1, 0, 0, 0], [1, 0, 0, 0]], dtype=torch.int32, device="cuda")
+    put = torch.tensor([[1, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]], dtype=torch.int32, device="cuda")
+    token = torch.tensor([1234], device="cuda")
+    want = bump(step.clone(), keep, put, token)
+    assert jit(bump, target="cuda")(step, keep, put, token, step) is step
+    assert torch.equal(step, want) and step[:, 0].tolist() == [1234, 42, 43]
+
+    x = torch.randn(37, 1000, device="cuda")
+    gain = torch.rand(1000, device="cuda") + 0.5
+    want = scaled(x.clone(), gain)
+    assert jit(scaled, target="cuda")(x, gain, x) is x
+    torch.testing.assert_close(x, want, rtol=0, atol=0)
