@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <cuda_bf16.h>
+#include <type_traits>
 
 namespace tilefoundry {
 namespace ops {
@@ -560,25 +561,57 @@ __device__ void attention(Scores scores, Cmp cmp, QPos const& qpos, Q const& q, 
   attention_impl::apply<Acc>(scores, visible, q, k, v, part, split, splits);
 }
 
+/// The shared memory a prompt's attention takes its tiles in (ops::attention_rows' last argument,
+/// lower/attention.py's ring in the dynamic shared memory).
+template <class Tensor>
+struct attention_ring {
+  Tensor smem;
+  __device__ unsigned char* bytes() const {
+    return reinterpret_cast<unsigned char*>(cute::raw_pointer_cast(smem.data()));
+  }
+};
+template <class Tensor>
+__device__ attention_ring<Tensor> make_attention_ring(Tensor const& smem) {
+  return attention_ring<Tensor>{smem};
+}
+/// No ring (ops::attention_rows without its last argument): mma.sync's tier, in its own static
+/// shared memory.
+struct no_attention_ring {};
+
 namespace attention_impl {
+template <class Ring>
+constexpr bool is_ring_v = false;
+template <class Tensor>
+constexpr bool is_ring_v<attention_ring<Tensor>> = true;
+
 /// A block of query rows written whole (ops::attention_rows): the tensor-core tier's, which
 /// lower/attention.py asks for only where it applies (attention_mma::tier, sm_80 and later). Given
-/// a ring (kRing; `ring`: attention_gmma::kRingBytes of dynamic shared memory, which
+/// a ring (attention_ring: attention_gmma::kRingBytes of dynamic shared memory, which
 /// lower/attention.py gives at a head_dim of 128 on sm_90a) the wgmma tier where it applies; else
-/// mma.sync's, in its own static shared memory.
-template <class Acc, bool kRing, class Scores, class Visible, class Q, class K, class V, class Out>
+/// (no_attention_ring) mma.sync's, in its own static shared memory.
+template <class Acc, class Scores, class Visible, class Q, class K, class V, class Out, class Ring>
 __device__ void rows(Scores scores, Visible const& visible, Q const& q, K const& k, V const& v,
-                     Out& out, int64_t block, unsigned char* ring) {
+                     Out& out, int64_t block, Ring const& ring) {
   static_assert(attention_mma::tier<Acc, Q, K, V>(),
                 "ops::attention_rows takes 16-bit q, k, v of one type, rows of a static head_dim "
                 "(a multiple of 16, at most 128) with their elements contiguous, sums in float");
+  constexpr bool kRing = is_ring_v<Ring>;
+  static_assert(kRing || std::is_same_v<Ring, no_attention_ring>,
+                "ops::attention_rows' last argument is a ring (ops::make_attention_ring) or none");
   // the blocks in reverse: a causal prompt's last rows see the most keys, and start first
   int64_t const rows_of_q = int64_t(cute::size<0>(q)) * int64_t(cute::size<1>(q));
   int64_t const blocks = (rows_of_q + attention_mma::kBlockRows - 1) / attention_mma::kBlockRows;
   int64_t const r0 = (blocks - 1 - block) * attention_mma::kBlockRows;
 #if TILEFOUNDRY_ATTENTION_GMMA
   if constexpr (kRing && attention_gmma::tier<Acc, Q, K, V>()) {
-    attention_gmma::block<Acc>(scores, visible, q, k, v, out, r0, ring);
+    using Layout = decltype(ring.smem.layout());
+    if constexpr (cute::is_static<Layout>::value) {
+      static_assert(cute::size(Layout{}) * sizeof(elem_t<decltype(ring.smem(0))>) >=
+                        attention_gmma::kRingBytes,
+                    "the ring is smaller than the wgmma tier's tiles: lower/attention.py's "
+                    "CUDA_ATTENTION_RING_BYTES and attention_gmma.cuh's kRingBytes must agree");
+    }
+    attention_gmma::block<Acc>(scores, visible, q, k, v, out, r0, ring.bytes());
   } else {
     (void)ring;
     attention_mma::block<Acc>(scores, visible, q, k, v, out, r0);
@@ -593,72 +626,36 @@ __device__ void rows(Scores scores, Visible const& visible, Q const& q, K const&
 }
 }  // namespace attention_impl
 
-/// The shared memory a prompt's attention takes its tiles in (ops::attention_rows' last argument,
-/// lower/attention.py's ring in the dynamic shared memory).
-template <class Tensor>
-struct attention_ring {
-  Tensor smem;
-  __device__ unsigned char* bytes() const {
-    return reinterpret_cast<unsigned char*>(cute::raw_pointer_cast(smem.data()));
-  }
-};
-template <class Tensor>
-__device__ attention_ring<Tensor> make_attention_ring(Tensor const& smem) {
-  return attention_ring<Tensor>{smem};
-}
-
 /// Many query rows at once (a prompt's attention): block `block` of attention_mma::kBlockRows rows
 /// of the G x M query rows of q (row r: token r / G of query head r % G), softmax(scores) @ v
 /// written to out (G x M x Dv), each row over every key it sees, through the tensor cores
-/// (cuda/ops/attention_mma.cuh). Every key visible.
-template <class Acc, class Scores, class Q, class K, class V, class Out>
+/// (cuda/ops/attention_mma.cuh; given a ring, attention_ring, the wgmma tier's tiles in it where
+/// that tier applies, cuda/ops/attention_gmma.cuh). Every key visible.
+template <class Acc, class Scores, class Q, class K, class V, class Out,
+          class Ring = no_attention_ring>
 __device__ void attention_rows(Scores scores, Q const& q, K const& k, V const& v, Out&& out,
-                               int64_t block) {
-  attention_impl::rows<Acc, false>(scores, attention_impl::visible_always{}, q, k, v, out, block,
-                                   nullptr);
-}
-/// ... given a ring (attention_ring) for the wgmma tier's tiles.
-template <class Acc, class Scores, class Q, class K, class V, class Out, class R>
-__device__ void attention_rows(Scores scores, Q const& q, K const& k, V const& v, Out&& out,
-                               int64_t block, attention_ring<R> const& ring) {
-  attention_impl::rows<Acc, true>(scores, attention_impl::visible_always{}, q, k, v, out, block,
-                                  ring.bytes());
+                               int64_t block, Ring const& ring = {}) {
+  attention_impl::rows<Acc>(scores, attention_impl::visible_always{}, q, k, v, out, block, ring);
 }
 
 /// ... key n visible to query row m where cmp(kpos(n), qpos(m)).
 template <class Acc, class Scores, class Cmp, class QPos, class KPos, class Q, class K, class V,
-          class Out>
-__device__ void attention_rows(Scores scores, Cmp cmp, QPos const& qpos, KPos const& kpos,
-                               Q const& q, K const& k, V const& v, Out&& out, int64_t block) {
-  attention_impl::visible_where<Cmp, QPos, KPos> const visible{cmp, qpos, kpos};
-  attention_impl::rows<Acc, false>(scores, visible, q, k, v, out, block, nullptr);
-}
-/// ... given a ring.
-template <class Acc, class Scores, class Cmp, class QPos, class KPos, class Q, class K, class V,
-          class Out, class R>
+          class Out, class Ring = no_attention_ring>
 __device__ void attention_rows(Scores scores, Cmp cmp, QPos const& qpos, KPos const& kpos,
                                Q const& q, K const& k, V const& v, Out&& out, int64_t block,
-                               attention_ring<R> const& ring) {
+                               Ring const& ring = {}) {
   attention_impl::visible_where<Cmp, QPos, KPos> const visible{cmp, qpos, kpos};
-  attention_impl::rows<Acc, true>(scores, visible, q, k, v, out, block, ring.bytes());
+  attention_impl::rows<Acc>(scores, visible, q, k, v, out, block, ring);
 }
 
 /// ... key n visible to query row m where cmp(n, qpos(m)) (the keys a cache in position order: a
 /// block reads the keys up to its largest position only).
-template <class Acc, class Scores, class Cmp, class QPos, class Q, class K, class V, class Out>
-__device__ void attention_rows(Scores scores, Cmp cmp, QPos const& qpos, Q const& q, K const& k,
-                               V const& v, Out&& out, int64_t block) {
-  attention_impl::visible_index<Cmp, QPos, attention_impl::key_index_t<K>> const visible{cmp, qpos};
-  attention_impl::rows<Acc, false>(scores, visible, q, k, v, out, block, nullptr);
-}
-/// ... given a ring.
 template <class Acc, class Scores, class Cmp, class QPos, class Q, class K, class V, class Out,
-          class R>
+          class Ring = no_attention_ring>
 __device__ void attention_rows(Scores scores, Cmp cmp, QPos const& qpos, Q const& q, K const& k,
-                               V const& v, Out&& out, int64_t block,
-                               attention_ring<R> const& ring) {
+                               V const& v, Out&& out, int64_t block, Ring const& ring = {}) {
   attention_impl::visible_index<Cmp, QPos, attention_impl::key_index_t<K>> const visible{cmp, qpos};
-  attention_impl::rows<Acc, true>(scores, visible, q, k, v, out, block, ring.bytes());
+  attention_impl::rows<Acc>(scores, visible, q, k, v, out, block, ring);
 }
 
 /// The slices' states part (S x G x M x (Dv + 2)) merged into out (G x M x Dv).
