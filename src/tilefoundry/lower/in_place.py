@@ -11,7 +11,6 @@ updated in place.
 
 from __future__ import annotations
 
-from ..ir.types.dim import dims_equal
 from .opmap import ELEMENTWISE_OPS
 from .program import Op, Program, Val
 
@@ -25,12 +24,6 @@ def elementwise_only(ops: list[Op], outputs: tuple[Val, ...] | list[Val]) -> boo
     return len(outputs) == 1 and all(o.op in _ELEMENTWISE for o in ops)
 
 
-def same_shape(x: Val, y: Val) -> bool:
-    """Whether ``x`` and ``y`` have the same rank and extents."""
-    a, b = x.type.shape, y.type.shape
-    return len(a) == len(b) and all(dims_equal(p, q) for p, q in zip(a, b))
-
-
 def rows_aliases(prog: Program, output: str) -> tuple[tuple[str, str], ...]:
     """The (output, input) pairs of a function lowered whole as one row-wise kernel (every parameter read as it
     lies, contiguous), whose output parameter is named ``output``."""
@@ -41,4 +34,4 @@ def rows_aliases(prog: Program, output: str) -> tuple[tuple[str, str], ...]:
     returned = {id(v) for v in prog.outputs}
     inputs = {id(v): v for o in prog.ops for v in o.inputs if v.param}
     return tuple((output, v.param) for v in inputs.values()
-                 if v.param not in weights and id(v) not in returned and same_shape(v, out))
+                 if v.param not in weights and id(v) not in returned and v.type.same_as(out.type))

@@ -347,7 +347,7 @@ class _Stages:
     def read_in_place(self, view: View, out: View, readers: list[Op]) -> bool:
         """Whether the caller may pass an input that ``readers`` read element by element (a matmul's epilogue, a
         row-wise stage of elementwise ops) as the output ``out`` too: they read each element of it where they write
-        the result's (the residual stream, greedy decoding's next step inputs, updated in place), the whole input in
+        the result's (the residual stream, a step's inputs advanced, updated in place), the whole input in
         the result's own layout, and nothing else in the function reads the input (nor returns it)."""
         root = view.root
         if root.param is None or self.homes.get(id(out.root)) not in self.outputs:
@@ -363,8 +363,8 @@ class _Stages:
         own shape and layout, read by nothing else, the caller may pass as the output too."""
         produced = {id(v) for o in ops for v in o.outputs}
         out = self.staged.view(result)
-        read = {id(self.staged.view(v).root): self.staged.view(v) for o in ops for v in o.inputs
-                if id(v) not in produced and self.staged.view(v).root.param not in self.weights}
+        views = [self.staged.view(v) for o in ops for v in o.inputs if id(v) not in produced]
+        read = {id(view.root): view for view in views if view.root.param not in self.weights}
         for view in read.values():
             if self.read_in_place(view, out, ops):
                 self.aliases.append((self.homes[id(out.root)], self.homes[id(view.root)]))
