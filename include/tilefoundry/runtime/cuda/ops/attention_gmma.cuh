@@ -179,8 +179,8 @@ __device__ void block(Scores scores, Visible const& visible, Q const& q, K const
   uint32_t const k_at = unsigned(__cvta_generic_to_shared(sK));
   uint32_t const v_at = unsigned(__cvta_generic_to_shared(sV));
 
-  auto const key_row = [&](int64_t n0) { return [&k, n0](int i) { return &k(0, n0 + i); }; };
-  auto const val_row = [&](int64_t n0) { return [&v, n0](int i) { return &v(n0 + i, 0); }; };
+  auto const key_row = [&](int64_t n0) { return attention_mma::key_rows(k, n0); };
+  auto const val_row = [&](int64_t n0) { return attention_mma::value_rows(v, n0); };
   auto const keys_in = [seen](int64_t n0) { return seen - n0 < kKeyTile ? seen - n0 : kKeyTile; };
   // scores = q k^T of the keys in sK, issued: k16 step kk reads columns [16 kk, 16 kk + 16) of
   // the keys, 32 bytes a step into a 128-byte row of column block kk / 4

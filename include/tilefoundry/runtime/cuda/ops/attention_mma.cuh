@@ -100,6 +100,40 @@ __device__ __forceinline__ uint32_t pack(float lo, float hi) {
   return word;
 }
 
+/// Rows `step` elements apart from `first`: a key head's keys or values, whose whole tiles
+/// fill_rows copies at constant steps.
+template <class E>
+struct strided_rows {
+  E const* first;
+  int64_t step;
+  __device__ E const* operator()(int64_t i) const { return first + i * step; }
+};
+template <class Src>
+constexpr bool is_strided_rows_v = false;
+template <class E>
+constexpr bool is_strided_rows_v<strided_rows<E>> = true;
+
+/// Keys n0, n0 + 1, ... of k (D x N: key n's D values from &k(0, n)) as rows: strided_rows where
+/// k's key mode has one stride, else key by key.
+template <class K>
+__device__ __forceinline__ auto key_rows(K const& k, int64_t n0) {
+  if constexpr (cute::is_integral<decltype(cute::stride<1>(k.layout()))>::value) {
+    return strided_rows<elem_t<decltype(k(0, 0))>>{&k(0, n0), int64_t(cute::stride<1>(k))};
+  } else {
+    return [&k, n0](int i) { return &k(0, n0 + i); };
+  }
+}
+
+/// Values n0, n0 + 1, ... of v (N x Dv: value n's from &v(n, 0)) as rows, as key_rows.
+template <class V>
+__device__ __forceinline__ auto value_rows(V const& v, int64_t n0) {
+  if constexpr (cute::is_integral<decltype(cute::stride<0>(v.layout()))>::value) {
+    return strided_rows<elem_t<decltype(v(0, 0))>>{&v(n0, 0), int64_t(cute::stride<0>(v))};
+  } else {
+    return [&v, n0](int i) { return &v(n0 + i, 0); };
+  }
+}
+
 /// Rows [0, count) of D elements each (row i at src(i), D contiguous) into the tile of kKeyTile
 /// rows at `dst`, element (row, col) at dst + at(row, col) (8 elements from a multiple of 8 on
 /// contiguous), zeros past `count`: 16-byte cp.async copies where `words` (the rows' starts are
@@ -109,6 +143,26 @@ __device__ __forceinline__ void fill_rows(E* dst, At const& at, Src const& src, 
                                           bool words) {
   constexpr int W = 8;  // elements of a 16-byte word
   constexpr int kWords = D / W;
+  if constexpr (is_strided_rows_v<Src> && kThreads % kWords == 0) {
+    if (words && count >= kKeyTile) {  // a whole tile (every tile of a block but its last)
+      // A thread's words share a column and lie kRowStep rows apart (the same row mod 8 in the
+      // swizzle): unrolled, its addresses are one computation and constant steps, where the loop
+      // below takes a division, a swizzle and a 64-bit product a word (about 45 instructions a
+      // 16-byte copy in the wgmma tier's SASS).
+      constexpr int kRowStep = kThreads / kWords;
+      int const first = int(threadIdx.x) / kWords, col = int(threadIdx.x) % kWords * W;
+      E const* const from = src(first) + col;
+      int64_t const step = src.step * kRowStep;
+      E* const to = dst + at(first, col);
+      int const to_step = at(first + kRowStep, col) - at(first, col);
+      CUTE_UNROLL
+      for (int j = 0; j < kKeyTile / kRowStep; ++j) {
+        ops::detail::cp_async_word<16>(to + j * to_step, from + j * step);
+      }
+      ops::cp_async_commit();
+      return;
+    }
+  }
   for (int i = int(threadIdx.x); i < kKeyTile * kWords; i += kThreads) {
     int const row = i / kWords, col = i % kWords * W;
     E* const to = dst + at(row, col);
@@ -403,8 +457,8 @@ __device__ void block(Scores scores, Visible const& visible, Q const& q, K const
   for (int j = 0; j < kDTiles; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
   float mx[2] = {-INFINITY, -INFINITY}, sum[2] = {0.0f, 0.0f};
 
-  auto const key_row = [&](int64_t n0) { return [&k, n0](int i) { return &k(0, n0 + i); }; };
-  auto const val_row = [&](int64_t n0) { return [&v, n0](int i) { return &v(n0 + i, 0); }; };
+  auto const key_row = [&](int64_t n0) { return key_rows(k, n0); };
+  auto const val_row = [&](int64_t n0) { return value_rows(v, n0); };
   // groups of copies in flight at the top of a tile: its keys', then its values'
   if (seen > 0) {
     fill<D, kStride>(sK, key_row(0), seen < kKeyTile ? seen : kKeyTile, words);
