@@ -8,8 +8,8 @@ the activations it reads and writes); a device-to-device copy measured in the sa
 "ours, no PDL" is the same kernel with Programmatic Dependent Launch off, so back-to-back launches do not
 overlap. "compiled" is the compiled kernel set's slot for the same job (``slot_functions``, jitted for CUDA),
 timed the same way (for lm_head greedy decoding's head as the engine runs it: the ``choose`` slot - the logits, their
-argmax and finiteness, found in the head's matmul, one merge and one small kernel - and the step's two torch ops,
-against the hand-written greedy kernel, whose epilogue does all of it).
+argmax and finiteness, found in the head's matmul, one merge and one small launch that also writes the next step's
+token, position and context in place - against the hand-written greedy kernel, whose epilogue does all of it).
 Every variant's output is checked against torch's before it is timed; ``--only attention rope`` times those
 kernels alone.
 
@@ -58,7 +58,13 @@ from tilefoundry.engine import (  # noqa: E402
     reference,
     require_cuda,
 )
-from tilefoundry.engine.compiled_kernels import SlotShapes, slot_functions, slot_options  # noqa: E402
+from tilefoundry.engine.compiled_kernels import (  # noqa: E402
+    STEP_WIDTH,
+    SlotShapes,
+    slot_functions,
+    slot_options,
+    step_masks,
+)
 from tilefoundry.models import open_checkpoint  # noqa: E402
 from tilefoundry.models.session import load_backend  # noqa: E402
 
@@ -125,7 +131,7 @@ def gemv_case(lib, name: str, n: int, k: int, epilogue: str, norm: bool, slot: s
     prologue) beside torch's ops for the same job, cuBLAS's bare GEMV and, where ``slot`` names one, the compiled
     set's slot of that job. ``greedy`` is greedy decoding's head as the engine runs it: the logits, their argmax,
     whether all are finite, and the next step's token, position and context on the device (hand-written: one
-    kernel; compiled: ``CompiledKernels.greedy_head``, the ``choose`` slot and torch's two small ops after it)."""
+    kernel; compiled: ``CompiledKernels.greedy_head``, the ``choose`` slot, its next step written in place)."""
     n_out = n // 2 if epilogue == "swiglu" else n
     nbytes = n * k * 2 + k * 2 + n_out * 2 + (k * 2 if norm else 0) + (n * 2 if epilogue == "residual" else 0)
     copies = copies_for(n * k * 2)
@@ -167,6 +173,8 @@ def gemv_case(lib, name: str, n: int, k: int, epilogue: str, norm: bool, slot: s
                "cuBLAS GEMV": cublas}
     compiled_out = torch.empty(1, VOCAB if slot in ("head", "choose") else n_out, dtype=BF16, device="cuda")
     compiled_result = torch.zeros(2, dtype=torch.int64, device="cuda")
+    compiled_step = torch.zeros(3, STEP_WIDTH, dtype=torch.int32, device="cuda")  # the engine's step inputs
+    masks = step_masks(torch.device("cuda"))
     if slot is not None:
         compiled = compiled_slot(slot)
 
@@ -174,9 +182,8 @@ def gemv_case(lib, name: str, n: int, k: int, epilogue: str, norm: bool, slot: s
             if slot in ("o_proj", "down"):
                 compiled(x, ws[i], res, compiled_out)
             elif slot == "choose":  # CompiledKernels.greedy_head
-                compiled(x, g, ws[i], compiled_out, compiled_result[:1], compiled_result[1:])
-                step[0, 0].copy_(compiled_result[0])
-                step[1:, 0].add_(1)
+                compiled(x, g, ws[i], compiled_step, *masks, compiled_out, compiled_result[:1], compiled_result[1:],
+                         compiled_step)
             else:
                 compiled(x, g, ws[i], compiled_out)
 
@@ -195,6 +202,11 @@ def gemv_case(lib, name: str, n: int, k: int, epilogue: str, norm: bool, slot: s
             for chosen in (result, *((compiled_result,) if slot == "choose" else ())):
                 err = max(err, ((top - want.float()[0, chosen[0]]) / top.abs()).item())
                 assert int(chosen[1]) == 1, "finite logits flagged as not finite"
+            if slot == "choose":  # the next step's inputs: the token, the position and context one more
+                before = compiled_step[1:, 0].clone()
+                runners["compiled"](0)
+                assert int(compiled_step[0, 0]) == int(compiled_result[0]), "the next step's token"
+                assert torch.equal(compiled_step[1:, 0], before + 1), "the next step's position and context"
         return err
 
     shape = f"{n}x{k}" + (" +norm" if norm else "") + ("" if epilogue == "store" else f" +{epilogue}")

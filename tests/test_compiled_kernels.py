@@ -17,7 +17,7 @@ from tilefoundry import lower
 from tilefoundry.codegen import generate
 from tilefoundry.codegen.toolchain import CompilerNotFoundError
 from tilefoundry.engine import CompiledKernels, DecodeEngine, DecoderSpec, StepPositions, TorchKernels
-from tilefoundry.engine.compiled_kernels import SlotShapes, slot_functions, slot_options
+from tilefoundry.engine.compiled_kernels import SlotShapes, slot_functions, slot_options, step_masks
 from tilefoundry.ir.core.tree import flatten, leaf_paths
 from tilefoundry.ir.types.dtype import dtype_of
 from tilefoundry.models import open_checkpoint
@@ -336,18 +336,21 @@ def test_a_moe_slot_refuses_a_top_k_it_was_not_built_for() -> None:
 def test_the_choose_slot_finds_the_first_largest_logit_in_the_heads_kernel(poison: float | None) -> None:
     """CompiledKernels.greedy_head (the engine's greedy graphs on CUDA) through the ``choose`` slot: the head's logits
     and their argmax, largest and smallest fused in its matmul (each CTA's parts, then a merge), the finiteness flag
-    from those two (a row-wise stage after the merge) and the next step's token / position + 1 / context + 1, as
-    the KernelSet default computes them with torch: a +inf, a -inf or a NaN logit clears the flag. Built for the CPU
+    from those two (a row-wise stage after the merge) and the next step's token / position + 1 / context + 1 written
+    into the step's inputs in place (the caller passes them as that output too; the other columns kept), as the
+    KernelSet default computes them with torch: a +inf, a -inf or a NaN logit clears the flag. Built for the CPU
     here (an engine on a CPU leaves the slot out: its greedy decoding reads the logits)."""
     from tilefoundry import jit, lower
 
     spec = DecoderSpec(hidden=64, heads=4, kv_heads=2, head_dim=16, vocab=1000, eps=1e-6, max_positions=128)
     shapes = SlotShapes(spec, "f32", 0, False, False)
     fn = slot_functions(shapes)["choose"]
-    assert [s.fn.schedule.placement for s in lower(fn, "cpu").functions[fn.name].stages] == [
-        "matmul", "reductions", "rows"]
+    lowered = lower(fn, "cpu").functions[fn.name]
+    assert [s.fn.schedule.placement for s in lowered.stages] == ["matmul", "reductions", "rows", "rows"]
+    assert lowered.aliases == (("out3", "step"),)
     kernels = CompiledKernels()
     kernels._shapes, kernels._fns = shapes, {"choose": jit(fn, target="cpu")}
+    kernels._masks = step_masks(torch.device("cpu"))
     gen = torch.Generator().manual_seed(3)
     x, norm = torch.randn(1, spec.hidden, generator=gen), torch.rand(spec.hidden, generator=gen) + 0.5
     weight = torch.randn(spec.vocab, spec.hidden, generator=gen) / spec.hidden**0.5
@@ -358,7 +361,7 @@ def test_the_choose_slot_finds_the_first_largest_logit_in_the_heads_kernel(poiso
     results = []
     for ks in (kernels, TorchKernels()):
         logits, result = torch.full((1, spec.vocab), float("nan")), torch.full((2,), -1, dtype=torch.int64)
-        step = torch.tensor([[5, 9], [17, 9], [18, 9]], dtype=torch.int32)
+        step = torch.tensor([[5, 9, 8, 7], [17, 9, 8, 7], [18, 9, 8, 7]], dtype=torch.int32)
         ks.greedy_head(x, norm, weight, logits, result, step, spec.eps)
         results.append((result.tolist(), step.tolist(), logits))
     (got, got_step, got_logits), (want, want_step, want_logits) = results
@@ -366,4 +369,4 @@ def test_the_choose_slot_finds_the_first_largest_logit_in_the_heads_kernel(poiso
     torch.testing.assert_close(got_logits, want_logits, rtol=1e-5, atol=1e-5, equal_nan=True)
     assert got[1] == (1 if poison is None else 0)
     if poison is None:
-        assert got[0] == 611 and got_step == [[611, 9], [18, 9], [19, 9]]
+        assert got[0] == 611 and got_step == [[611, 9, 8, 7], [18, 9, 8, 7], [19, 9, 8, 7]]

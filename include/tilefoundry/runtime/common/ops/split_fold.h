@@ -85,19 +85,23 @@ __device__ T* warp_slots() {
 }
 
 /// Every thread's `mine` of each fold folded by its combine, valid in thread 0: shuffles within
-/// each warp, then one slot a warp and fold in shared memory. The CTA's threads wait at two
-/// barriers whatever the number of folds (the second frees the slots for the next call).
+/// each warp, then one slot a warp in shared memory, which warp 0 folds by shuffles again (a lane
+/// a slot: five steps, where thread 0 folding the 32 slots of a 1024-thread CTA one after the
+/// other took 31). The CTA's threads wait at two barriers whatever the number of folds (the second
+/// frees the slots for the next call).
 template <std::size_t... I, class... F>
 __device__ void cta_fold_each(std::index_sequence<I...>, F&... f) {
   constexpr int kWarp = 32;
   for (int offset = kWarp / 2; offset > 0; offset /= 2) (f.fold_lane(offset, true), ...);
+  int const lane = int(threadIdx.x) % kWarp;
   int const warp = int(threadIdx.x) / kWarp;
   int const warps = (int(blockDim.x) + kWarp - 1) / kWarp;
-  if (int(threadIdx.x) % kWarp == 0) ((warp_slots<I, typename F::State>()[warp] = f.mine), ...);
+  if (lane == 0) ((warp_slots<I, typename F::State>()[warp] = f.mine), ...);
   __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int w = 1; w < warps; ++w) {
-      ((f.mine = f.combine(f.mine, warp_slots<I, typename F::State>()[w])), ...);
+  if (warp == 0) {
+    ((f.mine = lane < warps ? warp_slots<I, typename F::State>()[lane] : f.identity), ...);
+    for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+      (f.fold_lane(offset, lane + offset < warps), ...);
     }
   }
   __syncthreads();
