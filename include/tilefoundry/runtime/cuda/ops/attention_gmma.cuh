@@ -30,7 +30,11 @@
 // run as the one before it (two rounds, 2026-12-05): 1024 tokens 54.1-55.3 us against 58.8-59.9
 // (SDPA 36.2-36.8: 0.67x), 8192 tokens 1195-1202 against 1317-1321 (SDPA 955-957: 0.80x). The
 // first step alone (q in registers, 185 registers, two CTAs an SM) had been faster at 1024 tokens
-// (53.5 us) but slower at 8192 (1407-1422).
+// (53.5 us) but slower at 8192 (1407-1422). With whole tiles of keys and values copied at constant
+// steps (attention_mma.cuh's fill_rows; 166 registers, three CTAs an SM), on the H100 in the same
+// run as the version before it (two rounds, 2026-12-06): 1024 tokens 34.3-34.7 us against
+// 54.1-54.5 (SDPA 36.5-36.9: 1.06x), 8192 tokens 664-666 against 1196-1201 (SDPA 963-981: 1.45x):
+// the copies' address arithmetic had been most of the integer pipe's work.
 #pragma once
 
 #include <tilefoundry/runtime/common/config.h>
