@@ -10,8 +10,9 @@ overlap. "compiled" is the compiled kernel set's slot for the same job (``slot_f
 timed the same way (for lm_head greedy decoding's head as the engine runs it: the ``choose`` slot - the logits, their
 argmax and finiteness, found in the head's matmul, one merge and one small launch that also writes the next step's
 token, position and context in place - against the hand-written greedy kernel, whose epilogue does all of it).
-Every variant's output is checked against torch's before it is timed; ``--only attention rope`` times those
-kernels alone.
+``--variant NAME=FLAGS`` also builds each GEMV slot with those compiler flags (a build-time knob of the runtime's
+headers) and times it beside the default build. Every variant's output is checked against torch's before it is
+timed; ``--only attention rope`` times those kernels alone.
 
 The last part times the decode engine's own step: ``DecodeEngine`` on ``CudaKernels`` running bench/decode.py's
 Qwen3-1.7B with random bf16 weights (embedding, 28 layers, final norm and lm_head), its cache holding random keys
@@ -23,6 +24,7 @@ compiled step's time goes: what each group costs inside the step, its launches' 
 included, which a kernel timed alone does not show (``--no-split`` skips them). The summary table comes last.
 
     python bench/engine_kernels.py --json engine_kernels.json
+    python bench/engine_kernels.py --only qkv o_proj --no-step --variant passes4=-DTILEFOUNDRY_MATMUL_DOT_PASSES=4
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import json
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -103,14 +105,21 @@ def rel_l2(a: torch.Tensor, b: torch.Tensor) -> float:
     return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
 
 
+# Builds of the compiled GEMV slots with other compiler flags (``--variant NAME=FLAGS``: a build-time knob of the
+# runtime's headers), each timed beside the default build as "compiled (NAME)".
+VARIANTS: dict[str, tuple[str, ...]] = {}
+
+
 @functools.cache
-def compiled_slot(name: str) -> Any:
+def compiled_slot(name: str, flags: tuple[str, ...] = ()) -> Any:
     """The compiled kernel set's slot ``name`` (``slot_functions``) jitted for CUDA at Qwen3-1.7B's shapes: the
-    kernel the compiled set launches, timed alone beside the hand-written one."""
+    kernel the compiled set launches, timed alone beside the hand-written one (``flags``: more compiler flags)."""
     spec = DecoderSpec(hidden=HIDDEN, heads=HEADS, kv_heads=KV, head_dim=D, vocab=VOCAB, eps=EPS,
                        max_positions=_CONFIG["max_position_embeddings"])
-    return jit(slot_functions(SlotShapes(spec, "bf16", INTER, False, True))[name], target="cuda",
-               options=slot_options(name))  # as CompiledKernels builds it
+    options = slot_options(name)  # as CompiledKernels builds it
+    if flags:
+        options = replace(options, extra_flags=(*options.extra_flags, *flags))
+    return jit(slot_functions(SlotShapes(spec, "bf16", INTER, False, True))[name], target="cuda", options=options)
 
 
 # ---- the cases ------------------------------------------------------------------------------------------------
@@ -175,9 +184,7 @@ def gemv_case(lib, name: str, n: int, k: int, epilogue: str, norm: bool, slot: s
     compiled_result = torch.zeros(2, dtype=torch.int64, device="cuda")
     compiled_step = torch.zeros(3, STEP_WIDTH, dtype=torch.int32, device="cuda")  # the engine's step inputs
     masks = step_masks(torch.device("cuda"))
-    if slot is not None:
-        compiled = compiled_slot(slot)
-
+    def launcher(compiled: Any) -> Launch:
         def ours_compiled(i: int) -> None:
             if slot in ("o_proj", "down"):
                 compiled(x, ws[i], res, compiled_out)
@@ -187,15 +194,20 @@ def gemv_case(lib, name: str, n: int, k: int, epilogue: str, norm: bool, slot: s
             else:
                 compiled(x, g, ws[i], compiled_out)
 
-        runners["compiled"] = ours_compiled
+        return ours_compiled
+
+    builds = {"compiled": (), **{f"compiled ({v})": flags for v, flags in VARIANTS.items()}} if slot else {}
+    for side, flags in builds.items():
+        runners[side] = launcher(compiled_slot(slot, flags))
 
     def check() -> float:
         ours(0)
         want = torch_ops(0)
         got = res_out if epilogue == "residual" else out
         err = rel_l2(got, want)
-        if slot is not None:
-            runners["compiled"](0)
+        for side in builds:  # each build's output, pre-filled with NaN
+            compiled_out.fill_(float("nan"))
+            runners[side](0)
             err = max(err, rel_l2(compiled_out, want))
         if epilogue == "greedy":  # each token's logit the largest, to bf16's rounding (near-ties may differ)
             top = want.float().max()
@@ -204,7 +216,7 @@ def gemv_case(lib, name: str, n: int, k: int, epilogue: str, norm: bool, slot: s
                 assert int(chosen[1]) == 1, "finite logits flagged as not finite"
             if slot == "choose":  # the next step's inputs: the token, the position and context one more
                 before = compiled_step[1:, 0].clone()
-                runners["compiled"](0)
+                runners["compiled"](0)  # (the token checked is the last build's: every build's is the same)
                 assert int(compiled_step[0, 0]) == int(compiled_result[0]), "the next step's token"
                 assert torch.equal(compiled_step[1:, 0], before + 1), "the next step's position and context"
         return err
@@ -529,10 +541,19 @@ def main() -> int:
                          "slots run by the hand-written kernels (where the compiled step's time goes)")
     ap.add_argument("--only", nargs="*", default=[], metavar="WORD",
                     help="time only the kernels whose name contains one of these words (e.g. attention rope)")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME=FLAGS",
+                    help="also build each GEMV slot with these compiler flags (space-separated; a build-time knob of "
+                         "the runtime's headers, e.g. passes4=-DTILEFOUNDRY_MATMUL_DOT_PASSES=4) and time it beside "
+                         "the default build as 'compiled (NAME)'")
     ap.add_argument("--contexts", type=int, nargs="+", default=[1024],
                     help="cache entries the whole step's attention reads (the step's own included), each in "
                          f"[1, {MAX_CONTEXT}]")
     args = ap.parse_args()
+    for v in args.variant:
+        name, sep, flags = v.partition("=")
+        if not sep or not name or not flags.split():
+            ap.error(f"--variant takes NAME=FLAGS, got {v!r}")
+        VARIANTS[name] = tuple(flags.split())
     bad = [c for c in args.contexts if not 1 <= c <= MAX_CONTEXT]
     if bad:
         ap.error(f"--contexts: {bad} outside [1, {MAX_CONTEXT}] (the engine's capacity is the context plus 64, "
