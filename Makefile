@@ -26,7 +26,7 @@ demo: $(STAMP)
 test: test-py test-cpp lint
 
 test-py: $(STAMP)
-	$(PY) -m pytest -q -n 2 --durations=20 tests
+	$(PY) -m pytest -q -n 2 --dist worksteal --durations=20 tests
 
 test-cpp: $(STAMP)
 	cmake -S tests/cpp -B build/cpp -DTF_PYTHON=$(abspath $(PY))
