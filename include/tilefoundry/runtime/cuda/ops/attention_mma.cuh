@@ -150,6 +150,9 @@ __device__ __forceinline__ void fill_rows(E* dst, At const& at, Src const& src, 
       // below takes a division, a swizzle and a 64-bit product a word (about 45 instructions a
       // 16-byte copy in the wgmma tier's SASS).
       constexpr int kRowStep = kThreads / kWords;
+      static_assert(kRowStep % 8 == 0,
+                    "a thread's rows a multiple of the swizzle's 8-row period apart: each step the "
+                    "same offset in the wgmma tier's tile, as in mma.sync's padded one");
       int const first = int(threadIdx.x) / kWords, col = int(threadIdx.x) % kWords * W;
       E const* const from = src(first) + col;
       int64_t const step = src.step * kRowStep;
