@@ -517,4 +517,3 @@ class CompiledKernels(KernelSet):
             return super().greedy_head(x, norm, weight, logits, result, step, eps)  # not the engine's own
         bump, token_at = self._masks
         self._fn("choose")(x[-1:], norm, weight, step, bump, token_at, logits[-1:], result[:1], result[1:], step)
-
