@@ -307,6 +307,8 @@ def test_the_pch_key_changes_with_the_flags_the_headers_and_the_compiler(monkeyp
     from tilefoundry.codegen import pch, toolchain
     from tilefoundry.target import resolve_target
 
+    monkeypatch.delenv("TILEFOUNDRY_OPT_LEVEL", raising=False)  # the default level, 3 (make test sets 2)
+
     cpu = resolve_target("cpu")
     base = toolchain.toolchain(cpu, CompilerOptions())
     gxx = base.compiler()

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tilefoundry import CompilerOptions, func, module
 from tilefoundry.dsl import ConstTensor, DimVar, Mesh, Tensor, Topology, tf
 from tilefoundry.ir.core.canonical import canonical_module_text
@@ -53,7 +55,8 @@ def test_two_separately_traced_identical_definitions_give_one_key() -> None:
     assert canonical_module_text(as_module(a)) == canonical_module_text(as_module(b))
 
 
-def test_eps_dimvar_range_target_and_options_each_change_the_key() -> None:
+def test_eps_dimvar_range_target_and_options_each_change_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TILEFOUNDRY_OPT_LEVEL", raising=False)  # the default level, 3 (make test sets 2)
     base = jit_key(_with(), target="cpu")
     assert jit_key(_with(eps=1e-5), target="cpu") != base
     assert jit_key(_with(rows=DimVar("rows", 1, 4096)), target="cpu") != base

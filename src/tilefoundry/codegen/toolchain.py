@@ -99,7 +99,8 @@ def _cpu_flags(options: CompilerOptions) -> list[str]:
 def _cuda_flags(target: CudaTarget, options: CompilerOptions) -> list[str]:
     arch = target.arch
     compute = arch.replace("sm_", "compute_")
-    return ["-std=c++17", f"-O{options.opt_level}", "-gencode", f"arch={compute},code={arch}", "-Xcompiler",
+    return ["-std=c++17", f"-O{options.opt_level}", f"-Xptxas=-O{options.opt_level}", "-gencode",
+            f"arch={compute},code={arch}", "-Xcompiler",
             "-fPIC,-fvisibility=hidden,-Wall,-Wextra", "-shared", "-DTILEFOUNDRY_TARGET_CUDA",
             "-DTILEFOUNDRY_HOST_ENTRY", *_include_flags(), *options.extra_flags]
 
