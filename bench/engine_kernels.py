@@ -60,13 +60,8 @@ from tilefoundry.engine import (  # noqa: E402
     reference,
     require_cuda,
 )
-from tilefoundry.engine.compiled_kernels import (  # noqa: E402
-    STEP_WIDTH,
-    SlotShapes,
-    slot_functions,
-    slot_options,
-    step_masks,
-)
+from tilefoundry.engine.compiled_kernels import SlotShapes, slot_functions, slot_options, step_masks  # noqa: E402
+from tilefoundry.engine.slots import STEP_WIDTH  # noqa: E402
 from tilefoundry.models import open_checkpoint  # noqa: E402
 from tilefoundry.models.session import load_backend  # noqa: E402
 

@@ -69,7 +69,7 @@ from ..ir.types.dtype import dtype_of
 from ..runtime.jit import jit
 from .decoder import DecoderSpec
 from .packed import PackedDecoder
-from .slots import KernelSet, StepPositions
+from .slots import STEP_WIDTH, KernelSet, StepPositions
 from .workspace import Scratches
 
 __all__ = ["CompiledKernels", "SlotShapes", "slot_functions", "slot_options"]
@@ -163,11 +163,6 @@ class SlotShapes:
         return cls(spec, dtype_of(dtype).name, dense[0].gate_up.shape[0] // 2 if dense else 0,
                    first is not None and first.qkv_bias is not None, first is not None and first.q_norm is not None,
                    int(experts), int(expert_inter))
-
-
-# Columns of the engine's step inputs (DecodeEngine: a 16-byte row of int32 each for the token, the position and the
-# context), which the choose slot writes for greedy decoding's next step.
-STEP_WIDTH = 4
 
 
 def step_masks(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:

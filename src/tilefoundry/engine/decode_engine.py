@@ -31,7 +31,7 @@ from .decoder import DecoderSpec, DecoderWeights
 from .packed import PackedDecoder, pack_decoder
 from .parallel import TensorParallel, active_parallel, local_spec, shard_weights, whole_spec
 from .parallel_kernels import ParallelKernels
-from .slots import KernelSet, StepPositions
+from .slots import STEP_WIDTH, KernelSet, StepPositions
 from .torch_kernels import TorchKernels
 
 __all__ = ["DecodeEngine", "EngineStats", "default_kernels", "greedy_choice"]
@@ -190,8 +190,8 @@ class DecodeEngine:
             self.kernels = ParallelKernels(self.kernels, self.parallel)
         with torch.inference_mode(False):
             # A step's inputs, one 16-byte row each (token, position, context), copied from host staging rows.
-            self._inputs = torch.zeros((3, 4), dtype=torch.int32, device=self.device)
-            self._staging = torch.zeros((3, 4), dtype=torch.int32, pin_memory=pinned)
+            self._inputs = torch.zeros((3, STEP_WIDTH), dtype=torch.int32, device=self.device)
+            self._staging = torch.zeros((3, STEP_WIDTH), dtype=torch.int32, pin_memory=pinned)
             self._decode = _Activations.allocate(self._local, self.weights, 1, 1, self.dtype, self.device,
                                                   self.spec.vocab)
             # Greedy decoding's result (token, finite) on the device, and its two host rows (see greedy).

@@ -29,6 +29,10 @@ if TYPE_CHECKING:
     from .decoder import DecoderSpec
     from .packed import PackedDecoder
 
+# Columns of a step's inputs (DecodeEngine: one 16-byte row of int32 each for the token, the position and the context,
+# the value in column 0): the ``step`` of greedy_head, which a kernel set may write in place.
+STEP_WIDTH = 4
+
 __all__ = ["KernelSet", "StepPositions"]
 
 
@@ -120,7 +124,7 @@ class KernelSet(ABC):
                     result: torch.Tensor, step: torch.Tensor, eps: float) -> None:
         """The head of one token (``x`` (1, hidden)) that also picks it greedily, for the next step on the device:
         ``logits`` (1, vocab) as :meth:`head` makes them; ``result`` (2,) int64 = (the first largest logit's index,
-        as ``torch.argmax``; 1 if every logit is finite, else 0); and ``step`` (3, W) int32, the next step's
+        as ``torch.argmax``; 1 if every logit is finite, else 0); and ``step`` (3, STEP_WIDTH) int32, the next step's
         inputs, gets the token in ``[0, 0]`` and one more in ``[1, 0]`` (position) and ``[2, 0]`` (context).
 
         This default runs :meth:`head` and torch; a set overrides it to fuse the choice into the head's kernel (a
