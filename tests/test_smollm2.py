@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tilefoundry.models.smollm2 import default_cache, ensure_checkpoint, gguf_folder
+from tilefoundry.models.smollm2 import _complete, default_cache, ensure_checkpoint, gguf_folder
 
 PROMPTS = [
     "Write a short poem about the sea.",
@@ -33,9 +33,7 @@ def own_conversion(tmp_path_factory) -> Path:
 def smollm2(request: pytest.FixtureRequest) -> str:
     """A conversion $TILEFOUNDRY_CACHE holds already, else the module's own (made once for the whole module)."""
     _need_package()
-    cached = default_cache()
-    if os.environ.get("TILEFOUNDRY_CACHE") and all((cached / f).is_file() for f in ("config.json",
-                                                                                     "model.safetensors")):
+    if os.environ.get("TILEFOUNDRY_CACHE") and _complete(default_cache()):
         return str(ensure_checkpoint())
     return str(request.getfixturevalue("own_conversion"))
 
