@@ -4,8 +4,9 @@
 // f32.
 //
 // The schedule (lower/matmul.py's GEMM schedule): a CTA of kWarpgroups warpgroups of math (each
-// 128 rows of a row tile) and one copy warpgroup, one CTA an SM, takes the output tiles of kTileM x
-// kTileN rank, rank + ranks, ... (Tiles) of the columns and rows the call was given. For each tile,
+// kWarpgroupRows rows of a row tile) and one copy warpgroup, one CTA an SM, takes the output tiles
+// of kTileM x kTileN rank, rank + ranks, ... (Tiles) of the columns and rows the call was given.
+// For each tile,
 // K runs in steps of kTileK through a ring of kStages stages in shared memory (the call's ring,
 // carved from the kernel's dynamic shared memory), read by the warpgroups' wgmma in the 128-byte
 // swizzle GMMA expects (CuTe's Layout_K_SW128_Atom), the sums held in registers (the copy
@@ -59,20 +60,33 @@ namespace ops {
 namespace matmul_gmma {
 
 // Build-time knobs for measuring other shapes of the tier (lower/matmul.py's comment has the
-// numbers): they must agree with lower/matmul.py's CUDA_GEMM_TILE_M, CUDA_GEMM_STAGES,
-// CUDA_GEMM_THREADS and CUDA_GEMM_RING_BYTES (a smaller static ring is a compile error below; a CTA
-// of another size runs the other tiers).
+// numbers): they must agree with lower/matmul.py's CUDA_GEMM_THREADS and CUDA_GEMM_RING_BYTES (a
+// smaller static ring is a compile error below; a CTA of another size runs the other tiers). A
+// warpgroup's rows (128: two wgmma atoms of 64; or 64: one, a 128 x 128 tile of two warpgroups, as
+// cuBLAS's 128x128_64x6_2x1 kernel of o_proj at M = 1024) pick the stages that fill the same ring
+// (4 of 384 x 64 elements or 6 of 256 x 64).
 #ifndef TILEFOUNDRY_MATMUL_GMMA_WARPGROUPS
 #define TILEFOUNDRY_MATMUL_GMMA_WARPGROUPS 2
 #endif
-#ifndef TILEFOUNDRY_MATMUL_GMMA_STAGES
-#define TILEFOUNDRY_MATMUL_GMMA_STAGES 4
+#ifndef TILEFOUNDRY_MATMUL_GMMA_WARPGROUP_ROWS
+#define TILEFOUNDRY_MATMUL_GMMA_WARPGROUP_ROWS 128
 #endif
-constexpr int kWarpgroups = TILEFOUNDRY_MATMUL_GMMA_WARPGROUPS;  // each 128 rows of a row tile
-constexpr int kTileM = 128 * kWarpgroups;  // rows of a row tile (wgmma atoms of 64 rows)
-constexpr int kTileN = 128;                // columns of an output tile
-constexpr int kTileK = 64;                 // K a stage: one 128-byte swizzle row of 16-bit elements
+#ifndef TILEFOUNDRY_MATMUL_GMMA_STAGES
+#define TILEFOUNDRY_MATMUL_GMMA_STAGES (TILEFOUNDRY_MATMUL_GMMA_WARPGROUP_ROWS == 64 ? 6 : 4)
+#endif
+constexpr int kWarpgroups = TILEFOUNDRY_MATMUL_GMMA_WARPGROUPS;
+constexpr int kWarpgroupRows =
+    TILEFOUNDRY_MATMUL_GMMA_WARPGROUP_ROWS;  // a warpgroup's rows of a tile
+static_assert(kWarpgroupRows == 64 || kWarpgroupRows == 128, "wgmma atoms of 64 rows, one or two");
+constexpr int kTileM = kWarpgroupRows * kWarpgroups;  // rows of a row tile
+constexpr int kTileN = 128;                           // columns of an output tile
+constexpr int kTileK = 64;  // K a stage: one 128-byte swizzle row of 16-bit elements
 constexpr int kStages = TILEFOUNDRY_MATMUL_GMMA_STAGES;  // stages of the ring
+// Rows of a tensor map's box (lower/matmul.py's CUDA_GEMM_BOX_ROWS): a stage's a tile is kTileM /
+// kBoxRows boxes one under the other (a K-major 128-byte-swizzled tile is its rows' 128 bytes one
+// after the other, so a box of rows r.. lands r * 128 bytes in).
+constexpr int kBoxRows = 128;
+static_assert(kTileM % kBoxRows == 0 && kTileN == kBoxRows, "the tiles are whole boxes");
 constexpr int kMathThreads = 128 * kWarpgroups;
 constexpr int kMathWarps = kMathThreads / 32;
 constexpr int kThreads = kMathThreads + 128;  // and the copy warpgroup
@@ -90,8 +104,8 @@ constexpr int64_t kBarrierBytes = 128;  // a stage's `full` and `empty` barriers
 static_assert(2 * 8 * kStages + 8 <= kBarrierBytes, "the barriers fit their bytes (and kept's)");
 constexpr int kOutRows = 8;  // rows of sums a math warp stages on their way out (Math::store)
 constexpr int64_t kOutBytes = int64_t(kMathWarps) * kOutRows * kTileN * 4;
-// Bytes of sums one CTA of a K-split pair gives the other: a warpgroup's 128 rows (Math::give).
-constexpr unsigned kGivenBytes = unsigned(128 * kTileN * 4);
+// Bytes of sums one CTA of a K-split pair gives the other: a warpgroup's rows (Math::give).
+constexpr unsigned kGivenBytes = unsigned(kWarpgroupRows * kTileN * 4);
 /// Bytes of the ring a call of this tier needs (lower/matmul.py's CUDA_GEMM_RING_BYTES): the stages
 /// of a and b, the slack that aligns its start to the swizzle, the stages' barriers and the math
 /// warps' staging of their sums.
@@ -479,9 +493,10 @@ __device__ bool maps_ok(A const& a, B const& b, tensor_map const& ma, tensor_map
   int64_t const depth = int64_t(cute::size<1>(a));
   int64_t const ra = map_row(ma, &a(0, 0));
   int64_t const rb = map_row(mb, &b(0, 0));
-  return ma.ok && mb.ok && ma.depth == depth && mb.depth == depth &&
-         ma.stride == int64_t(cute::stride<0>(a)) && mb.stride == int64_t(cute::stride<1>(b)) &&
-         ra >= 0 && ra + int64_t(cute::size<0>(a)) <= ma.rows && rb >= 0 &&
+  return ma.ok && mb.ok && ma.box_rows == kBoxRows && mb.box_rows == kBoxRows &&
+         ma.depth == depth && mb.depth == depth && ma.stride == int64_t(cute::stride<0>(a)) &&
+         mb.stride == int64_t(cute::stride<1>(b)) && ra >= 0 &&
+         ra + int64_t(cute::size<0>(a)) <= ma.rows && rb >= 0 &&
          rb + int64_t(cute::size<1>(b)) <= mb.rows && ra < (int64_t(1) << 31) &&
          rb < (int64_t(1) << 31) && sizeof(E) == 2;
 }
@@ -491,7 +506,7 @@ __device__ bool maps_ok(A const& a, B const& b, tensor_map const& ma, tensor_map
 /// and the kernel runs in clusters of two (Tiles::split: o_proj and down at 1024 rows of
 /// Qwen3-1.7B, 64 tiles of 256 x 128 for 132 SMs), each pair of CTAs takes one tile, the first CTA
 /// its first half of K's steps and the second the rest; past the cluster's barrier (their stages
-/// read by then) each CTA stores the sums of one warpgroup's rows (128 of the tile's 256) into the
+/// read by then) each CTA stores the sums of one warpgroup's rows (half the tile's) into the
 /// peer's stages (distributed shared memory), and past a second barrier each adds the peer's sums
 /// to its other warpgroup's and stores those rows.
 template <class A, class B, class Out, class Epi>
@@ -540,7 +555,11 @@ __device__ void mapped_tiles(A const& a, B const& b, Out& out, Epi const& epi, T
           Empty::wait(&empty[s], uint32_t((it / kStages) & 1) ^ 1u);  // read in the round before
           Full::arrive_and_expect_tx(&full[s], uint32_t(kStageBytes));
           int32_t const k0 = int32_t((first + step) * kTileK);
-          cute::SM90_TMA_LOAD_2D::copy(&ma.map, &full[s], hint, &sA(0, 0, s), k0, m0);
+          CUTE_UNROLL
+          for (int box = 0; box < kTileM / kBoxRows; ++box) {
+            cute::SM90_TMA_LOAD_2D::copy(&ma.map, &full[s], hint, &sA(box * kBoxRows, 0, s), k0,
+                                         m0 + box * kBoxRows);
+          }
           cute::SM90_TMA_LOAD_2D::copy(&mb.map, &full[s], hint, &sB(0, 0, s), k0, n0);
         }
       }
