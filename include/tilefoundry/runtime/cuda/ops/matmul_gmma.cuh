@@ -296,28 +296,51 @@ struct Math {
                                                int(cute::get<0>(coords(cute::make_coord(
                                                    cute::make_coord(0, half, 0), atom, 0)))),
                                                0);
-        CUTE_UNROLL
-        for (int pass = 0; pass < kOutRows * kTileN / 8 / 32; ++pass) {
-          int const word = lane + 32 * pass;
-          int const row = word / (kTileN / 8);
-          int const col = word % (kTileN / 8) * 8;
-          if (first - m0 + row >= rows || col >= cols) continue;
-          alignas(16) float v[8];
+        // A group of passes' whole words first, then their stores: the epilogue's reads (a
+        // residual) of the group's passes are in flight together, not each after the stores of the
+        // pass before. All four passes a group where a warpgroup's rows are 64 (64 sums a thread);
+        // one where 128 (ptxas, sm_90a: four spilled 28 bytes there, against 8).
+        constexpr int kPasses = kOutRows * kTileN / 8 / 32;
+        constexpr int kGroup = kWarpgroupRows == 64 ? kPasses : 1;
+        // where pass p's word lies: row row_of(p) of the staged rows, columns col_of(p) .. + 7
+        auto const row_of = [&](int p) { return (lane + 32 * p) / (kTileN / 8); };
+        auto const col_of = [&](int p) { return (lane + 32 * p) % (kTileN / 8) * 8; };
+        auto const staged = [&](int row, int col, float(&v)[8]) {
           *reinterpret_cast<float4*>(&v[0]) =
               *reinterpret_cast<float4 const*>(&staging[swizzled(row, col)]);
           *reinterpret_cast<float4*>(&v[4]) =
               *reinterpret_cast<float4 const*>(&staging[swizzled(row, col) + 4]);
-          int64_t const m = first + row, n = n0 + col;
-          if (contiguous && col + 8 <= cols &&
-              (reinterpret_cast<uintptr_t>(&out(m, n)) & 15) == 0) {
-            alignas(16) T packed[8];
-            CUTE_UNROLL
-            for (int e = 0; e < 8; ++e) packed[e] = value<T>(epi, m, n + e, v[e]);
-            *reinterpret_cast<uint4*>(&out(m, n)) = *reinterpret_cast<uint4 const*>(packed);
-          } else {
-            CUTE_UNROLL
-            for (int e = 0; e < 8; ++e) {
-              if (col + e < cols) matmul_impl::store<T>(out, epi, m, n + e, v[e], 0.0f);
+        };
+        CUTE_UNROLL
+        for (int group = 0; group < kPasses; group += kGroup) {
+          alignas(16) T packed[kGroup][8];
+          bool whole[kGroup];
+          CUTE_UNROLL
+          for (int g = 0; g < kGroup; ++g) {
+            int const row = row_of(group + g), col = col_of(group + g);
+            int64_t const m = first + row, n = n0 + col;
+            whole[g] = first - m0 + row < rows && col + 8 <= cols && contiguous &&
+                       (reinterpret_cast<uintptr_t>(&out(m, n)) & 15) == 0;
+            if (whole[g]) {
+              alignas(16) float v[8];
+              staged(row, col, v);
+              CUTE_UNROLL
+              for (int e = 0; e < 8; ++e) packed[g][e] = value<T>(epi, m, n + e, v[e]);
+            }
+          }
+          CUTE_UNROLL
+          for (int g = 0; g < kGroup; ++g) {
+            int const row = row_of(group + g), col = col_of(group + g);
+            int64_t const m = first + row, n = n0 + col;
+            if (whole[g]) {  // one st.global.v4 (a uint4 assignment made four 4-byte stores)
+              detail::store_word<true>(&out(m, n), detail::bits_as<detail::word4>(packed[g]));
+            } else if (first - m0 + row < rows && col < cols) {  // a tile's edge: one at a time
+              alignas(16) float v[8];
+              staged(row, col, v);
+              CUTE_UNROLL
+              for (int e = 0; e < 8; ++e) {
+                if (col + e < cols) matmul_impl::store<T>(out, epi, m, n + e, v[e], 0.0f);
+              }
             }
           }
         }
