@@ -333,7 +333,9 @@ struct Math {
             int const row = row_of(group + g), col = col_of(group + g);
             int64_t const m = first + row, n = n0 + col;
             if (whole[g]) {  // one st.global.v4 (a uint4 assignment made four 4-byte stores)
-              detail::store_word<true>(&out(m, n), detail::bits_as<detail::word4>(packed[g]));
+              if constexpr (sizeof(T) == 2) {  // (whole only where T is 16-bit: `contiguous`)
+                detail::store_word<true>(&out(m, n), detail::bits_as<detail::word4>(packed[g]));
+              }
             } else if (first - m0 + row < rows && col < cols) {  // a tile's edge: one at a time
               alignas(16) float v[8];
               staged(row, col, v);
