@@ -119,7 +119,7 @@ CUDA_GEMM_TILE_N = 128
 CUDA_GEMM_MIN_TILE_N = 64
 CUDA_GEMM_TILE_K = 64  # values of K a stage: one 128-byte row of 16-bit elements
 # Rows of a tensor map's box (matmul_gmma.cuh's kBoxRows): a stage's row tile is copied as CUDA_GEMM_TILE_M /
-# CUDA_GEMM_BOX_ROWS boxes, so that the kernel's row tile (its warpgroups' rows, a build-time choice) needs no
+# CUDA_GEMM_BOX_ROWS boxes, so that the kernel's row tile (its warpgroups' rows, each call's choice) needs no
 # other map.
 CUDA_GEMM_BOX_ROWS = 128
 CUDA_GEMM_STAGES = 4  # matmul_gmma.cuh's kStages
