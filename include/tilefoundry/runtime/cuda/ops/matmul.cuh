@@ -156,9 +156,10 @@ namespace matmul_cuda {
 
 /// The GEMM schedule's call, with the operands' tensor maps where the host made them (else null).
 template <class Acc, class Ring, class W, class A, class B, class Out, class Epi, class Pro>
-__device__ void row_tiles(matmul_ring<Ring, W> const& ring, A const& a, B const& b, Out&& out,
-                          Epi const& epilogue, Pro const& prologue, int64_t rank, int64_t ranks,
-                          tensor_map const* ma, tensor_map const* mb) {
+__device__ __forceinline__ void row_tiles(matmul_ring<Ring, W> const& ring, A const& a, B const& b,
+                                          Out&& out, Epi const& epilogue, Pro const& prologue,
+                                          int64_t rank, int64_t ranks, tensor_map const* ma,
+                                          tensor_map const* mb) {
   wait_for_earlier_kernels();
   if constexpr (std::is_same_v<Pro, plain_rows> && std::is_same_v<Acc, float>) {
     if (matmul_gmma::apply(a, b, out, epilogue, ring.smem, rank, ranks, ma, mb)) return;
@@ -181,17 +182,19 @@ __device__ void row_tiles(matmul_ring<Ring, W> const& ring, A const& a, B const&
 /// through the tensor cores (matmul_gmma.cuh) where that tier applies, else each through the tiers
 /// above.
 template <class Acc, class Ring, class W, class A, class B, class Out, class Epi, class Pro>
-__device__ void matmul(matmul_ring<Ring, W> const& ring, A const& a, B const& b, Out&& out,
-                       Epi const& epilogue, Pro const& prologue, int64_t rank, int64_t ranks) {
+__device__ __forceinline__ void matmul(matmul_ring<Ring, W> const& ring, A const& a, B const& b,
+                                       Out&& out, Epi const& epilogue, Pro const& prologue,
+                                       int64_t rank, int64_t ranks) {
   matmul_cuda::row_tiles<Acc>(ring, a, b, out, epilogue, prologue, rank, ranks, nullptr, nullptr);
 }
 
 /// ... and given the tensor maps of a's and b's memory (cuda/tensor_map.cuh, made by the host
 /// entry): the tensor-core tier's stages filled by the copy engine where the maps describe them.
 template <class Acc, class Ring, class W, class A, class B, class Out, class Epi, class Pro>
-__device__ void matmul(matmul_ring<Ring, W> const& ring, A const& a, B const& b, Out&& out,
-                       Epi const& epilogue, Pro const& prologue, int64_t rank, int64_t ranks,
-                       tensor_map const& ma, tensor_map const& mb) {
+__device__ __forceinline__ void matmul(matmul_ring<Ring, W> const& ring, A const& a, B const& b,
+                                       Out&& out, Epi const& epilogue, Pro const& prologue,
+                                       int64_t rank, int64_t ranks, tensor_map const& ma,
+                                       tensor_map const& mb) {
   matmul_cuda::row_tiles<Acc>(ring, a, b, out, epilogue, prologue, rank, ranks, &ma, &mb);
 }
 

@@ -486,8 +486,8 @@ struct Tiles {
 /// Output tile t, its stages copied by the math threads with cp.async: out(m, n) = epi(m, n, sum_k
 /// a(m, k) * b(k, n)) for the tile's rows m and columns n.
 template <class S, class A, class B, class Out, class Epi>
-__device__ void row_tile(A const& a, B const& b, Out& out, Epi const& epi, Tiles<S> const& tiles,
-                         int t, unsigned char* ring) {
+__device__ __forceinline__ void row_tile(A const& a, B const& b, Out& out, Epi const& epi,
+                                         Tiles<S> const& tiles, int t, unsigned char* ring) {
   using E = element_t<A>;
   constexpr int kStages = S::kStages;
   int64_t const depth = int64_t(cute::size<1>(a));
@@ -555,8 +555,9 @@ __device__ bool maps_ok(A const& a, B const& b, tensor_map const& ma, tensor_map
 /// peer's stages (distributed shared memory), and past a second barrier each adds the peer's sums
 /// to its other warpgroup's and stores those rows.
 template <class S, class A, class B, class Out, class Epi>
-__device__ void mapped_tiles(A const& a, B const& b, Out& out, Epi const& epi, Tiles<S> const& all,
-                             tensor_map const& ma, tensor_map const& mb, unsigned char* ring) {
+__device__ __forceinline__ void mapped_tiles(A const& a, B const& b, Out& out, Epi const& epi,
+                                             Tiles<S> const& all, tensor_map const& ma,
+                                             tensor_map const& mb, unsigned char* ring) {
   using E = element_t<A>;
   constexpr int kStages = S::kStages;
   constexpr int64_t kStageBytes = S::kStageBytes;
@@ -675,9 +676,10 @@ TILEFOUNDRY_HOST_DEVICE constexpr int rows_of(int64_t m, int64_t n, int64_t rank
 /// the tensor cores where the tier applies (true), else nothing done (false: the caller takes the
 /// other tiers). `ma` and `mb`, where given, are tensor maps of a's and b's memory.
 template <class A, class B, class Out, class Epi, class Ring>
-__device__ bool apply(A const& a, B const& b, Out& out, Epi const& epi, Ring const& ring,
-                      int64_t rank, int64_t ranks, tensor_map const* ma = nullptr,
-                      tensor_map const* mb = nullptr) {
+__device__ __forceinline__ bool apply(A const& a, B const& b, Out& out, Epi const& epi,
+                                      Ring const& ring, int64_t rank, int64_t ranks,
+                                      tensor_map const* ma = nullptr,
+                                      tensor_map const* mb = nullptr) {
 #if TILEFOUNDRY_MATMUL_GMMA
   if constexpr (tier_v<A, B>) {
     using R = cute::remove_cvref_t<decltype(ring(0))>;
@@ -693,28 +695,26 @@ __device__ bool apply(A const& a, B const& b, Out& out, Epi const& epi, Ring con
     auto* const raw = reinterpret_cast<unsigned char*>(cute::raw_pointer_cast(&ring(0)));
     auto* const aligned = reinterpret_cast<unsigned char*>(
         (reinterpret_cast<uintptr_t>(raw) + kAlign - 1) / kAlign * kAlign);
-    bool const mapped = ma != nullptr && mb != nullptr && maps_ok(a, b, *ma, *mb);
     int64_t const m = int64_t(cute::size<0>(a)), n = int64_t(cute::size<1>(b));
-    auto const run = [&](auto shape) {
-      using S = decltype(shape);
-      Tiles<S> const tiles(m, n, rank, ranks);
-      if (mapped) {
-        mapped_tiles(a, b, out, epi, tiles, *ma, *mb, aligned);
-        return;
+    if (ma != nullptr && mb != nullptr && maps_ok(a, b, *ma, *mb)) {
+      if (rows_of(m, n, ranks) == 64) {
+        mapped_tiles(a, b, out, epi, Tiles<Shape<64>>(m, n, rank, ranks), *ma, *mb, aligned);
+      } else {
+        mapped_tiles(a, b, out, epi, Tiles<Shape<128>>(m, n, rank, ranks), *ma, *mb, aligned);
       }
-      if (int(threadIdx.x) >= kMathThreads) {  // the copy warpgroup has nothing to do
-        cutlass::arch::warpgroup_reg_dealloc<kCopyRegisters>();
-        return;
-      }
-      cutlass::arch::warpgroup_reg_alloc<kMathRegisters>();
-      for (int i = 0, t = tiles.at(0); t >= 0; t = tiles.at(++i)) {
-        row_tile(a, b, out, epi, tiles, t, aligned);
-      }
-    };
-    if (rows_of(m, n, ranks) == 64) {
-      run(Shape<64>{});
-    } else {
-      run(Shape<128>{});
+      return true;
+    }
+    // No maps (a batch of matrices, a view the host could not describe): 256 x 128 tiles, copied
+    // by the math threads (one shape only: a second made the kernel call row_tile out of line,
+    // which serialises its wgmma).
+    if (int(threadIdx.x) >= kMathThreads) {  // the copy warpgroup has nothing to do
+      cutlass::arch::warpgroup_reg_dealloc<kCopyRegisters>();
+      return true;
+    }
+    cutlass::arch::warpgroup_reg_alloc<kMathRegisters>();
+    Tiles<Shape<128>> const tiles(m, n, rank, ranks);
+    for (int i = 0, t = tiles.at(0); t >= 0; t = tiles.at(++i)) {
+      row_tile(a, b, out, epi, tiles, t, aligned);
     }
     return true;
   }
