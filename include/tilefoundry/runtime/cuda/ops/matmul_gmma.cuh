@@ -671,6 +671,12 @@ TILEFOUNDRY_HOST_DEVICE constexpr int rows_of(int64_t m, int64_t n, int64_t rank
       (m + Shape<64>::kTileM - 1) / Shape<64>::kTileM * ((n + kTileN - 1) / kTileN);
   return tiles <= ranks ? 64 : 128;
 }
+// The picks the measurements above chose, on 132 SMs: o_proj and down at 1024 rows 128 x 128 tiles;
+// q/k/v (N = 4096) at 1024 and o_proj at 4096 256 x 128.
+static_assert(kForcedRows != 0 ||
+                  (rows_of(1024, 2048, 132) == 64 && rows_of(1024, 4096, 132) == 128 &&
+                   rows_of(4096, 2048, 132) == 128),
+              "rows_of picks as measured");
 
 /// The call of the GEMM schedule: this CTA's output tiles rank, rank + ranks, ... (Tiles) through
 /// the tensor cores where the tier applies (true), else nothing done (false: the caller takes the
