@@ -8,9 +8,12 @@ for the residual kinds). The shapes are Qwen3-1.7B's projections (q/k/v, o_proj,
 4096 rows (issue 23's acceptance shapes). Each case is first checked against cuBLAS's result (relative L2 within
 1e-2), then both run as replays of a CUDA graph of ``--launches`` back-to-back launches cycling through three copies
 of their operands (bench/graph_timing.py), the medians of ``--reps`` replays interleaved between the two. Reported:
-microseconds, TFLOP/s and ``cuBLAS / compiled`` (above 1: the compiled kernel is faster).
+microseconds, TFLOP/s and ``cuBLAS / compiled`` (above 1: the compiled kernel is faster). ``--variant NAME=FLAGS``
+also builds each shape with those compiler flags (a build-time knob of matmul_gmma.cuh) and times it in the same
+graphs' rotation, so a schedule choice is measured against the default in one run.
 
     python bench/compiled_gemm_cuda.py --json compiled_gemm_h200.json
+    python bench/compiled_gemm_cuda.py --rows 1024 --variant wg64=-DTILEFOUNDRY_MATMUL_GMMA_WARPGROUP_ROWS=64
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import torch
@@ -26,7 +30,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from graph_timing import graph_of, time_graphs  # noqa: E402
 
-from tilefoundry import jit  # noqa: E402
+from tilefoundry import CompilerOptions, jit  # noqa: E402
 from tilefoundry.dsl import ConstTensor, DimVar, Tensor, func, tf  # noqa: E402
 from tilefoundry.ir.core.function import Function  # noqa: E402
 
@@ -56,8 +60,10 @@ def projection(n: int, k: int, residual: bool) -> Function:
     return linear
 
 
-def run_case(compiled: object, m: int, n: int, k: int, residual: bool, launches: int, reps: int) -> dict:
-    """One shape at ``m`` rows: the check, then both sides' medians."""
+def run_case(kernels: dict[str, object], m: int, n: int, k: int, residual: bool, launches: int, reps: int) -> dict:
+    """One shape at ``m`` rows: the check of each compiled kernel (``kernels``: ``compiled``, and each
+    ``--variant`` by its name) against cuBLAS, then the medians of all of them and cuBLAS, their graphs replayed in
+    turn."""
     dev = torch.device("cuda")
     xs = [torch.randn(m, k, device=dev, dtype=torch.bfloat16) for _ in range(COPIES)]
     ws = [torch.randn(n, k, device=dev, dtype=torch.bfloat16) / k**0.5 for _ in range(COPIES)]
@@ -65,8 +71,10 @@ def run_case(compiled: object, m: int, n: int, k: int, residual: bool, launches:
     ours = [torch.full((m, n), float("nan"), device=dev, dtype=torch.bfloat16) for _ in range(COPIES)]
     theirs = [torch.empty(m, n, device=dev, dtype=torch.bfloat16) for _ in range(COPIES)]
 
-    def compiled_launch(i: int) -> None:
-        compiled(xs[i], ws[i], *rs[i:i + 1], ours[i])
+    def launcher(compiled: object) -> Callable[[int], None]:
+        def launch(i: int) -> None:
+            compiled(xs[i], ws[i], *rs[i:i + 1], ours[i])
+        return launch
 
     def cublas_launch(i: int) -> None:
         if residual:
@@ -74,14 +82,19 @@ def run_case(compiled: object, m: int, n: int, k: int, residual: bool, launches:
         else:
             torch.matmul(xs[i], ws[i].T, out=theirs[i])
 
-    compiled_launch(0)
     cublas_launch(0)
-    torch.cuda.synchronize()
-    error = ((ours[0].float() - theirs[0].float()).norm() / theirs[0].float().norm()).item()
-    if not error <= TOLERANCE:
-        raise AssertionError(f"compiled_gemm_cuda.py: {m} x {n} x {k}: relative L2 {error:.3g} from cuBLAS")
-    graphs = {"compiled": graph_of(compiled_launch, launches, COPIES),
-              "cuBLAS": graph_of(cublas_launch, launches, COPIES)}
+    graphs = {}
+    for side, compiled in kernels.items():
+        ours[0].fill_(float("nan"))
+        launcher(compiled)(0)
+        torch.cuda.synchronize()
+        err = ((ours[0].float() - theirs[0].float()).norm() / theirs[0].float().norm()).item()
+        if not err <= TOLERANCE:
+            raise AssertionError(f"compiled_gemm_cuda.py: {side} at {m} x {n} x {k}: relative L2 {err:.3g} from "
+                                 "cuBLAS")
+        error = err if side == "compiled" else error
+        graphs[side] = graph_of(launcher(compiled), launches, COPIES)
+    graphs["cuBLAS"] = graph_of(cublas_launch, launches, COPIES)
     us = time_graphs(graphs, launches, reps)
     flops = 2 * m * n * k
     return {"m": m, "n": n, "k": k, "residual": residual, "rel_l2_vs_cublas": error, "us": us,
@@ -95,14 +108,29 @@ def main() -> int:
     ap.add_argument("--shapes", nargs="+", choices=sorted(SHAPES), help="a subset of the shapes, by name")
     ap.add_argument("--launches", type=int, default=10, help="launches a graph (default 10)")
     ap.add_argument("--reps", type=int, default=15, help="replays of each graph (default 15)")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME=FLAGS",
+                    help="also jit each shape with these compiler flags (CompilerOptions.extra_flags, space-separated) "
+                         "and time it beside the default build, e.g. "
+                         "wg64=-DTILEFOUNDRY_MATMUL_GMMA_WARPGROUP_ROWS=64 (matmul_gmma.cuh's build-time knobs)")
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args()
+    variants = {"compiled": CompilerOptions()}
+    for v in args.variant:
+        name, sep, flags = v.partition("=")
+        if not sep or not name or not flags.split():
+            ap.error(f"--variant takes NAME=FLAGS, got {v!r}")
+        variants[f"compiled ({name})"] = CompilerOptions(extra_flags=tuple(flags.split()))
     if not torch.cuda.is_available():
         print("compiled_gemm_cuda.py: needs a CUDA GPU (torch sees none)", file=sys.stderr)
         return 2
     names = args.shapes or list(SHAPES)
-    with ThreadPoolExecutor(max_workers=len(names)) as pool:  # the nvcc builds side by side
-        built = dict(zip(names, pool.map(lambda s: jit(projection(*SHAPES[s]), target="cuda"), names)))
+    builds = [(s, v) for s in names for v in variants]
+    with ThreadPoolExecutor(max_workers=len(builds)) as pool:  # the nvcc builds side by side
+        kernels = list(pool.map(lambda b: jit(projection(*SHAPES[b[0]]), target="cuda", options=variants[b[1]]),
+                                builds))
+    built: dict[str, dict[str, object]] = {s: {} for s in names}
+    for (s, v), kernel in zip(builds, kernels):
+        built[s][v] = kernel
     results = []
     print(f"{'shape':<20}{'M':>6}{'compiled us':>13}{'TFLOP/s':>9}{'cuBLAS us':>11}{'TFLOP/s':>9}{'vs cuBLAS':>11}")
     for m in args.rows:
@@ -112,9 +140,12 @@ def main() -> int:
             r["shape"] = name
             results.append(r)
             print(f"{name:<20}{m:>6}{r['us']['compiled']:>13.1f}{r['tflops']['compiled']:>9.0f}"
-                  f"{r['us']['cuBLAS']:>11.1f}{r['tflops']['cuBLAS']:>9.0f}{r['speed_vs_cublas']:>10.2f}x", flush=True)
+                  f"{r['us']['cuBLAS']:>11.1f}{r['tflops']['cuBLAS']:>9.0f}{r['speed_vs_cublas']:>10.2f}x"
+                  + "".join(f"  {v} {r['us'][v]:.1f} us ({r['us']['cuBLAS'] / r['us'][v]:.2f}x)"
+                            for v in variants if v != "compiled"), flush=True)
     if args.json:
         out = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "dtype": "bfloat16",
+               "variants": {v: list(o.extra_flags) for v, o in variants.items()},
                "launches_per_graph": args.launches, "reps": args.reps, "cases": results}
         with open(args.json, "w") as f:
             json.dump(out, f, indent=2)

@@ -18,6 +18,7 @@ from tests.test_compile_matmul import op_calls, projection_inputs
 from tilefoundry import func, lower, module
 from tilefoundry.dsl import ConstTensor, DimVar, Tensor, tf
 from tilefoundry.lower.matmul import (
+    CUDA_GEMM_BOX_ROWS,
     CUDA_GEMM_CTAS,
     CUDA_GEMM_RING_BYTES,
     CUDA_GEMM_THREADS,
@@ -111,10 +112,10 @@ def test_many_rows_of_16_bit_operands_take_the_gemm_schedule_on_sm90a() -> None:
             a_map, b_map = call.maps
             row_dim = 200 if name == "half_to_f32" else ROWS
             a_stride, a_offset = (320, 64) if name == "sliced" else (k, 0)
-            expected = (row_dim, k, a_stride, CUDA_GEMM_TILE_M)
+            expected = (row_dim, k, a_stride, CUDA_GEMM_BOX_ROWS)
             assert (a_map.rows, a_map.depth, a_map.stride, a_map.box_rows) == expected, name
             assert a_map.offset == a_offset and b_map.offset == 0, name
-            assert (b_map.rows, b_map.depth, b_map.stride, b_map.box_rows) == (n, k, k, CUDA_GEMM_TILE_N), name
+            assert (b_map.rows, b_map.depth, b_map.stride, b_map.box_rows) == (n, k, k, CUDA_GEMM_BOX_ROWS), name
             assert a_map.box_depth == b_map.box_depth == 64, name
             assert schedule.cluster == (2 if ranks % 2 == 0 else 1), name  # pairs that may split K
         else:
@@ -135,12 +136,12 @@ def test_the_host_entry_makes_the_tensor_maps_the_kernel_takes_last() -> None:
     assert f"__global__ void __launch_bounds__({CUDA_GEMM_THREADS}, 1) residual_stage0_kernel(" in source
     (call,) = [s for s in source.splitlines() if "ops::matmul<float>(" in s]
     assert call.rstrip().endswith("), x_map, wr_map);") and "ops::plain_rows{}, int64_t(" in call, call
-    assert "auto const x_map = ops::make_tensor_map(x_ptr, rows, 72, 72, 256, 64);" in source
+    assert "auto const x_map = ops::make_tensor_map(x_ptr, rows, 72, 72, 128, 64);" in source
     assert "auto const wr_map = ops::make_tensor_map(wr_ptr, 96, 72, 72, 128, 64);" in source
     (launch,) = [s for s in source.splitlines() if "launch.start_in_clusters(" in s]  # pairs of CTAs (16 ranks)
     assert "residual_stage0_kernel, ctas, 2, 384, shared_bytes, " in launch, launch
     assert launch.rstrip().endswith("x_ptr, wr_ptr, r_ptr, out_ptr, rows, x_map, wr_map);"), launch
-    assert "x_map = map %x[rows, 72]:(72, 1) box 256x64" in str(tir)
+    assert "x_map = map %x[rows, 72]:(72, 1) box 128x64" in str(tir)
 
 
 def test_few_rows_f32_an_older_gpu_and_the_cpu_keep_their_schedules() -> None:

@@ -118,6 +118,10 @@ CUDA_GEMM_TILE_M = 256
 CUDA_GEMM_TILE_N = 128
 CUDA_GEMM_MIN_TILE_N = 64
 CUDA_GEMM_TILE_K = 64  # values of K a stage: one 128-byte row of 16-bit elements
+# Rows of a tensor map's box (matmul_gmma.cuh's kBoxRows): a stage's row tile is copied as CUDA_GEMM_TILE_M /
+# CUDA_GEMM_BOX_ROWS boxes, so that the kernel's row tile (its warpgroups' rows, each call's choice) needs no
+# other map.
+CUDA_GEMM_BOX_ROWS = 128
 CUDA_GEMM_STAGES = 4  # matmul_gmma.cuh's kStages
 CUDA_GEMM_OUT_BYTES = (CUDA_GEMM_TILE_M // 32) * 8 * CUDA_GEMM_TILE_N * 4  # 8 rows of f32 sums a math warp
 CUDA_GEMM_RING_BYTES = (CUDA_GEMM_STAGES * (CUDA_GEMM_TILE_M + CUDA_GEMM_TILE_N) * CUDA_GEMM_TILE_K * 2 + 1024 + 128
@@ -376,9 +380,9 @@ def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int,
 def _gemm_maps(a: View, b: View, homes: dict[int, str], m: Dim, k: Dim, n: Dim, a_stride: Dim,
                b_stride: Dim) -> tuple[TensorMap, ...]:
     """The tensor maps through which the GEMM schedule's copy engine reads one matrix product's operands: ``a``'s
-    ``m`` rows of ``k`` and ``b`` as ``n`` rows (a weight stored (N, K)) of ``k``, each a box of a tile's rows of
-    CUDA_GEMM_TILE_K at a time; none where a view picks or repeats rows, or its rows start where no 16-byte word
-    does (the kernel then copies its stages itself)."""
+    ``m`` rows of ``k`` and ``b`` as ``n`` rows (a weight stored (N, K)) of ``k``, each a box of CUDA_GEMM_BOX_ROWS
+    rows of CUDA_GEMM_TILE_K at a time (a tile is whole boxes); none where a view picks or repeats rows, or its rows
+    start where no 16-byte word does (the kernel then copies its stages itself)."""
     if any(v.gathers or any(r != 1 for r in v.repeats) for v in (a, b)):
         return ()
     words = 128 // a.root.type.dtype.bits  # elements of 16 bytes: a map's rows start at multiples of them
@@ -386,8 +390,8 @@ def _gemm_maps(a: View, b: View, homes: dict[int, str], m: Dim, k: Dim, n: Dim, 
         return ()  # (the host checks the rest at the launch: a map it cannot make sends the call to cp.async)
     name_a = f"{a.root.name}_map"
     name_b = f"{b.root.name}_map" if b.root.name != a.root.name else f"{b.root.name}_map_b"
-    return (TensorMap(name_a, homes[id(a.root)], a.offset, m, k, a_stride, CUDA_GEMM_TILE_M, CUDA_GEMM_TILE_K),
-            TensorMap(name_b, homes[id(b.root)], b.offset, n, k, b_stride, CUDA_GEMM_TILE_N, CUDA_GEMM_TILE_K))
+    return (TensorMap(name_a, homes[id(a.root)], a.offset, m, k, a_stride, CUDA_GEMM_BOX_ROWS, CUDA_GEMM_TILE_K),
+            TensorMap(name_b, homes[id(b.root)], b.offset, n, k, b_stride, CUDA_GEMM_BOX_ROWS, CUDA_GEMM_TILE_K))
 
 
 def _epilogue(mm: Op, ops: list[Op], buffers: dict[int, Buffer], result: Val, second: Op | None = None) -> Epilogue:

@@ -29,7 +29,9 @@ struct tensor_map {
   int64_t rows;      // rows of the map (the copy engine fills zeros past them)
   int64_t depth;     // elements a row (zeros past them)
   int64_t stride;    // elements between rows
-  int64_t ok;        // 1 where the map was made; 0 where the operand allows none
+  int64_t
+      box_rows;  // rows of a box (a copy): the kernel reads through the map only boxes it expects
+  int64_t ok;    // 1 where the map was made; 0 where the operand allows none
 };
 
 namespace tensor_map_detail {
@@ -69,6 +71,7 @@ inline tensor_map make_tensor_map(E const* base, int64_t rows, int64_t depth, in
   m.rows = rows;
   m.depth = depth;
   m.stride = stride;
+  m.box_rows = box_rows;
   m.ok = 0;
   constexpr bool bf16 = std::is_same_v<E, cute::bfloat16_t>;
   constexpr bool f16 = std::is_same_v<E, cute::half_t>;

@@ -156,15 +156,16 @@ namespace matmul_cuda {
 
 /// The GEMM schedule's call, with the operands' tensor maps where the host made them (else null).
 template <class Acc, class Ring, class W, class A, class B, class Out, class Epi, class Pro>
-__device__ void row_tiles(matmul_ring<Ring, W> const& ring, A const& a, B const& b, Out&& out,
-                          Epi const& epilogue, Pro const& prologue, int64_t rank, int64_t ranks,
-                          tensor_map const* ma, tensor_map const* mb) {
+__device__ __forceinline__ void row_tiles(matmul_ring<Ring, W> const& ring, A const& a, B const& b,
+                                          Out&& out, Epi const& epilogue, Pro const& prologue,
+                                          int64_t rank, int64_t ranks, tensor_map const* ma,
+                                          tensor_map const* mb) {
   wait_for_earlier_kernels();
   if constexpr (std::is_same_v<Pro, plain_rows> && std::is_same_v<Acc, float>) {
     if (matmul_gmma::apply(a, b, out, epilogue, ring.smem, rank, ranks, ma, mb)) return;
   }
   int64_t const total = int64_t(cute::size<0>(a));
-  constexpr int64_t kRows = matmul_gmma::kTileM;
+  constexpr int64_t kRows = matmul_gmma::Shape<128>::kTileM;
   for (int64_t m0 = rank * kRows; m0 < total; m0 += ranks * kRows) {
     int64_t const rows = total - m0 < kRows ? total - m0 : kRows;
     auto out_rows = row_slice(out, m0, rows);
@@ -177,20 +178,23 @@ __device__ void row_tiles(matmul_ring<Ring, W> const& ring, A const& a, B const&
 }  // namespace matmul_cuda
 
 /// ... given a ring and this CTA's share of the rows (the GEMM schedule of lower/matmul.py, many
-/// rows): the row tiles of matmul_gmma::kTileM rows rank, rank + ranks, ... of a, through the
-/// tensor cores (matmul_gmma.cuh) where that tier applies, else each through the tiers above.
+/// rows): the row tiles of matmul_gmma::Shape<128>::kTileM rows (256) rank, rank + ranks, ... of a,
+/// through the tensor cores (matmul_gmma.cuh) where that tier applies, else each through the tiers
+/// above.
 template <class Acc, class Ring, class W, class A, class B, class Out, class Epi, class Pro>
-__device__ void matmul(matmul_ring<Ring, W> const& ring, A const& a, B const& b, Out&& out,
-                       Epi const& epilogue, Pro const& prologue, int64_t rank, int64_t ranks) {
+__device__ __forceinline__ void matmul(matmul_ring<Ring, W> const& ring, A const& a, B const& b,
+                                       Out&& out, Epi const& epilogue, Pro const& prologue,
+                                       int64_t rank, int64_t ranks) {
   matmul_cuda::row_tiles<Acc>(ring, a, b, out, epilogue, prologue, rank, ranks, nullptr, nullptr);
 }
 
 /// ... and given the tensor maps of a's and b's memory (cuda/tensor_map.cuh, made by the host
 /// entry): the tensor-core tier's stages filled by the copy engine where the maps describe them.
 template <class Acc, class Ring, class W, class A, class B, class Out, class Epi, class Pro>
-__device__ void matmul(matmul_ring<Ring, W> const& ring, A const& a, B const& b, Out&& out,
-                       Epi const& epilogue, Pro const& prologue, int64_t rank, int64_t ranks,
-                       tensor_map const& ma, tensor_map const& mb) {
+__device__ __forceinline__ void matmul(matmul_ring<Ring, W> const& ring, A const& a, B const& b,
+                                       Out&& out, Epi const& epilogue, Pro const& prologue,
+                                       int64_t rank, int64_t ranks, tensor_map const& ma,
+                                       tensor_map const& mb) {
   matmul_cuda::row_tiles<Acc>(ring, a, b, out, epilogue, prologue, rank, ranks, &ma, &mb);
 }
 

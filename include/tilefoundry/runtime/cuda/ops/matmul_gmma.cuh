@@ -4,9 +4,10 @@
 // f32.
 //
 // The schedule (lower/matmul.py's GEMM schedule): a CTA of kWarpgroups warpgroups of math (each
-// 128 rows of a row tile) and one copy warpgroup, one CTA an SM, takes the output tiles of kTileM x
-// kTileN rank, rank + ranks, ... (Tiles) of the columns and rows the call was given. For each tile,
-// K runs in steps of kTileK through a ring of kStages stages in shared memory (the call's ring,
+// S::kWarpgroupRows rows of a row tile: Shape) and one copy warpgroup, one CTA an SM, takes the
+// output tiles of S::kTileM x kTileN rank, rank + ranks, ... (Tiles) of the columns and rows the
+// call was given. For each tile,
+// K runs in steps of kTileK through a ring of S::kStages stages in shared memory (the call's ring,
 // carved from the kernel's dynamic shared memory), read by the warpgroups' wgmma in the 128-byte
 // swizzle GMMA expects (CuTe's Layout_K_SW128_Atom), the sums held in registers (the copy
 // warpgroup gives the math most of its registers: setmaxnreg). The epilogue passes each sum
@@ -59,20 +60,34 @@ namespace ops {
 namespace matmul_gmma {
 
 // Build-time knobs for measuring other shapes of the tier (lower/matmul.py's comment has the
-// numbers): they must agree with lower/matmul.py's CUDA_GEMM_TILE_M, CUDA_GEMM_STAGES,
-// CUDA_GEMM_THREADS and CUDA_GEMM_RING_BYTES (a smaller static ring is a compile error below; a CTA
-// of another size runs the other tiers).
+// numbers): they must agree with lower/matmul.py's CUDA_GEMM_THREADS and CUDA_GEMM_RING_BYTES (a
+// smaller static ring is a compile error below; a CTA of another size runs the other tiers).
+// TILEFOUNDRY_MATMUL_GMMA_STAGES counts stages of the 128-row warpgroups' tiles; 64-row ones take
+// the stages that fill the same bytes. TILEFOUNDRY_MATMUL_GMMA_WARPGROUP_ROWS 64 or 128 makes
+// every call take that shape (0: each call picks, rows_of).
 #ifndef TILEFOUNDRY_MATMUL_GMMA_WARPGROUPS
 #define TILEFOUNDRY_MATMUL_GMMA_WARPGROUPS 2
+#endif
+#ifndef TILEFOUNDRY_MATMUL_GMMA_WARPGROUP_ROWS
+#define TILEFOUNDRY_MATMUL_GMMA_WARPGROUP_ROWS 0
 #endif
 #ifndef TILEFOUNDRY_MATMUL_GMMA_STAGES
 #define TILEFOUNDRY_MATMUL_GMMA_STAGES 4
 #endif
-constexpr int kWarpgroups = TILEFOUNDRY_MATMUL_GMMA_WARPGROUPS;  // each 128 rows of a row tile
-constexpr int kTileM = 128 * kWarpgroups;  // rows of a row tile (wgmma atoms of 64 rows)
-constexpr int kTileN = 128;                // columns of an output tile
-constexpr int kTileK = 64;                 // K a stage: one 128-byte swizzle row of 16-bit elements
-constexpr int kStages = TILEFOUNDRY_MATMUL_GMMA_STAGES;  // stages of the ring
+constexpr int kWarpgroups = TILEFOUNDRY_MATMUL_GMMA_WARPGROUPS;
+constexpr int kForcedRows = TILEFOUNDRY_MATMUL_GMMA_WARPGROUP_ROWS;
+static_assert(kForcedRows == 0 || kForcedRows == 64 || kForcedRows == 128,
+              "TILEFOUNDRY_MATMUL_GMMA_WARPGROUP_ROWS: 0 (each call picks), 64 or 128");
+constexpr int kTileN = 128;  // columns of an output tile
+constexpr int kTileK = 64;   // K a stage: one 128-byte swizzle row of 16-bit elements
+// Bytes of the ring's stages: TILEFOUNDRY_MATMUL_GMMA_STAGES stages of 256 x 64 and 128 x 64
+// elements (a and b tiles of 128-row warpgroups).
+constexpr int64_t kStagesBytes =
+    int64_t(TILEFOUNDRY_MATMUL_GMMA_STAGES) * (128 * kWarpgroups + kTileN) * kTileK * 2;
+// Rows of a tensor map's box (lower/matmul.py's CUDA_GEMM_BOX_ROWS): a stage's a tile is
+// S::kTileM / kBoxRows boxes one under the other (a K-major 128-byte-swizzled tile is its rows'
+// 128 bytes one after the other, so a box of rows r.. lands r * 128 bytes in).
+constexpr int kBoxRows = 128;
 constexpr int kMathThreads = 128 * kWarpgroups;
 constexpr int kMathWarps = kMathThreads / 32;
 constexpr int kThreads = kMathThreads + 128;  // and the copy warpgroup
@@ -83,19 +98,35 @@ constexpr int kCopyRegisters = 40;
 constexpr int kMathRegisters = (65536 / 128 - kCopyRegisters) / kWarpgroups / 8 * 8 < 240
                                    ? (65536 / 128 - kCopyRegisters) / kWarpgroups / 8 * 8
                                    : 240;
-constexpr int kAlign = 1024;  // the 128-byte swizzle repeats every 8 rows of 128 bytes
-constexpr int64_t kStageBytes = int64_t(kTileM + kTileN) * kTileK * 2;
+constexpr int kAlign = 1024;            // the 128-byte swizzle repeats every 8 rows of 128 bytes
 constexpr int64_t kBarrierBytes = 128;  // a stage's `full` and `empty` barriers, 8 bytes each,
                                         // and the K split's barrier of the peer's sums
-static_assert(2 * 8 * kStages + 8 <= kBarrierBytes, "the barriers fit their bytes (and kept's)");
 constexpr int kOutRows = 8;  // rows of sums a math warp stages on their way out (Math::store)
 constexpr int64_t kOutBytes = int64_t(kMathWarps) * kOutRows * kTileN * 4;
-// Bytes of sums one CTA of a K-split pair gives the other: a warpgroup's 128 rows (Math::give).
-constexpr unsigned kGivenBytes = unsigned(128 * kTileN * 4);
 /// Bytes of the ring a call of this tier needs (lower/matmul.py's CUDA_GEMM_RING_BYTES): the stages
 /// of a and b, the slack that aligns its start to the swizzle, the stages' barriers and the math
 /// warps' staging of their sums.
-constexpr int64_t kRingBytes = kStages * kStageBytes + kAlign + kBarrierBytes + kOutBytes;
+constexpr int64_t kRingBytes = kStagesBytes + kAlign + kBarrierBytes + kOutBytes;
+
+/// The shape of a call's tiles: each math warpgroup WR rows of a row tile (128: two wgmma atoms of
+/// 64 rows, 256 x 128 tiles; 64: one, 128 x 128 tiles, as cuBLAS's 128x128_64x6_2x1 kernel that
+/// took o_proj + residual at M = 1024 in 19.0 us against 39.8 of our 256 x 128 tiles, ncu on an
+/// H100), in as many stages as fill the ring's stage bytes (4 or 6).
+template <int WR>
+struct Shape {
+  static_assert(WR == 64 || WR == 128, "wgmma atoms of 64 rows, one or two");
+  static constexpr int kWarpgroupRows = WR;
+  static constexpr int kTileM = WR * kWarpgroups;  // rows of a row tile
+  static constexpr int64_t kStageBytes = int64_t(kTileM + kTileN) * kTileK * 2;
+  static constexpr int kStages = int(kStagesBytes / kStageBytes);  // stages of the ring
+  // Bytes of sums one CTA of a K-split pair gives the other: a warpgroup's rows (Math::give).
+  static constexpr unsigned kGivenBytes = unsigned(WR * kTileN * 4);
+  static_assert(kTileM % kBoxRows == 0 && kTileN == kBoxRows, "the tiles are whole boxes");
+  static_assert(kStages >= 2, "two stages at least: one read while the next is filled");
+  static_assert(2 * 8 * kStages + 8 <= kBarrierBytes, "the barriers fit their bytes (and kept's)");
+  static_assert(int64_t(kTileM) * kTileN * 4 <= kStages * kStageBytes,
+                "a tile's sums fit the stages");
+};
 
 template <class A>
 using element_t = matmul_impl::element_t<A>;
@@ -114,13 +145,13 @@ constexpr bool tier_v =
 #define TILEFOUNDRY_MATMUL_GMMA 0
 #endif
 
-/// The shared-memory layouts and the wgmma of element type E.
-template <class E>
+/// The shared-memory layouts and the wgmma of element type E in tiles of shape S.
+template <class S, class E>
 struct Config {
-  using TileM = cute::Int<kTileM>;
+  using TileM = cute::Int<S::kTileM>;
   using TileN = cute::Int<kTileN>;
   using TileK = cute::Int<kTileK>;
-  using Stages = cute::Int<kStages>;
+  using Stages = cute::Int<S::kStages>;
   using SmemA = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<E>{},
                                              cute::Shape<TileM, TileK, Stages>{}));
   using SmemB = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<E>{},
@@ -207,9 +238,9 @@ struct Loader {
 
 /// The math threads' share of a row tile's wgmma: the tiled wgmma, this thread's slice of it, its
 /// partitions of the ring's stages and the tile's sums in registers (make_math).
-template <class E, class Mma, class Thr, class FragA, class FragB, class Acc>
+template <class S, class E, class Mma, class Thr, class FragA, class FragB, class Acc>
 struct Math {
-  using C = Config<E>;
+  using C = Config<S, E>;
   Mma mma;
   Thr thr;
   FragA tCrA;
@@ -282,28 +313,53 @@ struct Math {
                                                int(cute::get<0>(coords(cute::make_coord(
                                                    cute::make_coord(0, half, 0), atom, 0)))),
                                                0);
-        CUTE_UNROLL
-        for (int pass = 0; pass < kOutRows * kTileN / 8 / 32; ++pass) {
-          int const word = lane + 32 * pass;
-          int const row = word / (kTileN / 8);
-          int const col = word % (kTileN / 8) * 8;
-          if (first - m0 + row >= rows || col >= cols) continue;
-          alignas(16) float v[8];
+        // A group of passes' whole words first, then their stores: the epilogue's reads (a
+        // residual) of the group's passes are in flight together, not each after the stores of the
+        // pass before. All four passes a group where a warpgroup's rows are 64 (64 sums a thread);
+        // one where 128 (ptxas, sm_90a: four spilled 28 bytes there, against 8).
+        constexpr int kPasses = kOutRows * kTileN / 8 / 32;
+        constexpr int kGroup = S::kWarpgroupRows == 64 ? kPasses : 1;
+        // where pass p's word lies: row row_of(p) of the staged rows, columns col_of(p) .. + 7
+        auto const row_of = [&](int p) { return (lane + 32 * p) / (kTileN / 8); };
+        auto const col_of = [&](int p) { return (lane + 32 * p) % (kTileN / 8) * 8; };
+        auto const staged = [&](int row, int col, float(&v)[8]) {
           *reinterpret_cast<float4*>(&v[0]) =
               *reinterpret_cast<float4 const*>(&staging[swizzled(row, col)]);
           *reinterpret_cast<float4*>(&v[4]) =
               *reinterpret_cast<float4 const*>(&staging[swizzled(row, col) + 4]);
-          int64_t const m = first + row, n = n0 + col;
-          if (contiguous && col + 8 <= cols &&
-              (reinterpret_cast<uintptr_t>(&out(m, n)) & 15) == 0) {
-            alignas(16) T packed[8];
-            CUTE_UNROLL
-            for (int e = 0; e < 8; ++e) packed[e] = value<T>(epi, m, n + e, v[e]);
-            *reinterpret_cast<uint4*>(&out(m, n)) = *reinterpret_cast<uint4 const*>(packed);
-          } else {
-            CUTE_UNROLL
-            for (int e = 0; e < 8; ++e) {
-              if (col + e < cols) matmul_impl::store<T>(out, epi, m, n + e, v[e], 0.0f);
+        };
+        CUTE_UNROLL
+        for (int group = 0; group < kPasses; group += kGroup) {
+          alignas(16) T packed[kGroup][8];
+          bool whole[kGroup];
+          CUTE_UNROLL
+          for (int g = 0; g < kGroup; ++g) {
+            int const row = row_of(group + g), col = col_of(group + g);
+            int64_t const m = first + row, n = n0 + col;
+            whole[g] = first - m0 + row < rows && col + 8 <= cols && contiguous &&
+                       (reinterpret_cast<uintptr_t>(&out(m, n)) & 15) == 0;
+            if (whole[g]) {
+              alignas(16) float v[8];
+              staged(row, col, v);
+              CUTE_UNROLL
+              for (int e = 0; e < 8; ++e) packed[g][e] = value<T>(epi, m, n + e, v[e]);
+            }
+          }
+          CUTE_UNROLL
+          for (int g = 0; g < kGroup; ++g) {
+            int const row = row_of(group + g), col = col_of(group + g);
+            int64_t const m = first + row, n = n0 + col;
+            if (whole[g]) {  // one st.global.v4 (a uint4 assignment made four 4-byte stores)
+              if constexpr (sizeof(T) == 2) {  // (whole only where T is 16-bit: `contiguous`)
+                detail::store_word<true>(&out(m, n), detail::bits_as<detail::word4>(packed[g]));
+              }
+            } else if (first - m0 + row < rows && col < cols) {  // a tile's edge: one at a time
+              alignas(16) float v[8];
+              staged(row, col, v);
+              CUTE_UNROLL
+              for (int e = 0; e < 8; ++e) {
+                if (col + e < cols) matmul_impl::store<T>(out, epi, m, n + e, v[e], 0.0f);
+              }
             }
           }
         }
@@ -327,7 +383,7 @@ struct Math {
     int const tid = int(threadIdx.x);
     unsigned const base = cluster::peer_address(kept + tid, peer);
     unsigned const bar = cluster::peer_address(landed, peer);
-    static_assert(kWords * 16 * 128 == kGivenBytes, "a warpgroup gives its rows' sums");
+    static_assert(kWords * 16 * 128 == S::kGivenBytes, "a warpgroup gives its rows' sums");
     CUTE_UNROLL
     for (int j = 0; j < kWords; ++j) {
       cluster::store_async(base + unsigned(j * kMathThreads * sizeof(float4)),
@@ -358,43 +414,45 @@ struct Math {
 };
 
 /// The math of a thread over the stages sA and sB (stages_of).
-template <class E, class SA, class SB>
+template <class S, class E, class SA, class SB>
 __device__ auto make_math(SA const& sA, SB const& sB) {
-  using C = Config<E>;
+  using C = Config<S, E>;
   typename C::Mma mma;
   auto thr = mma.get_slice(threadIdx.x);
   auto tCrA = thr.make_fragment_A(thr.partition_A(sA));
   auto tCrB = thr.make_fragment_B(thr.partition_B(sB));
   auto acc = cute::partition_fragment_C(mma, cute::Shape<typename C::TileM, typename C::TileN>{});
-  return Math<E, decltype(mma), decltype(thr), decltype(tCrA), decltype(tCrB), decltype(acc)>{
+  return Math<S, E, decltype(mma), decltype(thr), decltype(tCrA), decltype(tCrB), decltype(acc)>{
       mma, thr, tCrA, tCrB, acc};
 }
 
 /// The ring's stages as CuTe tensors of a's and b's tiles.
-template <class E>
+template <class S, class E>
 __device__ auto stages_of(unsigned char* ring) {
-  using C = Config<E>;
+  using C = Config<S, E>;
   E* const smem_a = reinterpret_cast<E*>(ring);
-  E* const smem_b = smem_a + int64_t(kTileM) * kTileK * kStages;
+  E* const smem_b = smem_a + int64_t(S::kTileM) * kTileK * S::kStages;
   return cute::make_tuple(cute::make_tensor(cute::make_smem_ptr(smem_a), typename C::SmemA{}),
                           cute::make_tensor(cute::make_smem_ptr(smem_b), typename C::SmemB{}));
 }
 
 /// This math warp's staging of its sums in the ring (Math::store), past the stages' barriers.
 __device__ inline float* staging_of(unsigned char* ring) {
-  auto* const all = reinterpret_cast<float*>(ring + kStages * kStageBytes + kBarrierBytes);
+  auto* const all = reinterpret_cast<float*>(ring + kStagesBytes + kBarrierBytes);
   return all + int64_t(threadIdx.x / 32) * kOutRows * kTileN;
 }
 
-/// The output tiles of an M x N product, kTileM x kTileN each, numbered down the rows first: tile
-/// t covers rows m0(t) up to rows(t) of them and columns n0(t) up to cols(t) of them. CTA `rank` of
-/// `ranks` takes tiles rank, rank + ranks, ...: at(0), at(1), ... until one is -1. (32-bit
-/// arithmetic: a GPU divides 64-bit integers in a long subroutine.) Measured on the H200 at
+/// The output tiles of an M x N product, S::kTileM x kTileN each, numbered down the rows first:
+/// tile t covers rows m0(t) up to rows(t) of them and columns n0(t) up to cols(t) of them. CTA
+/// `rank` of `ranks` takes tiles rank, rank + ranks, ...: at(0), at(1), ... until one is -1.
+/// (32-bit arithmetic: a GPU divides 64-bit integers in a long subroutine.) Measured on the H200 at
 /// Qwen3-1.7B's projections against two other orders (CUDA-graph medians, M = 1024 and 4096): tiles
 /// numbered along the columns first, 12.7% slower at gate/up and down at M = 4096, the other six
 /// cases within 4.5%; each CTA keeping one column tile (where the CTAs outnumber them), 24-27%
 /// slower at gate/up (both M) and 6% at down at M = 4096, the other five within 4%.
+template <class S>
 struct Tiles {
+  static constexpr int kTileM = S::kTileM;
   int m, n, rank, ranks, row_tiles, count;
 
   __device__ Tiles(int64_t m_, int64_t n_, int64_t rank_, int64_t ranks_)
@@ -427,16 +485,17 @@ struct Tiles {
 
 /// Output tile t, its stages copied by the math threads with cp.async: out(m, n) = epi(m, n, sum_k
 /// a(m, k) * b(k, n)) for the tile's rows m and columns n.
-template <class A, class B, class Out, class Epi>
-__device__ void row_tile(A const& a, B const& b, Out& out, Epi const& epi, Tiles const& tiles,
-                         int t, unsigned char* ring) {
+template <class S, class A, class B, class Out, class Epi>
+__device__ __forceinline__ void row_tile(A const& a, B const& b, Out& out, Epi const& epi,
+                                         Tiles<S> const& tiles, int t, unsigned char* ring) {
   using E = element_t<A>;
+  constexpr int kStages = S::kStages;
   int64_t const depth = int64_t(cute::size<1>(a));
   int64_t const m0 = tiles.m0(t), n0 = tiles.n0(t), rows = tiles.rows(t), cols = tiles.cols(t);
-  auto [sA, sB] = stages_of<E>(ring);
-  auto math = make_math<E>(sA, sB);
+  auto [sA, sB] = stages_of<S, E>(ring);
+  auto math = make_math<S, E>(sA, sB);
   int64_t const steps = (depth + kTileK - 1) / kTileK;
-  Loader<kTileM, E> const load_a(sA, &a(m0, 0), int64_t(cute::stride<0>(a)), rows);
+  Loader<S::kTileM, E> const load_a(sA, &a(m0, 0), int64_t(cute::stride<0>(a)), rows);
   Loader<kTileN, E> const load_b(sB, &b(0, n0), int64_t(cute::stride<1>(b)), cols);
   auto const load = [&](int64_t step) {
     int const stage = int(step % kStages);
@@ -479,9 +538,10 @@ __device__ bool maps_ok(A const& a, B const& b, tensor_map const& ma, tensor_map
   int64_t const depth = int64_t(cute::size<1>(a));
   int64_t const ra = map_row(ma, &a(0, 0));
   int64_t const rb = map_row(mb, &b(0, 0));
-  return ma.ok && mb.ok && ma.depth == depth && mb.depth == depth &&
-         ma.stride == int64_t(cute::stride<0>(a)) && mb.stride == int64_t(cute::stride<1>(b)) &&
-         ra >= 0 && ra + int64_t(cute::size<0>(a)) <= ma.rows && rb >= 0 &&
+  return ma.ok && mb.ok && ma.box_rows == kBoxRows && mb.box_rows == kBoxRows &&
+         ma.depth == depth && mb.depth == depth && ma.stride == int64_t(cute::stride<0>(a)) &&
+         mb.stride == int64_t(cute::stride<1>(b)) && ra >= 0 &&
+         ra + int64_t(cute::size<0>(a)) <= ma.rows && rb >= 0 &&
          rb + int64_t(cute::size<1>(b)) <= mb.rows && ra < (int64_t(1) << 31) &&
          rb < (int64_t(1) << 31) && sizeof(E) == 2;
 }
@@ -491,20 +551,23 @@ __device__ bool maps_ok(A const& a, B const& b, tensor_map const& ma, tensor_map
 /// and the kernel runs in clusters of two (Tiles::split: o_proj and down at 1024 rows of
 /// Qwen3-1.7B, 64 tiles of 256 x 128 for 132 SMs), each pair of CTAs takes one tile, the first CTA
 /// its first half of K's steps and the second the rest; past the cluster's barrier (their stages
-/// read by then) each CTA stores the sums of one warpgroup's rows (128 of the tile's 256) into the
+/// read by then) each CTA stores the sums of one warpgroup's rows (half the tile's) into the
 /// peer's stages (distributed shared memory), and past a second barrier each adds the peer's sums
 /// to its other warpgroup's and stores those rows.
-template <class A, class B, class Out, class Epi>
-__device__ void mapped_tiles(A const& a, B const& b, Out& out, Epi const& epi, Tiles const& all,
-                             tensor_map const& ma, tensor_map const& mb, unsigned char* ring) {
+template <class S, class A, class B, class Out, class Epi>
+__device__ __forceinline__ void mapped_tiles(A const& a, B const& b, Out& out, Epi const& epi,
+                                             Tiles<S> const& all, tensor_map const& ma,
+                                             tensor_map const& mb, unsigned char* ring) {
   using E = element_t<A>;
+  constexpr int kStages = S::kStages;
+  constexpr int64_t kStageBytes = S::kStageBytes;
   using Full = cutlass::arch::ClusterTransactionBarrier;
   using Empty = cutlass::arch::ClusterBarrier;
   int64_t const depth = int64_t(cute::size<1>(a));
   int64_t const steps = (depth + kTileK - 1) / kTileK;
   bool const split = all.split(steps);
   unsigned const half = split ? cluster::rank() : 0u;
-  Tiles const tiles = split ? all.pairs() : all;
+  Tiles<S> const tiles = split ? all.pairs() : all;
   // This CTA's steps of K: `count` of them from step `first`.
   int64_t const first = half == 1 ? steps / 2 : 0;
   int64_t const count = split ? (half == 0 ? steps / 2 : steps - steps / 2) : steps;
@@ -512,14 +575,12 @@ __device__ void mapped_tiles(A const& a, B const& b, Out& out, Epi const& epi, T
   auto* const empty = full + kStages;
   auto* const kept = reinterpret_cast<float4*>(ring);  // the second CTA's sums, where K is split
   auto* const landed = empty + kStages;                // ... and the barrier counting their bytes
-  static_assert(int64_t(kTileM) * kTileN * 4 <= kStages * kStageBytes,
-                "a tile's sums fit the stages");
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       Full::init(&full[s], 1);             // the copy lane's arrival, then the copies' bytes
       Empty::init(&empty[s], kMathWarps);  // a lane of each math warp, its wgmma done
     }
-    if (split) cluster::expect_bytes(landed, kGivenBytes);  // (its own init's fence)
+    if (split) cluster::expect_bytes(landed, S::kGivenBytes);  // (its own init's fence)
     cutlass::arch::fence_barrier_init();
   }
   __syncthreads();
@@ -529,7 +590,7 @@ __device__ void mapped_tiles(A const& a, B const& b, Out& out, Epi const& epi, T
     if (int(threadIdx.x) == kMathThreads) {
       int32_t const a_row = int32_t(map_row(ma, &a(0, 0)));
       int32_t const b_row = int32_t(map_row(mb, &b(0, 0)));
-      auto [sA, sB] = stages_of<E>(ring);
+      auto [sA, sB] = stages_of<S, E>(ring);
       uint64_t const hint = uint64_t(cute::TMA::CacheHintSm90::EVICT_NORMAL);
       int64_t it = 0;  // the K steps of every tile, one after the other through the ring
       for (int i = 0, t = tiles.at(0); t >= 0; t = tiles.at(++i)) {
@@ -540,7 +601,11 @@ __device__ void mapped_tiles(A const& a, B const& b, Out& out, Epi const& epi, T
           Empty::wait(&empty[s], uint32_t((it / kStages) & 1) ^ 1u);  // read in the round before
           Full::arrive_and_expect_tx(&full[s], uint32_t(kStageBytes));
           int32_t const k0 = int32_t((first + step) * kTileK);
-          cute::SM90_TMA_LOAD_2D::copy(&ma.map, &full[s], hint, &sA(0, 0, s), k0, m0);
+          CUTE_UNROLL
+          for (int box = 0; box < S::kTileM / kBoxRows; ++box) {
+            cute::SM90_TMA_LOAD_2D::copy(&ma.map, &full[s], hint, &sA(box * kBoxRows, 0, s), k0,
+                                         m0 + box * kBoxRows);
+          }
           cute::SM90_TMA_LOAD_2D::copy(&mb.map, &full[s], hint, &sB(0, 0, s), k0, n0);
         }
       }
@@ -553,8 +618,8 @@ __device__ void mapped_tiles(A const& a, B const& b, Out& out, Epi const& epi, T
     return;
   }
   cutlass::arch::warpgroup_reg_alloc<kMathRegisters>();
-  auto [sA, sB] = stages_of<E>(ring);
-  auto math = make_math<E>(sA, sB);
+  auto [sA, sB] = stages_of<S, E>(ring);
+  auto math = make_math<S, E>(sA, sB);
   int64_t it = 0;
   for (int i = 0, t = tiles.at(0); t >= 0; t = tiles.at(++i)) {
     math.begin();
@@ -592,13 +657,35 @@ __device__ void mapped_tiles(A const& a, B const& b, Out& out, Epi const& epi, T
 }
 #endif
 
+/// A warpgroup's rows of the tiles of an M x N product over `ranks` CTAs (Shape): 64 (128 x 128
+/// tiles) where those tiles are one wave at most, 128 (256 x 128) otherwise; or
+/// TILEFOUNDRY_MATMUL_GMMA_WARPGROUP_ROWS where set. On an H100 (bf16, CUDA-graph medians, us,
+/// 256 x 128 / 128 x 128 tiles, cuBLAS), Qwen3-1.7B's projections at M = 1024: q/k/v 28.9 / 30.0
+/// (24.8), o_proj + residual 28.1 / 21.3 (18.2), gate/up 75.8 / 82.4 (71.0), down + residual 48.9 /
+/// 43.8 (38.5); at M = 4096 every one faster at 256 x 128 (0.88-0.93x cuBLAS against 0.81-0.83x).
+/// Where 128 x 128 tiles are one wave (o_proj and down at 1024 rows: 128 tiles for 132 SMs) they
+/// were the faster; where they are more (q/k/v at 1024: 256), the slower.
+TILEFOUNDRY_HOST_DEVICE constexpr int rows_of(int64_t m, int64_t n, int64_t ranks) {
+  if (kForcedRows != 0) return kForcedRows;
+  int64_t const tiles =
+      (m + Shape<64>::kTileM - 1) / Shape<64>::kTileM * ((n + kTileN - 1) / kTileN);
+  return tiles <= ranks ? 64 : 128;
+}
+// The picks the measurements above chose, on 132 SMs: o_proj and down at 1024 rows 128 x 128 tiles;
+// q/k/v (N = 4096) at 1024 and o_proj at 4096 256 x 128.
+static_assert(kForcedRows != 0 ||
+                  (rows_of(1024, 2048, 132) == 64 && rows_of(1024, 4096, 132) == 128 &&
+                   rows_of(4096, 2048, 132) == 128),
+              "rows_of picks as measured");
+
 /// The call of the GEMM schedule: this CTA's output tiles rank, rank + ranks, ... (Tiles) through
 /// the tensor cores where the tier applies (true), else nothing done (false: the caller takes the
 /// other tiers). `ma` and `mb`, where given, are tensor maps of a's and b's memory.
 template <class A, class B, class Out, class Epi, class Ring>
-__device__ bool apply(A const& a, B const& b, Out& out, Epi const& epi, Ring const& ring,
-                      int64_t rank, int64_t ranks, tensor_map const* ma = nullptr,
-                      tensor_map const* mb = nullptr) {
+__device__ __forceinline__ bool apply(A const& a, B const& b, Out& out, Epi const& epi,
+                                      Ring const& ring, int64_t rank, int64_t ranks,
+                                      tensor_map const* ma = nullptr,
+                                      tensor_map const* mb = nullptr) {
 #if TILEFOUNDRY_MATMUL_GMMA
   if constexpr (tier_v<A, B>) {
     using R = cute::remove_cvref_t<decltype(ring(0))>;
@@ -614,16 +701,24 @@ __device__ bool apply(A const& a, B const& b, Out& out, Epi const& epi, Ring con
     auto* const raw = reinterpret_cast<unsigned char*>(cute::raw_pointer_cast(&ring(0)));
     auto* const aligned = reinterpret_cast<unsigned char*>(
         (reinterpret_cast<uintptr_t>(raw) + kAlign - 1) / kAlign * kAlign);
-    Tiles const tiles(int64_t(cute::size<0>(a)), int64_t(cute::size<1>(b)), rank, ranks);
+    int64_t const m = int64_t(cute::size<0>(a)), n = int64_t(cute::size<1>(b));
     if (ma != nullptr && mb != nullptr && maps_ok(a, b, *ma, *mb)) {
-      mapped_tiles(a, b, out, epi, tiles, *ma, *mb, aligned);
+      if (rows_of(m, n, ranks) == 64) {
+        mapped_tiles(a, b, out, epi, Tiles<Shape<64>>(m, n, rank, ranks), *ma, *mb, aligned);
+      } else {
+        mapped_tiles(a, b, out, epi, Tiles<Shape<128>>(m, n, rank, ranks), *ma, *mb, aligned);
+      }
       return true;
     }
+    // No maps (a batch of matrices, a view the host could not describe): 256 x 128 tiles, copied
+    // by the math threads (one shape only: a second made the kernel call row_tile out of line,
+    // which serialises its wgmma).
     if (int(threadIdx.x) >= kMathThreads) {  // the copy warpgroup has nothing to do
       cutlass::arch::warpgroup_reg_dealloc<kCopyRegisters>();
       return true;
     }
     cutlass::arch::warpgroup_reg_alloc<kMathRegisters>();
+    Tiles<Shape<128>> const tiles(m, n, rank, ranks);
     for (int i = 0, t = tiles.at(0); t >= 0; t = tiles.at(++i)) {
       row_tile(a, b, out, epi, tiles, t, aligned);
     }
