@@ -22,7 +22,9 @@ launch, 16-bit operands contiguous along K, no prologue, pair or fused reduction
 (``_cuda_gemm``): CTAs of two warpgroups of math and a copy warpgroup, one an SM, through the tensor cores
 (cuda/ops/matmul_gmma.cuh). A product of two matrices is read through tensor maps (``_gemm_maps``, made by the host
 entry, the copy engine filling the kernel's ring of stages): one column tile of all N, the CTAs taking its output
-tiles of CUDA_GEMM_TILE_M x CUDA_GEMM_TILE_N rank, rank + ranks, ... (the call's rank and ranks), launched in
+tiles of CUDA_GEMM_TILE_M x CUDA_GEMM_TILE_N rank, rank + ranks, ... (the call's rank and ranks; the kernel takes
+half as many rows a tile where such tiles are one wave at most, its own pick from the runtime extents: matmul_gmma.cuh's
+rows_of), launched in
 clusters of two CTAs (``gemm_cluster``) so that where the tiles at launch leave at least half the CTAs idle, a pair
 splits each tile's K steps and adds its halves through shared memory. A batch of
 products keeps a column tile of at most CUDA_GEMM_TILE_N columns a CTA group, ``ranks`` CTAs a column tile taking
