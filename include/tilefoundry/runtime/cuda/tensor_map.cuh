@@ -29,9 +29,10 @@ struct tensor_map {
   int64_t rows;      // rows of the map (the copy engine fills zeros past them)
   int64_t depth;     // elements a row (zeros past them)
   int64_t stride;    // elements between rows
-  int64_t
-      box_rows;  // rows of a box (a copy): the kernel reads through the map only boxes it expects
-  int64_t ok;    // 1 where the map was made; 0 where the operand allows none
+  // Rows of a box (one copy): the kernel reads through the map only where they are the ones it
+  // expects.
+  int64_t box_rows;
+  int64_t ok;  // 1 where the map was made; 0 where the operand allows none
 };
 
 namespace tensor_map_detail {

@@ -6,14 +6,13 @@
 // The schedule (lower/matmul.py's GEMM schedule): a CTA of kWarpgroups warpgroups of math (each
 // S::kWarpgroupRows rows of a row tile: Shape) and one copy warpgroup, one CTA an SM, takes the
 // output tiles of S::kTileM x kTileN rank, rank + ranks, ... (Tiles) of the columns and rows the
-// call was given. For each tile,
-// K runs in steps of kTileK through a ring of S::kStages stages in shared memory (the call's ring,
-// carved from the kernel's dynamic shared memory), read by the warpgroups' wgmma in the 128-byte
-// swizzle GMMA expects (CuTe's Layout_K_SW128_Atom), the sums held in registers (the copy
-// warpgroup gives the math most of its registers: setmaxnreg). The epilogue passes each sum
-// through the call's epilogue (a residual add, a cast) and stores it, in 16-byte words through a
-// staging of each warp's rows in shared memory (Math::store). The stages are filled in one of two
-// ways:
+// call was given. For each tile, K runs in steps of kTileK through a ring of S::kStages stages in
+// shared memory (the call's ring, carved from the kernel's dynamic shared memory), read by the
+// warpgroups' wgmma in the 128-byte swizzle GMMA expects (CuTe's Layout_K_SW128_Atom), the sums
+// held in registers (the copy warpgroup gives the math most of its registers: setmaxnreg). The
+// epilogue passes each sum through the call's epilogue (a residual add, a cast) and stores it, in
+// 16-byte words through a staging of each warp's rows in shared memory (Math::store). The stages
+// are filled in one of two ways:
 //
 // - Given tensor maps of both operands (cuda/tensor_map.cuh, built by the host entry), the copy
 //   warpgroup fills them: one lane issues the copy engine's (TMA's) box copies of a stage's a and
