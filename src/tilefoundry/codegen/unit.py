@@ -1,8 +1,11 @@
 """One translation unit for a lowered Module: the runtime header, the static program shape, then per
 PrimFunction its kernel and host entry, the entries of dispatching functions, and the tvm-ffi exports. The target
-emitters fill it in."""
+emitters fill it in. A kernel whose code an earlier kernel of the unit already has is emitted once
+(:class:`SharedKernels`)."""
 
 from __future__ import annotations
+
+import re
 
 from ..tir.function import PrimFunc, TirModule
 from .dispatch import DispatchEmitter
@@ -20,6 +23,39 @@ def uniform_program_shapes(fns: list[PrimFunc]) -> list[str]:
     if len(grids) == 1 and isinstance(next(iter(grids)), int):
         lines.append(f"TILEFOUNDRY_STATIC_PROGRAM_SHAPE(cta, {grids.pop()});")
     return lines
+
+
+class SharedKernels:
+    """The kernels of one unit, each emitted once: a kernel (or a shared launch's part, or its launch kernel) whose
+    code, its whole-line comments left out and its own name aside, is an earlier kernel's is not emitted again. A
+    one-line note stands in its place, and every later line of the unit (host entries, launch kernels calling their
+    parts) names the first instead. A module's functions often share stages (a decode and a prompt variant of one
+    step, each with the same norm), and nvcc then compiles each once."""
+
+    def __init__(self) -> None:
+        self._first: dict[str, str] = {}  # a kernel's code (its name replaced) -> the name it was emitted under
+        self._renamed: dict[str, str] = {}  # a kernel not emitted -> the kernel whose code it is
+        self._pattern: re.Pattern[str] | None = None
+
+    def rename(self, lines: list[str]) -> list[str]:
+        """``lines`` with every kernel not emitted named as the kernel whose code it is."""
+        if self._pattern is None:
+            return lines
+        pattern, renamed = self._pattern, self._renamed
+        return [pattern.sub(lambda m: renamed[m.group(0)], line) for line in lines]
+
+    def kernel(self, name: str, lines: list[str]) -> list[str]:
+        """The lines to emit for the kernel ``name`` whose code is ``lines``: the code (renamed, as every later
+        line), or the note naming the earlier kernel that has it."""
+        lines = self.rename(lines)
+        own = re.compile(rf"\b{re.escape(name)}\b")
+        key = "\n".join(own.sub("@", line) for line in lines if not line.lstrip().startswith("//"))
+        first = self._first.setdefault(key, name)
+        if first == name:
+            return lines
+        self._renamed[name] = first
+        self._pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, self._renamed)) + r")\b")
+        return [f"// {name}: the code of {first}, which its launches call"]
 
 
 def translation_unit(mod: TirModule, kernel_cls: type[KernelEmitter], host_cls: type[HostEmitter],
@@ -42,17 +78,18 @@ def translation_unit(mod: TirModule, kernel_cls: type[KernelEmitter], host_cls: 
     lines += ["namespace {", "", "using namespace tilefoundry;", "using cute::Int;", ""]
     exports = []
     entries: dict[str, str] = {}  # each function's host entry, which a dispatching entry calls
+    shared = SharedKernels()
     for fn in fns:
         if fn.stages:
             emitted, launches = host_cls.stage_emitters(fn, kernel_cls)
             for k in emitted:
-                lines += k.emit() + [""]
+                lines += shared.kernel(k.kernel_name, k.emit()) + [""]
             host = host_cls(fn, emitted[0], mod.target, launches)
-            lines += host.emit() + [""]
+            lines += shared.rename(host.emit()) + [""]
         else:
             kernel = kernel_cls(fn)
             host = host_cls(fn, kernel, mod.target)
-            lines += kernel.emit() + [""] + host.emit() + [""]
+            lines += shared.kernel(kernel.kernel_name, kernel.emit()) + [""] + shared.rename(host.emit()) + [""]
         entries[fn.name] = host.entry_name
         exports.append(f"TVM_FFI_DLL_EXPORT_TYPED_FUNC({fn.name}, {host.entry_name});")
     for dispatch in mod.dispatches.values():

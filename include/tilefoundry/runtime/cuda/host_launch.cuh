@@ -114,12 +114,16 @@ class CudaLaunch {
   }
 
   /// Lets `kernel` take `bytes` of dynamic shared memory per CTA (beyond the default 48 KiB
-  /// only where the device allows it; refused otherwise, saying what needs it).
+  /// only where the device allows it; refused otherwise, saying what needs it). The limit is only
+  /// ever raised: a kernel several entries launch (codegen/unit.py's shared kernels), or one entry
+  /// with calls of other extents, keeps what an earlier launch needed, which a CUDA graph that
+  /// captured that launch may replay after this call.
   template <class Kernel>
   void dynamic_shared_memory(Kernel* kernel, std::size_t bytes, char const* what) {
     if (bytes <= 48 * 1024) return;
     cudaFuncAttributes attrs{};
     fail_on(cudaFuncGetAttributes(&attrs, kernel), "reading the kernel's attributes");
+    if (bytes <= static_cast<std::size_t>(attrs.maxDynamicSharedSizeBytes)) return;
     int limit = 0;
     fail_on(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device_),
             "reading the device's shared memory limit");
