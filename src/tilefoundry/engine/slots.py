@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 # the value in column 0): the ``step`` of greedy_head, which a kernel set may write in place.
 STEP_WIDTH = 4
 
-__all__ = ["KernelSet", "StepPositions"]
+__all__ = ["STEP_WIDTH", "KernelSet", "StepPositions"]
 
 
 @dataclass(frozen=True)
