@@ -9,7 +9,14 @@
 // kernels share: it never changes what a read returns, whatever the earlier kernel writes.
 // Measured in a whole Qwen3-1.7B decode step on the H200 (CUDA-graph replays, compiled slots; a
 // GEMV timed alone, the same kernel back to back, only loses by it): no prefetch 2143 us at
-// context 128, 16 KiB a CTA 2117, 32 KiB 2133, 64 KiB 2182.
+// context 128, 16 KiB a CTA 2117, 32 KiB 2133, 64 KiB 2182. The loss alone is large where the next
+// launch's CTAs fit beside this one's (a GEMV of 64 registers: eight CTAs an SM, its grid four):
+// they start at once and their prefetches compete with this launch's reads for the whole of it.
+// On an H100 (bench/engine_kernels.py, each slot alone, us, no prefetch / 4 / 8 / 16 KiB a CTA;
+// the hand-written GEMV, which prefetches 32 KiB but fills its SMs' registers, so the next
+// launch's CTAs start only as its own leave): q/k/v + norm 8.48 / 8.54 / 8.52 / 8.99 (hand-written
+// 8.47), o_proj + residual 4.67 / 4.91 / 5.34 / 5.86 (5.56), down + residual 10.90 / 11.04 /
+// 11.20 / 11.23 (13.21). 4 KiB a CTA keeps the first of each CTA's reads ahead of the wait.
 #pragma once
 
 #include <tilefoundry/runtime/common/config.h>
@@ -22,7 +29,7 @@
 #include <cstdint>
 
 #ifndef TILEFOUNDRY_MATMUL_PREFETCH_BYTES
-#define TILEFOUNDRY_MATMUL_PREFETCH_BYTES 16384
+#define TILEFOUNDRY_MATMUL_PREFETCH_BYTES 4096
 #endif
 
 namespace tilefoundry {
