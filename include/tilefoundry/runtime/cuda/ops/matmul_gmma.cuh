@@ -73,7 +73,13 @@ namespace matmul_gmma {
 #ifndef TILEFOUNDRY_MATMUL_GMMA_STAGES
 #define TILEFOUNDRY_MATMUL_GMMA_STAGES 4
 #endif
+#ifndef TILEFOUNDRY_MATMUL_GMMA_STORE_GROUP
+#define TILEFOUNDRY_MATMUL_GMMA_STORE_GROUP 1
+#endif
 constexpr int kWarpgroups = TILEFOUNDRY_MATMUL_GMMA_WARPGROUPS;
+// Passes of Math::store whose epilogue reads go out together where a warpgroup's rows are 128 (1,
+// 2 or 4; 64-row warpgroups take all four).
+constexpr int kStoreGroup128 = TILEFOUNDRY_MATMUL_GMMA_STORE_GROUP;
 constexpr int kForcedRows = TILEFOUNDRY_MATMUL_GMMA_WARPGROUP_ROWS;
 static_assert(kForcedRows == 0 || kForcedRows == 64 || kForcedRows == 128,
               "TILEFOUNDRY_MATMUL_GMMA_WARPGROUP_ROWS: 0 (each call picks), 64 or 128");
@@ -315,9 +321,17 @@ struct Math {
         // A group of passes' whole words first, then their stores: the epilogue's reads (a
         // residual) of the group's passes are in flight together, not each after the stores of the
         // pass before. All four passes a group where a warpgroup's rows are 64 (64 sums a thread);
-        // one where 128 (ptxas, sm_90a: four spilled 28 bytes there, against 8).
+        // one where 128 (ptxas, sm_90a: four spilled 28 bytes there, against 8), or
+        // TILEFOUNDRY_MATMUL_GMMA_STORE_GROUP: with nvcc 13.0 the kernel of o_proj + residual
+        // spills 12 bytes at 1, 2 and 4 alike (168 registers). A suspect for o_proj's gap (H100,
+        // 4096 rows, 256 x 128 tiles: 75.0 us for two tiles a CTA, 37.5 a tile, where q/k/v's
+        // 101.5 us is four, 25.4 a tile, at the same K): its residual is read in 2-byte loads,
+        // eight a word, and at 1 ptxas puts two passes' loads before a store (SASS), so a tile's
+        // epilogue makes eight trips to memory one after another. Not yet timed at 2 or 4.
         constexpr int kPasses = kOutRows * kTileN / 8 / 32;
-        constexpr int kGroup = S::kWarpgroupRows == 64 ? kPasses : 1;
+        constexpr int kGroup = S::kWarpgroupRows == 64 ? kPasses : kStoreGroup128;
+        static_assert(kPasses % kGroup == 0,
+                      "TILEFOUNDRY_MATMUL_GMMA_STORE_GROUP divides the passes");
         // where pass p's word lies: row row_of(p) of the staged rows, columns col_of(p) .. + 7
         auto const row_of = [&](int p) { return (lane + 32 * p) / (kTileN / 8); };
         auto const col_of = [&](int p) { return (lane + 32 * p) % (kTileN / 8) * 8; };
