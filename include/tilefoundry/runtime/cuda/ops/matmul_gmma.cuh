@@ -716,7 +716,12 @@ __device__ __forceinline__ bool apply(A const& a, B const& b, Out& out, Epi cons
         (reinterpret_cast<uintptr_t>(raw) + kAlign - 1) / kAlign * kAlign);
     int64_t const m = int64_t(cute::size<0>(a)), n = int64_t(cute::size<1>(b));
     if (ma != nullptr && mb != nullptr && maps_ok(a, b, *ma, *mb)) {
-      if (rows_of(m, n, ranks) == 64) {
+      // a forced shape (TILEFOUNDRY_MATMUL_GMMA_WARPGROUP_ROWS) is the kernel's only one
+      if constexpr (kForcedRows == 64) {
+        mapped_tiles(a, b, out, epi, Tiles<Shape<64>>(m, n, rank, ranks), *ma, *mb, aligned);
+      } else if constexpr (kForcedRows == 128) {
+        mapped_tiles(a, b, out, epi, Tiles<Shape<128>>(m, n, rank, ranks), *ma, *mb, aligned);
+      } else if (rows_of(m, n, ranks) == 64) {
         mapped_tiles(a, b, out, epi, Tiles<Shape<64>>(m, n, rank, ranks), *ma, *mb, aligned);
       } else {
         mapped_tiles(a, b, out, epi, Tiles<Shape<128>>(m, n, rank, ranks), *ma, *mb, aligned);
