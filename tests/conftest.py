@@ -48,3 +48,9 @@ def compile_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             os.environ.pop("TILEFOUNDRY_CACHE", None)
         else:
             os.environ["TILEFOUNDRY_CACHE"] = old
+
+
+@pytest.fixture
+def default_opt_level(monkeypatch: pytest.MonkeyPatch) -> None:
+    """TILEFOUNDRY_OPT_LEVEL unset for one test: builds take the default level, 3 (`make test` sets 2)."""
+    monkeypatch.delenv("TILEFOUNDRY_OPT_LEVEL", raising=False)

@@ -303,11 +303,11 @@ def test_the_runtime_pch_is_made_once_and_reused_by_the_next_kernels(
     _check_values(second, K.rms_norm)
 
 
+@pytest.mark.usefixtures("default_opt_level")
 def test_the_pch_key_changes_with_the_flags_the_headers_and_the_compiler(monkeypatch: pytest.MonkeyPatch) -> None:
     from tilefoundry.codegen import pch, toolchain
     from tilefoundry.target import resolve_target
 
-    monkeypatch.delenv("TILEFOUNDRY_OPT_LEVEL", raising=False)  # the default level, 3 (make test sets 2)
 
     cpu = resolve_target("cpu")
     base = toolchain.toolchain(cpu, CompilerOptions())

@@ -55,8 +55,8 @@ def test_two_separately_traced_identical_definitions_give_one_key() -> None:
     assert canonical_module_text(as_module(a)) == canonical_module_text(as_module(b))
 
 
-def test_eps_dimvar_range_target_and_options_each_change_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("TILEFOUNDRY_OPT_LEVEL", raising=False)  # the default level, 3 (make test sets 2)
+@pytest.mark.usefixtures("default_opt_level")
+def test_eps_dimvar_range_target_and_options_each_change_the_key() -> None:
     base = jit_key(_with(), target="cpu")
     assert jit_key(_with(eps=1e-5), target="cpu") != base
     assert jit_key(_with(rows=DimVar("rows", 1, 4096)), target="cpu") != base

@@ -279,12 +279,12 @@ def test_a_bf16_literal_is_the_bf16_number_torch_makes() -> None:
     assert float(np.float32(text)) == torch.tensor(0.3333333333, dtype=torch.bfloat16).item() == 0.333984375
 
 
-def test_compiler_options_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.usefixtures("default_opt_level")
+def test_compiler_options_are_checked() -> None:
     with pytest.raises(ValueError, match="opt_level must be 0, 1, 2 or 3"):
         CompilerOptions(opt_level=5)
     with pytest.raises(TypeError, match="extra_flags must be a tuple of strings"):
         CompilerOptions(extra_flags="-g")
-    monkeypatch.delenv("TILEFOUNDRY_OPT_LEVEL", raising=False)
     assert "opt_level=3" in CompilerOptions().canonical_text()
 
 
