@@ -12,7 +12,8 @@ argmax and finiteness, found in the head's matmul, one merge and one small launc
 token, position and context in place - against the hand-written greedy kernel, whose epilogue does all of it).
 ``--variant NAME=FLAGS`` also builds each GEMV slot with those compiler flags (a build-time knob of the runtime's
 headers) and times it beside the default build. Every variant's output is checked against torch's before it is
-timed; ``--only attention rope`` times those kernels alone.
+timed; ``--only attention rope`` times those kernels alone. Every build the run needs (the hand-written library,
+each compiled slot and variant) is made first, side by side.
 
 The last part times the decode engine's own step: ``DecodeEngine`` on ``CudaKernels`` running bench/decode.py's
 Qwen3-1.7B with random bf16 weights (embedding, 28 layers, final norm and lm_head), its cache holding random keys
@@ -32,9 +33,11 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import sys
 import tempfile
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -517,6 +520,28 @@ def kernel_profile(graph: torch.cuda.CUDAGraph) -> dict[str, dict[str, float]]:
 
 # ---- main -------------------------------------------------------------------------------------------------------
 
+# The compiled slot each case of main() times (with every --variant for the GEMVs), by the words --only matches.
+CASE_SLOTS = {"qkv": "norm_linear", "o_proj": "o_proj", "gate/up": "norm_swiglu", "down": "down", "lm_head": "choose",
+              "attention": "attention", "rope": "rope_cache"}
+GEMV_SLOTS = ("norm_linear", "o_proj", "norm_swiglu", "down", "choose")
+
+
+def build_side_by_side(only: list[str], no_step: bool) -> Any:
+    """The hand-written kernels' library and every compiled slot build the selected cases time (``only``: main's
+    --only words), built at once (each nvcc run is single-threaded: one after another, a few variants took most of a
+    device call); compiled_slot keeps each for the case that times it. Returns the library."""
+    slots = [slot for name, slot in CASE_SLOTS.items() if not only or any(word in name for word in only)]
+    if not only and not no_step:  # the step's compiled set builds them at the same shapes: the disk cache serves it
+        slots = list(dict.fromkeys([*slots, *CASE_SLOTS.values()]))
+    builds = [(slot, flags) for slot in slots
+              for flags in ((), *(VARIANTS.values() if slot in GEMV_SLOTS else ()))]
+    with ThreadPoolExecutor(max_workers=max(1, min(len(builds) + 1, os.cpu_count() or 1))) as pool:
+        lib = pool.submit(load_kernels)
+        for _ in pool.map(lambda build: compiled_slot(*build), builds):
+            pass
+        return lib.result()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--json", help="write the results here")
@@ -561,12 +586,12 @@ def main() -> int:
     if len(streams) != len(args.gemv_stream) or any(len(t) != 5 for t in streams):
         ap.error(f"--gemv-stream takes CTAS:RING:STAGE:MIN:MAX settings of five integers, got {args.gemv_stream}")
 
-    lib = load_kernels()  # builds on any machine with nvcc
     try:
         require_cuda()
     except RuntimeError as e:
         print(f"engine_kernels.py: {e}", file=sys.stderr)
         return 2
+    lib = build_side_by_side(args.only, args.no_step)
     torch.manual_seed(0)
     lib.set_pdl(True)
     device = torch.cuda.get_device_name()

@@ -30,7 +30,8 @@ done
 want() { [[ $parts == *,$1,* ]]; }
 
 site=$build/site
-wheels=($(ls .whl/nvidia_cutlass-*.whl .whl/apache_tvm_ffi-*.whl 2>/dev/null))
+# (pytest-xdist's wheels too, where carried: PYTEST_ADDOPTS="-n 10" then runs each pytest file's builds side by side)
+wheels=($(ls .whl/nvidia_cutlass-*.whl .whl/apache_tvm_ffi-*.whl .whl/pytest_xdist-*.whl .whl/execnet-*.whl 2>/dev/null))
 if (( ${#wheels[@]} )); then
   "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" "${wheels[@]}" \
     || exit 1
