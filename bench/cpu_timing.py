@@ -86,11 +86,30 @@ def cpu_features() -> list[str]:
     return [name for name in CPU_FEATURES if name in flags]
 
 
+def cpu_model() -> dict[str, str]:
+    """The CPU's model name, family and model number (from /proc/cpuinfo; empty where it cannot be read): hosts
+    of one name differ (an AMD EPYC of family 25 is a Zen 4, of family 26 a Zen 5, its vectors twice as wide)."""
+    keys = {"model name": "name", "cpu family": "family", "model": "model"}
+    out: dict[str, str] = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() in keys and keys[key.strip()] not in out:
+                    out[keys[key.strip()]] = value.strip()
+                if not line.strip():  # the first processor's block is enough
+                    break
+    except OSError:
+        return {}
+    return out
+
+
 def write_results(path: str, results: list[dict[str, Any]]) -> None:
     """``{"meta": <the host's facts>, "results": results}`` as JSON at ``path``."""
     import torch
 
-    meta = {"machine": platform.machine(), "cpu_count": os.cpu_count(), "cpu_features": cpu_features(),
+    meta = {"machine": platform.machine(), "cpu": cpu_model(), "cpu_count": os.cpu_count(),
+            "cpu_features": cpu_features(),
             "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
             "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}
     with open(path, "w") as f:
