@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 from ..tir.function import PrimFunc, TirModule
+from .build import keyed_source
 from .dispatch import DispatchEmitter
 from .host import HostEmitter
 from .kernel import KernelEmitter
@@ -49,7 +50,8 @@ class SharedKernels:
         line), or the note naming the earlier kernel that has it."""
         lines = self.rename(lines)
         own = re.compile(rf"\b{re.escape(name)}\b")
-        key = "\n".join(own.sub("@", line) for line in lines if not line.lstrip().startswith("//"))
+        code = keyed_source("\n".join(own.sub("@", line) for line in lines))  # the comments the cache ignores
+        key = "\n".join(line for line in code.split("\n") if line.strip())
         first = self._first.setdefault(key, name)
         if first == name:
             return lines
