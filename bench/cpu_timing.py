@@ -76,32 +76,33 @@ def mean_time(fn: Callable[[], object], iters: int) -> float:
 CPU_FEATURES = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
 
 
-def cpu_features() -> list[str]:
-    """Which of CPU_FEATURES this machine has (from /proc/cpuinfo; empty where it cannot be read)."""
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's fields in /proc/cpuinfo, by name (empty where it cannot be read)."""
+    fields: dict[str, str] = {}
     try:
         with open("/proc/cpuinfo") as f:
-            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+            for line in f:
+                if not line.strip():  # the first processor's block ends
+                    break
+                key, _, value = line.partition(":")
+                fields.setdefault(key.strip(), value.strip())
     except OSError:
-        return []
+        return {}
+    return fields
+
+
+def cpu_features() -> list[str]:
+    """Which of CPU_FEATURES this machine has (from /proc/cpuinfo; empty where it cannot be read)."""
+    flags = _cpuinfo().get("flags", "").split()
     return [name for name in CPU_FEATURES if name in flags]
 
 
 def cpu_model() -> dict[str, str]:
     """The CPU's model name, family and model number (from /proc/cpuinfo; empty where it cannot be read): hosts
     of one name differ (an AMD EPYC of family 25 is a Zen 4, of family 26 a Zen 5, its vectors twice as wide)."""
+    info = _cpuinfo()
     keys = {"model name": "name", "cpu family": "family", "model": "model"}
-    out: dict[str, str] = {}
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() in keys and keys[key.strip()] not in out:
-                    out[keys[key.strip()]] = value.strip()
-                if not line.strip():  # the first processor's block is enough
-                    break
-    except OSError:
-        return {}
-    return out
+    return {out: info[key] for key, out in keys.items() if key in info}
 
 
 def write_results(path: str, results: list[dict[str, Any]]) -> None:

@@ -526,13 +526,11 @@ CASE_SLOTS = {"qkv": "norm_linear", "o_proj": "o_proj", "gate/up": "norm_swiglu"
 GEMV_SLOTS = ("norm_linear", "o_proj", "norm_swiglu", "down", "choose")
 
 
-def build_side_by_side(only: list[str], no_step: bool) -> Any:
+def build_side_by_side(only: list[str]) -> Any:
     """The hand-written kernels' library and every compiled slot build the selected cases time (``only``: main's
     --only words), built at once (each nvcc run is single-threaded: one after another, a few variants took most of a
     device call); compiled_slot keeps each for the case that times it. Returns the library."""
     slots = [slot for name, slot in CASE_SLOTS.items() if not only or any(word in name for word in only)]
-    if not only and not no_step:  # the step's compiled set builds them at the same shapes: the disk cache serves it
-        slots = list(dict.fromkeys([*slots, *CASE_SLOTS.values()]))
     builds = [(slot, flags) for slot in slots
               for flags in ((), *(VARIANTS.values() if slot in GEMV_SLOTS else ()))]
     with ThreadPoolExecutor(max_workers=max(1, min(len(builds) + 1, os.cpu_count() or 1))) as pool:
@@ -591,7 +589,7 @@ def main() -> int:
     except RuntimeError as e:
         print(f"engine_kernels.py: {e}", file=sys.stderr)
         return 2
-    lib = build_side_by_side(args.only, args.no_step)
+    lib = build_side_by_side(args.only)
     torch.manual_seed(0)
     lib.set_pdl(True)
     device = torch.cuda.get_device_name()
