@@ -308,7 +308,6 @@ def test_the_pch_key_changes_with_the_flags_the_headers_and_the_compiler(monkeyp
     from tilefoundry.codegen import pch, toolchain
     from tilefoundry.target import resolve_target
 
-
     cpu = resolve_target("cpu")
     base = toolchain.toolchain(cpu, CompilerOptions())
     gxx = base.compiler()
