@@ -1,5 +1,5 @@
-"""The decode step's slots compiled by ``tilefoundry.jit`` against the engine's hand-written kernels and torch, on
-Qwen3-1.7B's decode shape (bf16, batch 1, one token), in one run on the GPU (issue 21).
+"""The decode step's slots compiled by ``tilefoundry.jit`` against torch, on Qwen3-1.7B's decode shape (bf16,
+batch 1, one token), in one run on the GPU (issue 21).
 
 Each slot of the decode engine (engine/slots.py) is written here as a DSL ``@func`` computing what the slot
 computes, and jitted for CUDA: the compiler cuts it into kernels run in order by one entry (a matmul a kernel of
@@ -15,17 +15,18 @@ RMSNorm before a projection fused as its prologue, the residual add and the argm
   two weights (``compiled, gate + up``: silu(h @ gate_proj.T) * (h @ up_proj.T), a pair too);
 * ``down``: residual + h @ down_proj.T;
 * ``lm_head``: rms_norm(x, norm) @ lm_head.T and its ``tf.argmax`` in the same function (were the compiler to
-  refuse the argmax, the head is timed without it, against the hand-written head without its argmax too, and the
-  output says so);
+  refuse the argmax, the head is timed without it, against torch's head without its argmax too, and the output
+  says so);
 * ``attention ctx C``: one token at position C - 1 over a cache slice of C rows, written as the families'
   ``attend`` writes it: q . K^T * scale over the keys' heads repeated for grouped queries (repeat_interleave),
   the causal mask from positions (``tf.where``), softmax, . V. On this schedule its second matmul reads V
   through strides (the general tier) and is slow at long contexts; it is timed anyway (the honest number).
 
-Peers, in the same run: the engine's hand-written kernel of the slot (``load_kernels``, called as
-bench/engine_kernels.py calls it, with PDL and without), torch eager of the same math (reference.rms_norm,
-F.linear on cuBLAS, the epilogue; for attention torch SDPA with the flash backend, and the written-out math),
-and cuBLAS's GEMV alone (F.linear) as the matmul's own floor. Every variant runs as replays of a CUDA graph of
+Peers, in the same run: torch eager of the same math (reference.rms_norm, F.linear on cuBLAS, the epilogue)
+and cuBLAS's GEMV alone (F.linear) as the matmul's own floor for a GEMV slot; torch SDPA with the flash backend
+and the written-out math in torch eager for attention. The engine's hand-written CUDA kernels this bench also
+compared against were retired (issue 22); the last side-by-side numbers are in bench/engine_kernels_h100.json at
+commit ff413b2 and in bench/compiled_decode_h200.json. Every variant runs as replays of a CUDA graph of
 ``--launches`` back-to-back launches cycling through enough copies of its weights (or KV caches) to exceed L2
 four times over (bench/graph_timing.py: graph_of, time_graphs, copies_for); one launch's time is a replay's
 divided by the count, the median over ``--reps`` replays interleaved between the variants. A slot whose launches
@@ -62,18 +63,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from decode import SHAPES  # noqa: E402
-from engine_kernels import EPS, HEADS, HIDDEN, INTER, KV, SHAPE, VOCAB, D, rand, rel_l2, with_pdl  # noqa: E402
+from engine_kernels import EPS, HEADS, HIDDEN, INTER, KV, SHAPE, VOCAB, D, rand, rel_l2  # noqa: E402
 from graph_timing import Launch, copies_for, copy_bandwidth, graph_of, time_graphs  # noqa: E402
 
 from tilefoundry import func, jit, lower  # noqa: E402
 from tilefoundry.dsl import ConstTensor, DimVar, Tensor, tf  # noqa: E402
-from tilefoundry.engine import (  # noqa: E402
-    argmax_workspace,
-    attention_workspace,
-    load_kernels,
-    reference,
-    require_cuda,
-)
+from tilefoundry.engine import reference  # noqa: E402
 from tilefoundry.ir.core.function import Function  # noqa: E402
 from tilefoundry.lower import LoweringError  # noqa: E402
 
@@ -229,7 +224,7 @@ def poisoned(*shape: int, dtype: torch.dtype = BF16) -> torch.Tensor:
     return t.fill_(float("nan") if dtype.is_floating_point else -1)
 
 
-def gemv_case(lib: Any, compiled: dict[str, Any], slot: str, n: int, k: int, epilogue: str, norm: bool,
+def gemv_case(compiled: dict[str, Any], slot: str, n: int, k: int, epilogue: str, norm: bool,
               notes: list[str]) -> Case:
     """A GEMV slot: ``[rms_norm(x)] @ W.T`` (W ``n`` x ``k``) then ``epilogue`` (store, residual, swiglu)."""
     n_out = n // 2 if epilogue == "swiglu" else n
@@ -237,17 +232,6 @@ def gemv_case(lib: Any, compiled: dict[str, Any], slot: str, n: int, k: int, epi
     copies = copies_for(n * k * 2)
     ws = [rand(n, k, scale=k**-0.5) for _ in range(copies)]  # the engine's packing (gate/up interleaved)
     x, g, res = rand(1, k), rand(k, scale=0.1) + 1, rand(1, n)
-    out, res_out = poisoned(1, n_out), poisoned(1, n)
-    head = (x, g) if norm else (x,)
-    eps = (EPS,) if norm else ()
-    fn = getattr(lib, ("rmsnorm_" if norm else "") + {"store": "gemv", "residual": "gemv_residual",
-                                                      "swiglu": "gemv_swiglu"}[epilogue])
-
-    def hand(i: int) -> None:
-        if epilogue == "residual":
-            fn(*head, ws[i], res, res_out, *eps, 0)
-        else:
-            fn(*head, ws[i], out, *eps, 0)
 
     def torch_ops(i: int) -> torch.Tensor:  # the slot's math in torch eager (cuBLAS for the matmul)
         h = reference.rms_norm(x, g, EPS) if norm else x
@@ -291,9 +275,6 @@ def gemv_case(lib: Any, compiled: dict[str, Any], slot: str, n: int, k: int, epi
         two_out = poisoned(1, n_out)
         variants["compiled, gate + up"] = lambda i: c2(x, g, *pairs[i], two_out)
         checks["compiled, gate + up"] = lambda: _checked(variants["compiled, gate + up"], two_out, torch_ops)
-    variants["hand-written"] = hand
-    variants["hand-written, no PDL"] = with_pdl(lib, False, hand)
-    checks["hand-written"] = lambda: _checked(hand, res_out if epilogue == "residual" else out, torch_ops)
     variants["torch eager"] = torch_ops
     variants["cuBLAS GEMV alone"] = cublas
     shape = f"{n}x{k}" + (" +norm" if norm else "") + ("" if epilogue == "store" else f" +{epilogue}")
@@ -308,22 +289,14 @@ def _checked(launch: Launch, out: torch.Tensor, want: Callable[[int], torch.Tens
     return rel_l2(out, want(0))
 
 
-def head_case(lib: Any, compiled: dict[str, Any], with_argmax: bool, notes: list[str]) -> Case:
+def head_case(compiled: dict[str, Any], with_argmax: bool, notes: list[str]) -> Case:
     """The lm_head with its final norm, and with the argmax in the compiled function when it compiled."""
     n, k = VOCAB, HIDDEN
     nbytes = n * k * 2 + 2 * k * 2 + n * 2 + (8 if with_argmax else 0)
     copies = copies_for(n * k * 2)
     ws = [rand(n, k, scale=k**-0.5) for _ in range(copies)]
     x, g = rand(1, k), rand(k, scale=0.1) + 1
-    out, c_out = poisoned(1, n), poisoned(1, n)
-    token, c_token = torch.empty(1, dtype=torch.int64, device="cuda"), poisoned(1, dtype=torch.int64)
-    aws = argmax_workspace(1, "cuda")
-
-    def hand(i: int) -> None:
-        if with_argmax:
-            lib.rmsnorm_gemv_argmax(x, g, ws[i], out, token, aws, EPS, 0)
-        else:
-            lib.rmsnorm_gemv(x, g, ws[i], out, EPS, 0)
+    c_out, c_token = poisoned(1, n), poisoned(1, dtype=torch.int64)
 
     def torch_ops(i: int) -> torch.Tensor:
         y = F.linear(reference.rms_norm(x, g, EPS), ws[i])
@@ -346,9 +319,6 @@ def head_case(lib: Any, compiled: dict[str, Any], with_argmax: bool, notes: list
             return err
 
         checks["compiled"] = check
-    variants["hand-written"] = hand
-    variants["hand-written, no PDL"] = with_pdl(lib, False, hand)
-    checks["hand-written"] = lambda: _checked(hand, out, torch_ops)
     variants["torch eager"] = torch_ops
     variants["cuBLAS GEMV alone"] = lambda i: F.linear(x, ws[i])
     shape = f"{n}x{k} +norm" + (" +argmax" if with_argmax else "")
@@ -367,23 +337,18 @@ def sdpa_backend() -> tuple[Any, str]:
         return contextlib.nullcontext, "default"
 
 
-def attention_case(lib: Any, compiled: dict[str, Any], ctx: int) -> Case:
+def attention_case(compiled: dict[str, Any], ctx: int) -> Case:
     """Decode attention of one token at position ``ctx - 1`` over ``ctx`` cache rows (the cache holds ``ctx``)."""
     capacity = ctx
     nbytes = 2 * ctx * KV * D * 2 + 2 * HEADS * D * 2
     copies = copies_for(2 * capacity * KV * D * 2)
     caches = [(rand(capacity, KV, D), rand(capacity, KV, D)) for _ in range(copies)]
     q = rand(1, HEADS, D)
-    out, c_out = poisoned(1, HEADS, D), poisoned(1, HEADS, D)
-    position = torch.tensor([ctx - 1], dtype=torch.int32, device="cuda")
+    c_out = poisoned(1, HEADS, D)
     pos_ids = torch.tensor([ctx - 1], dtype=torch.int64, device="cuda")
     kv_pos = torch.arange(ctx, dtype=torch.int64, device="cuda")
-    ws = attention_workspace(lib, 1, HEADS, KV, D, device="cuda")
     backend, backend_name = sdpa_backend()
     notes: list[str] = []
-
-    def hand(i: int) -> None:
-        lib.decode_attention(q, caches[i][0], caches[i][1], position, out, ws, SCALE, 0)
 
     def sdpa(i: int) -> torch.Tensor:
         k, v = (c[:ctx].permute(1, 0, 2)[None] for c in caches[i])
@@ -413,9 +378,6 @@ def attention_case(lib: Any, compiled: dict[str, Any], ctx: int) -> Case:
         c = compiled["attention"]
         variants["compiled"] = lambda i: c(q, caches[i][0], caches[i][1], pos_ids, kv_pos, c_out)
         checks["compiled"] = lambda: _checked(variants["compiled"], c_out, sdpa)
-    variants["hand-written"] = hand
-    variants["hand-written, no PDL"] = with_pdl(lib, False, hand)
-    checks["hand-written"] = lambda: _checked(hand, out, sdpa)
     variants[peer] = sdpa
     variants["torch eager"] = torch_ops
     checks["torch eager"] = lambda: rel_l2(torch_ops(0), sdpa(0))
@@ -466,25 +428,24 @@ def run_case(case: Case, launches: int, reps: int, seconds: float) -> None:
 # ---- main -------------------------------------------------------------------------------------------------------
 
 def print_table(cases: list[Case], device: str, copy_tbps: float) -> None:
-    """The summary: us per launch and GB/s of the compiled slot, the hand-written kernel and torch's peer."""
+    """The summary: us per launch and GB/s of the compiled slot and torch's peer."""
 
     def cell(c: Case, name: str) -> tuple[str, str]:
         us = c.results_us.get(name)
         return ("-", "-") if us is None else (f"{us:.2f}", f"{c.nbytes / (us * 1e-6) / 1e9:.0f}")
 
-    print(f"\n=== compiled decode slots vs hand-written vs torch, {SHAPE} bf16 batch 1, {device}, "
+    print(f"\n=== compiled decode slots vs torch, {SHAPE} bf16 batch 1, {device}, "
           f"copy {copy_tbps:.2f} TB/s (us per launch, GB/s)")
-    print(f"{'slot':<20}{'shape':<26}{'compiled':>10}{'GB/s':>6}{'hand':>9}{'GB/s':>6}{'torch':>9}{'GB/s':>6}"
-          f"{'vs hand':>8}{'vs torch':>9}{'err':>9}  torch peer (vs: the compiled slot's speed, their time / its time)")
+    print(f"{'slot':<20}{'shape':<26}{'compiled':>10}{'GB/s':>6}{'torch':>9}{'GB/s':>6}"
+          f"{'vs torch':>9}{'err':>9}  torch peer (vs: the compiled slot's speed, the peer's time / its time)")
     for c in cases:
         r = c.results_us
-        comp, hand, peer = cell(c, "compiled"), cell(c, "hand-written"), cell(c, c.peer)
-        vs_hand = f"{r['hand-written'] / r['compiled']:.2f}x" if "compiled" in r and "hand-written" in r else "-"
+        comp, peer = cell(c, "compiled"), cell(c, c.peer)
         vs_peer = f"{r[c.peer] / r['compiled']:.2f}x" if "compiled" in r and c.peer in r else "-"
         err = c.errors.get("compiled")
         err_text = "-" if err is None else f"{err:.0e}" + ("" if err <= TOLERANCE else " BAD")
-        print(f"{c.name:<20}{c.shape:<26}{comp[0]:>10}{comp[1]:>6}{hand[0]:>9}{hand[1]:>6}{peer[0]:>9}{peer[1]:>6}"
-              f"{vs_hand:>8}{vs_peer:>9}{err_text:>9}  {c.peer}")
+        print(f"{c.name:<20}{c.shape:<26}{comp[0]:>10}{comp[1]:>6}{peer[0]:>9}{peer[1]:>6}"
+              f"{vs_peer:>9}{err_text:>9}  {c.peer}")
 
 
 def main() -> int:
@@ -513,16 +474,15 @@ def main() -> int:
     if args.lower_only:
         print(f"lowered for CUDA: {', '.join(n for n in functions if n not in refused) or 'nothing'}")
         return 0 if set(refused) <= {"head_argmax"} else 1
-    try:
-        require_cuda()
-    except RuntimeError as e:
-        print(f"compiled_decode.py: {e}", file=sys.stderr)
+    if not torch.cuda.is_available():
+        print("compiled_decode.py: the timed run needs a CUDA GPU, and torch sees none here "
+              "(torch.cuda.is_available() is False); --lower-only needs none", file=sys.stderr)
         return 2
 
     with_argmax = "head_argmax" not in refused
     head_notes = [] if with_argmax else [
-        "tf.argmax of the logits is refused by the compiler: the head is timed without it, the hand-written head "
-        f"too ({refused['head_argmax']})"]
+        "tf.argmax of the logits is refused by the compiler: the head is timed without it, torch's head too "
+        f"({refused['head_argmax']})"]
     wanted = {"qkv": ("qkv", "qkv_three"), "o_proj": ("o_proj",), "gate/up": ("gate_up", "gate_up_two"),
               "down": ("down",), "lm_head": ("head_argmax" if with_argmax else "head",), "attention": ("attention",)}
     to_build = {n: functions[n] for s in args.slots for n in wanted[s] if n not in refused}
@@ -530,9 +490,7 @@ def main() -> int:
     compiled, failed = build_all(to_build, args.jobs)
     for name, why in failed.items():
         print(f"compiled {name} did not build: {why}", flush=True)
-    lib = load_kernels()
     torch.manual_seed(0)
-    lib.set_pdl(True)
     device = torch.cuda.get_device_name()
     copy_tbps = copy_bandwidth(20)
     l2_mib = torch.cuda.get_device_properties(0).L2_cache_size >> 20
@@ -544,23 +502,23 @@ def main() -> int:
 
     builders: list[Callable[[], Case]] = []
     if "qkv" in args.slots:
-        builders.append(lambda: gemv_case(lib, compiled, "qkv", QKV, HIDDEN, "store", True,
+        builders.append(lambda: gemv_case(compiled, "qkv", QKV, HIDDEN, "store", True,
                                           refusal_notes("qkv", "qkv_three")))
     if "o_proj" in args.slots:
-        builders.append(lambda: gemv_case(lib, compiled, "o_proj", HIDDEN, HEADS * D, "residual", False,
+        builders.append(lambda: gemv_case(compiled, "o_proj", HIDDEN, HEADS * D, "residual", False,
                                           refusal_notes("o_proj")))
     if "gate/up" in args.slots:
-        builders.append(lambda: gemv_case(lib, compiled, "gate_up", 2 * INTER, HIDDEN, "swiglu", True,
+        builders.append(lambda: gemv_case(compiled, "gate_up", 2 * INTER, HIDDEN, "swiglu", True,
                                           refusal_notes("gate_up", "gate_up_two")))
     if "down" in args.slots:
-        builders.append(lambda: gemv_case(lib, compiled, "down", HIDDEN, INTER, "residual", False,
+        builders.append(lambda: gemv_case(compiled, "down", HIDDEN, INTER, "residual", False,
                                           refusal_notes("down")))
     if "lm_head" in args.slots:
-        builders.append(lambda: head_case(lib, compiled, with_argmax,
+        builders.append(lambda: head_case(compiled, with_argmax,
                                           head_notes + refusal_notes("head_argmax" if with_argmax else "head")))
     if "attention" in args.slots:
         for ctx in args.contexts:
-            builders.append(lambda ctx=ctx: attention_case(lib, compiled, ctx))
+            builders.append(lambda ctx=ctx: attention_case(compiled, ctx))
 
     cases: list[Case] = []
     for build in builders:
@@ -590,8 +548,7 @@ def main() -> int:
             "name": c.name, "shape": c.shape, "bytes_per_launch": c.nbytes, "copies": c.copies,
             "launches_per_graph": c.launches, "torch_peer": c.peer, "error_vs_torch": c.errors, "us": r,
             "gb_per_s": {k: c.nbytes / (v * 1e-6) / 1e9 for k, v in r.items()},
-            # speed ratios: the peer's time over the compiled slot's (>= 1: the compiled slot is as fast or faster)
-            "speed_vs_hand_written": r["hand-written"] / r["compiled"] if "compiled" in r else None,
+            # the speed ratio: the peer's time over the compiled slot's (>= 1: the compiled slot is as fast or faster)
             "speed_vs_torch": r[c.peer] / r["compiled"] if "compiled" in r else None,
             "notes": c.notes})
     if args.json:

@@ -22,9 +22,9 @@ the time to the first token of a ``--prefill-tokens`` (1024) prompt. ``--json`` 
 On the CPU (``--device cpu``; default shape ``smollm2-135m`` in f32) the runners alternate for ``--rounds``
 rounds, each round a generate and a ``--prefill-tokens`` (64) prefill of each runner, and medians are reported.
 
-``--kernels compiled,torch`` (any of compiled, cuda, torch) runs this project's engine once per kernel set, each
-its own runner (``project``, then ``project-<set>``), so one run measures the sets side by side; each result's
-``kernels`` names the set that ran.
+``--kernels compiled,torch`` (the engine's kernel sets: compiled, torch) runs this project's engine once per
+kernel set, each its own runner (``project``, then ``project-<set>``), so one run measures the sets side by side;
+each result's ``kernels`` names the set that ran.
 
 ``--tp 1,2`` also runs this project's engine split over N tensor-parallel ranks for each N above 1 (runner
 ``project-tp<N>``: N processes, rank r on cuda:r through NCCL, or gloo processes on the CPU), each rank reading
@@ -245,15 +245,15 @@ def measure_tps(args: argparse.Namespace, folder: Path, prompt: list[int], long_
             for world in args.tp if world > 1}
 
 
-KERNEL_SETS = ("compiled", "cuda", "torch")
-"""The engine's kernel sets ``--kernels`` names (tilefoundry.engine): CompiledKernels, CudaKernels, TorchKernels."""
+KERNEL_SETS = ("compiled", "torch")
+"""The engine's kernel sets ``--kernels`` names (tilefoundry.engine): CompiledKernels, TorchKernels."""
 
 
 def kernel_set(name: str) -> Any:
     """The engine's kernel set called ``name``."""
     from tilefoundry import engine
 
-    return {"compiled": engine.CompiledKernels, "cuda": engine.CudaKernels, "torch": engine.TorchKernels}[name]()
+    return {"compiled": engine.CompiledKernels, "torch": engine.TorchKernels}[name]()
 
 
 class HFRunner:

@@ -15,7 +15,7 @@ torch.set_num_threads(1)
 # the CPU decode bench), collected first and longest first, each module kept whole: pytest-xdist's workers start
 # them early, beside the short tests, so that the run does not end on one of them while the other worker idles.
 SLOW_MODULES = ("tests/test_compile_cuda_build.py", "tests/test_smollm2.py", "tests/test_compile_cuda.py",
-                "tests/test_engine_kernels_build.py", "tests/test_bench_decode.py")
+                "tests/test_bench_decode.py")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

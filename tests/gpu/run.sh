@@ -12,7 +12,7 @@
 #            jitted kernels against the evaluator (test_compile_cuda.py), their bench (bench/kernels.py),
 #            the compiled GEMM against cuBLAS (bench/compiled_gemm_cuda.py), the compiled prompt attention
 #            against SDPA (bench/compiled_prefill_attention_cuda.py)
-#   engine   model families on cuda, the decode engine's kernels and CUDA-graph path, its kernel bench
+#   engine   model families on cuda, the decode engine's CUDA-graph path, its compiled slots' bench
 #   decode   the decode bench at Qwen3-1.7B's shape (bench/decode.py), minutes long
 #   tp       (not in the default: needs two GPUs) tensor-parallel decoding over NCCL, and the decode bench at
 #            Qwen3-1.7B's and Qwen3-8B's shapes at --tp 1 and 2 (bench/decode.py --tp 1,2)
@@ -37,7 +37,8 @@ if (( ${#wheels[@]} )); then
     || exit 1
   export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
 fi
-# Libraries built from Python (the engine's kernels) go to the build folder, not the home cache.
+# Libraries built from Python (jitted kernels, the engine's compiled slots) go to the build folder, not the home
+# cache.
 export TILEFOUNDRY_CACHE=${TILEFOUNDRY_CACHE:-$build/cache}
 cute=$("$py" -c "import cutlass_library, os; print(os.path.join(os.path.dirname(cutlass_library.__file__), 'source', 'include'))") || {
   echo "run.sh: no nvidia-cutlass: put its wheel in .whl/ (tests/gpu/README.md)"; exit 1; }
@@ -64,12 +65,6 @@ if want runtime; then
   nvcc "${flags[@]}" bench/copy_ceiling.cu -o "$build/copy_ceiling" > "$build/copy_ceiling.build.log" 2>&1 &
   pids[copy_ceiling]=$!
 fi
-if want engine || want decode; then
-  # The decode engine's kernels (one translation unit, built through tilefoundry.engine into the cache).
-  PYTHONPATH=$root/src${PYTHONPATH:+:$PYTHONPATH} "$py" -c "from tilefoundry.engine import build_kernels; print(build_kernels())" \
-    > "$build/engine_build.build.log" 2>&1 &
-  pids[engine_build]=$!
-fi
 # The compile path's CUDA acceptance unit (tests/generated/cuda_acceptance.cu): regenerated and compared with
 # the recorded text and digest, then built by jit's own build step (nvcc, the CUDA target's flags); its
 # library's path is the log's last line.
@@ -81,7 +76,6 @@ declare -A status
 for k in "${!pids[@]}"; do
   if wait "${pids[$k]}"; then status[$k]=built; else status[$k]="BUILD FAILED"; cat "$build/$k.build.log"; fi
 done
-[[ ${status[engine_build]:-} == built ]] && status[engine_build]="passed (built)"
 echo "=== sass of the compiled acceptance unit's bf16 row kernels"
 if ! want compile; then
   :
@@ -193,13 +187,10 @@ if want engine; then
   echo "=== python: model families on cuda"
   if "$py" -m pytest -q -p no:cacheprovider tests/gpu/test_models_cuda.py; then status[models]=passed
   else status[models]=FAILED; fi
-  echo "=== python: the decode engine's kernels against torch"
-  if "$py" -m pytest -q -p no:cacheprovider tests/gpu/test_engine_kernels.py; then status[engine]=passed
-  else status[engine]=FAILED; fi
   echo "=== python: the decode engine's CUDA-graph path against the semantic Module"
   if "$py" -m pytest -q -p no:cacheprovider tests/gpu/test_engine_cuda.py; then status[engine_graph]=passed
   else status[engine_graph]=FAILED; fi
-  echo "=== engine kernels vs torch / cuBLAS (GB/s), and the decode engine's whole Qwen3-1.7B step"
+  echo "=== the engine's compiled slots vs torch / cuBLAS / SDPA (GB/s), and the decode engine's whole Qwen3-1.7B step"
   if PYTHONUNBUFFERED=1 "$py" bench/engine_kernels.py --json "$out/engine_kernels.json"; then
     status[engine_bench]=passed
   else status[engine_bench]=FAILED; fi
@@ -230,7 +221,7 @@ names=("${tests[@]}")
 want runtime && names+=(sass bench copy_ceiling)
 want compile && names+=(cuda_unit cuda_unit_sass compile rows_topk stages bench_timing kernels_bench gemm_bench
                          attention_bench)
-want engine && names+=(engine_build models engine engine_graph engine_bench)
+want engine && names+=(models engine_graph engine_bench)
 want decode && names+=(decode)
 want tp && names+=(tp tp_qwen3-1.7b tp_qwen3-8b)
 for k in "${names[@]}"; do

@@ -31,12 +31,12 @@ from tests.hf_models import add_tokenizer, make_checkpoint  # noqa: E402
 
 from tilefoundry.engine import (  # noqa: E402
     CompiledKernels,
-    CudaKernels,
     DecodeEngine,
     StepPositions,
     TorchKernels,
     default_kernels,
 )
+from tilefoundry.engine.reference import rms_norm  # noqa: E402
 from tilefoundry.ir.core.tree import flatten, leaf_paths  # noqa: E402
 from tilefoundry.models import Sampling, generate, open_checkpoint  # noqa: E402
 from tilefoundry.models.engine_step import EngineStep  # noqa: E402
@@ -234,7 +234,7 @@ def test_the_generate_command_decodes_on_the_graph(qwen3) -> None:
     assert len(out["tokens"]) == 24 and out["decode_tokens_per_second"] > 0 and out["prefill_ms"] > 0
 
 
-# ---- the hand-written CUDA kernels (bf16) on the graph path: what bench/decode.py times -------------------------
+# ---- the compiled slots on a bf16 model on the graph path: what bench/decode.py times ---------------------------
 
 BF16_BOUNDS = [parse_predicate("rel_l2:max=3e-2"), parse_predicate("cosine:min=0.999")]
 """bf16 engine (fused kernels, f32 accumulation) against the bf16 evaluator: bf16 rounding at different points."""
@@ -242,7 +242,7 @@ BF16_BOUNDS = [parse_predicate("rel_l2:max=3e-2"), parse_predicate("cosine:min=0
 
 @pytest.fixture(scope="module")
 def qwen3_bf16(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
-    """(reference reading, loaded twin) on cuda: a tiny bf16 Qwen3 of a shape the CUDA kernels take (head_dim 64)."""
+    """(reference reading, loaded twin) on cuda: a tiny bf16 Qwen3 (head_dim 64)."""
     folder = tmp_path_factory.mktemp("engine_cuda_bf16") / "qwen3"
     save_random_qwen3(folder, 1, torch.bfloat16, vocab_size=512, hidden_size=256, intermediate_size=512,
                       num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=64,
@@ -262,10 +262,10 @@ def test_a_bf16_model_on_cuda_runs_the_compiled_slots_by_default(qwen3_bf16) -> 
     assert DecodeEngine(twin, CAPACITY).kernels.name == "compiled"
 
 
-def test_the_cuda_kernels_pass_check_on_the_graph_path(qwen3_bf16) -> None:
+def test_the_compiled_bf16_slots_pass_check_on_the_graph_path(qwen3_bf16) -> None:
     reference, twin = qwen3_bf16
-    engine = DecodeEngine(twin, CAPACITY, kernels=CudaKernels())
-    assert engine.kernels.name == "cuda"
+    engine = DecodeEngine(twin, CAPACITY, kernels=CompiledKernels())
+    assert engine.kernels.name == "compiled"
     step = EngineStep(engine)
     for context, tokens in CONTEXTS:
         report = check_bf16(step, reference, step_inputs(reference, context, tokens, seed=context + tokens,
@@ -274,38 +274,36 @@ def test_the_cuda_kernels_pass_check_on_the_graph_path(qwen3_bf16) -> None:
     assert engine.graph_status == "captured" and engine.stats.captures == 1
 
 
-class StaleNewestCuda(StaleNewest, CudaKernels):
-    """Broken: the CUDA attention never sees the step's own key and value (the cache's newest entry)."""
+class StaleNewestCompiled(StaleNewest, CompiledKernels):
+    """Broken: the compiled attention never sees the step's own key and value (the cache's newest entry)."""
 
 
-class SwappedSwigluCuda(CudaKernels):
-    """Broken: the gate/up GEMV's SwiGLU takes gate and up the wrong way round, silu(up) * gate."""
+class SwappedSwigluCompiled(CompiledKernels):
+    """Broken: the gate/up slot's SwiGLU takes gate and up the wrong way round, silu(up) * gate."""
 
     def norm_swiglu(self, x, norm, gate_up, out, eps) -> None:  # noqa: ANN001
-        y = torch.empty(x.shape[0], gate_up.shape[0], dtype=x.dtype, device=x.device)
-        self.lib.rmsnorm_gemv(x, norm, gate_up, y, eps, 0)
-        y = y.view(x.shape[0], -1, 2)
+        y = torch.mm(rms_norm(x, norm, eps), gate_up.t()).view(x.shape[0], -1, 2)
         torch.mul(torch.nn.functional.silu(y[..., 1]), y[..., 0], out=out)
 
 
 # Under bf16 bounds a broken kernel must move the result well past bf16 noise: the stale attention is
 # checked where the newest entry weighs much (short contexts; at 1024 it is one key in a thousand).
-BROKEN_CUDA = {StaleNewestCuda: (0, 1, 4), SwappedSwigluCuda: (0, 1, 255, 1024)}
+BROKEN_BF16 = {StaleNewestCompiled: (0, 1, 4), SwappedSwigluCompiled: (0, 1, 255, 1024)}
 
 
-@pytest.mark.parametrize("broken", sorted(BROKEN_CUDA, key=lambda k: k.__name__))
-def test_a_broken_cuda_kernel_fails_the_check_on_the_graph_path(qwen3_bf16, broken: type) -> None:
+@pytest.mark.parametrize("broken", sorted(BROKEN_BF16, key=lambda k: k.__name__))
+def test_a_broken_bf16_slot_fails_the_check_on_the_graph_path(qwen3_bf16, broken: type) -> None:
     reference, twin = qwen3_bf16
     engine = DecodeEngine(twin, CAPACITY, kernels=broken())
     step = EngineStep(engine)
-    contexts = BROKEN_CUDA[broken]
+    contexts = BROKEN_BF16[broken]
     for context in contexts:
         report = check_bf16(step, reference, step_inputs(reference, context, 1, seed=context, device="cuda"))
         assert not report.passed, f"{broken.__name__} passed at context {context}"
     assert engine.graph_status == "captured" and engine.stats.replays == len(contexts) - 1
 
 
-def test_cuda_kernel_greedy_tokens_follow_the_reference_where_it_is_clear(qwen3_bf16) -> None:
+def test_compiled_bf16_greedy_tokens_follow_the_reference_where_it_is_clear(qwen3_bf16) -> None:
     """64 greedy tokens, teacher-forced: the engine's choice equals the bf16 reference's wherever the reference's
     top-2 logit margin is clear of bf16 noise (most steps of a random model)."""
     reference, twin = qwen3_bf16
@@ -313,7 +311,7 @@ def test_cuda_kernel_greedy_tokens_follow_the_reference_where_it_is_clear(qwen3_
     ids = torch.cat([PROMPT, torch.tensor(want)])
     caches = reference.init_caches(capacity=ids.numel() + 1, device="cuda")
     logits = reference(*reference.prepare_inputs_for_generation(ids, 0, caches, device="cuda"))[0].float()
-    engine = DecodeEngine(twin, ids.numel() + 1, kernels=CudaKernels())
+    engine = DecodeEngine(twin, ids.numel() + 1, kernels=CompiledKernels())
     choice = [int(engine.prefill(PROMPT)[-1].argmax())]
     choice += [int(engine.decode(t)[-1].argmax()) for t in want[:-1]]
     top2 = logits[PROMPT.numel() - 1: -1].topk(2, dim=-1).values

@@ -4,35 +4,34 @@
 replays the whole decode step as one CUDA graph per token (:mod:`.decode_engine`). Its kernels are the slots of
 a :class:`KernelSet` (:mod:`.slots`): :class:`CompiledKernels` compiles every slot from a DSL ``@func``
 (:mod:`.compiled_kernels`; the default on a CPU and for a bf16 model on CUDA), :class:`TorchKernels` fills them
-with torch, and a compiled or hand-written kernel takes a slot by overriding one method. A model family describes
-itself to the engine with a :class:`DecoderSpec` and :class:`DecoderWeights` (:mod:`.decoder`); the engine
-imports no model family.
+with torch, and another kernel takes a slot by overriding one method. A model family describes itself to the
+engine with a :class:`DecoderSpec` and :class:`DecoderWeights` (:mod:`.decoder`); the engine imports no model
+family.
 
-The hand-written CUDA kernels for batch-1 decode (``kernels/*.cu``, one translation unit) are gaps of the
-compiler: it cannot yet express them from ``@func``s. :func:`load_kernels` builds them with nvcc (cached on
-disk) and loads them as a tvm-ffi module whose functions take torch tensors; outputs are preallocated by the
-caller and passed last, before the scalars. ``packing`` lays weights out as the fused kernels read them (the
-engine packs with it); ``workspace`` sizes the scratch buffers two kernels keep between launches;
-``reference`` is each kernel's meaning in torch. :mod:`.parallel` splits a model over the ranks of a
-tensor-parallel group (:class:`TensorParallel`), each rank's engine running its slices through
-:class:`ParallelKernels`.
+``packing`` lays weights out as the fused slots read them (q/k/v side by side, gate/up interleaved; the engine
+packs with it); ``workspace`` keeps the buffers a slot writes between two of its kernels; ``reference`` is each
+slot's meaning in torch. :mod:`.parallel` splits a model over the ranks of a tensor-parallel group
+(:class:`TensorParallel`), each rank's engine running its slices through :class:`ParallelKernels`.
+
+The engine's hand-written CUDA kernels (``kernels/*.cu``, about 2,400 lines, and ``CudaKernels``) were retired
+when the compiled slots matched them (issue 22): the whole Qwen3-1.7B step 1,827 us compiled against 1,845 us
+hand-written on an H100 (``bench/engine_kernels_h100.json``). What they taught is now a schedule or an epilogue
+the compiler chooses: weights streamed through a ring of bulk copies (``lower/matmul.py``'s streamed schedule,
+``runtime/cuda/ops/matmul_stream.cuh``), each launch overlapping the one before it (programmatic dependent launch,
+``runtime/cuda/dependent_launch.cuh``), the greedy head choosing the next token on the device (the ``choose`` slot).
 """
 
 from .compiled_kernels import CompiledKernels
-from .cuda_kernels import CudaKernels
 from .decode_engine import DecodeEngine, EngineStats, default_kernels, greedy_choice
 from .decoder import DecoderLayerWeights, DecoderSpec, DecoderWeights
-from .library import ENTRIES, KernelBuildError, build_kernels, load_kernels, require_cuda
 from .packed import PackedDecoder, PackedLayer, pack_decoder
 from .packing import pack_gate_up, pack_qkv
 from .parallel import TensorParallel, TensorParallelError, active_parallel
 from .parallel_kernels import ParallelKernels
 from .slots import KernelSet, StepPositions
 from .torch_kernels import TorchKernels
-from .workspace import argmax_workspace, attention_workspace
 
-__all__ = ["ENTRIES", "CompiledKernels", "CudaKernels", "DecodeEngine", "DecoderLayerWeights", "DecoderSpec",
-           "DecoderWeights", "EngineStats", "KernelBuildError", "KernelSet", "PackedDecoder", "PackedLayer",
-           "ParallelKernels", "StepPositions", "TensorParallel", "TensorParallelError", "TorchKernels",
-           "active_parallel", "argmax_workspace", "attention_workspace", "build_kernels", "default_kernels",
-           "greedy_choice", "load_kernels", "pack_decoder", "pack_gate_up", "pack_qkv", "require_cuda"]
+__all__ = ["CompiledKernels", "DecodeEngine", "DecoderLayerWeights", "DecoderSpec", "DecoderWeights", "EngineStats",
+           "KernelSet", "PackedDecoder", "PackedLayer", "ParallelKernels", "StepPositions", "TensorParallel",
+           "TensorParallelError", "TorchKernels", "active_parallel", "default_kernels", "greedy_choice",
+           "pack_decoder", "pack_gate_up", "pack_qkv"]

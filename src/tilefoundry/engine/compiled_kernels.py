@@ -6,7 +6,7 @@ the engine's own layouts, which differ from the families' semantic functions (``
 engine's do: q/k/v packed in one weight, gate and up interleaved row by row (row 2j gate j, row 2j + 1 up j: the
 gate and up weights are strided views of it, not copies), the KV cache updated in place (the caller passes each
 layer's cache as the output too), the residual stream updated in place (an epilogue reading, at each element,
-the residual it writes). The compiler fuses what the hand-written kernels fuse: the RMSNorm before a projection
+the residual it writes). The compiler fuses what a hand-written decode kernel would: the RMSNorm before a projection
 runs in the matmul's prologue, the residual add and the bias in its epilogue, gate and up one kernel reading
 the normed input once against both (a pair: ``silu(gate) * up`` its epilogue), attention one fused kernel and
 its combine, and greedy decoding's choice of the next token runs in the head's matmul (the ``choose`` slot: each
@@ -45,8 +45,8 @@ Decoding (one token a step) runs every slot compiled: SmolLM2-135M (f32) decodes
 Positions reach the slots as the engine's own int32 device tensors (a step of one token: its position, as the
 rows' positions and the cache's write position; a longer step: its positions made once a step), and attention
 reads the whole cache, the entries it scans bounded on the device by the step's last position: so the decode
-step through the compiled set is captured as one CUDA graph and replayed at every context length, as the
-hand-written set's is (its speed against that set's: docs/engine.md).
+step through the compiled set is captured as one CUDA graph and replayed at every context length (its speed:
+docs/engine.md).
 """
 
 from __future__ import annotations

@@ -85,8 +85,7 @@ def greedy_choice(logits: torch.Tensor) -> tuple[int, bool]:
 def default_kernels(dtype: torch.dtype, device: torch.device) -> KernelSet:
     """The kernel slots an engine runs unless told otherwise: :class:`~.compiled_kernels.CompiledKernels` (every
     slot compiled from the DSL) on a CPU and for a bf16 model on a CUDA device, :class:`~.torch_kernels.TorchKernels`
-    for other dtypes on CUDA. The hand-written CUDA kernels (:class:`~.cuda_kernels.CudaKernels`) run where they are
-    asked for (``DecodeEngine(..., kernels=CudaKernels())``).
+    for other dtypes on CUDA.
 
     The compiled slots are built when the engine is made, for the model's shapes (nvcc on CUDA, about a minute the
     first time; on disk after that). When they cannot be built (no C++ compiler or nvcc, say), the engine warns once,

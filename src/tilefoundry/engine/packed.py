@@ -6,8 +6,8 @@
   one GEMV computes both, and a fused SwiGLU epilogue finds gate_j and up_j side by side.
 * a tied lm_head is the embedding tensor itself (never copied); every other weight is used as loaded.
 
-These are the layouts the hand-written CUDA kernels of ``tilefoundry.engine`` read (:mod:`.packing` makes
-them), so a slot filled by one of them needs no other packing.
+These are the layouts the compiled slots read (:mod:`.packing` makes them): their ``@func``s take the packed
+weights as the engine holds them, so no slot packs anything per step.
 """
 
 from __future__ import annotations

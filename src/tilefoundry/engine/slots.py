@@ -1,11 +1,11 @@
 """The decode engine's kernel slots: what each kernel of a step computes, and the shapes it is called with.
 
 A :class:`KernelSet` fills every slot. The engine's control flow (:mod:`.decode_engine`) only ever calls these
-methods, in a fixed order, on buffers it owns; so a slot is swapped for a compiled (``tilefoundry.jit``) or a
-hand-written CUDA kernel by overriding one method of a KernelSet (usually of :class:`~.torch_kernels.TorchKernels`)
-and handing that set to the engine, without touching the engine.
+methods, in a fixed order, on buffers it owns; so a slot is swapped for a compiled (``tilefoundry.jit``) or any
+other kernel by overriding one method of a KernelSet (usually of :class:`~.torch_kernels.TorchKernels`) and handing
+that set to the engine, without touching the engine.
 
-Conventions every slot follows (they are the hand-written CUDA kernels' too):
+Conventions every slot follows:
 
 * M is the number of tokens of the step (1 when decoding). Activations are contiguous, in the model's dtype.
 * A slot writes its results into the output tensors it is given and returns nothing. An output may be an input

@@ -1,4 +1,5 @@
-"""Every kernel slot filled with torch: what the engine runs until compiled or hand-written kernels take a slot.
+"""Every kernel slot filled with torch: what the engine runs where the compiled slots do not (f16 or f32
+models on CUDA, a machine that cannot build them).
 
 Each slot rounds where the semantic Module rounds (through :mod:`.reference`) and is safe to capture in a CUDA
 graph: under capture (``at.length`` None) attention masks the whole cache against the device position instead

@@ -1,8 +1,8 @@
 """The loader: a LinkedModule becomes a CompiledModule (spec 1.1.3, 1.4).
 
 The library is loaded with ``tvm_ffi.load_module`` and the entry bound by the symbol named by the
-module's entry. Not public API: ``tilefoundry.build`` / ``compile`` / ``jit`` call it, and the decode
-engine loads its hand-written kernels through ``load_library``.
+module's entry. Not public API: ``tilefoundry.build`` / ``compile`` / ``jit`` call it; ``load_library``
+loads a library of several entries (the tests' acceptance units).
 """
 
 from __future__ import annotations
