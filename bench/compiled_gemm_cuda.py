@@ -5,7 +5,8 @@ epilogue o_proj and down run in a prefill) over ``x`` of ``[rows, K]`` bf16 (row
 GEMM schedule of lower/matmul.py, wgmma through cuda/ops/matmul_gmma.cuh) and a weight stored ``[N, K]`` as
 ``nn.Linear`` stores it, jitted for CUDA. Torch's side is ``torch.matmul(x, w.T, out=...)`` (cuBLAS; ``torch.addmm``
 for the residual kinds). The shapes are Qwen3-1.7B's projections (q/k/v, o_proj, gate/up, down) at M = 1024 and
-4096 rows (issue 23's acceptance shapes). Each case is first checked against cuBLAS's result (relative L2 within
+4096 rows (issue 23's acceptance shapes), and o_proj and down without their residual, which tell the epilogue's
+cost from the main loop's. Each case is first checked against cuBLAS's result (relative L2 within
 1e-2), then both run as replays of a CUDA graph of ``--launches`` back-to-back launches cycling through three copies
 of their operands (bench/graph_timing.py), the medians of ``--reps`` replays interleaved between the two. Reported:
 microseconds, TFLOP/s and ``cuBLAS / compiled`` (above 1: the compiled kernel is faster). ``--variant NAME=FLAGS``
@@ -39,6 +40,9 @@ SHAPES = {  # name -> (N, K, residual): Qwen3-1.7B's projections
     "o_proj + residual": (2048, 2048, True),
     "gate/up": (12288, 2048, False),
     "down + residual": (2048, 6144, True),
+    # o_proj and down without their residual (not a prefill's own): the epilogue's cost apart from the main loop's
+    "o_proj": (2048, 2048, False),
+    "down": (2048, 6144, False),
 }
 ROWS = DimVar("rows", 17, 8193)
 TOLERANCE = 1e-2

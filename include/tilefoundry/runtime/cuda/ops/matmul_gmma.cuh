@@ -327,7 +327,10 @@ struct Math {
         // 4096 rows, 256 x 128 tiles: 75.0 us for two tiles a CTA, 37.5 a tile, where q/k/v's
         // 101.5 us is four, 25.4 a tile, at the same K): its residual is read in 2-byte loads,
         // eight a word, and at 1 ptxas puts two passes' loads before a store (SASS), so a tile's
-        // epilogue makes eight trips to memory one after another. Not yet timed at 2 or 4.
+        // epilogue makes eight trips to memory one after another. Timed at 2 and 4 (H100,
+        // 2026-12-06, us, 1 / 2 / 4): o_proj + residual at 4096 rows 70.0 / 70.4 / 71.0, down +
+        // residual 159.0 / 159.5 / 160.4: no gain. Nor is the residual the gap: o_proj without it
+        // runs at 0.86-0.90x cuBLAS too (bench/compiled_gemm_cuda.py's "o_proj").
         constexpr int kPasses = kOutRows * kTileN / 8 / 32;
         constexpr int kGroup = S::kWarpgroupRows == 64 ? kPasses : kStoreGroup128;
         static_assert(kPasses % kGroup == 0,
@@ -535,6 +538,29 @@ __device__ __forceinline__ void row_tile(A const& a, B const& b, Out& out, Epi c
   sync_math();  // the ring is reused by the next tile
 }
 
+/// A step's place in a ring of kStages stages: its stage, and the parity of the rounds of the ring
+/// before it (the phase an mbarrier of that stage completes in). Counted as the steps go, not found
+/// from a 64-bit step count: a division by the stage count (6 where a stage is 128 x 128 tiles)
+/// was a chain of 20 uniform multiplies and adds in every step of the main loop, between one wgmma
+/// batch and the next (SASS; ncu on an H100: the kernel executed 2.7 times cuBLAS's instructions
+/// for o_proj at 1024 rows, its tensor pipe 40% busy against cuBLAS's 62%). Counted, the loop is 56
+/// instructions a step instead of 82; the bench (H100, CUDA-graph medians, us, before / after in
+/// two runs, cuBLAS in each): o_proj + residual at 1024 rows 21.1 / 20.9 (17.7, 18.8), down +
+/// residual 43.3 / 42.8 (38.4, 39.7), o_proj alone 16.8 / 17.1 (14.5, 15.2): within the runs'
+/// noise; the gap to cuBLAS is elsewhere.
+template <int kStages>
+struct RingPosition {
+  int stage = 0;
+  uint32_t phase = 0;
+
+  __device__ __forceinline__ void advance() {
+    if (++stage == kStages) {
+      stage = 0;
+      phase ^= 1u;
+    }
+  }
+};
+
 /// Where a view starting at `first` lies in map `m`: its first row, or -1 where it does not start
 /// a row of the map.
 template <class E>
@@ -583,7 +609,7 @@ __device__ __forceinline__ void mapped_tiles(A const& a, B const& b, Out& out, E
   Tiles<S> const tiles = split ? all.pairs() : all;
   // This CTA's steps of K: `count` of them from step `first`.
   int64_t const first = half == 1 ? steps / 2 : 0;
-  int64_t const count = split ? (half == 0 ? steps / 2 : steps - steps / 2) : steps;
+  int const count = int(split ? (half == 0 ? steps / 2 : steps - steps / 2) : steps);
   auto* const full = reinterpret_cast<uint64_t*>(ring + kStages * kStageBytes);
   auto* const empty = full + kStages;
   auto* const kept = reinterpret_cast<float4*>(ring);  // the second CTA's sums, where K is split
@@ -605,13 +631,13 @@ __device__ __forceinline__ void mapped_tiles(A const& a, B const& b, Out& out, E
       int32_t const b_row = int32_t(map_row(mb, &b(0, 0)));
       auto [sA, sB] = stages_of<S, E>(ring);
       uint64_t const hint = uint64_t(cute::TMA::CacheHintSm90::EVICT_NORMAL);
-      int64_t it = 0;  // the K steps of every tile, one after the other through the ring
+      RingPosition<kStages> at;  // the K steps of every tile, one after the other through the ring
       for (int i = 0, t = tiles.at(0); t >= 0; t = tiles.at(++i)) {
         int32_t const m0 = a_row + int32_t(tiles.m0(t));
         int32_t const n0 = b_row + int32_t(tiles.n0(t));
-        for (int64_t step = 0; step < count; ++step, ++it) {
-          int const s = int(it % kStages);
-          Empty::wait(&empty[s], uint32_t((it / kStages) & 1) ^ 1u);  // read in the round before
+        for (int step = 0; step < count; ++step, at.advance()) {
+          int const s = at.stage;
+          Empty::wait(&empty[s], at.phase ^ 1u);  // read in the round before
           Full::arrive_and_expect_tx(&full[s], uint32_t(kStageBytes));
           int32_t const k0 = int32_t((first + step) * kTileK);
           CUTE_UNROLL
@@ -633,17 +659,18 @@ __device__ __forceinline__ void mapped_tiles(A const& a, B const& b, Out& out, E
   cutlass::arch::warpgroup_reg_alloc<kMathRegisters>();
   auto [sA, sB] = stages_of<S, E>(ring);
   auto math = make_math<S, E>(sA, sB);
-  int64_t it = 0;
+  RingPosition<kStages> at;
+  int read = 0;  // the stage of the step before
   for (int i = 0, t = tiles.at(0); t >= 0; t = tiles.at(++i)) {
     math.begin();
-    for (int64_t step = 0; step < count; ++step, ++it) {
-      int const s = int(it % kStages);
-      Full::wait(&full[s], uint32_t((it / kStages) & 1));
-      math.step(s);  // ... and the step before has been read: its stage may be refilled
-      if (step > 0 && lead) Empty::arrive(&empty[(it - 1) % kStages]);
+    for (int step = 0; step < count; ++step, at.advance()) {
+      Full::wait(&full[at.stage], at.phase);
+      math.step(at.stage);  // ... and the step before has been read: its stage may be refilled
+      if (step > 0 && lead) Empty::arrive(&empty[read]);
+      read = at.stage;
     }
     math.finish(count);
-    if (count > 0 && lead) Empty::arrive(&empty[(it - 1) % kStages]);
+    if (count > 0 && lead) Empty::arrive(&empty[read]);
     // Where K is split, CTA h's warpgroup h stores its rows of the tile, the other warpgroup's sums
     // going to the peer CTA's same warpgroup.
     bool const stores = !split || int(threadIdx.x) / 128 == int(half);
