@@ -406,6 +406,77 @@ TEST(ReducePlain, MaxPropagatesNan) {
   EXPECT_TRUE(std::isnan(out));
 }
 
+// ---------------------------------------------------------------- fold (an elementwise call and a
+// reduce of its result)
+
+// ops::binary(op, a, b, out, ops::fold<Op, Axes>(dst)) against ops::binary then ops::reduce: the
+// same out and the same dst, bit for bit (the fold takes the reduction's order). n = 100 and 77
+// leave tails past the 16-float partials and past the vectors; 2 x 50 reduced along its second
+// mode keeps two results, which the entry runs as the two calls.
+template <class Op, class Axes, class Shape>
+void check_fold(Shape const& shape, int kept) {
+  tftest::Random rnd;
+  SCOPED_TRACE(rnd.trace());
+  int const n = int(cute::size(shape));
+  auto x = rnd.floats(n);
+  std::vector<float> fused(n), apart(n), fused_r(kept, -1.0f), apart_r(kept, -2.0f);
+  auto const src = cute::make_tensor(x.data(), shape);
+  auto out = cute::make_tensor(fused.data(), shape);
+  auto red = cute::make_tensor(fused_r.data(), cute::make_shape(kept));
+  ops::binary(ops::then(ops::mul_op{}, ops::exp_op{}), src, 0.75f, out, ops::fold<Op, Axes>(red));
+  auto out2 = cute::make_tensor(apart.data(), shape);
+  auto red2 = cute::make_tensor(apart_r.data(), cute::make_shape(kept));
+  ops::binary(ops::then(ops::mul_op{}, ops::exp_op{}), src, 0.75f, out2);
+  ops::reduce<Op, Axes>(out2, red2);
+  for (int i = 0; i < n; ++i) EXPECT_EQ(fused[i], apart[i]) << i;
+  for (int j = 0; j < kept; ++j) EXPECT_EQ(fused_r[j], apart_r[j]) << j;
+}
+
+template <class Op>
+void check_fold_op() {
+  check_fold<Op, seq<0>>(cute::make_shape(Int<100>{}), 1);
+  check_fold<Op, seq<0>>(cute::make_shape(77), 1);
+  check_fold<Op, seq<0, 1>>(cute::make_shape(Int<4>{}, Int<25>{}), 1);
+  check_fold<Op, seq<1>>(cute::make_shape(Int<2>{}, Int<50>{}), 2);
+}
+
+TEST(Fold, SumAsTheTwoCalls) { check_fold_op<ops::sum_op>(); }
+TEST(Fold, MeanAsTheTwoCalls) { check_fold_op<ops::mean_op>(); }
+TEST(Fold, MaxAsTheTwoCalls) { check_fold_op<ops::max_op>(); }
+TEST(Fold, MinAsTheTwoCalls) { check_fold_op<ops::min_op>(); }
+TEST(Fold, AbsmaxAsTheTwoCalls) { check_fold_op<ops::absmax_op>(); }
+
+TEST(Fold, UnaryAndTernaryCallsAndANan) {
+  std::vector<bf16> x(70);
+  for (int i = 0; i < 70; ++i) x[i] = bf16(float(i % 13) - 6.5f);
+  x[41] = bf16(std::numeric_limits<float>::quiet_NaN());
+  std::vector<float> t(70), u(70);
+  float m = 0, s = 0;
+  auto const xs = cute::make_tensor(x.data(), cute::make_shape(70));
+  auto ts = cute::make_tensor(t.data(), cute::make_shape(70));
+  auto ms = cute::make_tensor(&m, cute::make_shape(1));
+  ops::unary(ops::cast_op{}, xs, ts, ops::fold<ops::max_op, seq<0>>(ms));
+  EXPECT_TRUE(std::isnan(m));  // NaN wins, as in ops::reduce
+  for (int i = 0; i < 70; ++i) {
+    if (i != 41) {
+      EXPECT_EQ(t[i], float(x[i])) << i;
+    }
+  }
+  t[41] = 1.0f;
+  bool keep[70];
+  for (int i = 0; i < 70; ++i) keep[i] = i % 3 != 0;
+  auto us = cute::make_tensor(u.data(), cute::make_shape(70));
+  auto ss = cute::make_tensor(&s, cute::make_shape(1));
+  ops::ternary(ops::select_op{}, cute::make_tensor(&keep[0], cute::make_shape(70)), ts, 0.0f, us,
+               ops::fold<ops::sum_op, seq<0>>(ss));
+  double want = 0;
+  for (int i = 0; i < 70; ++i) {
+    EXPECT_EQ(u[i], keep[i] ? t[i] : 0.0f) << i;
+    want += u[i];
+  }
+  EXPECT_NEAR(s, want, 1e-4);
+}
+
 // CTA c's tile of the split form's tests: columns [4c, 4c + 4) of two rows, row-major 2 x 4.
 std::vector<bf16> split_tile(std::vector<bf16> const& row0, std::vector<bf16> const& row1, int c) {
   std::vector<bf16> tile(2 * 4);

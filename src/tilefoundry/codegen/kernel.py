@@ -380,8 +380,16 @@ class KernelEmitter:
             reads = f", {self.prologue(s.prologue, ind)}" if s.prologue is not None else ""  # rope: x normed
             line = f"ops::{s.family}<{cxx.COMPUTE_TYPES[s.tag.name]}>({', '.join(args)}, {out}{reads});"
         else:
-            line = f"ops::{s.family}({self.tag(s)}, {', '.join(args)}, {out});"
+            line = f"ops::{s.family}({self.tag(s)}, {', '.join(args)}, {out}{self.fold(s)});"
         self.lines.append(ind + line)
+
+    def fold(self, s: OpCall) -> str:
+        """The trailing argument of an elementwise call folding a reduction of its results (``OpCall.fold``):
+        ``, ops::fold<ops::sum_op, cute::seq<0, 1>>(dst)``; empty where it folds none."""
+        if s.fold is None:
+            return ""
+        axes = ", ".join(str(a) for a in s.fold.axes)
+        return f", ops::fold<ops::{s.fold.tag.name}, cute::seq<{axes}>>({self.buffer(s.fold.out)})"
 
     def epilogue(self, e: Epilogue, acc: str, ind: str) -> str:
         """Declares ``e`` as a lambda of (m, n, the accumulated value), each step one ``ops::scalar`` call, and

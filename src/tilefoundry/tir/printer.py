@@ -35,6 +35,9 @@ def _stmt(s: Stmt, indent: str, lines: list[str]) -> None:
         outs = ", ".join(b.name for b in (s.out, *s.more_out))
         epi = f", {s.epilogue}" if s.epilogue is not None else ""
         epi += f", {s.prologue}" if s.prologue is not None else ""
+        if s.fold is not None:
+            f = s.fold
+            epi += f", fold {f.tag} axes=({', '.join(str(a) for a in f.axes)}) into {f.out.name}"
         lines += [f"{indent}{m}" for m in s.maps]  # made by the host entry, passed in
         maps = "".join(f", {m.name}" for m in s.maps)
         lines.append(f"{indent}{outs} <- {s.family}<{', '.join(tmpl)}>({ins}{maps}{ws}{epi})  # {s.origin}")

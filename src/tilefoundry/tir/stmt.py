@@ -173,7 +173,8 @@ class OpCall(Stmt):
     visibility test), ``indices`` integers of the row passed after the results (attention's slice and slice count);
     ``epilogue`` the elementwise ops a matmul applies to each result before storing it; ``prologue`` how a matmul
     reads its first operand (normed rows); ``then`` unary ops an elementwise call applies to each result, in order,
-    before storing it (a chain of elementwise ops run as one call: ``codegen/cpu/chains.py``).
+    before storing it (a chain of elementwise ops run as one call: ``codegen/cpu/chains.py``); ``fold`` a reduce call
+    over this call's ``out`` that it runs as it stores its results (``ops::fold``, the same chains, CPU only).
     ``weights_constant``: a streamed matmul's second operands (its weights) are ConstTensor parameters, which no
     kernel writes, so its CUDA entry copies them before it waits for the kernel before it. ``maps``: the tensor
     maps of its operands the host entry makes and the call takes last (a GEMM's, ``tensor_map.py``).
@@ -192,6 +193,7 @@ class OpCall(Stmt):
     epilogue: Epilogue | None = None
     prologue: Prologue | None = None
     then: tuple[Tag, ...] = ()
+    fold: OpCall | None = None
     weights_constant: bool = False
     maps: tuple[TensorMap, ...] = ()
 

@@ -21,6 +21,7 @@
 #include <tilefoundry/runtime/cpu/ops/binary.h>
 #include <tilefoundry/runtime/cpu/ops/ternary.h>
 #include <tilefoundry/runtime/cpu/ops/reduce.h>
+#include <tilefoundry/runtime/cpu/ops/fold.h>
 #include <tilefoundry/runtime/cpu/ops/arg_reduce.h>
 #include <tilefoundry/runtime/cpu/ops/iota.h>
 #include <tilefoundry/runtime/cpu/ops/topk.h>

@@ -12,6 +12,14 @@ register buffer of 32- or 64-bit floats (so storing it rounded nothing: B reads 
 the memory ``t`` lives in is left as it would have been: either B writes that same memory through ``t``'s
 layout (an op in place, the memory then holding B's results either way), or no later statement reads that
 memory at all (through ``t`` or any view sharing it).
+
+A reduction folds the same way into the elementwise call whose result it reads (``OpCall.fold``,
+``ops::fold``): a reduce call R right after call A, R's one operand A's result ``t``, ``t`` a register buffer of
+32- or 64-bit floats, and A folding no reduction yet. A still stores ``t`` (later statements may read it) and folds
+each result into R's accumulators as it stores it, so the pass R makes over ``t`` goes away: a softmax's sum runs
+in the pass of its exponential, and in bf16 the max of the row in the pass casting it to f32. The runtime folds in
+the order ``ops::reduce`` folds, so R's result is the same. No unary op then folds into A (it would change what A
+stores, and so what R reduces).
 """
 
 from __future__ import annotations
@@ -95,6 +103,8 @@ def _reads(s: Stmt) -> list[Buffer]:
             read += [o for step in s.epilogue.steps for o in step.operands if isinstance(o, Buffer)]
         if s.prologue is not None:
             read.append(s.prologue.weight)
+        if s.fold is not None:
+            read += _reads(s.fold)
         return read
     if isinstance(s, AliasView):
         return [s.source]
@@ -105,6 +115,8 @@ def _buffers_of(s: Stmt) -> list[Buffer]:
     out = _reads(s)
     if isinstance(s, OpCall):
         out += [s.out, *s.more_out]
+        if s.fold is not None:
+            out.append(s.fold.out)
     if isinstance(s, AliasView):
         out.append(s.buffer)
     return out
@@ -112,15 +124,28 @@ def _buffers_of(s: Stmt) -> list[Buffer]:
 
 def _folds(a: OpCall, b: Stmt, roots: dict[int, Buffer], later: list[Stmt]) -> bool:
     """Whether call ``b`` may run inside call ``a`` (module docstring); ``later``: the statements after ``b``."""
-    if not (isinstance(b, OpCall) and b.family == "unary" and a.family in ELEMENTWISE):
+    if not (isinstance(b, OpCall) and b.family == "unary" and a.family in ELEMENTWISE) or a.fold is not None:
         return False
     t = a.out
-    if b.operands != (t,) or a.more_out or t.storage is not Storage.rmem or t.dtype.name not in ("f32", "f64"):
+    if b.operands != (t,) or not _exact(a):
         return False
     memory = roots.get(id(t), t)
     if roots.get(id(b.out), b.out) is memory:
         return b.out.layout == t.layout
     return all(roots.get(id(r), r) is not memory for s in later for r in _reads(s))
+
+
+def _exact(a: OpCall) -> bool:
+    """Whether what call ``a`` stores is exactly what it computed, one result in a register buffer: 32- or 64-bit
+    floats."""
+    t = a.out
+    return not a.more_out and t.storage is Storage.rmem and t.dtype.name in ("f32", "f64")
+
+
+def _reduces(a: OpCall, b: Stmt) -> bool:
+    """Whether reduce call ``b`` may run inside elementwise call ``a`` (module docstring)."""
+    return (isinstance(b, OpCall) and b.family == "reduce" and a.family in ELEMENTWISE and a.fold is None
+            and b.operands == (a.out,) and b.workspace is None and _exact(a))
 
 
 def _fuse(body: list[Stmt], roots: dict[int, Buffer], flat: list[Stmt], place: dict[int, int]) -> list[Stmt]:
@@ -133,6 +158,9 @@ def _fuse(body: list[Stmt], roots: dict[int, Buffer], flat: list[Stmt], place: d
         prev = out[-1] if out else None
         if isinstance(prev, OpCall) and isinstance(s, OpCall) and _folds(prev, s, roots, flat[place[id(s)] + 1:]):
             out[-1] = dataclasses.replace(prev, out=s.out, then=(*prev.then, s.tag, *s.then))
+            continue
+        if isinstance(prev, OpCall) and _reduces(prev, s):
+            out[-1] = dataclasses.replace(prev, fold=s)
             continue
         out.append(s)
     return out
