@@ -88,26 +88,27 @@ template <class T, class Acc, class Ptr, class Red>
 inline Acc fold_vectors(Ptr const& base, Red const& red, int n, int& r) {
   constexpr int L = vector_bytes / int(sizeof(Acc)) > 0 ? vector_bytes / int(sizeof(Acc)) : 1;
   using Lanes [[gnu::vector_size(L * sizeof(Acc))]] = Acc;
-  auto const load = [&](Lanes& x, int at) {
+  // at a long: with an int, GCC loads the last of the four vectors below element by element
+  auto const load = [&](long at) {
     Acc lanes[L];
     for (int l = 0; l < L; ++l) {
       lanes[l] = T::enter(static_cast<Acc>(to_compute(base[red(at + l)])));
     }
+    Lanes x;
     std::memcpy(&x, lanes, sizeof x);
+    return x;
   };
   Lanes part[fold_chains];
   for (int q = 0; q < fold_chains; ++q) part[q] = Lanes{} + T::template identity<Acc>();
-  Lanes x;
   for (; r + L * fold_chains <= n; r += L * fold_chains) {
-    for (int q = 0; q < fold_chains; ++q) {
-      load(x, r + q * L);
-      combine_lanes<T::kind>(part[q], x);
-    }
+    // unrolled: GCC keeps the partials in memory otherwise (a load and a store each)
+    Lanes x[fold_chains];
+#pragma GCC unroll 4
+    for (int q = 0; q < fold_chains; ++q) x[q] = load(r + q * L);
+#pragma GCC unroll 4
+    for (int q = 0; q < fold_chains; ++q) combine_lanes<T::kind>(part[q], x[q]);
   }
-  for (; r + L <= n; r += L) {
-    load(x, r);
-    combine_lanes<T::kind>(part[0], x);
-  }
+  for (; r + L <= n; r += L) combine_lanes<T::kind>(part[0], load(r));
   Acc acc = T::template identity<Acc>();
   for (int q = 0; q < fold_chains; ++q) {
     for (int l = 0; l < L; ++l) acc = T::combine(acc, Acc(part[q][l]));

@@ -57,8 +57,8 @@ inline auto store_and_fold(Out const& o, Value const& value) {
   using D = value_t<Out>;
   using Acc = compute_t<D>;
   int const n = int(cute::size(o));
-  auto const put = [&](int i) {
-    D const v = convert<D>(value(i));
+  auto const put = [&](long i) {
+    D const v = convert<D>(value(int(i)));
     o(i) = v;
     return T::enter(static_cast<Acc>(to_compute(v)));
   };
@@ -71,17 +71,21 @@ inline auto store_and_fold(Out const& o, Value const& value) {
     using Lanes [[gnu::vector_size(L * sizeof(Acc))]] = Acc;
     Lanes part[fold_chains];
     for (int q = 0; q < fold_chains; ++q) part[q] = Lanes{} + T::template identity<Acc>();
-    auto const step = [&](Lanes& p, int at) {
+    auto const block = [&](long at) {  // long: as in fold_vectors
       Acc lanes[L];
       for (int l = 0; l < L; ++l) lanes[l] = put(at + l);
       Lanes x;
       std::memcpy(&x, lanes, sizeof x);
-      combine_lanes<T::kind>(p, x);
+      return x;
     };
     for (; i + L * fold_chains <= n; i += L * fold_chains) {
-      for (int q = 0; q < fold_chains; ++q) step(part[q], i + q * L);
+      Lanes x[fold_chains];  // unrolled, as in fold_vectors: the partials stay in registers
+#pragma GCC unroll 4
+      for (int q = 0; q < fold_chains; ++q) x[q] = block(i + q * L);
+#pragma GCC unroll 4
+      for (int q = 0; q < fold_chains; ++q) combine_lanes<T::kind>(part[q], x[q]);
     }
-    for (; i + L <= n; i += L) step(part[0], i);
+    for (; i + L <= n; i += L) combine_lanes<T::kind>(part[0], block(i));
     for (int q = 0; q < fold_chains; ++q) {
       for (int l = 0; l < L; ++l) acc = T::combine(acc, Acc(part[q][l]));
     }
