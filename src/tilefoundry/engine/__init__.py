@@ -15,8 +15,8 @@ slot's meaning in torch. :mod:`.parallel` splits a model over the ranks of a ten
 
 The engine's hand-written CUDA kernels (``kernels/*.cu``, about 2,400 lines, and ``CudaKernels``) were retired
 when the compiled slots matched them (issue 22): the whole Qwen3-1.7B step 1,827 us compiled against 1,845 us
-hand-written on an H100 (``bench/engine_kernels_h100.json`` at ff413b2). What they taught is now a schedule or an epilogue
-the compiler chooses: weights streamed through a ring of bulk copies (``lower/matmul.py``'s streamed schedule,
+hand-written on an H100 (``bench/engine_kernels_h100.json`` at ff413b2). What they taught is now a schedule or an
+epilogue the compiler chooses: weights streamed through a ring of bulk copies (``lower/matmul.py``'s streamed schedule,
 ``runtime/cuda/ops/matmul_stream.cuh``), each launch overlapping the one before it (programmatic dependent launch,
 ``runtime/cuda/dependent_launch.cuh``), the greedy head choosing the next token on the device (the ``choose`` slot).
 """
