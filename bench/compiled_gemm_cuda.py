@@ -5,13 +5,13 @@ epilogue o_proj and down run in a prefill) over ``x`` of ``[rows, K]`` bf16 (row
 GEMM schedule of lower/matmul.py, wgmma through cuda/ops/matmul_gmma.cuh) and a weight stored ``[N, K]`` as
 ``nn.Linear`` stores it, jitted for CUDA. Torch's side is ``torch.matmul(x, w.T, out=...)`` (cuBLAS; ``torch.addmm``
 for the residual kinds). The shapes are Qwen3-1.7B's projections (q/k/v, o_proj, gate/up, down) at M = 1024 and
-4096 rows (issue 23's acceptance shapes), and o_proj and down without their residual, which tell the epilogue's
-cost from the main loop's. Each case is first checked against cuBLAS's result (relative L2 within
-1e-2), then both run as replays of a CUDA graph of ``--launches`` back-to-back launches cycling through three copies
-of their operands (bench/graph_timing.py), the medians of ``--reps`` replays interleaved between the two. Reported:
-microseconds, TFLOP/s and ``cuBLAS / compiled`` (above 1: the compiled kernel is faster). ``--variant NAME=FLAGS``
-also builds each shape with those compiler flags (a build-time knob of matmul_gmma.cuh) and times it in the same
-graphs' rotation, so a schedule choice is measured against the default in one run.
+4096 rows (issue 23's acceptance shapes); ``--shapes o_proj down`` times o_proj and down without their residual,
+which tells the epilogue's cost from the main loop's. Each case is first checked against cuBLAS's result (relative
+L2 within 1e-2), then both run as replays of a CUDA graph of ``--launches`` back-to-back launches cycling through
+three copies of their operands (bench/graph_timing.py), the medians of ``--reps`` replays interleaved between the
+two. Reported: microseconds, TFLOP/s and ``cuBLAS / compiled`` (above 1: the compiled kernel is faster).
+``--variant NAME=FLAGS`` also builds each shape with those compiler flags (a build-time knob of matmul_gmma.cuh)
+and times it in the same graphs' rotation, so a schedule choice is measured against the default in one run.
 
     python bench/compiled_gemm_cuda.py --json compiled_gemm_h200.json
     python bench/compiled_gemm_cuda.py --rows 1024 --variant wg64=-DTILEFOUNDRY_MATMUL_GMMA_WARPGROUP_ROWS=64
@@ -40,10 +40,12 @@ SHAPES = {  # name -> (N, K, residual): Qwen3-1.7B's projections
     "o_proj + residual": (2048, 2048, True),
     "gate/up": (12288, 2048, False),
     "down + residual": (2048, 6144, True),
-    # o_proj and down without their residual (not a prefill's own): the epilogue's cost apart from the main loop's
+    # o_proj and down without their residual (not a prefill's own; --shapes asks for them): the epilogue's cost
+    # apart from the main loop's
     "o_proj": (2048, 2048, False),
     "down": (2048, 6144, False),
 }
+DEFAULT_SHAPES = ("qkv", "o_proj + residual", "gate/up", "down + residual")
 ROWS = DimVar("rows", 17, 8193)
 TOLERANCE = 1e-2
 COPIES = 3
@@ -109,7 +111,8 @@ def run_case(kernels: dict[str, object], m: int, n: int, k: int, residual: bool,
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, nargs="+", default=[1024, 4096])
-    ap.add_argument("--shapes", nargs="+", choices=sorted(SHAPES), help="a subset of the shapes, by name")
+    ap.add_argument("--shapes", nargs="+", choices=sorted(SHAPES), help="the shapes, by name (default: "
+                    f"{', '.join(DEFAULT_SHAPES)})")
     ap.add_argument("--launches", type=int, default=10, help="launches a graph (default 10)")
     ap.add_argument("--reps", type=int, default=15, help="replays of each graph (default 15)")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME=FLAGS",
@@ -127,7 +130,7 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("compiled_gemm_cuda.py: needs a CUDA GPU (torch sees none)", file=sys.stderr)
         return 2
-    names = args.shapes or list(SHAPES)
+    names = args.shapes or list(DEFAULT_SHAPES)
     builds = [(s, v) for s in names for v in variants]
     with ThreadPoolExecutor(max_workers=len(builds)) as pool:  # the nvcc builds side by side
         kernels = list(pool.map(lambda b: jit(projection(*SHAPES[b[0]]), target="cuda", options=variants[b[1]]),
