@@ -358,3 +358,15 @@ def test_the_default_greedy_head_picks_the_token_and_feeds_the_next_step(poison:
         assert token == 11
     assert result.tolist() == [token, 1 if poison is None else 0]
     assert step.tolist() == [[token, 9], [18, 9], [19, 9]]
+
+
+def test_the_retired_hand_written_kernels_are_refused_with_the_way_forward() -> None:
+    import tilefoundry.engine as engine
+
+    with pytest.raises(ImportError, match=r"CudaKernels was retired .*CompiledKernels, the default"):
+        from tilefoundry.engine import CudaKernels  # noqa: F401
+    with pytest.raises(ImportError, match="load_kernels was retired"):
+        engine.load_kernels  # noqa: B018
+    with pytest.raises(AttributeError, match="no attribute 'NoSuchKernels'"):
+        engine.NoSuchKernels  # noqa: B018
+    assert "CudaKernels" not in engine.__all__

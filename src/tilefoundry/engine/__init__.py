@@ -31,6 +31,20 @@ from .parallel_kernels import ParallelKernels
 from .slots import KernelSet, StepPositions
 from .torch_kernels import TorchKernels
 
+_RETIRED = ("CudaKernels", "load_kernels", "build_kernels", "require_cuda", "KernelBuildError", "ENTRIES",
+            "argmax_workspace", "attention_workspace")
+"""The names of the retired hand-written kernels' module (issue 22), refused with the way forward."""
+
+
+def __getattr__(name: str) -> object:
+    """A retired name says what replaced it (``from tilefoundry.engine import CudaKernels`` raises ImportError)."""
+    if name in _RETIRED:
+        raise ImportError(f"tilefoundry.engine.{name} was retired with the engine's hand-written CUDA kernels: "
+                          "every slot is compiled from the DSL now (CompiledKernels, the default for a bf16 model on "
+                          "CUDA and on a CPU; DecodeEngine(twin, capacity) picks it), TorchKernels elsewhere")
+    raise AttributeError(f"module 'tilefoundry.engine' has no attribute {name!r}")
+
+
 __all__ = ["CompiledKernels", "DecodeEngine", "DecoderLayerWeights", "DecoderSpec", "DecoderWeights", "EngineStats",
            "KernelSet", "PackedDecoder", "PackedLayer", "ParallelKernels", "StepPositions", "TensorParallel",
            "TensorParallelError", "TorchKernels", "active_parallel", "default_kernels", "greedy_choice",
