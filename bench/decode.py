@@ -607,7 +607,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.kernels = args.kernels.split(",") if args.kernels else [None]
     bad = [k for k in args.kernels if k is not None and k not in KERNEL_SETS]
     if bad:
-        ap.error(f"unknown kernel set(s) {', '.join(map(str, bad))}; choose from {', '.join(KERNEL_SETS)}")
+        retired = " (cuda, the hand-written kernels, was retired: compiled replaces it)" if "cuda" in bad else ""
+        ap.error(f"unknown kernel set(s) {', '.join(map(str, bad))}; choose from {', '.join(KERNEL_SETS)}{retired}")
     return args
 
 

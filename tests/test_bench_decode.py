@@ -49,6 +49,7 @@ def test_bench_refuses_the_retired_hand_written_kernel_set() -> None:
     proc = subprocess.run([sys.executable, str(ROOT / "bench" / "decode.py"), "--device", "cpu", "--kernels",
                            "cuda"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "unknown kernel set(s) cuda; choose from compiled, torch" in proc.stderr
+    assert "was retired: compiled replaces it" in proc.stderr
 
 
 def test_cpu_bench_runs_the_engine_split_over_two_ranks(tmp_path: Path) -> None:
