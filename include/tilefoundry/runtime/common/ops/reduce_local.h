@@ -80,20 +80,19 @@ constexpr int vector_bytes = 32;
 constexpr int vector_bytes = 16;
 #endif
 
-// The CPU fold of a max, min or absmax over elements [r, n) in whole vectors (r advances past
-// them). The compiler vectorises a sum over an array of partials (fold_local) but not a max or min,
-// a fold of selects, which on GCC vectors of the register's width it does; fold_chains of them,
-// so that one select's latency does not hold up the next (the result is the same in any order).
-template <class T, class Acc, class Ptr, class Red>
-inline Acc fold_vectors(Ptr const& base, Red const& red, int n, int& r) {
+// The CPU fold of a max, min or absmax of get(r), get(r + 1), ... up to n in whole vectors (r
+// advances past them; fold_entered). The compiler vectorises a sum over an array of partials but
+// not a max or min, a fold of selects, which on GCC vectors of the register's width it does;
+// fold_chains of them, so that one select's latency does not hold up the next (the result is the
+// same in any order).
+template <class T, class Acc, class Get>
+inline Acc fold_vectors(Get const& get, int n, int& r) {
   constexpr int L = vector_bytes / int(sizeof(Acc)) > 0 ? vector_bytes / int(sizeof(Acc)) : 1;
   using Lanes [[gnu::vector_size(L * sizeof(Acc))]] = Acc;
   // at a long: with an int, GCC loads the last of the four vectors below element by element
   auto const load = [&](long at) {
     Acc lanes[L];
-    for (int l = 0; l < L; ++l) {
-      lanes[l] = T::enter(static_cast<Acc>(to_compute(base[red(at + l)])));
-    }
+    for (int l = 0; l < L; ++l) lanes[l] = get(at + l);
     Lanes x;
     std::memcpy(&x, lanes, sizeof x);
     return x;
@@ -117,36 +116,43 @@ inline Acc fold_vectors(Ptr const& base, Red const& red, int n, int& r) {
 }
 #endif
 
-// Fold of the elements of kept index j, in the accumulator type Acc.
-template <class Op, class Acc, class Split, class SrcView>
-TILEFOUNDRY_DEVICE Acc fold_local(SrcView const& src, int j) {
-  using T = reduce_traits<Op>;
-  auto const base = src.data() + kept_layout<Split>(src)(j);
-  auto const red = reduced_layout<Split>(src);
-  int const n = int(cute::size(red));
+// The fold of get(0), get(1), ..., get(n - 1), each an element already entered (T::enter) in the
+// accumulator type Acc, called in that order: on the CPU a max or min in vectors (fold_vectors),
+// anything else in fold_lanes partials combined in order, then the rest one by one. The order is
+// the reduction's: ops::fold (cpu/ops/fold.h) folds the results an elementwise call stores through
+// it too, so that it gives what ops::reduce over them gives.
+template <class T, class Acc, class Get>
+TILEFOUNDRY_DEVICE Acc fold_entered(Get const& get, int n) {
   int r = 0;
   Acc acc = T::template identity<Acc>();
 #if defined(TILEFOUNDRY_TARGET_CPU)
   if constexpr (T::kind != combine_kind::sum && std::is_arithmetic_v<Acc> &&
                 !std::is_same_v<Acc, bool>) {
-    acc = fold_vectors<T, Acc>(base, red, n, r);
+    acc = fold_vectors<T, Acc>(get, n, r);
   } else
 #endif
       if constexpr (fold_lanes > 1) {
     Acc part[fold_lanes];
     for (int l = 0; l < fold_lanes; ++l) part[l] = T::template identity<Acc>();
     for (; r + fold_lanes <= n; r += fold_lanes) {
-      for (int l = 0; l < fold_lanes; ++l) {
-        part[l] = T::combine(part[l], T::enter(static_cast<Acc>(to_compute(base[red(r + l)]))));
-      }
+      for (int l = 0; l < fold_lanes; ++l) part[l] = T::combine(part[l], get(r + l));
     }
     for (int l = 0; l < fold_lanes; ++l) acc = T::combine(acc, part[l]);
   }
   CUTE_UNROLL
-  for (; r < n; ++r) {
-    acc = T::combine(acc, T::enter(static_cast<Acc>(to_compute(base[red(r)]))));
-  }
+  for (; r < n; ++r) acc = T::combine(acc, get(r));
   return acc;
+}
+
+// Fold of the elements of kept index j, in the accumulator type Acc.
+template <class Op, class Acc, class Split, class SrcView>
+TILEFOUNDRY_DEVICE Acc fold_local(SrcView const& src, int j) {
+  using T = reduce_traits<Op>;
+  auto const base = src.data() + kept_layout<Split>(src)(j);
+  auto const red = reduced_layout<Split>(src);
+  // (an int or a long index: fold_vectors reads at a long)
+  auto const get = [&](auto i) { return T::enter(static_cast<Acc>(to_compute(base[red(i)]))); };
+  return fold_entered<T, Acc>(get, int(cute::size(red)));
 }
 
 // Number of elements a mean divides by: the product of the reduced modes' extents in the

@@ -14,8 +14,6 @@
 #include <tilefoundry/runtime/cpu/ops/ternary.h>
 #include <tilefoundry/runtime/cpu/ops/unary.h>
 
-#include <cstring>
-
 namespace tilefoundry {
 namespace ops {
 
@@ -50,56 +48,20 @@ constexpr bool folds_in_pass() {
 }
 
 // Stores value(i), converted to out's type, at o(i) for every element, and returns the fold of the
-// stored elements as fold_local folds them (before the reduction's finish: a mean's division).
+// stored elements as fold_local folds them (fold_entered, in the same order; before the
+// reduction's finish: a mean's division).
 template <class Red, class Out, class Value>
 inline auto store_and_fold(Out const& o, Value const& value) {
   using T = reduce_traits<Red>;
   using D = value_t<Out>;
   using Acc = compute_t<D>;
-  int const n = int(cute::size(o));
-  auto const put = [&](long i) {
+  auto const put = [&](auto at) {  // (fold_entered reads at an int or a long: stores at a long)
+    long const i = at;
     D const v = convert<D>(value(int(i)));
     o(i) = v;
     return T::enter(static_cast<Acc>(to_compute(v)));
   };
-  int i = 0;
-  Acc acc = T::template identity<Acc>();
-  if constexpr (T::kind != combine_kind::sum && std::is_arithmetic_v<Acc> &&
-                !std::is_same_v<Acc, bool>) {
-    // as fold_vectors: fold_chains vectors of the register's width (any order gives the same max)
-    constexpr int L = vector_bytes / int(sizeof(Acc)) > 0 ? vector_bytes / int(sizeof(Acc)) : 1;
-    using Lanes [[gnu::vector_size(L * sizeof(Acc))]] = Acc;
-    Lanes part[fold_chains];
-    for (int q = 0; q < fold_chains; ++q) part[q] = Lanes{} + T::template identity<Acc>();
-    auto const block = [&](long at) {  // long: as in fold_vectors
-      Acc lanes[L];
-      for (int l = 0; l < L; ++l) lanes[l] = put(at + l);
-      Lanes x;
-      std::memcpy(&x, lanes, sizeof x);
-      return x;
-    };
-    for (; i + L * fold_chains <= n; i += L * fold_chains) {
-      Lanes x[fold_chains];  // unrolled, as in fold_vectors: the partials stay in registers
-#pragma GCC unroll 4
-      for (int q = 0; q < fold_chains; ++q) x[q] = block(i + q * L);
-#pragma GCC unroll 4
-      for (int q = 0; q < fold_chains; ++q) combine_lanes<T::kind>(part[q], x[q]);
-    }
-    for (; i + L <= n; i += L) combine_lanes<T::kind>(part[0], block(i));
-    for (int q = 0; q < fold_chains; ++q) {
-      for (int l = 0; l < L; ++l) acc = T::combine(acc, Acc(part[q][l]));
-    }
-  } else {
-    // as fold_local: fold_lanes partials, combined in order, then the tail one by one
-    Acc part[fold_lanes];
-    for (int l = 0; l < fold_lanes; ++l) part[l] = T::template identity<Acc>();
-    for (; i + fold_lanes <= n; i += fold_lanes) {
-      for (int l = 0; l < fold_lanes; ++l) part[l] = T::combine(part[l], put(i + l));
-    }
-    for (int l = 0; l < fold_lanes; ++l) acc = T::combine(acc, part[l]);
-  }
-  for (; i < n; ++i) acc = T::combine(acc, put(i));
-  return acc;
+  return fold_entered<T, Acc>(put, int(cute::size(o)));
 }
 
 // Stores a fold of out into dst as reduce_in_registers stores it.
