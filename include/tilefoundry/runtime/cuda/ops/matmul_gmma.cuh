@@ -73,13 +73,7 @@ namespace matmul_gmma {
 #ifndef TILEFOUNDRY_MATMUL_GMMA_STAGES
 #define TILEFOUNDRY_MATMUL_GMMA_STAGES 4
 #endif
-#ifndef TILEFOUNDRY_MATMUL_GMMA_STORE_GROUP
-#define TILEFOUNDRY_MATMUL_GMMA_STORE_GROUP 1
-#endif
 constexpr int kWarpgroups = TILEFOUNDRY_MATMUL_GMMA_WARPGROUPS;
-// Passes of Math::store whose epilogue reads go out together where a warpgroup's rows are 128 (1,
-// 2 or 4; 64-row warpgroups take all four).
-constexpr int kStoreGroup128 = TILEFOUNDRY_MATMUL_GMMA_STORE_GROUP;
 constexpr int kForcedRows = TILEFOUNDRY_MATMUL_GMMA_WARPGROUP_ROWS;
 static_assert(kForcedRows == 0 || kForcedRows == 64 || kForcedRows == 128,
               "TILEFOUNDRY_MATMUL_GMMA_WARPGROUP_ROWS: 0 (each call picks), 64 or 128");
@@ -321,13 +315,13 @@ struct Math {
         // A group of passes' whole words first, then their stores: the epilogue's reads (a
         // residual) of the group's passes are in flight together, not each after the stores of the
         // pass before. All four passes a group where a warpgroup's rows are 64 (64 sums a thread);
-        // one where 128 (ptxas, sm_90a: four spilled 28 bytes there, against 8), or
-        // TILEFOUNDRY_MATMUL_GMMA_STORE_GROUP: with nvcc 13.0 the kernel of o_proj + residual
-        // spills 12 bytes at 1, 2 and 4 alike (168 registers). A suspect for o_proj's gap (H100,
-        // 4096 rows, 256 x 128 tiles: 75.0 us for two tiles a CTA, 37.5 a tile, where q/k/v's
-        // 101.5 us is four, 25.4 a tile, at the same K): its residual is read in 2-byte loads,
-        // eight a word, and at 1 ptxas puts two passes' loads before a store (SASS), so a tile's
-        // epilogue makes eight trips to memory one after another. Timed at 2 and 4 (H100,
+        // one where 128 (ptxas, sm_90a: four spilled 28 bytes there, against 8; with nvcc 13.0 the
+        // kernel of o_proj + residual spills 12 bytes at 1, 2 and 4 alike, 168 registers, and a
+        // build-time choice of 2 or 4 was tried and removed, below). A suspect for o_proj's gap
+        // (H100, 4096 rows, 256 x 128 tiles: 75.0 us for two tiles a CTA, 37.5 a tile, where
+        // q/k/v's 101.5 us is four, 25.4 a tile, at the same K): its residual is read in 2-byte
+        // loads, eight a word, and at 1 ptxas puts two passes' loads before a store (SASS), so a
+        // tile's epilogue makes eight trips to memory one after another. Timed at 2 and 4 (H100,
         // 2026-12-06, us, 1 / 2 / 4): o_proj + residual at 4096 rows 70.0 / 70.4 / 71.0, down +
         // residual 159.0 / 159.5 / 160.4: no gain. Nor is the residual the gap: o_proj without it
         // runs at 0.86-0.90x cuBLAS too (bench/compiled_gemm_cuda.py's "o_proj"). Nor the
@@ -335,9 +329,7 @@ struct Math {
         // tile's residual rows while its products ran (so the epilogue found them in L2) measured
         // 20.4 / 20.5 us (o_proj + residual, 1024 rows) and 69.5 / 69.6 (4096) with and without.
         constexpr int kPasses = kOutRows * kTileN / 8 / 32;
-        constexpr int kGroup = S::kWarpgroupRows == 64 ? kPasses : kStoreGroup128;
-        static_assert(kPasses % kGroup == 0,
-                      "TILEFOUNDRY_MATMUL_GMMA_STORE_GROUP divides the passes");
+        constexpr int kGroup = S::kWarpgroupRows == 64 ? kPasses : 1;
         // where pass p's word lies: row row_of(p) of the staged rows, columns col_of(p) .. + 7
         auto const row_of = [&](int p) { return (lane + 32 * p) / (kTileN / 8); };
         auto const col_of = [&](int p) { return (lane + 32 * p) % (kTileN / 8) * 8; };
