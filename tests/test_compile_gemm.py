@@ -61,6 +61,14 @@ class Gemms:
         return tf.matmul(tf.slice(xs, (0, 64), (ROWS, 192)), tf.transpose(ws, (1, 0)))
 
     @func
+    def wide(x: Tensor[(ROWS, 448), "bf16"], ww: ConstTensor[(1152, 448), "bf16"]):
+        """Nine column tiles, K seven steps: tiles enough that no pair of CTAs splits K. Built with
+        TILEFOUNDRY_MATMUL_GMMA_SHARE_B=1, where the row tiles come in pairs (1000 rows, 4096) a cluster's two CTAs
+        take a column's two row tiles at each turn and each copies half of their weight tile into both (multicast);
+        at 2100 rows (nine row tiles of 256) they do not."""
+        return tf.matmul(x, tf.transpose(ww, (1, 0)))
+
+    @func
     def odd_depth(x: Tensor[(ROWS, 100), "bf16"], wo: ConstTensor[(128, 100), "bf16"]):
         """K = 100: no 16-byte words along K, so the entry sends its row tiles to the other tiers."""
         return tf.matmul(x, tf.transpose(wo, (1, 0)))
@@ -94,7 +102,8 @@ def test_many_rows_of_16_bit_operands_take_the_gemm_schedule_on_sm90a() -> None:
     and the ranks after the epilogue. A product of two matrices read through tensor maps: one wave of CTAs taking
     the output tiles of all N in turn. A batch of products, or rows that no 16-byte word starts (K = 100): a column
     tile a CTA group, the grid every column tile and batch element times the ranks, no maps."""
-    mapped = {"projection": (384, 256), "residual": (96, 72), "half_to_f32": (192, 128), "sliced": (256, 192)}
+    mapped = {"projection": (384, 256), "residual": (96, 72), "half_to_f32": (192, 128), "sliced": (256, 192),
+              "wide": (1152, 448)}
     tiles = {"batched_heads": 2, "odd_depth": 1}
     for name, fn in Gemms.functions.items():
         if name == "any_rows":
@@ -136,12 +145,12 @@ def test_the_host_entry_makes_the_tensor_maps_the_kernel_takes_last() -> None:
     assert f"__global__ void __launch_bounds__({CUDA_GEMM_THREADS}, 1) residual_stage0_kernel(" in source
     (call,) = [s for s in source.splitlines() if "ops::matmul<float>(" in s]
     assert call.rstrip().endswith("), x_map, wr_map);") and "ops::plain_rows{}, int64_t(" in call, call
-    assert "auto const x_map = ops::make_tensor_map(x_ptr, rows, 72, 72, 128, 64);" in source
-    assert "auto const wr_map = ops::make_tensor_map(wr_ptr, 96, 72, 72, 128, 64);" in source
+    assert "auto const x_map = ops::make_tensor_map(x_ptr, rows, 72, 72, 64, 64);" in source
+    assert "auto const wr_map = ops::make_tensor_map(wr_ptr, 96, 72, 72, 64, 64);" in source
     (launch,) = [s for s in source.splitlines() if "launch.start_in_clusters(" in s]  # pairs of CTAs (16 ranks)
     assert "residual_stage0_kernel, ctas, 2, 384, shared_bytes, " in launch, launch
     assert launch.rstrip().endswith("x_ptr, wr_ptr, r_ptr, out_ptr, rows, x_map, wr_map);"), launch
-    assert "x_map = map %x[rows, 72]:(72, 1) box 128x64" in str(tir)
+    assert "x_map = map %x[rows, 72]:(72, 1) box 64x64" in str(tir)
 
 
 def test_few_rows_f32_an_older_gpu_and_the_cpu_keep_their_schedules() -> None:

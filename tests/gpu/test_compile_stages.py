@@ -79,7 +79,7 @@ from tests.test_compile_split import Splits  # noqa: E402
 from tests.test_compile_zeros import CASES as ZERO_CASES  # noqa: E402
 from tests.test_compile_zeros import Zeros  # noqa: E402
 
-from tilefoundry import jit  # noqa: E402
+from tilefoundry import CompilerOptions, jit  # noqa: E402
 from tilefoundry.runtime.check import allclose, check, equal  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -294,13 +294,28 @@ def test_many_rows_through_the_tensor_cores_match_the_evaluator_on_cuda(name: st
     one and a row, several; ``any_rows`` also at 1 and 16 rows (its entry's decode-step variant); outputs
     poisoned. Up to 700 rows a mapped product's tiles leave at least half its CTAs idle, so each tile's K is split
     over the two CTAs of a cluster (matmul_gmma.cuh, Tiles::split: ``residual``'s two steps one each, the second a
-    partial one); at 4096 rows every CTA has a tile of its own and takes all of K."""
+    partial one); at 4096 rows every CTA has a tile of its own and takes all of K. ``wide``'s tiles keep every pair
+    busy (no K split), at 4096 rows some CTAs taking two tiles."""
     compiled = jit(Gemms).functions[name]
     fn = Gemms.functions[name]
-    rows = {"half_to_f32": (200,), "any_rows": (1, 16, 17, 100, 700)}.get(name, (17, 129, 256, 257, 700, 4096))
+    rows = {"half_to_f32": (200,), "any_rows": (1, 16, 17, 100, 700),
+            "wide": (1000, 2100, 4096)}.get(name, (17, 129, 256, 257, 700, 4096))
     for m in rows:  # 16-bit sums: BF16 (f16's rounding too)
         report = check(compiled_only(compiled), fn, gemm_inputs(name, m, "cuda"), expect={"output": [BF16]})
         assert report.passed, f"{name} at M = {m}:\n{report}"
+
+
+def test_a_pair_sharing_its_weight_tiles_matches_the_evaluator_on_cuda() -> None:
+    """matmul_gmma.cuh's TILEFOUNDRY_MATMUL_GMMA_SHARE_B=1 (off by default: measured slower on an H100): at 1000 and
+    4096 rows each pair of ``wide``'s CTAs copies half of their weight tile into both (TMA multicast), its stages
+    released by the math warps of both, some CTAs at 4096 taking two tiles; at 2100 rows (nine row tiles) they do
+    not. Outputs poisoned."""
+    options = CompilerOptions(extra_flags=("-DTILEFOUNDRY_MATMUL_GMMA_SHARE_B=1",))
+    compiled = jit(Gemms, options=options).functions["wide"]
+    fn = Gemms.functions["wide"]
+    for m in (1000, 2100, 4096):
+        report = check(compiled_only(compiled), fn, gemm_inputs("wide", m, "cuda"), expect={"output": [BF16]})
+        assert report.passed, f"wide at M = {m}, weight tiles shared:\n{report}"
 
 
 @pytest.mark.parametrize("name, dtype, fp8", EIGHT_BIT_CASTS)

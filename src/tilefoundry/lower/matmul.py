@@ -122,8 +122,8 @@ CUDA_GEMM_MIN_TILE_N = 64
 CUDA_GEMM_TILE_K = 64  # values of K a stage: one 128-byte row of 16-bit elements
 # Rows of a tensor map's box (matmul_gmma.cuh's kBoxRows): a stage's row tile is copied as CUDA_GEMM_TILE_M /
 # CUDA_GEMM_BOX_ROWS boxes, so that the kernel's row tile (its warpgroups' rows, each call's choice) needs no
-# other map.
-CUDA_GEMM_BOX_ROWS = 128
+# other map; half a column tile, so that each CTA of a pair sharing a weight tile copies one half into both.
+CUDA_GEMM_BOX_ROWS = 64
 CUDA_GEMM_STAGES = 4  # matmul_gmma.cuh's kStages
 CUDA_GEMM_OUT_BYTES = (CUDA_GEMM_TILE_M // 32) * 8 * CUDA_GEMM_TILE_N * 4  # 8 rows of f32 sums a math warp
 CUDA_GEMM_RING_BYTES = (CUDA_GEMM_STAGES * (CUDA_GEMM_TILE_M + CUDA_GEMM_TILE_N) * CUDA_GEMM_TILE_K * 2 + 1024 + 128

@@ -19,7 +19,8 @@
 //   b tiles, which complete on the stage's `full` barrier, and waits on the stage's `empty` barrier
 //   before refilling it, which each math warp arrives on once its wgmma has read the stage. The
 //   copy engine fills zeros past M, N and K. The copies of the next tile run under this one's
-//   epilogue.
+//   epilogue. Built with TILEFOUNDRY_MATMUL_GMMA_SHARE_B=1 (measured slower, below), a cluster's
+//   two CTAs taking tiles of the same columns each copy half of the b tile into both.
 // - Otherwise (no map: a batch of matrices, a view the host could not describe) the math threads
 //   copy 16-byte words with cp.async (zero-filled past M, N and K) between their wgmma steps, and
 //   the copy warpgroup does nothing.
@@ -46,6 +47,7 @@
 #include <cutlass/arch/barrier.h>
 #include <cutlass/arch/reg_reconfig.h>
 
+#include <cute/arch/copy_sm90_desc.hpp>
 #include <cute/arch/copy_sm90_tma.hpp>
 #include <cute/arch/mma_sm90.hpp>
 #include <cute/atom/mma_traits_sm90_gmma.hpp>
@@ -73,6 +75,18 @@ namespace matmul_gmma {
 #ifndef TILEFOUNDRY_MATMUL_GMMA_STAGES
 #define TILEFOUNDRY_MATMUL_GMMA_STAGES 4
 #endif
+// TILEFOUNDRY_MATMUL_GMMA_SHARE_B 1: the two CTAs of a cluster taking tiles of the same columns
+// each copy half of their b tile into both (TMA multicast, Tiles::share_b), halving what L2 sends
+// of the weights. Measured on an H100 (2026-12-06, bench/compiled_gemm_cuda.py, CUDA-graph medians,
+// us, multicast / not, cuBLAS): at 1024 rows q/k/v 29.6 / 28.4 (25.3), o_proj + residual 21.8 /
+// 21.2 (18.5), gate/up 79.5 / 77.2 (73.1), down + residual 47.8 / 48.5 (42.7), o_proj 19.6 / 19.0
+// (16.1); at 4096 107.6 / 101.1 (93.7), 75.2 / 73.7 (64.3), 348.0 / 335.9 (306.6), 170.5 / 167.8
+// (156.5), 63.4 / 61.3 (52.9): slower in nine cases of ten (each CTA then waits for its peer's
+// release of a stage too), so off; kept as a knob, its values tested on the GPU
+// (tests/gpu/test_compile_stages.py).
+#ifndef TILEFOUNDRY_MATMUL_GMMA_SHARE_B
+#define TILEFOUNDRY_MATMUL_GMMA_SHARE_B 0
+#endif
 constexpr int kWarpgroups = TILEFOUNDRY_MATMUL_GMMA_WARPGROUPS;
 constexpr int kForcedRows = TILEFOUNDRY_MATMUL_GMMA_WARPGROUP_ROWS;
 static_assert(kForcedRows == 0 || kForcedRows == 64 || kForcedRows == 128,
@@ -84,9 +98,11 @@ constexpr int kTileK = 64;   // K a stage: one 128-byte swizzle row of 16-bit el
 constexpr int64_t kStagesBytes =
     int64_t(TILEFOUNDRY_MATMUL_GMMA_STAGES) * (128 * kWarpgroups + kTileN) * kTileK * 2;
 // Rows of a tensor map's box (lower/matmul.py's CUDA_GEMM_BOX_ROWS): a stage's a tile is
-// S::kTileM / kBoxRows boxes one under the other (a K-major 128-byte-swizzled tile is its rows'
-// 128 bytes one after the other, so a box of rows r.. lands r * 128 bytes in).
-constexpr int kBoxRows = 128;
+// S::kTileM / kBoxRows boxes one under the other and its b tile kTileN / kBoxRows (a K-major
+// 128-byte-swizzled tile is its rows' 128 bytes one after the other, so a box of rows r.. lands
+// r * 128 bytes in). Half a b tile, so that each CTA of a pair sharing their b tiles copies one
+// half into both (mapped_tiles).
+constexpr int kBoxRows = 64;
 constexpr int kMathThreads = 128 * kWarpgroups;
 constexpr int kMathWarps = kMathThreads / 32;
 constexpr int kThreads = kMathThreads + 128;  // and the copy warpgroup
@@ -120,7 +136,8 @@ struct Shape {
   static constexpr int kStages = int(kStagesBytes / kStageBytes);  // stages of the ring
   // Bytes of sums one CTA of a K-split pair gives the other: a warpgroup's rows (Math::give).
   static constexpr unsigned kGivenBytes = unsigned(WR * kTileN * 4);
-  static_assert(kTileM % kBoxRows == 0 && kTileN == kBoxRows, "the tiles are whole boxes");
+  static_assert(kTileM % kBoxRows == 0 && kTileN == 2 * kBoxRows,
+                "the tiles are whole boxes, a b tile two of them");
   static_assert(kStages >= 2, "two stages at least: one read while the next is filled");
   static_assert(2 * 8 * kStages + 8 <= kBarrierBytes, "the barriers fit their bytes (and kept's)");
   static_assert(int64_t(kTileM) * kTileN * 4 <= kStages * kStageBytes,
@@ -489,49 +506,19 @@ struct Tiles {
            2 * count <= ranks && steps >= 2;
   }
 
+  /// Whether the two CTAs of each cluster take tiles of the same columns at every turn, so that
+  /// each copies half of their b tile into both (mapped_tiles): clusters of two, CTA `rank` rank %
+  /// 2 of its cluster, and an even count of row tiles (tile t, even, and t + 1 then share their
+  /// columns, and exist together). Every CTA of a cluster finds the same.
+  __device__ bool share_b() const {
+    return TILEFOUNDRY_MATMUL_GMMA_SHARE_B && cluster::ctas() == 2 && ranks % 2 == 0 &&
+           unsigned(rank % 2) == cluster::rank() && row_tiles % 2 == 0;
+  }
+
   /// The tiles of the cluster's pair of CTAs, where they split K (split): pair rank / 2 of
   /// ranks / 2.
   __device__ Tiles pairs() const { return Tiles(m, n, rank / 2, ranks / 2); }
 };
-
-/// Output tile t, its stages copied by the math threads with cp.async: out(m, n) = epi(m, n, sum_k
-/// a(m, k) * b(k, n)) for the tile's rows m and columns n.
-template <class S, class A, class B, class Out, class Epi>
-__device__ __forceinline__ void row_tile(A const& a, B const& b, Out& out, Epi const& epi,
-                                         Tiles<S> const& tiles, int t, unsigned char* ring) {
-  using E = element_t<A>;
-  constexpr int kStages = S::kStages;
-  int64_t const depth = int64_t(cute::size<1>(a));
-  int64_t const m0 = tiles.m0(t), n0 = tiles.n0(t), rows = tiles.rows(t), cols = tiles.cols(t);
-  auto [sA, sB] = stages_of<S, E>(ring);
-  auto math = make_math<S, E>(sA, sB);
-  int64_t const steps = (depth + kTileK - 1) / kTileK;
-  Loader<S::kTileM, E> const load_a(sA, &a(m0, 0), int64_t(cute::stride<0>(a)), rows);
-  Loader<kTileN, E> const load_b(sB, &b(0, n0), int64_t(cute::stride<1>(b)), cols);
-  auto const load = [&](int64_t step) {
-    int const stage = int(step % kStages);
-    load_a.copy(step * kTileK, depth, stage);
-    load_b.copy(step * kTileK, depth, stage);
-  };
-  CUTE_UNROLL
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < steps) load(s);
-    commit();  // one group a step, empty past the last: the wait below counts steps
-  }
-  math.begin();
-  for (int64_t step = 0; step < steps; ++step) {
-    wait_copies<kStages - 2>();  // this thread's words of `step` have landed
-    sync_math();                 // ... and every math thread's
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // seen by wgmma's reads
-    math.step(int(step % kStages));  // ... and the step before has been read
-    sync_math();                     // ... by every warp of the warpgroup
-    if (step + kStages - 1 < steps) load(step + kStages - 1);
-    commit();
-  }
-  math.finish(steps);
-  math.store(out, epi, m0, n0, rows, cols, staging_of(ring));
-  sync_math();  // the ring is reused by the next tile
-}
 
 /// A step's place in a ring of kStages stages: its stage, and the parity of the rounds of the ring
 /// before it (the phase an mbarrier of that stage completes in). Counted as the steps go, not found
@@ -555,6 +542,47 @@ struct RingPosition {
     }
   }
 };
+
+/// Output tile t, its stages copied by the math threads with cp.async: out(m, n) = epi(m, n, sum_k
+/// a(m, k) * b(k, n)) for the tile's rows m and columns n.
+template <class S, class A, class B, class Out, class Epi>
+__device__ __forceinline__ void row_tile(A const& a, B const& b, Out& out, Epi const& epi,
+                                         Tiles<S> const& tiles, int t, unsigned char* ring) {
+  using E = element_t<A>;
+  constexpr int kStages = S::kStages;
+  int64_t const depth = int64_t(cute::size<1>(a));
+  int64_t const m0 = tiles.m0(t), n0 = tiles.n0(t), rows = tiles.rows(t), cols = tiles.cols(t);
+  auto [sA, sB] = stages_of<S, E>(ring);
+  auto math = make_math<S, E>(sA, sB);
+  int64_t const steps = (depth + kTileK - 1) / kTileK;
+  Loader<S::kTileM, E> const load_a(sA, &a(m0, 0), int64_t(cute::stride<0>(a)), rows);
+  Loader<kTileN, E> const load_b(sB, &b(0, n0), int64_t(cute::stride<1>(b)), cols);
+  auto const load = [&](int64_t step, int stage) {
+    load_a.copy(step * kTileK, depth, stage);
+    load_b.copy(step * kTileK, depth, stage);
+  };
+  CUTE_UNROLL
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < steps) load(s, s);
+    commit();  // one group a step, empty past the last: the wait below counts steps
+  }
+  math.begin();
+  // the stages of the step read and of the step copied (kStages - 1 ahead), counted (RingPosition)
+  RingPosition<kStages> reading, filling;
+  for (int s = 0; s < kStages - 1; ++s) filling.advance();
+  for (int64_t step = 0; step < steps; ++step, reading.advance(), filling.advance()) {
+    wait_copies<kStages - 2>();  // this thread's words of `step` have landed
+    sync_math();                 // ... and every math thread's
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // seen by wgmma's reads
+    math.step(reading.stage);  // ... and the step before has been read
+    sync_math();               // ... by every warp of the warpgroup
+    if (step + kStages - 1 < steps) load(step + kStages - 1, filling.stage);
+    commit();
+  }
+  math.finish(steps);
+  math.store(out, epi, m0, n0, rows, cols, staging_of(ring));
+  sync_math();  // the ring is reused by the next tile
+}
 
 /// Where a view starting at `first` lies in map `m`: its first row, or -1 where it does not start
 /// a row of the map.
@@ -587,7 +615,11 @@ __device__ bool maps_ok(A const& a, B const& b, tensor_map const& ma, tensor_map
 /// its first half of K's steps and the second the rest; past the cluster's barrier (their stages
 /// read by then) each CTA stores the sums of one warpgroup's rows (half the tile's) into the
 /// peer's stages (distributed shared memory), and past a second barrier each adds the peer's sums
-/// to its other warpgroup's and stores those rows.
+/// to its other warpgroup's and stores those rows. Otherwise, where the pair shares b's tiles
+/// (Tiles::share_b, TILEFOUNDRY_MATMUL_GMMA_SHARE_B), each CTA's copy lane copies half of each b
+/// tile into the same stage of both CTAs (TMA multicast, counted on both `full` barriers), and a
+/// stage is refilled once the math warps of both have read it (each arrives on both `empty`
+/// barriers).
 template <class S, class A, class B, class Out, class Epi>
 __device__ __forceinline__ void mapped_tiles(A const& a, B const& b, Out& out, Epi const& epi,
                                              Tiles<S> const& all, tensor_map const& ma,
@@ -600,24 +632,37 @@ __device__ __forceinline__ void mapped_tiles(A const& a, B const& b, Out& out, E
   int64_t const depth = int64_t(cute::size<1>(a));
   int64_t const steps = (depth + kTileK - 1) / kTileK;
   bool const split = all.split(steps);
-  unsigned const half = split ? cluster::rank() : 0u;
+  bool const pair = !split && all.share_b();  // the pair copies b's tiles for both: multicast
+  unsigned const half = split || pair ? cluster::rank() : 0u;
   Tiles<S> const tiles = split ? all.pairs() : all;
   // This CTA's steps of K: `count` of them from step `first`.
-  int64_t const first = half == 1 ? steps / 2 : 0;
+  int64_t const first = split && half == 1 ? steps / 2 : 0;
   int const count = int(split ? (half == 0 ? steps / 2 : steps - steps / 2) : steps);
   auto* const full = reinterpret_cast<uint64_t*>(ring + kStages * kStageBytes);
   auto* const empty = full + kStages;
   auto* const kept = reinterpret_cast<float4*>(ring);  // the second CTA's sums, where K is split
   auto* const landed = empty + kStages;                // ... and the barrier counting their bytes
+  // the copy lane: its maps fetched while the barriers are made (as CUTLASS's kernels do; not timed
+  // on its own)
+  if (int(threadIdx.x) == kMathThreads) {
+    cute::prefetch_tma_descriptor(&ma.map);
+    cute::prefetch_tma_descriptor(&mb.map);
+  }
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
-      Full::init(&full[s], 1);             // the copy lane's arrival, then the copies' bytes
-      Empty::init(&empty[s], kMathWarps);  // a lane of each math warp, its wgmma done
+      Full::init(&full[s], 1);  // the copy lane's arrival, then the copies' bytes
+      // a lane of each math warp, its wgmma done: of both CTAs where the pair shares b (a stage is
+      // refilled in both by either)
+      Empty::init(&empty[s], pair ? 2 * kMathWarps : kMathWarps);
     }
     if (split) cluster::expect_bytes(landed, S::kGivenBytes);  // (its own init's fence)
     cutlass::arch::fence_barrier_init();
   }
-  __syncthreads();
+  if (pair) {
+    cluster::barrier();  // the peer's barriers are made before this CTA's copies count on them
+  } else {
+    __syncthreads();
+  }
   bool const lead = threadIdx.x % 32 == 0;
   if (int(threadIdx.x) >= kMathThreads) {  // the copy warpgroup: one lane issues every copy
     cutlass::arch::warpgroup_reg_dealloc<kCopyRegisters>();
@@ -640,9 +685,23 @@ __device__ __forceinline__ void mapped_tiles(A const& a, B const& b, Out& out, E
             cute::SM90_TMA_LOAD_2D::copy(&ma.map, &full[s], hint, &sA(box * kBoxRows, 0, s), k0,
                                          m0 + box * kBoxRows);
           }
-          cute::SM90_TMA_LOAD_2D::copy(&mb.map, &full[s], hint, &sB(0, 0, s), k0, n0);
+          if (pair) {  // this CTA's half of b's tile, into the same stage of both CTAs
+            int const box = int(half) * kBoxRows;
+            cute::SM90_TMA_LOAD_MULTICAST_2D::copy(&mb.map, &full[s], uint16_t(0x3), hint,
+                                                   &sB(box, 0, s), k0, n0 + box);
+          } else {
+            CUTE_UNROLL
+            for (int box = 0; box < kTileN; box += kBoxRows) {
+              cute::SM90_TMA_LOAD_2D::copy(&mb.map, &full[s], hint, &sB(box, 0, s), k0, n0 + box);
+            }
+          }
         }
       }
+      // Where the pair shares b, the peer's math warps arrive on this CTA's `empty` barriers: the
+      // CTA leaves only once the last round of each stage has been released by both CTAs (no
+      // arrival then lands in the memory of a CTA that has left).
+      for (int s = 0; pair && s < kStages; ++s, at.advance())
+        Empty::wait(&empty[at.stage], at.phase ^ 1u);
     }
     if (split) {  // the math threads' cluster barrier, which every thread of the cluster meets
       __syncwarp();
@@ -656,16 +715,22 @@ __device__ __forceinline__ void mapped_tiles(A const& a, B const& b, Out& out, E
   auto math = make_math<S, E>(sA, sB);
   RingPosition<kStages> at;
   int read = 0;  // the stage of the step before
+  // A stage read: this warp's arrival on its `empty` barrier, and on the peer's where it refills
+  // this CTA's stages too.
+  auto const release = [&](int stage) {
+    Empty::arrive(&empty[stage]);
+    if (pair) Empty::arrive(&empty[stage], half ^ 1u, 1u);
+  };
   for (int i = 0, t = tiles.at(0); t >= 0; t = tiles.at(++i)) {
     math.begin();
     for (int step = 0; step < count; ++step, at.advance()) {
       Full::wait(&full[at.stage], at.phase);
       math.step(at.stage);  // ... and the step before has been read: its stage may be refilled
-      if (step > 0 && lead) Empty::arrive(&empty[read]);
+      if (step > 0 && lead) release(read);
       read = at.stage;
     }
     math.finish(count);
-    if (count > 0 && lead) Empty::arrive(&empty[read]);
+    if (count > 0 && lead) release(read);
     // Where K is split, CTA h's warpgroup h stores its rows of the tile, the other warpgroup's sums
     // going to the peer CTA's same warpgroup.
     bool const stores = !split || int(threadIdx.x) / 128 == int(half);
