@@ -32,7 +32,13 @@
 // M = 1024, K = 2048: 49 us against cuBLAS's 26; 36% of L2's throughput, so not bound there), that
 // version spent about half its warps' samples in the epilogue's 2-byte stores (each touching a
 // 32-byte sector of its own) and spilled 80 bytes (168 registers, the cap of 9 warps an SM); the
-// staging and the register move answer those two.
+// staging and the register move answer those two. Profiled again (ncu's SASS samples, an H100,
+// 2026-12-06, o_proj alone at M = 1024: 27.3 us against cuBLAS's 18.2 under ncu's clocks): 48% of
+// the warps' samples in the main loop (most waiting on a stage's `full` barrier), 20% in the
+// epilogue (14% of all samples stalled on instruction fetch: its straight code runs once a warp),
+// 8% in the prologue's parameter loads, 8% waiting for the first stage; cuBLAS's kernel is 1,256
+// instructions (this one 9,432, every tier of the call inlined) and alternates two accumulators a
+// warpgroup, waiting for all its wgmma each step.
 //
 // Where neither applies (another architecture, other element types, K or a row's stride not a
 // multiple of 8 elements, a pointer not 16-byte aligned) the row tiles go to the tiers of
@@ -191,6 +197,21 @@ __device__ bool runtime_ok(A const& a, B const& b) {
 }
 
 #if TILEFOUNDRY_MATMUL_GMMA
+/// Two floats into shared memory at `at` (an address of the shared window, 8-byte aligned).
+__device__ __forceinline__ void store_shared(unsigned at, float a, float b) {
+  asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(at), "f"(a), "f"(b) : "memory");
+}
+
+/// Four floats from shared memory at `at` (16-byte aligned).
+__device__ __forceinline__ float4 load_shared(unsigned at) {
+  float4 v;
+  asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(at)
+               : "memory");
+  return v;
+}
+
 /// A barrier among the math threads alone (named barrier 1; the copy warpgroup is not waited for).
 __device__ __forceinline__ void sync_math() {
   asm volatile("bar.sync 1, %0;\n" ::"n"(kMathThreads) : "memory");
@@ -310,6 +331,14 @@ struct Math {
     int const quad_row = lane / 4;
     auto const swizzled = [](int row, int col) { return row * kTileN + (col ^ ((row & 3) << 3)); };
     bool const contiguous = int64_t(cute::stride<1>(out)) == 1 && sizeof(T) == 2;
+    // The staging's address in the shared window: ld/st.shared, not generic loads and stores (the
+    // compiler cannot tell the ring's pointer is shared). Measured on an H100 (2026-12-06,
+    // CUDA-graph medians, us, shared / generic): at 1024 rows q/k/v 27.6 / 28.0, o_proj + residual
+    // 20.8 / 21.0, gate/up 74.0 / 74.7, down + residual 46.2 / 46.8, o_proj 18.7 / 18.3; at 4096
+    // 99.4 / 100.5, 72.7 / 75.1, 330.5 / 334.6, 158.6 / 161.8, 58.3 / 59.3 (cuBLAS 24.8, 18.3,
+    // 70.9, 41.5, 15.6; 93.1, 65.8, 304.6, 150.8, 53.0); ptxas: 440 fewer instructions in o_proj +
+    // residual's kernel and no spill (8 bytes before).
+    unsigned const staged_at = unsigned(__cvta_generic_to_shared(staging));
     CUTE_UNROLL
     for (int atom = 0; atom < int(cute::size<1>(Acc{})); ++atom) {
       CUTE_UNROLL
@@ -320,8 +349,8 @@ struct Math {
           auto const at = cute::make_coord(cute::make_coord(0, half, block), atom, 0);
           int const col = int(cute::get<1>(coords(at)));
           auto const next = cute::make_coord(cute::make_coord(1, half, block), atom, 0);
-          *reinterpret_cast<float2*>(&staging[swizzled(quad_row, col)]) =
-              make_float2(float(acc(at)), float(acc(next)));
+          store_shared(staged_at + 4u * unsigned(swizzled(quad_row, col)), float(acc(at)),
+                       float(acc(next)));
         }
         __syncwarp();
         // the staged rows are this warp's rows first, first + 1, ... (quad q's row is first + q)
@@ -351,10 +380,9 @@ struct Math {
         auto const row_of = [&](int p) { return (lane + 32 * p) / (kTileN / 8); };
         auto const col_of = [&](int p) { return (lane + 32 * p) % (kTileN / 8) * 8; };
         auto const staged = [&](int row, int col, float(&v)[8]) {
-          *reinterpret_cast<float4*>(&v[0]) =
-              *reinterpret_cast<float4 const*>(&staging[swizzled(row, col)]);
-          *reinterpret_cast<float4*>(&v[4]) =
-              *reinterpret_cast<float4 const*>(&staging[swizzled(row, col) + 4]);
+          unsigned const word = staged_at + 4u * unsigned(swizzled(row, col));
+          *reinterpret_cast<float4*>(&v[0]) = load_shared(word);
+          *reinterpret_cast<float4*>(&v[4]) = load_shared(word + 16u);
         };
         CUTE_UNROLL
         for (int group = 0; group < kPasses; group += kGroup) {
