@@ -32,13 +32,14 @@
 // M = 1024, K = 2048: 49 us against cuBLAS's 26; 36% of L2's throughput, so not bound there), that
 // version spent about half its warps' samples in the epilogue's 2-byte stores (each touching a
 // 32-byte sector of its own) and spilled 80 bytes (168 registers, the cap of 9 warps an SM); the
-// staging and the register move answer those two. Profiled again (ncu's SASS samples, an H100,
-// 2026-12-06, o_proj alone at M = 1024: 27.3 us against cuBLAS's 18.2 under ncu's clocks): 48% of
-// the warps' samples in the main loop (most waiting on a stage's `full` barrier), 20% in the
-// epilogue (14% of all samples stalled on instruction fetch: its straight code runs once a warp),
-// 8% in the prologue's parameter loads, 8% waiting for the first stage; cuBLAS's kernel is 1,256
-// instructions (this one 9,432, every tier of the call inlined) and alternates two accumulators a
-// warpgroup, waiting for all its wgmma each step.
+// staging and the register move answer those two. Profiled again (ncu's SASS samples through
+// bench/sass_samples.py, an H100, 2026-12-06, o_proj alone at M = 1024: 27.3 us against cuBLAS's
+// 18.2 under ncu's clocks): 43.9% of the warps' samples in the main loop (20.1% on a stage's
+// `full` barrier), 24.3% in the epilogue (15.2% stalled on instruction fetch there: its straight
+// code runs once a warp), 11.5% in the code before the loop (6.5% waiting for the first stage),
+// 9.8% in the prologue's parameter loads; cuBLAS's kernel is 1,256 instructions (this one 9,432,
+// every tier of the call inlined), alternates two accumulators a warpgroup, waiting for all its
+// wgmma each step, and stages its epilogue through stmatrix (7.4% of its samples).
 //
 // Where neither applies (another architecture, other element types, K or a row's stride not a
 // multiple of 8 elements, a pointer not 16-byte aligned) the row tiles go to the tiers of
