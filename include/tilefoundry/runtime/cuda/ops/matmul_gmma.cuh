@@ -48,6 +48,7 @@
 
 #include <tilefoundry/runtime/common/config.h>
 #include <tilefoundry/runtime/common/ops/matmul_impl.h>
+#include <tilefoundry/runtime/cuda/bulk_copy.cuh>
 #include <tilefoundry/runtime/cuda/cluster.cuh>
 #include <tilefoundry/runtime/cuda/tensor_map.cuh>
 
@@ -253,7 +254,7 @@ struct Loader {
     stride = stride_;
     col = int64_t(w) * V;
     valid = count - r0;
-    auto const at = [](auto& x) { return unsigned(__cvta_generic_to_shared(&x)); };
+    auto const at = [](auto& x) { return bulk::smem_address(&x); };
     stage_bytes = at(s(0, 0, 1)) - at(s(0, 0, 0));
     CUTE_UNROLL
     for (int c = 0; c < kCopies; ++c) dst[c] = at(s(r0 + c * kRowsApart, w * V, 0));
@@ -339,7 +340,7 @@ struct Math {
     // 99.4 / 100.5, 72.7 / 75.1, 330.5 / 334.6, 158.6 / 161.8, 58.3 / 59.3 (cuBLAS 24.8, 18.3,
     // 70.9, 41.5, 15.6; 93.1, 65.8, 304.6, 150.8, 53.0); ptxas: 440 fewer instructions in o_proj +
     // residual's kernel and no spill (8 bytes before).
-    unsigned const staged_at = unsigned(__cvta_generic_to_shared(staging));
+    unsigned const staged_at = bulk::smem_address(staging);
     CUTE_UNROLL
     for (int atom = 0; atom < int(cute::size<1>(Acc{})); ++atom) {
       CUTE_UNROLL
@@ -597,8 +598,7 @@ __device__ __forceinline__ void row_tile(A const& a, B const& b, Out& out, Epi c
   }
   math.begin();
   // the stages of the step read and of the step copied (kStages - 1 ahead), counted (RingPosition)
-  RingPosition<kStages> reading, filling;
-  for (int s = 0; s < kStages - 1; ++s) filling.advance();
+  RingPosition<kStages> reading, filling{kStages - 1};
   for (int64_t step = 0; step < steps; ++step, reading.advance(), filling.advance()) {
     wait_copies<kStages - 2>();  // this thread's words of `step` have landed
     sync_math();                 // ... and every math thread's
