@@ -204,6 +204,13 @@ __device__ __forceinline__ void store_shared(unsigned at, float a, float b) {
   asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(at), "f"(a), "f"(b) : "memory");
 }
 
+/// A float from shared memory at `at` (4-byte aligned).
+__device__ __forceinline__ float load_shared_f32(unsigned at) {
+  float v;
+  asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(at) : "memory");
+  return v;
+}
+
 /// Four floats from shared memory at `at` (16-byte aligned).
 __device__ __forceinline__ float4 load_shared(unsigned at) {
   float4 v;
@@ -341,11 +348,37 @@ struct Math {
     // 70.9, 41.5, 15.6; 93.1, 65.8, 304.6, 150.8, 53.0); ptxas: 440 fewer instructions in o_proj +
     // residual's kernel and no spill (8 bytes before).
     unsigned const staged_at = bulk::smem_address(staging);
-    CUTE_UNROLL
-    for (int atom = 0; atom < int(cute::size<1>(Acc{})); ++atom) {
+    // The warp's rows go out in slices of 8 (two a 64-row atom), one turn of a loop that is not
+    // unrolled each: the code is one slice's, where unrolled it was every slice's (about 880
+    // instructions run once a warp where a warpgroup's rows are 64, 15% of the kernel's samples
+    // stalled on instruction fetch there: the straight code was cold every time). A slice's passes
+    // (a 16-byte word of out each, four a lane) are unrolled: their whole words first, then their
+    // stores, so the epilogue's reads (a residual) of a slice are in flight together; where a
+    // warpgroup's rows are 128, one pass at a time (groups of 2 and 4 measured no faster there,
+    // below). A tile's edge goes one element at a time in loops of their own. Measured on an H100
+    // (2026-12-06, bench/compiled_gemm_cuda.py, CUDA-graph medians, us, slices rolled / passes
+    // rolled too / neither, cuBLAS): at 1024 rows q/k/v 27.1 / 27.6 / 27.4 (25.1), o_proj +
+    // residual 20.7 / 20.5 / 20.8 (18.7), gate/up 73.7 / 75.1 / 73.6 (70.2), down + residual 43.4
+    // / 43.7 / 44.3 (39.6), o_proj 18.2 / 18.1 / 18.9 (15.9); at 4096 101.5 / 104.0 / 101.7
+    // (96.0), 69.2 / 69.9 / 69.5 (62.4), 333.0 / 339.9 / 330.2 (303.9), 163.2 / 163.6 / 163.7
+    // (155.6), 53.9 / 55.1 / 54.4 (49.7). (Earlier, on the unrolled code: neither the residual's
+    // 2-byte loads, eight a word, nor their latency was the gap: groups of 2 and 4 passes where the
+    // rows are 128, and the copy warpgroup's idle lanes reading each tile's residual rows into L2
+    // while its products ran, measured within 1%.)
+    constexpr int kSlices = 2 * int(cute::size<1>(Acc{}));  // 8-row slices of the warp's rows
+    constexpr int kPasses = kOutRows * kTileN / 8 / 32;
+    constexpr int kGroup = S::kWarpgroupRows == 64 ? kPasses : 1;
+    // where pass p's word lies: row row_of(p) of the staged rows, columns col_of(p) .. + 7
+    auto const row_of = [&](int p) { return (lane + 32 * p) / (kTileN / 8); };
+    auto const col_of = [&](int p) { return (lane + 32 * p) % (kTileN / 8) * 8; };
+#pragma unroll 1
+    for (int slice = 0; slice < kSlices; ++slice) {
+      __syncwarp();  // the reads of the slice before are done
+      int row0 = 0;  // the slice's first row in the tile
       CUTE_UNROLL
-      for (int half = 0; half < 2; ++half) {
-        __syncwarp();  // the reads of the rows before are done
+      for (int s = 0; s < kSlices; ++s) {
+        if (s != slice) continue;
+        int const atom = s / 2, half = s % 2;
         CUTE_UNROLL
         for (int block = 0; block < kTileN / 8; ++block) {
           auto const at = cute::make_coord(cute::make_coord(0, half, block), atom, 0);
@@ -354,71 +387,47 @@ struct Math {
           store_shared(staged_at + 4u * unsigned(swizzled(quad_row, col)), float(acc(at)),
                        float(acc(next)));
         }
-        __syncwarp();
-        // the staged rows are this warp's rows first, first + 1, ... (quad q's row is first + q)
-        int64_t const first = m0 + __shfl_sync(0xffffffffu,
-                                               int(cute::get<0>(coords(cute::make_coord(
-                                                   cute::make_coord(0, half, 0), atom, 0)))),
-                                               0);
-        // A group of passes' whole words first, then their stores: the epilogue's reads (a
-        // residual) of the group's passes are in flight together, not each after the stores of the
-        // pass before. All four passes a group where a warpgroup's rows are 64 (64 sums a thread);
-        // one where 128 (ptxas, sm_90a: four spilled 28 bytes there, against 8; with nvcc 13.0 the
-        // kernel of o_proj + residual spills 12 bytes at 1, 2 and 4 alike, 168 registers, and a
-        // build-time choice of 2 or 4 was tried and removed, below). A suspect for o_proj's gap
-        // (H100, 4096 rows, 256 x 128 tiles: 75.0 us for two tiles a CTA, 37.5 a tile, where
-        // q/k/v's 101.5 us is four, 25.4 a tile, at the same K): its residual is read in 2-byte
-        // loads, eight a word, and at 1 ptxas puts two passes' loads before a store (SASS), so a
-        // tile's epilogue makes eight trips to memory one after another. Timed at 2 and 4 (H100,
-        // 2026-12-06, us, 1 / 2 / 4): o_proj + residual at 4096 rows 70.0 / 70.4 / 71.0, down +
-        // residual 159.0 / 159.5 / 160.4: no gain. Nor is the residual the gap: o_proj without it
-        // runs at 0.86-0.90x cuBLAS too (bench/compiled_gemm_cuda.py's "o_proj"). Nor the
-        // residual's latency: the copy warpgroup's 127 idle lanes reading every 64 bytes of each
-        // tile's residual rows while its products ran (so the epilogue found them in L2) measured
-        // 20.4 / 20.5 us (o_proj + residual, 1024 rows) and 69.5 / 69.6 (4096) with and without.
-        constexpr int kPasses = kOutRows * kTileN / 8 / 32;
-        constexpr int kGroup = S::kWarpgroupRows == 64 ? kPasses : 1;
-        // where pass p's word lies: row row_of(p) of the staged rows, columns col_of(p) .. + 7
-        auto const row_of = [&](int p) { return (lane + 32 * p) / (kTileN / 8); };
-        auto const col_of = [&](int p) { return (lane + 32 * p) % (kTileN / 8) * 8; };
-        auto const staged = [&](int row, int col, float(&v)[8]) {
-          unsigned const word = staged_at + 4u * unsigned(swizzled(row, col));
-          *reinterpret_cast<float4*>(&v[0]) = load_shared(word);
-          *reinterpret_cast<float4*>(&v[4]) = load_shared(word + 16u);
-        };
+        row0 = int(cute::get<0>(coords(cute::make_coord(cute::make_coord(0, half, 0), atom, 0))));
+      }
+      __syncwarp();
+      int64_t const first = m0 + __shfl_sync(0xffffffffu, row0, 0);
+      CUTE_UNROLL
+      for (int group = 0; group < kPasses; group += kGroup) {
+        alignas(16) T packed[kGroup][8];
+        unsigned whole = 0;  // bit g: pass group + g is a whole, aligned word of out
         CUTE_UNROLL
-        for (int group = 0; group < kPasses; group += kGroup) {
-          alignas(16) T packed[kGroup][8];
-          bool whole[kGroup];
-          CUTE_UNROLL
-          for (int g = 0; g < kGroup; ++g) {
-            int const row = row_of(group + g), col = col_of(group + g);
-            int64_t const m = first + row, n = n0 + col;
-            whole[g] = first - m0 + row < rows && col + 8 <= cols && contiguous &&
-                       (reinterpret_cast<uintptr_t>(&out(m, n)) & 15) == 0;
-            if (whole[g]) {
-              alignas(16) float v[8];
-              staged(row, col, v);
-              CUTE_UNROLL
-              for (int e = 0; e < 8; ++e) packed[g][e] = value<T>(epi, m, n + e, v[e]);
+        for (int g = 0; g < kGroup; ++g) {
+          int const row = row_of(group + g), col = col_of(group + g);
+          int64_t const m = first + row, n = n0 + col;
+          if (first - m0 + row < rows && col + 8 <= cols && contiguous &&
+              (reinterpret_cast<uintptr_t>(&out(m, n)) & 15) == 0) {
+            whole |= 1u << g;
+            unsigned const word = staged_at + 4u * unsigned(swizzled(row, col));
+            float4 const lo = load_shared(word), hi = load_shared(word + 16u);
+            float const v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+            CUTE_UNROLL
+            for (int e = 0; e < 8; ++e) packed[g][e] = value<T>(epi, m, n + e, v[e]);
+          }
+        }
+        CUTE_UNROLL
+        for (int g = 0; g < kGroup; ++g) {
+          if constexpr (sizeof(T) == 2) {  // (whole only where T is 16-bit: `contiguous`)
+            if (whole >> g & 1u) {         // one st.global.v4 (a uint4 assignment made four stores)
+              int64_t const m = first + row_of(group + g), n = n0 + col_of(group + g);
+              detail::store_word<true>(&out(m, n), detail::bits_as<detail::word4>(packed[g]));
             }
           }
-          CUTE_UNROLL
-          for (int g = 0; g < kGroup; ++g) {
-            int const row = row_of(group + g), col = col_of(group + g);
-            int64_t const m = first + row, n = n0 + col;
-            if (whole[g]) {  // one st.global.v4 (a uint4 assignment made four 4-byte stores)
-              if constexpr (sizeof(T) == 2) {  // (whole only where T is 16-bit: `contiguous`)
-                detail::store_word<true>(&out(m, n), detail::bits_as<detail::word4>(packed[g]));
-              }
-            } else if (first - m0 + row < rows && col < cols) {  // a tile's edge: one at a time
-              alignas(16) float v[8];
-              staged(row, col, v);
-              CUTE_UNROLL
-              for (int e = 0; e < 8; ++e) {
-                if (col + e < cols) matmul_impl::store<T>(out, epi, m, n + e, v[e], 0.0f);
-              }
-            }
+        }
+        // a tile's edge (or an out that is not whole words): one element at a time
+#pragma unroll 1
+        for (int g = 0; g < kGroup; ++g) {
+          int const row = row_of(group + g), col = col_of(group + g);
+          if ((whole >> g & 1u) || first - m0 + row >= rows || col >= cols) continue;
+          unsigned const word = staged_at + 4u * unsigned(swizzled(row, col));
+#pragma unroll 1
+          for (int e = 0; e < 8 && col + e < cols; ++e) {
+            matmul_impl::store<T>(out, epi, first + row, n0 + col + e,
+                                  load_shared_f32(word + 4u * unsigned(e)), 0.0f);
           }
         }
       }
