@@ -392,14 +392,23 @@ class KernelEmitter:
         return f", ops::fold<ops::{s.fold.tag.name}, cute::seq<{axes}>>({self.buffer(s.fold.out)})"
 
     def epilogue(self, e: Epilogue, acc: str, ind: str) -> str:
-        """Declares ``e`` as a lambda of (m, n, the accumulated value), each step one ``ops::scalar`` call, and
-        returns its name."""
+        """Declares ``e`` and returns its name: a lambda of (m, n, the accumulated value), each step one
+        ``ops::scalar`` call; where it reads tensors (a residual, a bias), ``ops::reads_at(f, tensors...)``, f a
+        lambda of the accumulated value and each tensor's element, so that the runtime reads them itself (the
+        GEMM tier reads a word of each at once: common/ops/matmul_epilogue.h)."""
         name = self.names(("epilogue", id(e)), "epilogue")
-        m, n, value, second = (self.names(("epilogue", id(e), k), k) for k in ("m", "n", "acc", "acc_second"))
+        value, second = (self.names(("epilogue", id(e), k), k) for k in ("acc", "acc_second"))
 
         def local(key: str) -> str:
             return self.names(("epilogue", id(e), "value", key), key)
 
+        reads: dict[int, Buffer] = {}  # the tensors the steps read, in the order they first do
+        for step in e.steps:
+            for o in step.operands:
+                if isinstance(o, Buffer):
+                    reads.setdefault(id(o), o)
+        read_at = {key: self.names(("epilogue", id(e), "read", key), b.name.removesuffix("_tile"))
+                   for key, b in reads.items()}
         values = {e.value: local(e.value)}
         body = [f"auto const {values[e.value]} = ops::scalar::unary<{cxx.cxx_type(e.dtype)}>(ops::cast_op{{}}, "
                 f"{value});"]
@@ -411,18 +420,21 @@ class KernelEmitter:
             if step.origin.loc != self._last_loc and step.origin.loc is not None:
                 self._last_loc = step.origin.loc
                 body.append(f"// {_where(step.origin.loc)}")
-            ins = [values[o] if isinstance(o, str) else f"{self.buffer(o)}({m}, {n})" if isinstance(o, Buffer)
+            ins = [values[o] if isinstance(o, str) else read_at[id(o)] if isinstance(o, Buffer)
                    else cxx.literal(o) for o in step.operands]
             values[step.name] = local(step.name)
             call = f"ops::scalar::{step.family}<{cxx.cxx_type(step.dtype)}>({self.tag_of(step.tag)}, {', '.join(ins)})"
             body.append(f"auto const {values[step.name]} = {call};")
         body.append(f"return {values[e.result]};")
-        reads = any(isinstance(o, Buffer) for step in e.steps for o in step.operands)  # else m, n go unnamed
-        accs = f"{acc} {value}" + (f", {acc} {second}" if e.second is not None else "")
-        self.lines.append(f"{ind}auto const {name} = [&](int64_t{' ' + m if reads else ''}, "
-                          f"int64_t{' ' + n if reads else ''}, {accs}) {{")
+        params = [f"{acc} {value}"] + ([f"{acc} {second}"] if e.second is not None else [])
+        params += [f"{cxx.cxx_type(b.dtype)} {read_at[key]}" for key, b in reads.items()]
+        if reads:  # the tensors, read by the runtime at each element
+            self.lines.append(f"{ind}auto const {name} = ops::reads_at([&]({', '.join(params)}) {{")
+        else:
+            self.lines.append(f"{ind}auto const {name} = [&](int64_t, int64_t, {', '.join(params)}) {{")
         self.lines += [f"{ind}  {line}" for line in body]
-        self.lines.append(f"{ind}}};")
+        tensors = "".join(f", {self.buffer(b)}" for b in reads.values())
+        self.lines.append(f"{ind}}}{tensors});" if reads else f"{ind}}};")
         return name
 
     def prologue(self, p: Prologue, ind: str) -> str:

@@ -14,6 +14,7 @@
 #include <tilefoundry/runtime/common/host_buffer.h>
 #include <tilefoundry/runtime/common/numeric.h>
 #include <tilefoundry/runtime/common/ops/matmul_blocked.h>
+#include <tilefoundry/runtime/common/ops/matmul_epilogue.h>
 #include <tilefoundry/runtime/common/ops/matmul_prologue.h>
 #include <tilefoundry/runtime/common/ops/packed.h>
 #include <tilefoundry/runtime/common/topology.h>
