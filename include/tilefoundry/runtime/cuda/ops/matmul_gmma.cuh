@@ -11,7 +11,8 @@
 // warpgroups' wgmma in the 128-byte swizzle GMMA expects (CuTe's Layout_K_SW128_Atom), the sums
 // held in registers (the copy warpgroup gives the math most of its registers: setmaxnreg). The
 // epilogue passes each sum through the call's epilogue (a residual add, a cast) and stores it, in
-// 16-byte words through a staging of each warp's rows in shared memory (Math::store). The stages
+// 16-byte words through a staging of each warp's rows in shared memory (Math::store); an epilogue
+// that reads tensors (ops::reads_at: a residual) reads a 16-byte word of each at once. The stages
 // are filled in one of two ways:
 //
 // - Given tensor maps of both operands (cuda/tensor_map.cuh, built by the host entry), the copy
@@ -94,6 +95,16 @@ namespace matmul_gmma {
 // (tests/gpu/test_compile_stages.py).
 #ifndef TILEFOUNDRY_MATMUL_GMMA_SHARE_B
 #define TILEFOUNDRY_MATMUL_GMMA_SHARE_B 0
+#endif
+// TILEFOUNDRY_MATMUL_GMMA_TWO_SUMS 1: where a warpgroup's rows are one wgmma atom (64), K's odd
+// steps add into a second set of sums (Math::kTwoSums; two steps a turn of the main loop), as
+// cuBLAS's 128x128_64x6 kernel alternates two accumulators a warpgroup. Measured on an H100
+// (2026-12-06, CUDA-graph medians, us, two sets / one, cuBLAS): at 1024 rows o_proj + residual
+// 20.3 / 20.0 (18.8), down + residual 47.2 / 46.4 (44.1), o_proj 16.5 / 16.4 (15.1); the 128-row
+// shapes do not take it: no gain, so off; kept as a knob, its value tested on the GPU
+// (tests/gpu/test_compile_stages.py).
+#ifndef TILEFOUNDRY_MATMUL_GMMA_TWO_SUMS
+#define TILEFOUNDRY_MATMUL_GMMA_TWO_SUMS 0
 #endif
 constexpr int kWarpgroups = TILEFOUNDRY_MATMUL_GMMA_WARPGROUPS;
 constexpr int kForcedRows = TILEFOUNDRY_MATMUL_GMMA_WARPGROUP_ROWS;
@@ -287,34 +298,62 @@ struct Loader {
 template <class S, class E, class Mma, class Thr, class FragA, class FragB, class Acc>
 struct Math {
   using C = Config<S, E>;
+  // Where a warpgroup's rows are one wgmma atom (64), K's odd steps add into a second set of sums
+  // (TILEFOUNDRY_MATMUL_GMMA_TWO_SUMS), so that a step's wgmma do not wait for the step before's.
+  static constexpr bool kTwoSums = TILEFOUNDRY_MATMUL_GMMA_TWO_SUMS && S::kWarpgroupRows == 64;
   Mma mma;
   Thr thr;
   FragA tCrA;
   FragB tCrB;
   Acc acc;
+  Mma mma_odd;
+  Acc acc_odd;
 
   /// Starts a tile: the next step overwrites the sums.
-  __device__ void begin() { mma.accumulate_ = cute::GMMA::ScaleOut::Zero; }
+  __device__ void begin() {
+    mma.accumulate_ = cute::GMMA::ScaleOut::Zero;
+    mma_odd.accumulate_ = cute::GMMA::ScaleOut::Zero;
+  }
 
   /// Issues the wgmma of the K step in `stage` and waits until the one before it has read its
-  /// stage (the stage may then be refilled).
+  /// stage (the stage may then be refilled); an Odd step adds into `acc_odd` (kTwoSums).
+  template <bool Odd = false>
   __device__ __forceinline__ void step(int stage) {
-    cute::warpgroup_fence_operand(acc);
+    static_assert(!Odd || kTwoSums, "a second set of sums where kTwoSums only");
+    auto& sums = pick<Odd>(acc, acc_odd);
+    auto& tiled = pick<Odd>(mma, mma_odd);
+    cute::warpgroup_fence_operand(sums);
     cute::warpgroup_arrive();
     CUTE_UNROLL
     for (int kb = 0; kb < int(cute::size<2>(tCrA)); ++kb) {
-      cute::gemm(mma, tCrA(cute::_, cute::_, kb, stage), tCrB(cute::_, cute::_, kb, stage), acc);
-      mma.accumulate_ = cute::GMMA::ScaleOut::One;
+      cute::gemm(tiled, tCrA(cute::_, cute::_, kb, stage), tCrB(cute::_, cute::_, kb, stage), sums);
+      tiled.accumulate_ = cute::GMMA::ScaleOut::One;
     }
     cute::warpgroup_commit_batch();
     cute::warpgroup_wait<1>();
-    cute::warpgroup_fence_operand(acc);
+    cute::warpgroup_fence_operand(sums);
+  }
+
+  template <bool Second, class X>
+  __device__ static X& pick(X& first, X& second) {
+    if constexpr (Second) {
+      return second;
+    } else {
+      return first;
+    }
   }
 
   /// Waits for the last step; `steps == 0` (K = 0) makes every sum zero.
   __device__ void finish(int64_t steps) {
     cute::warpgroup_wait<0>();
     cute::warpgroup_fence_operand(acc);
+    if constexpr (kTwoSums) {
+      cute::warpgroup_fence_operand(acc_odd);
+      if (steps > 1) {
+        CUTE_UNROLL
+        for (int i = 0; i < int(cute::size(acc)); ++i) acc(i) += acc_odd(i);
+      }
+    }
     if (steps == 0) cute::clear(acc);
   }
 
@@ -405,8 +444,17 @@ struct Math {
             unsigned const word = staged_at + 4u * unsigned(swizzled(row, col));
             float4 const lo = load_shared(word), hi = load_shared(word + 16u);
             float const v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-            CUTE_UNROLL
-            for (int e = 0; e < 8; ++e) packed[g][e] = value<T>(epi, m, n + e, v[e]);
+            if constexpr (is_reading_v<Epi>) {
+              // the tensors it reads, a word of each at once (common/ops/matmul_epilogue.h), not
+              // eight 2-byte loads; measured on an H100 (2026-12-06, CUDA-graph medians, us, words
+              // / elements, both with TILEFOUNDRY_MATMUL_GMMA_TWO_SUMS on): o_proj + residual 20.3
+              // / 20.3 at 1024 rows, 67.4 / 67.8 at 4096; down + residual 47.2 / 47.4, 164.0 /
+              // 164.6
+              epi.word(m, n, v, packed[g]);
+            } else {
+              CUTE_UNROLL
+              for (int e = 0; e < 8; ++e) packed[g][e] = value<T>(epi, m, n + e, v[e]);
+            }
           }
         }
         CUTE_UNROLL
@@ -490,7 +538,7 @@ __device__ auto make_math(SA const& sA, SB const& sB) {
   auto tCrB = thr.make_fragment_B(thr.partition_B(sB));
   auto acc = cute::partition_fragment_C(mma, cute::Shape<typename C::TileM, typename C::TileN>{});
   return Math<S, E, decltype(mma), decltype(thr), decltype(tCrA), decltype(tCrB), decltype(acc)>{
-      mma, thr, tCrA, tCrB, acc};
+      mma, thr, tCrA, tCrB, acc, mma, acc};
 }
 
 /// The ring's stages as CuTe tensors of a's and b's tiles.
@@ -627,7 +675,8 @@ __device__ __forceinline__ void row_tile(A const& a, B const& b, Out& out, Epi c
 template <class E>
 __device__ int64_t map_row(tensor_map const& m, E const* first) {
   int64_t const at = int64_t(first - static_cast<E const*>(m.base));
-  return at >= 0 && at % m.stride == 0 ? at / m.stride : -1;
+  if (at == 0) return 0;  // the map's first row (a map of the view itself): no 64-bit division
+  return at > 0 && at % m.stride == 0 ? at / m.stride : -1;
 }
 
 /// Whether the tensor maps describe a and b: made, of their row strides and depth, and a's rows
@@ -761,12 +810,22 @@ __device__ __forceinline__ void mapped_tiles(A const& a, B const& b, Out& out, E
   };
   for (int i = 0, t = tiles.at(0); t >= 0; t = tiles.at(++i)) {
     math.begin();
-    for (int step = 0; step < count; ++step, at.advance()) {
+    auto const next = [&](int step, auto odd) {
       Full::wait(&full[at.stage], at.phase);
-      math.step(at.stage);  // ... and the step before has been read: its stage may be refilled
+      // ... and the step before has been read: its stage may be refilled
+      math.template step<decltype(odd)::value>(at.stage);
       if (step > 0 && lead) release(read);
       read = at.stage;
+      at.advance();
+    };
+    int step = 0;
+    if constexpr (decltype(math)::kTwoSums) {  // two steps a turn: no branch between their wgmma
+      for (; step + 1 < count; step += 2) {
+        next(step, cute::false_type{});
+        next(step + 1, cute::true_type{});
+      }
     }
+    for (; step < count; ++step) next(step, cute::false_type{});
     math.finish(count);
     if (count > 0 && lead) release(read);
     // Where K is split, CTA h's warpgroup h stores its rows of the tile, the other warpgroup's sums
