@@ -318,23 +318,6 @@ def test_a_pair_sharing_its_weight_tiles_matches_the_evaluator_on_cuda() -> None
         assert report.passed, f"wide at M = {m}, weight tiles shared:\n{report}"
 
 
-@pytest.mark.parametrize("name", ["projection", "residual", "wide"])
-def test_two_sets_of_sums_a_warpgroup_match_the_evaluator_on_cuda(name: str) -> None:
-    """matmul_gmma.cuh's TILEFOUNDRY_MATMUL_GMMA_TWO_SUMS=1 (off by default: no faster on an H100): where a
-    warpgroup's rows are 64, K's odd steps add into a second set of sums. ``projection``'s tiles split K over a
-    cluster's pair up to 700 rows (two steps a CTA: one turn of two; at 4096 rows two turns), ``residual``'s too
-    (one step a CTA: the second set unused),
-    ``wide`` at 1000 rows takes seven steps a tile (three turns of two and one step); at 2100 and 4096 rows its
-    warpgroups' rows are 128 (one set). Outputs poisoned."""
-    options = CompilerOptions(extra_flags=("-DTILEFOUNDRY_MATMUL_GMMA_TWO_SUMS=1",))
-    compiled = jit(Gemms, options=options).functions[name]
-    fn = Gemms.functions[name]
-    rows = (1000, 2100, 4096) if name == "wide" else (17, 129, 256, 257, 700, 4096)
-    for m in rows:
-        report = check(compiled_only(compiled), fn, gemm_inputs(name, m, "cuda"), expect={"output": [BF16]})
-        assert report.passed, f"{name} at M = {m}, two sets of sums:\n{report}"
-
-
 @pytest.mark.parametrize("name, dtype, fp8", EIGHT_BIT_CASTS)
 def test_a_cast_to_an_8_bit_float_rounds_every_bit_as_torch_on_cuda(name: str, dtype: torch.dtype,
                                                                     fp8: torch.dtype) -> None:

@@ -96,16 +96,6 @@ namespace matmul_gmma {
 #ifndef TILEFOUNDRY_MATMUL_GMMA_SHARE_B
 #define TILEFOUNDRY_MATMUL_GMMA_SHARE_B 0
 #endif
-// TILEFOUNDRY_MATMUL_GMMA_TWO_SUMS 1: where a warpgroup's rows are one wgmma atom (64), K's odd
-// steps add into a second set of sums (Math::kTwoSums; two steps a turn of the main loop), as
-// cuBLAS's 128x128_64x6 kernel alternates two accumulators a warpgroup. Measured on an H100
-// (2026-12-06, CUDA-graph medians, us, two sets / one, cuBLAS): at 1024 rows o_proj + residual
-// 20.3 / 20.0 (18.8), down + residual 47.2 / 46.4 (44.1), o_proj 16.5 / 16.4 (15.1); the 128-row
-// shapes do not take it: no gain, so off; kept as a knob, its value tested on the GPU
-// (tests/gpu/test_compile_stages.py).
-#ifndef TILEFOUNDRY_MATMUL_GMMA_TWO_SUMS
-#define TILEFOUNDRY_MATMUL_GMMA_TWO_SUMS 0
-#endif
 constexpr int kWarpgroups = TILEFOUNDRY_MATMUL_GMMA_WARPGROUPS;
 constexpr int kForcedRows = TILEFOUNDRY_MATMUL_GMMA_WARPGROUP_ROWS;
 static_assert(kForcedRows == 0 || kForcedRows == 64 || kForcedRows == 128,
@@ -298,62 +288,40 @@ struct Loader {
 template <class S, class E, class Mma, class Thr, class FragA, class FragB, class Acc>
 struct Math {
   using C = Config<S, E>;
-  // Where a warpgroup's rows are one wgmma atom (64), K's odd steps add into a second set of sums
-  // (TILEFOUNDRY_MATMUL_GMMA_TWO_SUMS), so that a step's wgmma do not wait for the step before's.
-  static constexpr bool kTwoSums = TILEFOUNDRY_MATMUL_GMMA_TWO_SUMS && S::kWarpgroupRows == 64;
   Mma mma;
   Thr thr;
   FragA tCrA;
   FragB tCrB;
   Acc acc;
-  Mma mma_odd;
-  Acc acc_odd;
+
+  // (Where a warpgroup's rows were one wgmma atom, K's odd steps adding into a second set of sums,
+  // as cuBLAS's 128x128_64x6 kernel alternates two accumulators a warpgroup, measured on an H100,
+  // 2026-12-06, CUDA-graph medians, us, two sets / one, cuBLAS: at 1024 rows o_proj + residual
+  // 20.3 / 20.0 (18.8), down + residual 47.2 / 46.4 (44.1), o_proj 16.5 / 16.4 (15.1): no gain;
+  // and its members, unused, made three of the test kernels spill 40-124 bytes. Removed.)
 
   /// Starts a tile: the next step overwrites the sums.
-  __device__ void begin() {
-    mma.accumulate_ = cute::GMMA::ScaleOut::Zero;
-    mma_odd.accumulate_ = cute::GMMA::ScaleOut::Zero;
-  }
+  __device__ void begin() { mma.accumulate_ = cute::GMMA::ScaleOut::Zero; }
 
   /// Issues the wgmma of the K step in `stage` and waits until the one before it has read its
-  /// stage (the stage may then be refilled); an Odd step adds into `acc_odd` (kTwoSums).
-  template <bool Odd = false>
+  /// stage (the stage may then be refilled).
   __device__ __forceinline__ void step(int stage) {
-    static_assert(!Odd || kTwoSums, "a second set of sums where kTwoSums only");
-    auto& sums = pick<Odd>(acc, acc_odd);
-    auto& tiled = pick<Odd>(mma, mma_odd);
-    cute::warpgroup_fence_operand(sums);
+    cute::warpgroup_fence_operand(acc);
     cute::warpgroup_arrive();
     CUTE_UNROLL
     for (int kb = 0; kb < int(cute::size<2>(tCrA)); ++kb) {
-      cute::gemm(tiled, tCrA(cute::_, cute::_, kb, stage), tCrB(cute::_, cute::_, kb, stage), sums);
-      tiled.accumulate_ = cute::GMMA::ScaleOut::One;
+      cute::gemm(mma, tCrA(cute::_, cute::_, kb, stage), tCrB(cute::_, cute::_, kb, stage), acc);
+      mma.accumulate_ = cute::GMMA::ScaleOut::One;
     }
     cute::warpgroup_commit_batch();
     cute::warpgroup_wait<1>();
-    cute::warpgroup_fence_operand(sums);
-  }
-
-  template <bool Second, class X>
-  __device__ static X& pick(X& first, X& second) {
-    if constexpr (Second) {
-      return second;
-    } else {
-      return first;
-    }
+    cute::warpgroup_fence_operand(acc);
   }
 
   /// Waits for the last step; `steps == 0` (K = 0) makes every sum zero.
   __device__ void finish(int64_t steps) {
     cute::warpgroup_wait<0>();
     cute::warpgroup_fence_operand(acc);
-    if constexpr (kTwoSums) {
-      cute::warpgroup_fence_operand(acc_odd);
-      if (steps > 1) {
-        CUTE_UNROLL
-        for (int i = 0; i < int(cute::size(acc)); ++i) acc(i) += acc_odd(i);
-      }
-    }
     if (steps == 0) cute::clear(acc);
   }
 
@@ -447,9 +415,9 @@ struct Math {
             if constexpr (is_reading_v<Epi>) {
               // the tensors it reads, a word of each at once (common/ops/matmul_epilogue.h), not
               // eight 2-byte loads; measured on an H100 (2026-12-06, CUDA-graph medians, us, words
-              // / elements, both with TILEFOUNDRY_MATMUL_GMMA_TWO_SUMS on): o_proj + residual 20.3
-              // / 20.3 at 1024 rows, 67.4 / 67.8 at 4096; down + residual 47.2 / 47.4, 164.0 /
-              // 164.6
+              // / elements, both with the second set of sums of Math's comment): o_proj +
+              // residual 20.3 / 20.3 at 1024 rows, 67.4 / 67.8 at 4096; down + residual 47.2
+              // / 47.4, 164.0 / 164.6
               epi.word(m, n, v, packed[g]);
             } else {
               CUTE_UNROLL
@@ -538,7 +506,7 @@ __device__ auto make_math(SA const& sA, SB const& sB) {
   auto tCrB = thr.make_fragment_B(thr.partition_B(sB));
   auto acc = cute::partition_fragment_C(mma, cute::Shape<typename C::TileM, typename C::TileN>{});
   return Math<S, E, decltype(mma), decltype(thr), decltype(tCrA), decltype(tCrB), decltype(acc)>{
-      mma, thr, tCrA, tCrB, acc, mma, acc};
+      mma, thr, tCrA, tCrB, acc};
 }
 
 /// The ring's stages as CuTe tensors of a's and b's tiles.
@@ -810,22 +778,12 @@ __device__ __forceinline__ void mapped_tiles(A const& a, B const& b, Out& out, E
   };
   for (int i = 0, t = tiles.at(0); t >= 0; t = tiles.at(++i)) {
     math.begin();
-    auto const next = [&](int step, auto odd) {
+    for (int step = 0; step < count; ++step, at.advance()) {
       Full::wait(&full[at.stage], at.phase);
-      // ... and the step before has been read: its stage may be refilled
-      math.template step<decltype(odd)::value>(at.stage);
+      math.step(at.stage);  // ... and the step before has been read: its stage may be refilled
       if (step > 0 && lead) release(read);
       read = at.stage;
-      at.advance();
-    };
-    int step = 0;
-    if constexpr (decltype(math)::kTwoSums) {  // two steps a turn: no branch between their wgmma
-      for (; step + 1 < count; step += 2) {
-        next(step, cute::false_type{});
-        next(step + 1, cute::true_type{});
-      }
     }
-    for (; step < count; ++step) next(step, cute::false_type{});
     math.finish(count);
     if (count > 0 && lead) release(read);
     // Where K is split, CTA h's warpgroup h stores its rows of the tile, the other warpgroup's sums
