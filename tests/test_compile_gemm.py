@@ -14,8 +14,9 @@ from typing import Any
 
 import torch
 
+from tests.compile_kernels import BF16, compiled_only
 from tests.test_compile_matmul import op_calls, projection_inputs
-from tilefoundry import func, lower, module
+from tilefoundry import func, jit, lower, module
 from tilefoundry.dsl import ConstTensor, DimVar, Tensor, tf
 from tilefoundry.lower.matmul import (
     CUDA_GEMM_BOX_ROWS,
@@ -25,6 +26,7 @@ from tilefoundry.lower.matmul import (
     CUDA_GEMM_TILE_M,
     CUDA_GEMM_TILE_N,
 )
+from tilefoundry.runtime.check import check
 from tilefoundry.target import CudaTarget
 from tilefoundry.tir.stmt import OpCall
 
@@ -43,6 +45,15 @@ class Gemms:
     def residual(x: Tensor[(ROWS, 72), "bf16"], wr: ConstTensor[(96, 72), "bf16"], r: Tensor[(ROWS, 96), "bf16"]):
         """K = 72 (a step and 8), one tile of 96 columns, the residual added in the epilogue."""
         return tf.matmul(x, tf.transpose(wr, (1, 0))) + r
+
+    @func
+    def shifted_residuals(xr: Tensor[(ROWS, 128), "bf16"], wv: ConstTensor[(136, 128), "bf16"],
+                          rs: Tensor[(ROWS, 144), "bf16"]):
+        """Two residuals, views of one tensor's rows of 144: one starting one element in (its words start off a
+        16-byte boundary: read element by element), one eight in (whole 16-byte words); 136 columns (a tile of 128
+        and one of 8)."""
+        out = tf.matmul(xr, tf.transpose(wv, (1, 0)))
+        return out + tf.slice(rs, (0, 1), (ROWS, 136)) + tf.slice(rs, (0, 8), (ROWS, 136))
 
     @func
     def half_to_f32(xh: Tensor[(200, 128), "f16"], wh: ConstTensor[(192, 128), "f16"]):
@@ -103,7 +114,7 @@ def test_many_rows_of_16_bit_operands_take_the_gemm_schedule_on_sm90a() -> None:
     the output tiles of all N in turn. A batch of products, or rows that no 16-byte word starts (K = 100): a column
     tile a CTA group, the grid every column tile and batch element times the ranks, no maps."""
     mapped = {"projection": (384, 256), "residual": (96, 72), "half_to_f32": (192, 128), "sliced": (256, 192),
-              "wide": (1152, 448)}
+              "wide": (1152, 448), "shifted_residuals": (136, 128)}
     tiles = {"batched_heads": 2, "odd_depth": 1}
     for name, fn in Gemms.functions.items():
         if name == "any_rows":
@@ -297,3 +308,13 @@ def test_a_prompts_argmax_after_its_gemm_is_a_row_wise_stage_of_its_own() -> Non
     assert len(gemm.indices) == 2 and any(c.family == "arg_reduce" for c in many)
     (gemv,) = [c for c in few if c.family == "matmul"]
     assert gemv.indices == ()
+
+
+def test_residuals_read_through_views_off_and_on_16_byte_words_match_the_evaluator_on_the_cpu() -> None:
+    """``shifted_residuals`` jitted for the CPU (the blocked GEMM tier calling the epilogue element by element
+    through ops::reads_at): both views of the residual read where they start, at row counts around the tiers'."""
+    fn = Gemms.functions["shifted_residuals"]
+    compiled = jit(fn, target="cpu")
+    for m in (17, 129):
+        report = check(compiled_only(compiled), fn, gemm_inputs("shifted_residuals", m), expect={"output": [BF16]})
+        assert report.passed, f"shifted_residuals at M = {m}:\n{report}"

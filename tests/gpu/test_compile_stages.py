@@ -295,7 +295,8 @@ def test_many_rows_through_the_tensor_cores_match_the_evaluator_on_cuda(name: st
     poisoned. Up to 700 rows a mapped product's tiles leave at least half its CTAs idle, so each tile's K is split
     over the two CTAs of a cluster (matmul_gmma.cuh, Tiles::split: ``residual``'s two steps one each, the second a
     partial one); at 4096 rows every CTA has a tile of its own and takes all of K. ``wide``'s tiles keep every pair
-    busy (no K split), at 4096 rows some CTAs taking two tiles."""
+    busy (no K split), at 4096 rows some CTAs taking two tiles. ``shifted_residuals`` reads its two residuals
+    through views whose words start off and on 16-byte boundaries (ops::reads_at's element and word reads)."""
     compiled = jit(Gemms).functions[name]
     fn = Gemms.functions[name]
     rows = {"half_to_f32": (200,), "any_rows": (1, 16, 17, 100, 700),
