@@ -85,6 +85,23 @@ class Gemms:
         return tf.matmul(x, tf.transpose(wo, (1, 0)))
 
     @func
+    def swiglu(xg: Tensor[(ROWS, 128), "bf16"], wg: ConstTensor[(200, 128), "bf16"],
+               wu: ConstTensor[(200, 128), "bf16"]):
+        """A pair (gate and up of one input): one GEMM making both products of each output tile of 64 columns,
+        silu(gate) * up its epilogue; 200 columns (three tiles and 8: the last one element by element)."""
+        return tf.silu(tf.matmul(xg, tf.transpose(wg, (1, 0)))) * tf.matmul(xg, tf.transpose(wu, (1, 0)))
+
+    @func
+    def interleaved_swiglu(xi: Tensor[(ROWS, 128), "bf16"], wgu: ConstTensor[(384, 128), "bf16"],
+                           ri: Tensor[(ROWS, 192), "bf16"]):
+        """The engine's gate and up weights, interleaved row by row (gate's rows 2j, up's 2j + 1: maps of one
+        parameter, rows 256 apart, up's a row in), and a residual read in the epilogue (a word of it with each
+        word of the pair's sums)."""
+        gate = tf.slice(wgu, (0, 0), (192, 128), (2, 1))
+        up = tf.slice(wgu, (1, 0), (192, 128), (2, 1))
+        return tf.silu(tf.matmul(xi, tf.transpose(gate, (1, 0)))) * tf.matmul(xi, tf.transpose(up, (1, 0))) + ri
+
+    @func
     def any_rows(xa: Tensor[(ANY, 128), "bf16"], norm: ConstTensor[(128,), "bf16"],
                  wa: ConstTensor[(192, 128), "bf16"]):
         """Rows 1 to 4096 and a norm before the projection: an entry choosing a decode step's variant (the norm a
@@ -117,7 +134,7 @@ def test_many_rows_of_16_bit_operands_take_the_gemm_schedule_on_sm90a() -> None:
               "wide": (1152, 448), "shifted_residuals": (136, 128)}
     tiles = {"batched_heads": 2, "odd_depth": 1}
     for name, fn in Gemms.functions.items():
-        if name == "any_rows":
+        if name in ("any_rows", "swiglu", "interleaved_swiglu"):  # (the pairs: the next test)
             continue
         schedule, call = _matmul(fn, CudaTarget())
         assert schedule.threads_per_cta == CUDA_GEMM_THREADS and schedule.ctas_per_sm == 1, name
@@ -142,6 +159,39 @@ def test_many_rows_of_16_bit_operands_take_the_gemm_schedule_on_sm90a() -> None:
             assert call.maps == () and schedule.grid == tiles[name] * ranks, name
             assert schedule.cluster == 1, name
             assert 1 <= ranks <= -(-rows // CUDA_GEMM_TILE_M), name
+
+
+def test_a_pair_of_gemms_sharing_their_input_is_one_call_through_three_tensor_maps() -> None:
+    """gate and up of one input (``swiglu``, and the engine's interleaved weight): one matmul call of both weights on
+    sm_90a, through maps of the input and of each weight (the interleaved one's rows twice its depth apart, up's a
+    row in), output tiles of CUDA_GEMM_TILE_N / 2 columns of both products (the ranks), silu(gate) * up its epilogue
+    of the two sums; a batch of pairs (a mixture's experts) stays two GEMMs."""
+    from tilefoundry.codegen import generate
+
+    for name, n, (stride, offset) in (("swiglu", 200, (128, 0)), ("interleaved_swiglu", 192, (256, 128))):
+        fn = Gemms.functions[name]
+        schedule, call = _matmul(fn, CudaTarget())
+        assert schedule.threads_per_cta == CUDA_GEMM_THREADS and len(call.operands) == 3, name
+        ranks = call.indices[1].base
+        assert ranks == min(CUDA_GEMM_CTAS, -(-4096 // CUDA_GEMM_TILE_M) * -(-n // (CUDA_GEMM_TILE_N // 2))), name
+        a_map, gate_map, up_map = call.maps
+        assert (a_map.rows, a_map.depth, a_map.stride) == (ROWS, 128, 128), name
+        assert (gate_map.rows, gate_map.stride, gate_map.offset) == (n, stride, 0), name
+        assert (up_map.rows, up_map.stride, up_map.offset) == (n, stride, offset), name
+        assert len({m.name for m in call.maps}) == 3, name
+        source = generate(lower(fn, CudaTarget(), split_rows=False)).source
+        (line,) = [s for s in source.splitlines() if "ops::matmul<float>(" in s]
+        assert line.rstrip().endswith(", ".join(m.name for m in call.maps) + ");"), line
+        assert "float acc, float acc_second" in source, name
+
+    @func
+    def experts(xe: Tensor[(2, ROWS, 128), "bf16"], eg: ConstTensor[(2, 128, 128), "bf16"],
+                eu: ConstTensor[(2, 128, 128), "bf16"]):
+        return tf.silu(tf.matmul(xe, tf.transpose(eg, (0, 2, 1)))) * tf.matmul(xe, tf.transpose(eu, (0, 2, 1)))
+
+    lowered = lower(experts, CudaTarget(), split_rows=False).functions["experts"]
+    calls = [c for st in lowered.stages for c in op_calls(st.fn.body) if c.family == "matmul"]
+    assert [len(c.operands) for c in calls] == [2, 2] and all(c.maps == () for c in calls)
 
 
 def test_the_host_entry_makes_the_tensor_maps_the_kernel_takes_last() -> None:

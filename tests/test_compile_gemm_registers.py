@@ -1,8 +1,9 @@
 """The GEMM tier's kernels keep their sums in registers: Qwen3-1.7B's projections (q/k/v, o_proj + residual, gate/up,
-down + residual: bench/compiled_gemm_cuda.py's shapes) lowered for sm_90a and built with nvcc at -O3 as jit builds
-them, ptxas's report (``-Xptxas -v``) must show no spill in any kernel. A spill there costs local-memory traffic in
-every tile of a prompt; no GPU is needed to see one (a set of unused sums once made three kernels of ``Gemms`` spill
-40-124 bytes). Their speed runs on the GPU (tests/gpu/run.sh's compile part)."""
+down + residual: bench/compiled_gemm_cuda.py's shapes; and gate and up as the engine's pair, silu(gate) * up) lowered
+for sm_90a and built with nvcc at -O3 as jit builds them, ptxas's report (``-Xptxas -v``) must show no spill in any
+kernel. A spill there costs local-memory traffic in every tile of a prompt; no GPU is needed to see one (a set of
+unused sums once made three kernels of ``Gemms`` spill 40-124 bytes). Their speed runs on the GPU (tests/gpu/run.sh's
+compile part)."""
 
 from __future__ import annotations
 
@@ -46,7 +47,14 @@ def _projections() -> dict[str, Function]:
              x: Tensor[(ROWS, 2048), "bf16"]):
         return tf.matmul(s, tf.transpose(w_d, (1, 0))) + x
 
-    return {"qkv": qkv, "o_proj": o_proj, "gate_up": gate_up, "down": down}
+    @func
+    def swiglu(hs: Tensor[(ROWS, 2048), "bf16"], w_pair: ConstTensor[(12288, 2048), "bf16"]):
+        # the engine's gate and up, interleaved row by row: one GEMM of the pair, silu(gate) * up its epilogue
+        gate = tf.slice(w_pair, (0, 0), (6144, 2048), (2, 1))
+        up = tf.slice(w_pair, (1, 0), (6144, 2048), (2, 1))
+        return tf.silu(tf.matmul(hs, tf.transpose(gate, (1, 0)))) * tf.matmul(hs, tf.transpose(up, (1, 0)))
+
+    return {"qkv": qkv, "o_proj": o_proj, "gate_up": gate_up, "down": down, "swiglu": swiglu}
 
 
 def test_the_gemm_kernels_at_qwen3_projections_build_without_spilling() -> None:

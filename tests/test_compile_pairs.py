@@ -128,8 +128,9 @@ def test_a_pair_matches_the_evaluator_at_every_row_count(name: str) -> None:
 def test_the_cuda_lowering_of_a_pair_reads_both_weights_in_one_matmul() -> None:
     """(Its source builds with nvcc in tests/test_compile_cuda_build.py.)"""
     tir = lower(Pairs, CudaTarget())
-    # a decode step's rows (m < 17): the pair; a prompt's (m >= 17, the tensor cores' GEMM): the norm a stage of its
-    # own, then one weight a matmul (lower/dispatch.py row_variants; pairs.py)
+    # a decode step's rows (m < 17): the pair, its norm a prologue; a prompt's (m >= 17, the tensor cores' GEMM): the
+    # norm a stage of its own, then the pair through three tensor maps (lower/dispatch.py row_variants; pairs.py)
     assert "matmul<f32>(x_tile, gate_tile, up_tile" in str(tir.functions["swiglu_few_rows"])
     many = tir.functions["swiglu_many_rows"]
-    assert [s.fn.schedule.placement for s in many.stages] == ["rows", "matmul", "matmul"]
+    assert [s.fn.schedule.placement for s in many.stages] == ["rows", "matmul"]
+    assert "gate_tile, up_tile" in str(many) and "up_map = map %up" in str(many)

@@ -4,6 +4,7 @@
 // off a 16-byte boundary, or are strided (element by element).
 #include <tilefoundry/runtime.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -97,6 +98,49 @@ TEST(MatmulEpilogue, ReadsAtTakesAPairsTwoSums) {
   static_assert(!std::is_invocable_v<decltype(epi) const&, int64_t, int64_t, float>,
                 "... and not one (the tiers ask which it takes)");
   static_assert(!ops::is_reading_v<ops::no_epilogue>, "an epilogue reading nothing makes no words");
+}
+
+TEST(MatmulEpilogue, APairsWordIsItsElements) {
+  // silu(gate) * up + r, as the GEMM tier's pair makes a word of it from its two sums' words
+  tftest::Random rnd;
+  SCOPED_TRACE(rnd.trace());
+  alignas(16) static bf16 storage[kRows * kCols + 8];
+  auto const values = rnd.floats(kRows * kCols + 8);
+  for (std::size_t i = 0; i < values.size(); ++i) storage[i] = bf16(values[i]);
+  auto const swiglu = [](float gate, float up, bf16 r) {
+    auto const g = ops::scalar::unary<bf16>(ops::cast_op{}, gate);
+    auto const u = ops::scalar::unary<bf16>(ops::cast_op{}, up);
+    auto const s = ops::scalar::unary<bf16>(ops::silu_op{}, g);
+    return ops::scalar::binary<bf16>(ops::add_op{}, ops::scalar::binary<bf16>(ops::mul_op{}, s, u),
+                                     r);
+  };
+  for (int shift : {0, 1}) {
+    SCOPED_TRACE(shift ? "one element off a 16-byte boundary" : "aligned");
+    auto rows = cute::make_tensor(
+        static_cast<bf16 const*>(storage + shift),
+        cute::make_layout(cute::make_shape(kRows, kCols), cute::make_stride(kCols, 1)));
+    auto const epi = ops::reads_at(swiglu, rows);
+    auto const gates = rnd.floats(kRows * kCols, -6.0f, 6.0f);
+    auto const ups = rnd.floats(kRows * kCols, -6.0f, 6.0f);
+    for (int m = 0; m < kRows; ++m) {
+      for (int n = 0; n < kCols; n += kW) {
+        float gate[kW], up[kW];
+        for (int e = 0; e < kW; ++e) {
+          gate[e] = gates[m * kCols + n + e];
+          up[e] = ups[m * kCols + n + e];
+        }
+        bf16 word[kW];
+        epi.word(m, n, gate, up, word);
+        for (int e = 0; e < kW; ++e) {
+          bf16 const one = detail::convert<bf16>(epi(m, n + e, gate[e], up[e]));
+          EXPECT_EQ(bits(word[e]), bits(one)) << "(" << m << ", " << n + e << ")";
+          float const g = float(bf16(gate[e])), u = float(bf16(up[e]));
+          float const expect = g / (1.0f + std::exp(-g)) * u + float(rows(m, n + e));
+          EXPECT_NEAR(float(word[e]), expect, 0x1p-6f * (std::abs(expect) + std::abs(u)) + 1e-3f);
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -1,10 +1,10 @@
 """Which matmuls the GEMM schedule takes (lower/matmul.py's ``_cuda_gemm``, cuda/ops/matmul_gmma.cuh): many rows
 of 16-bit operands on a Hopper GPU, through the tensor cores.
 
-The passes that fuse other ops into a matmul's call ask here first: a GEMM reads its first operand as stored, one
-weight a call, with no reduction after it in the call (prologue.py, pairs.py, reduce_epilogue.py leave those ops
-stages of their own), and dispatch.py's ``row_variants`` splits a function whose matmuls' row count may fall on
-either side of CUDA_GEMM_MIN_ROWS.
+The passes that fuse other ops into a matmul's call ask here first: a GEMM reads its first operand as stored, with
+no reduction after it in the call (prologue.py, reduce_epilogue.py leave those ops stages of their own), and two
+weights a call only as a pair of 2-D products (pairs.py), and dispatch.py's ``row_variants`` splits a function whose
+matmuls' row count may fall on either side of CUDA_GEMM_MIN_ROWS.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ def gemm_operands(op: Op, target: Target) -> bool:
 def gemm_rows(op: Op, target: Target) -> bool:
     """Whether matmul ``op`` is one the GEMM schedule takes where its layouts allow (``_cuda_gemm``): an sm_90a
     target (wgmma), at least CUDA_GEMM_MIN_ROWS rows whatever value the row count's DimVars take, both operands of
-    one 16-bit float type accumulated in f32. Such a matmul keeps its rms_norm, its pair and its reductions out of
-    its call (module docstring)."""
+    one 16-bit float type accumulated in f32. Such a matmul keeps its rms_norm and its reductions out of its call,
+    and pairs only as 2-D products (module docstring)."""
     if not gemm_operands(op, target):
         return False
     a = op.inputs[0].type

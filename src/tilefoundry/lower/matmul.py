@@ -18,7 +18,7 @@ kernel's dynamic shared memory) through which ``ops::matmul`` streams the tile's
 when the call has one or two rows (a decode step), the dot-product tier taking more rows in the same CTAs.
 
 Many rows on a Hopper GPU (``gemm.gemm_rows``: at least 17 rows whatever the row count's DimVar is at
-launch, 16-bit operands contiguous along K, no prologue, pair or fused reduction) take the GEMM schedule instead
+launch, 16-bit operands contiguous along K, no prologue or fused reduction) take the GEMM schedule instead
 (``_cuda_gemm``): CTAs of two warpgroups of math and a copy warpgroup, one an SM, through the tensor cores
 (cuda/ops/matmul_gmma.cuh). A product of two matrices is read through tensor maps (``_gemm_maps``, made by the host
 entry, the copy engine filling the kernel's ring of stages): one column tile of all N, the CTAs taking its output
@@ -26,7 +26,10 @@ tiles of CUDA_GEMM_TILE_M x CUDA_GEMM_TILE_N rank, rank + ranks, ... (the call's
 half as many rows a tile where such tiles are one wave at most, its own pick from the runtime extents: matmul_gmma.cuh's
 rows_of), launched in
 clusters of two CTAs (``gemm_cluster``) so that where the tiles at launch leave at least half the CTAs idle, a pair
-splits each tile's K steps and adds its halves through shared memory. A batch of
+splits each tile's K steps and adds its halves through shared memory. A pair of 2-D products (``pairs.py``: gate
+and up) is read through three maps, its output tiles CUDA_GEMM_TILE_N / 2 columns of both products, one wgmma a
+step making both (a stage's b tile is those columns of each weight), the epilogue taking each element's two sums
+(no map, or maps the host could not make: the pair's dot-product tier over the row tiles). A batch of
 products keeps a column tile of at most CUDA_GEMM_TILE_N columns a CTA group, ``ranks`` CTAs a column tile taking
 its row tiles in turn, the stages copied by the math threads.
 
@@ -214,11 +217,13 @@ def _cuda_stream_tile(n: Dim, k: Dim, batch: Dim, bits: int, pair: bool, target:
     return tile if 2 * (n // tile) >= CUDA_STREAM_CTAS else None
 
 
-def _cuda_gemm(n: Dim, batch: Dim, op: Op, target: CudaTarget, mapped: bool) -> tuple[int, int] | None:
+def _cuda_gemm(n: Dim, batch: Dim, op: Op, target: CudaTarget, mapped: bool,
+               pair: bool = False) -> tuple[int, int] | None:
     """The column tile and the CTAs a column tile (``ranks``) of the GEMM schedule, or None where it does not
     apply: a matmul ``gemm_rows`` takes, of a static N. Where its operands are read through tensor maps
     (``mapped``), one column tile of all N, its CTAs taking the kernel's output tiles of CUDA_GEMM_TILE_M x
-    CUDA_GEMM_TILE_N in turn (at most CUDA_GEMM_CTAS of them, one wave); else a column tile (a divisor of N, or N
+    CUDA_GEMM_TILE_N in turn (of a ``pair``, CUDA_GEMM_TILE_N / 2 columns of each product: a tile's b is a box of
+    each weight; at most CUDA_GEMM_CTAS of them, one wave); else a column tile (a divisor of N, or N
     itself under CUDA_GEMM_TILE_N) of at least CUDA_GEMM_MIN_TILE_N columns a CTA, ``ranks`` CTAs taking its row
     tiles in turn. The caller checks the layouts (runs of K contiguous) and that nothing else is fused into the
     call (prologue, pair, reductions)."""
@@ -228,7 +233,10 @@ def _cuda_gemm(n: Dim, batch: Dim, op: Op, target: CudaTarget, mapped: bool) -> 
     assert rows is not None
     row_tiles = -(-rows[1] // CUDA_GEMM_TILE_M)
     if mapped:
-        return n, min(CUDA_GEMM_CTAS, row_tiles * -(-n // CUDA_GEMM_TILE_N))
+        cols = CUDA_GEMM_TILE_N // 2 if pair else CUDA_GEMM_TILE_N
+        return n, min(CUDA_GEMM_CTAS, row_tiles * -(-n // cols))
+    if pair:
+        return None  # a pair takes the GEMM schedule through tensor maps only
     tile = _tile(n, CUDA_GEMM_TILE_N, 8)
     if not isinstance(tile, int) or tile < min(n, CUDA_GEMM_MIN_TILE_N):
         return None
@@ -275,10 +283,11 @@ def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int,
     ranks = 0  # the GEMM schedule's CTAs a column tile (0: another schedule)
     gemm = None
     maps: tuple[TensorMap, ...] = ()  # the GEMM's operands read through the copy engine
-    if dot and cuda and pair is None and norm_weight is None and not reductions:
-        maps = _gemm_maps(a, b, homes, m, k, n, a_strides[-2], b_strides[-1]) \
+    if dot and cuda and norm_weight is None and not reductions:
+        second = pair[1] if pair is not None else None
+        maps = _gemm_maps(a, b, homes, m, k, n, a_strides[-2], b_strides[-1], second) \
             if dims_equal(product(batch), 1) else ()
-        gemm = _cuda_gemm(n, product(batch), op, target, bool(maps))  # type: ignore[arg-type]
+        gemm = _cuda_gemm(n, product(batch), op, target, bool(maps), pair is not None)  # type: ignore[arg-type]
     if gemm is not None:
         tile, ranks = gemm
         threads = CUDA_GEMM_THREADS
@@ -380,20 +389,25 @@ def matmul_body(name: str, op: Op, a: View, b: View, out: View, homes: dict[int,
 
 
 def _gemm_maps(a: View, b: View, homes: dict[int, str], m: Dim, k: Dim, n: Dim, a_stride: Dim,
-               b_stride: Dim) -> tuple[TensorMap, ...]:
+               b_stride: Dim, b1: View | None = None) -> tuple[TensorMap, ...]:
     """The tensor maps through which the GEMM schedule's copy engine reads one matrix product's operands: ``a``'s
-    ``m`` rows of ``k`` and ``b`` as ``n`` rows (a weight stored (N, K)) of ``k``, each a box of CUDA_GEMM_BOX_ROWS
-    rows of CUDA_GEMM_TILE_K at a time (a tile is whole boxes); none where a view picks or repeats rows, or its rows
-    start where no 16-byte word does (the kernel then copies its stages itself)."""
-    if any(v.gathers or any(r != 1 for r in v.repeats) for v in (a, b)):
+    ``m`` rows of ``k`` and ``b`` as ``n`` rows (a weight stored (N, K)) of ``k`` (and a pair's second weight
+    ``b1``, of ``b``'s shape, the same way), each a box of CUDA_GEMM_BOX_ROWS rows of CUDA_GEMM_TILE_K at a time (a
+    tile is whole boxes); none where a view picks or repeats rows, or its rows start where no 16-byte word does
+    (the kernel then copies its stages itself; a pair takes the other tiers)."""
+    views = (a, b) if b1 is None else (a, b, b1)
+    if any(v.gathers or any(r != 1 for r in v.repeats) for v in views):
         return ()
     words = 128 // a.root.type.dtype.bits  # elements of 16 bytes: a map's rows start at multiples of them
-    if any(isinstance(d, int) and d % words for d in (a_stride, b_stride, a.offset, b.offset)):
+    strides = (a_stride, b_stride) if b1 is None else (a_stride, b_stride, b1.strides[-1])
+    if any(isinstance(d, int) and d % words for d in (*strides, *(v.offset for v in views))):
         return ()  # (the host checks the rest at the launch: a map it cannot make sends the call to cp.async)
-    name_a = f"{a.root.name}_map"
-    name_b = f"{b.root.name}_map" if b.root.name != a.root.name else f"{b.root.name}_map_b"
-    return (TensorMap(name_a, homes[id(a.root)], a.offset, m, k, a_stride, CUDA_GEMM_BOX_ROWS, CUDA_GEMM_TILE_K),
-            TensorMap(name_b, homes[id(b.root)], b.offset, n, k, b_stride, CUDA_GEMM_BOX_ROWS, CUDA_GEMM_TILE_K))
+    names: list[str] = []
+    for v, suffix in zip(views, ("", "_b", "_b1")):  # one name a map, where two views share a root
+        name = f"{v.root.name}_map"
+        names.append(name if name not in names else f"{name}{suffix}")
+    return tuple(TensorMap(name, homes[id(v.root)], v.offset, rows, k, stride, CUDA_GEMM_BOX_ROWS, CUDA_GEMM_TILE_K)
+                 for name, v, rows, stride in zip(names, views, (m, n, n), strides))
 
 
 def _epilogue(mm: Op, ops: list[Op], buffers: dict[int, Buffer], result: Val, second: Op | None = None) -> Epilogue:

@@ -15,6 +15,10 @@ where
 * the second stage has an epilogue, and the first stage's result (its matmul's, or its epilogue's) is read by
   that epilogue alone, as a value of the second result's shape (not through a view), and is not returned.
 
+A GEMM of many rows on the tensor cores (``gemm.gemm_rows``) pairs where both products are of 2-D operands (the
+schedule reads a pair through three tensor maps, one output tile's columns of both weights a stage: a prompt's
+gate and up); a batch of them stays two stages (each its own GEMM).
+
 Anything else stays two stages.
 """
 
@@ -30,12 +34,14 @@ from .stages import Stage, StagedProgram
 
 def fuse_matmul_pairs(staged: StagedProgram, target: Target) -> StagedProgram:
     """``staged`` with each fusable pair of matmul stages (see the module docstring) merged into one, as lowered for
-    ``target`` (a GEMM of many rows on the tensor cores, ``gemm.gemm_rows``, takes one weight a call: no pair)."""
+    ``target`` (a GEMM of many rows on the tensor cores, ``gemm.gemm_rows``, pairs only products of 2-D
+    operands)."""
     stages: list[Stage] = []
     for stage in staged.stages:
         last = stages[-1] if stages else None
         if (last is not None and last.kind == "matmul" and stage.kind == "matmul"
-                and not gemm_rows(last.ops[0], target) and _pair(staged, last, stage)):
+                and (not gemm_rows(last.ops[0], target) or _matrices(staged, last.ops[0], stage.ops[0]))
+                and _pair(staged, last, stage)):
             stages[-1] = Stage("matmul_pair", [*last.ops, *stage.ops])
             continue
         stages.append(stage)
@@ -71,6 +77,11 @@ def _pair(staged: StagedProgram, first: Stage, second: Stage) -> bool:
         return False
     readers = [op for op in staged.prog.ops if any(staged.view(v).root is r0 for v in op.inputs)]
     return bool(readers) and all(any(op is o for o in second.ops[1:]) for op in readers)
+
+
+def _matrices(staged: StagedProgram, *mms: Op) -> bool:
+    """Whether every operand of the matmuls ``mms`` is 2-D (no batch axes)."""
+    return all(len(staged.view(v).shape) == 2 for mm in mms for v in mm.inputs[:2])
 
 
 def _prologue(mm: Op) -> tuple[object, ...]:

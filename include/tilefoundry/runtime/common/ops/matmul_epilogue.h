@@ -64,6 +64,14 @@ struct reading {
     words(m, n, acc, out, std::index_sequence_for<Reads...>{});
   }
 
+  /// out[e] = f(acc[e], second[e], t(m, n + e)...) rounded into T, for e < W (a pair's two sums:
+  /// silu(gate) * up, read at the GEMM tier's words).
+  template <int W, class T>
+  TILEFOUNDRY_DEVICE void word(int64_t m, int64_t n, float const (&acc)[W],
+                               float const (&second)[W], T (&out)[W]) const {
+    pair_words(m, n, acc, second, out, std::index_sequence_for<Reads...>{});
+  }
+
  private:
   template <std::size_t... I, class... Acc>
   TILEFOUNDRY_DEVICE auto at(int64_t m, int64_t n, std::index_sequence<I...>, Acc... acc) const {
@@ -76,6 +84,16 @@ struct reading {
     auto const rows = cute::make_tuple(read_row<W>(cute::get<I>(reads), m, n)...);
     for (int e = 0; e < W; ++e)
       out[e] = ::tilefoundry::detail::convert<T>(f(acc[e], cute::get<I>(rows).v[e]...));
+  }
+
+  template <int W, class T, std::size_t... I>
+  TILEFOUNDRY_DEVICE void pair_words(int64_t m, int64_t n, float const (&acc)[W],
+                                     float const (&second)[W], T (&out)[W],
+                                     std::index_sequence<I...>) const {
+    auto const rows = cute::make_tuple(read_row<W>(cute::get<I>(reads), m, n)...);
+    for (int e = 0; e < W; ++e) {
+      out[e] = ::tilefoundry::detail::convert<T>(f(acc[e], second[e], cute::get<I>(rows).v[e]...));
+    }
   }
 };
 

@@ -161,23 +161,41 @@ __device__ void matmul(matmul_ring<Ring, W> const& ring, A const& a, B const& b,
 
 namespace matmul_cuda {
 
-/// The GEMM schedule's call, with the operands' tensor maps where the host made them (else null).
-template <class Acc, class Ring, class W, class A, class B, class Out, class Epi, class Pro>
+/// The GEMM schedule's call, with the operands' tensor maps where the host made them (else null);
+/// of a pair (B1 a second weight), silu(a @ b) * (a @ b1)'s kind, through the tensor cores only
+/// where all three maps are given and describe them.
+template <class Acc, class Ring, class W, class A, class B, class B1, class Out, class Epi,
+          class Pro>
 __device__ __forceinline__ void row_tiles(matmul_ring<Ring, W> const& ring, A const& a, B const& b,
-                                          Out&& out, Epi const& epilogue, Pro const& prologue,
-                                          int64_t rank, int64_t ranks, tensor_map const* ma,
-                                          tensor_map const* mb) {
+                                          B1 const& b1, Out&& out, Epi const& epilogue,
+                                          Pro const& prologue, int64_t rank, int64_t ranks,
+                                          tensor_map const* ma, tensor_map const* mb,
+                                          tensor_map const* mb1) {
+  constexpr bool kPair = matmul_impl::is_pair_v<B1>;
   wait_for_earlier_kernels();
   if constexpr (std::is_same_v<Pro, plain_rows> && std::is_same_v<Acc, float>) {
-    if (matmul_gmma::apply(a, b, out, epilogue, ring.smem, rank, ranks, ma, mb)) return;
+    if constexpr (kPair) {
+      if (ma != nullptr && mb != nullptr && mb1 != nullptr &&
+          matmul_gmma::apply_pair(a, b, b1, out, epilogue, ring.smem, rank, ranks, *ma, *mb,
+                                  *mb1)) {
+        return;
+      }
+    } else {
+      if (matmul_gmma::apply(a, b, out, epilogue, ring.smem, rank, ranks, ma, mb)) return;
+    }
   }
   int64_t const total = int64_t(cute::size<0>(a));
   constexpr int64_t kRows = matmul_gmma::Shape<128>::kTileM;
   for (int64_t m0 = rank * kRows; m0 < total; m0 += ranks * kRows) {
     int64_t const rows = total - m0 < kRows ? total - m0 : kRows;
     auto out_rows = row_slice(out, m0, rows);
-    matmul_impl::apply<Acc>(row_slice(a, m0, rows), b, out_rows, rows_from<Epi>{epilogue, m0},
-                            prologue);
+    if constexpr (kPair) {
+      matmul_impl::apply_pair<Acc>(row_slice(a, m0, rows), b, b1, out_rows,
+                                   rows_from<Epi>{epilogue, m0}, prologue);
+    } else {
+      matmul_impl::apply<Acc>(row_slice(a, m0, rows), b, out_rows, rows_from<Epi>{epilogue, m0},
+                              prologue);
+    }
     __syncthreads();  // the tiers' shared memory is reused by the next row tile
   }
 }
@@ -192,7 +210,8 @@ template <class Acc, class Ring, class W, class A, class B, class Out, class Epi
 __device__ __forceinline__ void matmul(matmul_ring<Ring, W> const& ring, A const& a, B const& b,
                                        Out&& out, Epi const& epilogue, Pro const& prologue,
                                        int64_t rank, int64_t ranks) {
-  matmul_cuda::row_tiles<Acc>(ring, a, b, out, epilogue, prologue, rank, ranks, nullptr, nullptr);
+  matmul_cuda::row_tiles<Acc>(ring, a, b, matmul_impl::no_second{}, out, epilogue, prologue, rank,
+                              ranks, nullptr, nullptr, nullptr);
 }
 
 /// ... and given the tensor maps of a's and b's memory (cuda/tensor_map.cuh, made by the host
@@ -202,7 +221,22 @@ __device__ __forceinline__ void matmul(matmul_ring<Ring, W> const& ring, A const
                                        Out&& out, Epi const& epilogue, Pro const& prologue,
                                        int64_t rank, int64_t ranks, tensor_map const& ma,
                                        tensor_map const& mb) {
-  matmul_cuda::row_tiles<Acc>(ring, a, b, out, epilogue, prologue, rank, ranks, &ma, &mb);
+  matmul_cuda::row_tiles<Acc>(ring, a, b, matmul_impl::no_second{}, out, epilogue, prologue, rank,
+                              ranks, &ma, &mb, nullptr);
+}
+
+/// ... of a pair (b1 of b's shape: out(m, n) = epilogue(m, n, (a @ b)(m, n), (a @ b1)(m, n)),
+/// silu(gate) * up), given the tensor maps of a's, b's and b1's memory: both products of an output
+/// tile through one wgmma a step where the maps describe them (matmul_gmma::apply_pair), else the
+/// pair's tiers of matmul_impl.h over the row tiles.
+template <class Acc, class Ring, class W, class A, class B, class B1, class Out, class Epi,
+          class Pro>
+__device__ __forceinline__ void matmul(matmul_ring<Ring, W> const& ring, A const& a, B const& b,
+                                       B1 const& b1, Out&& out, Epi const& epilogue,
+                                       Pro const& prologue, int64_t rank, int64_t ranks,
+                                       tensor_map const& ma, tensor_map const& mb,
+                                       tensor_map const& mb1) {
+  matmul_cuda::row_tiles<Acc>(ring, a, b, b1, out, epilogue, prologue, rank, ranks, &ma, &mb, &mb1);
 }
 
 }  // namespace ops

@@ -326,15 +326,18 @@ struct Math {
   }
 
   /// out(m0 + m, n0 + n) = epi(m0 + m, n0 + n, the sum) for m < rows, n < cols of the tile,
-  /// through `staging` (this warp's kOutRows x kTileN floats of the ring). A thread's sums are
-  /// pairs of adjacent columns in two rows of each 64-row atom (wgmma's layout of C), which stored
-  /// as they are make 2-byte writes each touching a sector of its own (measured on the H200: half a
-  /// 256 x 128 tile's time at K = 2048). So the warp passes its rows through shared memory, 8 at a
-  /// time (a row each quad of lanes), and reads them back 8 columns a lane: 16 lanes a row,
-  /// passed through the epilogue and written as 16-byte words where the 8 columns exist, are
-  /// contiguous in out and aligned (else one element at a time). A row's 8-column blocks are
-  /// swizzled by its row (block ^ row % 4), so a quad's writes of four rows meet no bank twice.
-  template <class Out, class Epi>
+  /// through `staging` (this warp's kOutRows x kTileN floats of the ring); of a Pair (the tile's
+  /// columns c < kTileN / 2 the first product's sums, c + kTileN / 2 the second's at the same
+  /// output column: mapped_tiles), epi(m0 + m, n0 + n, the first sum, the second) for n < cols <=
+  /// kTileN / 2, the two read back from the staging side by side. A thread's sums are pairs of
+  /// adjacent columns in two rows of each 64-row atom (wgmma's layout of C), which stored as they
+  /// are make 2-byte writes each touching a sector of its own (measured on the H200: half a 256 x
+  /// 128 tile's time at K = 2048). So the warp passes its rows through shared memory, 8 at a time
+  /// (a row each quad of lanes), and reads them back 8 columns a lane: 16 lanes a row, passed
+  /// through the epilogue and written as 16-byte words where the 8 columns exist, are contiguous in
+  /// out and aligned (else one element at a time). A row's 8-column blocks are swizzled by its row
+  /// (block ^ row % 4), so a quad's writes of four rows meet no bank twice.
+  template <bool Pair = false, class Out, class Epi>
   __device__ void store(Out& out, Epi const& epi, int64_t m0, int64_t n0, int64_t rows,
                         int64_t cols, float* staging) const {
     using T = cute::remove_cvref_t<decltype(out(0, 0))>;
@@ -372,12 +375,16 @@ struct Math {
     // 2-byte loads, eight a word, nor their latency was the gap: groups of 2 and 4 passes where the
     // rows are 128, and the copy warpgroup's idle lanes reading each tile's residual rows into L2
     // while its products ran, measured within 1%.)
-    constexpr int kSlices = 2 * int(cute::size<1>(Acc{}));  // 8-row slices of the warp's rows
-    constexpr int kPasses = kOutRows * kTileN / 8 / 32;
+    constexpr int kSlices = 2 * int(cute::size<1>(Acc{}));   // 8-row slices of the warp's rows
+    constexpr int kOutCols = Pair ? kTileN / 2 : kTileN;     // columns of out a tile
+    constexpr unsigned kSecond = 4u * unsigned(kTileN / 2);  // a pair's second sums, past its first
+    constexpr int kPasses = kOutRows * kOutCols / 8 / 32;
     constexpr int kGroup = S::kWarpgroupRows == 64 ? kPasses : 1;
-    // where pass p's word lies: row row_of(p) of the staged rows, columns col_of(p) .. + 7
-    auto const row_of = [&](int p) { return (lane + 32 * p) / (kTileN / 8); };
-    auto const col_of = [&](int p) { return (lane + 32 * p) % (kTileN / 8) * 8; };
+    // where pass p's word lies: row row_of(p) of the staged rows, columns col_of(p) .. + 7 (and,
+    // of a pair, its second sums col_of(p) + kTileN / 2 .. + 7: the swizzle keeps them side by
+    // side, as it moves a block by a multiple of 8 columns below 32)
+    auto const row_of = [&](int p) { return (lane + 32 * p) / (kOutCols / 8); };
+    auto const col_of = [&](int p) { return (lane + 32 * p) % (kOutCols / 8) * 8; };
 #pragma unroll 1
     for (int slice = 0; slice < kSlices; ++slice) {
       __syncwarp();  // the reads of the slice before are done
@@ -412,7 +419,19 @@ struct Math {
             unsigned const word = staged_at + 4u * unsigned(swizzled(row, col));
             float4 const lo = load_shared(word), hi = load_shared(word + 16u);
             float const v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-            if constexpr (is_reading_v<Epi>) {
+            if constexpr (Pair) {
+              float4 const lo1 = load_shared(word + kSecond),
+                           hi1 = load_shared(word + kSecond + 16u);
+              float const v1[8] = {lo1.x, lo1.y, lo1.z, lo1.w, hi1.x, hi1.y, hi1.z, hi1.w};
+              if constexpr (is_reading_v<Epi>) {
+                epi.word(m, n, v, v1, packed[g]);
+              } else {
+                CUTE_UNROLL
+                for (int e = 0; e < 8; ++e) {
+                  packed[g][e] = ::tilefoundry::detail::convert<T>(epi(m, n + e, v[e], v1[e]));
+                }
+              }
+            } else if constexpr (is_reading_v<Epi>) {
               // the tensors it reads, a word of each at once (common/ops/matmul_epilogue.h), not
               // eight 2-byte loads; measured on an H100 (2026-12-06, CUDA-graph medians, us, words
               // / elements, both with the second set of sums of Math's comment): o_proj +
@@ -442,8 +461,9 @@ struct Math {
           unsigned const word = staged_at + 4u * unsigned(swizzled(row, col));
 #pragma unroll 1
           for (int e = 0; e < 8 && col + e < cols; ++e) {
-            matmul_impl::store<T>(out, epi, first + row, n0 + col + e,
-                                  load_shared_f32(word + 4u * unsigned(e)), 0.0f);
+            unsigned const at = word + 4u * unsigned(e);
+            matmul_impl::store<T>(out, epi, first + row, n0 + col + e, load_shared_f32(at),
+                                  Pair ? load_shared_f32(at + kSecond) : 0.0f);
           }
         }
       }
@@ -525,7 +545,8 @@ __device__ inline float* staging_of(unsigned char* ring) {
   return all + int64_t(threadIdx.x / 32) * kOutRows * kTileN;
 }
 
-/// The output tiles of an M x N product, S::kTileM x kTileN each, numbered down the rows first:
+/// The output tiles of an M x N product, S::kTileM x Cols each (Cols: kTileN, or kTileN / 2 for a
+/// pair, whose b tile is Cols columns of each weight), numbered down the rows first:
 /// tile t covers rows m0(t) up to rows(t) of them and columns n0(t) up to cols(t) of them. CTA
 /// `rank` of `ranks` takes tiles rank, rank + ranks, ...: at(0), at(1), ... until one is -1.
 /// (32-bit arithmetic: a GPU divides 64-bit integers in a long subroutine.) Measured on the H200 at
@@ -533,9 +554,10 @@ __device__ inline float* staging_of(unsigned char* ring) {
 /// numbered along the columns first, 12.7% slower at gate/up and down at M = 4096, the other six
 /// cases within 4.5%; each CTA keeping one column tile (where the CTAs outnumber them), 24-27%
 /// slower at gate/up (both M) and 6% at down at M = 4096, the other five within 4%.
-template <class S>
+template <class S, int Cols = kTileN>
 struct Tiles {
   static constexpr int kTileM = S::kTileM;
+  static constexpr int kCols = Cols;
   int m, n, rank, ranks, row_tiles, count;
 
   __device__ Tiles(int64_t m_, int64_t n_, int64_t rank_, int64_t ranks_)
@@ -544,13 +566,13 @@ struct Tiles {
         rank(int(rank_)),
         ranks(int(ranks_)),
         row_tiles(int((m_ + kTileM - 1) / kTileM)),
-        count(row_tiles * int((n_ + kTileN - 1) / kTileN)) {}
+        count(row_tiles * int((n_ + Cols - 1) / Cols)) {}
 
   __device__ int at(int i) const { return rank + i * ranks < count ? rank + i * ranks : -1; }
   __device__ int m0(int t) const { return t % row_tiles * kTileM; }
-  __device__ int n0(int t) const { return t / row_tiles * kTileN; }
+  __device__ int n0(int t) const { return t / row_tiles * Cols; }
   __device__ int rows(int t) const { return m - m0(t) < kTileM ? m - m0(t) : kTileM; }
-  __device__ int cols(int t) const { return n - n0(t) < kTileN ? n - n0(t) : kTileN; }
+  __device__ int cols(int t) const { return n - n0(t) < Cols ? n - n0(t) : Cols; }
 
   /// Whether the two CTAs of each cluster split every tile's K steps between them (split_k):
   /// the kernel was launched in clusters of two, CTA `rank` is rank % 2 of its cluster, and the
@@ -566,8 +588,8 @@ struct Tiles {
   /// 2 of its cluster, and an even count of row tiles (tile t, even, and t + 1 then share their
   /// columns, and exist together). Every CTA of a cluster finds the same.
   __device__ bool share_b() const {
-    return TILEFOUNDRY_MATMUL_GMMA_SHARE_B && cluster::ctas() == 2 && ranks % 2 == 0 &&
-           unsigned(rank % 2) == cluster::rank() && row_tiles % 2 == 0;
+    return TILEFOUNDRY_MATMUL_GMMA_SHARE_B && Cols == kTileN && cluster::ctas() == 2 &&
+           ranks % 2 == 0 && unsigned(rank % 2) == cluster::rank() && row_tiles % 2 == 0;
   }
 
   /// The tiles of the cluster's pair of CTAs, where they split K (split): pair rank / 2 of
@@ -675,10 +697,20 @@ __device__ bool maps_ok(A const& a, B const& b, tensor_map const& ma, tensor_map
 /// tile into the same stage of both CTAs (TMA multicast, counted on both `full` barriers), and a
 /// stage is refilled once the math warps of both have read it (each arrives on both `empty`
 /// barriers).
-template <class S, class A, class B, class Out, class Epi>
-__device__ __forceinline__ void mapped_tiles(A const& a, B const& b, Out& out, Epi const& epi,
-                                             Tiles<S> const& all, tensor_map const& ma,
-                                             tensor_map const& mb, unsigned char* ring) {
+///
+/// A pair of products sharing a (Pair: silu(a @ gate) * (a @ up), b1 of b's shape through `mb1`)
+/// takes output tiles of kTileN / 2 columns (Tiles<S, kTileN / 2>): a stage's b tile is a box of
+/// those columns of b over a box of the same columns of b1, so one wgmma makes both products of
+/// the tile, b's in the sums' first kTileN / 2 columns and b1's in the rest, and Math::store
+/// passes each pair of sums through the epilogue. (Each CTA's tile is half as wide; the a tile
+/// is copied once for both products.)
+template <class S, bool Pair, class A, class B, class B1, class Out, class Epi, int Cols>
+__device__ __forceinline__ void mapped_tiles(A const& a, B const& b, B1 const& b1, Out& out,
+                                             Epi const& epi, Tiles<S, Cols> const& all,
+                                             tensor_map const& ma, tensor_map const& mb,
+                                             tensor_map const& mb1, unsigned char* ring) {
+  static_assert(Cols == (Pair ? kTileN / 2 : kTileN), "a pair's tiles are half as wide");
+  static_assert(!Pair || Cols == kBoxRows, "a pair's b tile is a box of each weight");
   using E = element_t<A>;
   constexpr int kStages = S::kStages;
   constexpr int64_t kStageBytes = S::kStageBytes;
@@ -687,9 +719,9 @@ __device__ __forceinline__ void mapped_tiles(A const& a, B const& b, Out& out, E
   int64_t const depth = int64_t(cute::size<1>(a));
   int64_t const steps = (depth + kTileK - 1) / kTileK;
   bool const split = all.split(steps);
-  bool const pair = !split && all.share_b();  // the pair copies b's tiles for both: multicast
-  unsigned const half = split || pair ? cluster::rank() : 0u;
-  Tiles<S> const tiles = split ? all.pairs() : all;
+  bool const multicast = !split && all.share_b();  // the CTAs copy b's tiles for both
+  unsigned const half = split || multicast ? cluster::rank() : 0u;
+  Tiles<S, Cols> const tiles = split ? all.pairs() : all;
   // This CTA's steps of K: `count` of them from step `first`.
   int64_t const first = split && half == 1 ? steps / 2 : 0;
   int const count = int(split ? (half == 0 ? steps / 2 : steps - steps / 2) : steps);
@@ -702,18 +734,19 @@ __device__ __forceinline__ void mapped_tiles(A const& a, B const& b, Out& out, E
   if (int(threadIdx.x) == kMathThreads) {
     cute::prefetch_tma_descriptor(&ma.map);
     cute::prefetch_tma_descriptor(&mb.map);
+    if constexpr (Pair) cute::prefetch_tma_descriptor(&mb1.map);
   }
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       Full::init(&full[s], 1);  // the copy lane's arrival, then the copies' bytes
       // a lane of each math warp, its wgmma done: of both CTAs where the pair shares b (a stage is
       // refilled in both by either)
-      Empty::init(&empty[s], pair ? 2 * kMathWarps : kMathWarps);
+      Empty::init(&empty[s], multicast ? 2 * kMathWarps : kMathWarps);
     }
     if (split) cluster::expect_bytes(landed, S::kGivenBytes);  // (its own init's fence)
     cutlass::arch::fence_barrier_init();
   }
-  if (pair) {
+  if (multicast) {
     cluster::barrier();  // the peer's barriers are made before this CTA's copies count on them
   } else {
     __syncthreads();
@@ -724,12 +757,13 @@ __device__ __forceinline__ void mapped_tiles(A const& a, B const& b, Out& out, E
     if (int(threadIdx.x) == kMathThreads) {
       int32_t const a_row = int32_t(map_row(ma, &a(0, 0)));
       int32_t const b_row = int32_t(map_row(mb, &b(0, 0)));
+      int32_t const b1_row = Pair ? int32_t(map_row(mb1, &b1(0, 0))) : 0;
       auto [sA, sB] = stages_of<S, E>(ring);
       uint64_t const hint = uint64_t(cute::TMA::CacheHintSm90::EVICT_NORMAL);
       RingPosition<kStages> at;  // the K steps of every tile, one after the other through the ring
       for (int i = 0, t = tiles.at(0); t >= 0; t = tiles.at(++i)) {
         int32_t const m0 = a_row + int32_t(tiles.m0(t));
-        int32_t const n0 = b_row + int32_t(tiles.n0(t));
+        int32_t const n0 = int32_t(tiles.n0(t));
         for (int step = 0; step < count; ++step, at.advance()) {
           int const s = at.stage;
           Empty::wait(&empty[s], at.phase ^ 1u);  // read in the round before
@@ -740,14 +774,19 @@ __device__ __forceinline__ void mapped_tiles(A const& a, B const& b, Out& out, E
             cute::SM90_TMA_LOAD_2D::copy(&ma.map, &full[s], hint, &sA(box * kBoxRows, 0, s), k0,
                                          m0 + box * kBoxRows);
           }
-          if (pair) {  // this CTA's half of b's tile, into the same stage of both CTAs
+          if constexpr (Pair) {  // the tile's columns of b, then of b1
+            cute::SM90_TMA_LOAD_2D::copy(&mb.map, &full[s], hint, &sB(0, 0, s), k0, b_row + n0);
+            cute::SM90_TMA_LOAD_2D::copy(&mb1.map, &full[s], hint, &sB(int(kBoxRows), 0, s), k0,
+                                         b1_row + n0);
+          } else if (multicast) {  // this CTA's half of b's tile, into the same stage of both CTAs
             int const box = int(half) * kBoxRows;
             cute::SM90_TMA_LOAD_MULTICAST_2D::copy(&mb.map, &full[s], uint16_t(0x3), hint,
-                                                   &sB(box, 0, s), k0, n0 + box);
+                                                   &sB(box, 0, s), k0, b_row + n0 + box);
           } else {
             CUTE_UNROLL
             for (int box = 0; box < kTileN; box += kBoxRows) {
-              cute::SM90_TMA_LOAD_2D::copy(&mb.map, &full[s], hint, &sB(box, 0, s), k0, n0 + box);
+              cute::SM90_TMA_LOAD_2D::copy(&mb.map, &full[s], hint, &sB(box, 0, s), k0,
+                                           b_row + n0 + box);
             }
           }
         }
@@ -755,7 +794,7 @@ __device__ __forceinline__ void mapped_tiles(A const& a, B const& b, Out& out, E
       // Where the pair shares b, the peer's math warps arrive on this CTA's `empty` barriers: the
       // CTA leaves only once the last round of each stage has been released by both CTAs (no
       // arrival then lands in the memory of a CTA that has left).
-      for (int s = 0; pair && s < kStages; ++s, at.advance())
+      for (int s = 0; multicast && s < kStages; ++s, at.advance())
         Empty::wait(&empty[at.stage], at.phase ^ 1u);
     }
     if (split) {  // the math threads' cluster barrier, which every thread of the cluster meets
@@ -774,7 +813,7 @@ __device__ __forceinline__ void mapped_tiles(A const& a, B const& b, Out& out, E
   // this CTA's stages too.
   auto const release = [&](int stage) {
     Empty::arrive(&empty[stage]);
-    if (pair) Empty::arrive(&empty[stage], half ^ 1u, 1u);
+    if (multicast) Empty::arrive(&empty[stage], half ^ 1u, 1u);
   };
   for (int i = 0, t = tiles.at(0); t >= 0; t = tiles.at(++i)) {
     math.begin();
@@ -800,8 +839,8 @@ __device__ __forceinline__ void mapped_tiles(A const& a, B const& b, Out& out, E
     }
     if (stores) {  // (one call of store: a second one left a call in the kernel, which serialises
                    // its wgmma, ptxas said)
-      math.store(out, epi, tiles.m0(t), tiles.n0(t), tiles.rows(t), tiles.cols(t),
-                 staging_of(ring));
+      math.template store<Pair>(out, epi, tiles.m0(t), tiles.n0(t), tiles.rows(t), tiles.cols(t),
+                                staging_of(ring));
     }
     if (split) return;
   }
@@ -833,6 +872,46 @@ static_assert(kForcedRows != 0 ||
                    rows_of(4096, 2048, 132) == 128),
               "rows_of picks as measured");
 
+#if TILEFOUNDRY_MATMUL_GMMA
+/// The mapped tiles of a call (mapped_tiles) in the shape rows_of picks for its `tiles` output
+/// tiles of kTileN columns (a pair's count of kTileN / 2 columns each), or the forced one.
+template <bool Pair, class A, class B, class B1, class Out, class Epi>
+__device__ __forceinline__ void mapped_call(A const& a, B const& b, B1 const& b1, Out& out,
+                                            Epi const& epi, int64_t rank, int64_t ranks,
+                                            tensor_map const& ma, tensor_map const& mb,
+                                            tensor_map const& mb1, unsigned char* ring) {
+  constexpr int kCols = Pair ? kTileN / 2 : kTileN;
+  int64_t const m = int64_t(cute::size<0>(a)), n = int64_t(cute::size<1>(b));
+  // (a forced shape, TILEFOUNDRY_MATMUL_GMMA_WARPGROUP_ROWS, is the kernel's only one)
+  if constexpr (kForcedRows != 0) {
+    Tiles<Shape<kForcedRows>, kCols> const tiles(m, n, rank, ranks);
+    mapped_tiles<Shape<kForcedRows>, Pair>(a, b, b1, out, epi, tiles, ma, mb, mb1, ring);
+  } else if (rows_of(m, Pair ? 2 * n : n, ranks) == 64) {
+    Tiles<Shape<64>, kCols> const tiles(m, n, rank, ranks);
+    mapped_tiles<Shape<64>, Pair>(a, b, b1, out, epi, tiles, ma, mb, mb1, ring);
+  } else {
+    Tiles<Shape<128>, kCols> const tiles(m, n, rank, ranks);
+    mapped_tiles<Shape<128>, Pair>(a, b, b1, out, epi, tiles, ma, mb, mb1, ring);
+  }
+}
+
+/// The ring's start, aligned to the swizzle, where the ring holds the tier's bytes (else null).
+template <class Ring>
+__device__ __forceinline__ unsigned char* aligned_ring(Ring const& ring) {
+  using R = cute::remove_cvref_t<decltype(ring(0))>;
+  if constexpr (cute::is_static<decltype(ring.layout())>::value) {
+    static_assert(
+        cute::size(decltype(ring.layout()){}) * sizeof(R) >= kRingBytes,
+        "the ring is smaller than the tier's stages: lower/matmul.py's CUDA_GEMM_RING_BYTES "
+        "and matmul_gmma.cuh's kRingBytes must agree");
+  }
+  if (int64_t(cute::size(ring)) * int64_t(sizeof(R)) < kRingBytes) return nullptr;
+  auto* const raw = reinterpret_cast<unsigned char*>(cute::raw_pointer_cast(&ring(0)));
+  return reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(raw) + kAlign - 1) / kAlign *
+                                          kAlign);
+}
+#endif
+
 /// The call of the GEMM schedule: this CTA's output tiles rank, rank + ranks, ... (Tiles) through
 /// the tensor cores where the tier applies (true), else nothing done (false: the caller takes the
 /// other tiers). `ma` and `mb`, where given, are tensor maps of a's and b's memory.
@@ -843,31 +922,10 @@ __device__ __forceinline__ bool apply(A const& a, B const& b, Out& out, Epi cons
                                       tensor_map const* mb = nullptr) {
 #if TILEFOUNDRY_MATMUL_GMMA
   if constexpr (tier_v<A, B>) {
-    using R = cute::remove_cvref_t<decltype(ring(0))>;
-    if constexpr (cute::is_static<decltype(ring.layout())>::value) {
-      static_assert(
-          cute::size(decltype(ring.layout()){}) * sizeof(R) >= kRingBytes,
-          "the ring is smaller than the tier's stages: lower/matmul.py's CUDA_GEMM_RING_BYTES "
-          "and matmul_gmma.cuh's kRingBytes must agree");
-    }
-    if (int64_t(cute::size(ring)) * int64_t(sizeof(R)) < kRingBytes || !runtime_ok(a, b)) {
-      return false;
-    }
-    auto* const raw = reinterpret_cast<unsigned char*>(cute::raw_pointer_cast(&ring(0)));
-    auto* const aligned = reinterpret_cast<unsigned char*>(
-        (reinterpret_cast<uintptr_t>(raw) + kAlign - 1) / kAlign * kAlign);
-    int64_t const m = int64_t(cute::size<0>(a)), n = int64_t(cute::size<1>(b));
+    unsigned char* const aligned = aligned_ring(ring);
+    if (aligned == nullptr || !runtime_ok(a, b)) return false;
     if (ma != nullptr && mb != nullptr && maps_ok(a, b, *ma, *mb)) {
-      // a forced shape (TILEFOUNDRY_MATMUL_GMMA_WARPGROUP_ROWS) is the kernel's only one
-      if constexpr (kForcedRows == 64) {
-        mapped_tiles(a, b, out, epi, Tiles<Shape<64>>(m, n, rank, ranks), *ma, *mb, aligned);
-      } else if constexpr (kForcedRows == 128) {
-        mapped_tiles(a, b, out, epi, Tiles<Shape<128>>(m, n, rank, ranks), *ma, *mb, aligned);
-      } else if (rows_of(m, n, ranks) == 64) {
-        mapped_tiles(a, b, out, epi, Tiles<Shape<64>>(m, n, rank, ranks), *ma, *mb, aligned);
-      } else {
-        mapped_tiles(a, b, out, epi, Tiles<Shape<128>>(m, n, rank, ranks), *ma, *mb, aligned);
-      }
+      mapped_call<false>(a, b, b, out, epi, rank, ranks, *ma, *mb, *mb, aligned);
       return true;
     }
     // No maps (a batch of matrices, a view the host could not describe): 256 x 128 tiles, copied
@@ -878,6 +936,7 @@ __device__ __forceinline__ bool apply(A const& a, B const& b, Out& out, Epi cons
       return true;
     }
     cutlass::arch::warpgroup_reg_alloc<kMathRegisters>();
+    int64_t const m = int64_t(cute::size<0>(a)), n = int64_t(cute::size<1>(b));
     Tiles<Shape<128>> const tiles(m, n, rank, ranks);
     for (int i = 0, t = tiles.at(0); t >= 0; t = tiles.at(++i)) {
       row_tile(a, b, out, epi, tiles, t, aligned);
@@ -886,6 +945,32 @@ __device__ __forceinline__ bool apply(A const& a, B const& b, Out& out, Epi cons
   }
 #endif
   (void)a, (void)b, (void)out, (void)epi, (void)ring, (void)rank, (void)ranks, (void)ma, (void)mb;
+  return false;
+}
+
+/// ... of a pair of products sharing a (b1 of b's shape): out(m, n) = epi(m, n, (a @ b)(m, n), (a @
+/// b1)(m, n)), both through one wgmma a step (mapped_tiles), where tensor maps of all three
+/// operands describe them; else nothing done (false: the caller takes the other tiers; a pair has
+/// no cp.async path).
+template <class A, class B, class B1, class Out, class Epi, class Ring>
+__device__ __forceinline__ bool apply_pair(A const& a, B const& b, B1 const& b1, Out& out,
+                                           Epi const& epi, Ring const& ring, int64_t rank,
+                                           int64_t ranks, tensor_map const& ma,
+                                           tensor_map const& mb, tensor_map const& mb1) {
+#if TILEFOUNDRY_MATMUL_GMMA
+  if constexpr (tier_v<A, B> && tier_v<A, B1>) {
+    unsigned char* const aligned = aligned_ring(ring);
+    if (aligned == nullptr || !runtime_ok(a, b) || !runtime_ok(a, b1) ||
+        cute::size<1>(b1) != cute::size<1>(b) || !maps_ok(a, b, ma, mb) ||
+        !maps_ok(a, b1, ma, mb1)) {
+      return false;
+    }
+    mapped_call<true>(a, b, b1, out, epi, rank, ranks, ma, mb, mb1, aligned);
+    return true;
+  }
+#endif
+  (void)a, (void)b, (void)b1, (void)out, (void)epi, (void)ring, (void)rank, (void)ranks, (void)ma,
+      (void)mb, (void)mb1;
   return false;
 }
 
