@@ -22,8 +22,9 @@ experts no token chose are never read (tests/test_compiled_kernels.py poisons th
 A step of many tokens (a prompt) runs compiled too. On a Hopper GPU each slot with a matmul is built as an entry
 choosing between two variants of its body by the step's row count (``CompilerOptions.split_rows``,
 ``lower/dispatch.py``): up to 16 rows the decode step's kernels, from 17 the prompt's: the projections a GEMM on
-the tensor cores (wgmma, ``cuda/ops/matmul_gmma.cuh``), the attention blocks of 64 query rows through mma.sync
-(``cuda/ops/attention_mma.cuh``). Qwen3-1.7B's 1024-token prefill on an H200 (2026-12-05, the engine alone,
+the tensor cores (wgmma, ``cuda/ops/matmul_gmma.cuh``; gate and up one GEMM of the pair, ``silu(gate) * up`` its
+epilogue; the norm before a projection a row-wise stage of its own), the attention blocks of 64 query rows through
+mma.sync (``cuda/ops/attention_mma.cuh``). Qwen3-1.7B's 1024-token prefill on an H200 (2026-12-05, the engine alone,
 synchronised): 11.6 ms through them, against 24.2 ms through torch's projections and attention (cuBLAS, SDPA
 given a boolean mask: its math backend). ``moe`` at several tokens a step runs compiled on a CPU: the router's
 slot (``moe_route``), the chunks of each chosen expert's tokens formed by the engine (:func:`moe_groups`), then
