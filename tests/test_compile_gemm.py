@@ -102,6 +102,13 @@ class Gemms:
         return tf.silu(tf.matmul(xi, tf.transpose(gate, (1, 0)))) * tf.matmul(xi, tf.transpose(up, (1, 0))) + ri
 
     @func
+    def biased_pair(xb: Tensor[(ROWS, 64), "bf16"], wb: ConstTensor[(72, 64), "bf16"], bb: ConstTensor[(72,), "bf16"],
+                    wc: ConstTensor[(72, 64), "bf16"]):
+        """A pair whose first product has an epilogue of its own before they meet (a bias, read at every row: a
+        broadcast word), K one step (no pair of CTAs splits it), 72 columns (a tile of 64 and one of 8)."""
+        return (tf.matmul(xb, tf.transpose(wb, (1, 0))) + bb) * tf.sigmoid(tf.matmul(xb, tf.transpose(wc, (1, 0))))
+
+    @func
     def any_rows(xa: Tensor[(ANY, 128), "bf16"], norm: ConstTensor[(128,), "bf16"],
                  wa: ConstTensor[(192, 128), "bf16"]):
         """Rows 1 to 4096 and a norm before the projection: an entry choosing a decode step's variant (the norm a
@@ -134,7 +141,7 @@ def test_many_rows_of_16_bit_operands_take_the_gemm_schedule_on_sm90a() -> None:
               "wide": (1152, 448), "shifted_residuals": (136, 128)}
     tiles = {"batched_heads": 2, "odd_depth": 1}
     for name, fn in Gemms.functions.items():
-        if name in ("any_rows", "swiglu", "interleaved_swiglu"):  # (the pairs: the next test)
+        if name in ("any_rows", "swiglu", "interleaved_swiglu", "biased_pair"):  # (the pairs: the next test)
             continue
         schedule, call = _matmul(fn, CudaTarget())
         assert schedule.threads_per_cta == CUDA_GEMM_THREADS and schedule.ctas_per_sm == 1, name
@@ -168,14 +175,16 @@ def test_a_pair_of_gemms_sharing_their_input_is_one_call_through_three_tensor_ma
     of the two sums; a batch of pairs (a mixture's experts) stays two GEMMs."""
     from tilefoundry.codegen import generate
 
-    for name, n, (stride, offset) in (("swiglu", 200, (128, 0)), ("interleaved_swiglu", 192, (256, 128))):
+    cases = (("swiglu", 200, 128, (128, 0)), ("interleaved_swiglu", 192, 128, (256, 128)),
+             ("biased_pair", 72, 64, (64, 0)))
+    for name, n, k, (stride, offset) in cases:
         fn = Gemms.functions[name]
         schedule, call = _matmul(fn, CudaTarget())
         assert schedule.threads_per_cta == CUDA_GEMM_THREADS and len(call.operands) == 3, name
         ranks = call.indices[1].base
         assert ranks == min(CUDA_GEMM_CTAS, -(-4096 // CUDA_GEMM_TILE_M) * -(-n // (CUDA_GEMM_TILE_N // 2))), name
         a_map, gate_map, up_map = call.maps
-        assert (a_map.rows, a_map.depth, a_map.stride) == (ROWS, 128, 128), name
+        assert (a_map.rows, a_map.depth, a_map.stride) == (ROWS, k, k), name
         assert (gate_map.rows, gate_map.stride, gate_map.offset) == (n, stride, 0), name
         assert (up_map.rows, up_map.stride, up_map.offset) == (n, stride, offset), name
         assert len({m.name for m in call.maps}) == 3, name
