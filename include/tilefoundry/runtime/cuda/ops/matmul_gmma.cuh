@@ -557,7 +557,6 @@ __device__ inline float* staging_of(unsigned char* ring) {
 template <class S, int Cols = kTileN>
 struct Tiles {
   static constexpr int kTileM = S::kTileM;
-  static constexpr int kCols = Cols;
   int m, n, rank, ranks, row_tiles, count;
 
   __device__ Tiles(int64_t m_, int64_t n_, int64_t rank_, int64_t ranks_)
