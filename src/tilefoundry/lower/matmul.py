@@ -226,7 +226,7 @@ def _cuda_gemm(n: Dim, batch: Dim, op: Op, target: CudaTarget, mapped: bool,
     each weight; at most CUDA_GEMM_CTAS of them, one wave); else a column tile (a divisor of N, or N
     itself under CUDA_GEMM_TILE_N) of at least CUDA_GEMM_MIN_TILE_N columns a CTA, ``ranks`` CTAs taking its row
     tiles in turn. The caller checks the layouts (runs of K contiguous) and that nothing else is fused into the
-    call (prologue, pair, reductions)."""
+    call (prologue, reductions)."""
     if not gemm_rows(op, target) or not isinstance(n, int):
         return None
     rows = dim_range(op.inputs[0].type.shape[-2])

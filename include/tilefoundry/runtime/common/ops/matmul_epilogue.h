@@ -61,7 +61,7 @@ struct reading {
   /// out[e] = f(acc[e], t(m, n + e)...) rounded into T, for e < W (a single product's sums).
   template <int W, class T>
   TILEFOUNDRY_DEVICE void word(int64_t m, int64_t n, float const (&acc)[W], T (&out)[W]) const {
-    words(m, n, acc, out, std::index_sequence_for<Reads...>{});
+    words(m, n, out, std::index_sequence_for<Reads...>{}, acc);
   }
 
   /// out[e] = f(acc[e], second[e], t(m, n + e)...) rounded into T, for e < W (a pair's two sums:
@@ -69,7 +69,7 @@ struct reading {
   template <int W, class T>
   TILEFOUNDRY_DEVICE void word(int64_t m, int64_t n, float const (&acc)[W],
                                float const (&second)[W], T (&out)[W]) const {
-    pair_words(m, n, acc, second, out, std::index_sequence_for<Reads...>{});
+    words(m, n, out, std::index_sequence_for<Reads...>{}, acc, second);
   }
 
  private:
@@ -78,22 +78,13 @@ struct reading {
     return f(acc..., cute::get<I>(reads)(m, n)...);
   }
 
-  template <int W, class T, std::size_t... I>
-  TILEFOUNDRY_DEVICE void words(int64_t m, int64_t n, float const (&acc)[W], T (&out)[W],
-                                std::index_sequence<I...>) const {
+  /// out[e] = f(sums[e]..., t(m, n + e)...) rounded into T (each of `sums` W floats).
+  template <int W, class T, std::size_t... I, class... Sums>
+  TILEFOUNDRY_DEVICE void words(int64_t m, int64_t n, T (&out)[W], std::index_sequence<I...>,
+                                Sums const&... sums) const {
     auto const rows = cute::make_tuple(read_row<W>(cute::get<I>(reads), m, n)...);
     for (int e = 0; e < W; ++e)
-      out[e] = ::tilefoundry::detail::convert<T>(f(acc[e], cute::get<I>(rows).v[e]...));
-  }
-
-  template <int W, class T, std::size_t... I>
-  TILEFOUNDRY_DEVICE void pair_words(int64_t m, int64_t n, float const (&acc)[W],
-                                     float const (&second)[W], T (&out)[W],
-                                     std::index_sequence<I...>) const {
-    auto const rows = cute::make_tuple(read_row<W>(cute::get<I>(reads), m, n)...);
-    for (int e = 0; e < W; ++e) {
-      out[e] = ::tilefoundry::detail::convert<T>(f(acc[e], second[e], cute::get<I>(rows).v[e]...));
-    }
+      out[e] = ::tilefoundry::detail::convert<T>(f(sums[e]..., cute::get<I>(rows).v[e]...));
   }
 };
 

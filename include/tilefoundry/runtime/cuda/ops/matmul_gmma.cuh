@@ -419,28 +419,29 @@ struct Math {
             unsigned const word = staged_at + 4u * unsigned(swizzled(row, col));
             float4 const lo = load_shared(word), hi = load_shared(word + 16u);
             float const v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+            // the word's epilogue of its sums (a pair's: both products' words)
+            auto const pass = [&](auto const&... sums) {
+              if constexpr (is_reading_v<Epi>) {
+                // the tensors it reads, a word of each at once (common/ops/matmul_epilogue.h), not
+                // eight 2-byte loads; measured on an H100 (2026-12-06, CUDA-graph medians, us,
+                // words / elements, both with the second set of sums of Math's comment): o_proj +
+                // residual 20.3 / 20.3 at 1024 rows, 67.4 / 67.8 at 4096; down + residual 47.2
+                // / 47.4, 164.0 / 164.6
+                epi.word(m, n, sums..., packed[g]);
+              } else {
+                CUTE_UNROLL
+                for (int e = 0; e < 8; ++e) {
+                  packed[g][e] = ::tilefoundry::detail::convert<T>(epi(m, n + e, sums[e]...));
+                }
+              }
+            };
             if constexpr (Pair) {
               float4 const lo1 = load_shared(word + kSecond),
                            hi1 = load_shared(word + kSecond + 16u);
               float const v1[8] = {lo1.x, lo1.y, lo1.z, lo1.w, hi1.x, hi1.y, hi1.z, hi1.w};
-              if constexpr (is_reading_v<Epi>) {
-                epi.word(m, n, v, v1, packed[g]);
-              } else {
-                CUTE_UNROLL
-                for (int e = 0; e < 8; ++e) {
-                  packed[g][e] = ::tilefoundry::detail::convert<T>(epi(m, n + e, v[e], v1[e]));
-                }
-              }
-            } else if constexpr (is_reading_v<Epi>) {
-              // the tensors it reads, a word of each at once (common/ops/matmul_epilogue.h), not
-              // eight 2-byte loads; measured on an H100 (2026-12-06, CUDA-graph medians, us, words
-              // / elements, both with the second set of sums of Math's comment): o_proj +
-              // residual 20.3 / 20.3 at 1024 rows, 67.4 / 67.8 at 4096; down + residual 47.2
-              // / 47.4, 164.0 / 164.6
-              epi.word(m, n, v, packed[g]);
+              pass(v, v1);
             } else {
-              CUTE_UNROLL
-              for (int e = 0; e < 8; ++e) packed[g][e] = value<T>(epi, m, n + e, v[e]);
+              pass(v);
             }
           }
         }
@@ -507,12 +508,6 @@ struct Math {
       acc(4 * j + 2) += v.z;
       acc(4 * j + 3) += v.w;
     }
-  }
-
-  /// Element (m, n) of out: the epilogue of its sum v, rounded into T.
-  template <class T, class Epi>
-  __device__ static T value(Epi const& epi, int64_t m, int64_t n, float v) {
-    return ::tilefoundry::detail::convert<T>(epi(m, n, v));
   }
 };
 
